@@ -1,0 +1,148 @@
+# fennec build. `make` builds, `make test` tests, `make demo` shows the product.
+# Knobs: ASAN=1 (address+undefined sanitizers, into build-asan/), TSAN=1 (thread sanitizer,
+# into build-tsan/), O=<dir> (build directory), V=1 (echo commands).
+
+CC      ?= cc
+DEBIAN_PACKAGES := libzstd-dev libunwind-dev libdw-dev libelf-dev clang libclang-rt-14-dev python3
+
+ifeq ($(ASAN),1)
+  O ?= build-asan
+  SANFLAGS := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
+else ifeq ($(TSAN),1)
+  O ?= build-tsan
+  SANFLAGS := -fsanitize=thread
+else
+  O ?= build
+  SANFLAGS :=
+endif
+
+OPT      ?= -O2
+WARN     := -Wall -Wextra -Wshadow -Wstrict-prototypes -Wno-unused-parameter
+CFLAGS   += -std=gnu11 -g $(OPT) $(WARN) -fPIC -D_GNU_SOURCE $(SANFLAGS) -Iinclude -Isrc
+LDFLAGS  += $(SANFLAGS)
+LIBS_COL := -lzstd -lpthread -ldl
+LIBS_ANA := -lzstd -lm -lpthread
+
+ifneq ($(V),1)
+  Q := @
+endif
+
+COMMON_SRC  := $(wildcard src/common/*.c)
+COLLECT_SRC := $(wildcard src/collect/*.c) src/format/writer.c
+ANALYZE_SRC := src/format/reader.c $(wildcard src/analyze/*.c) $(wildcard src/report/*.c)
+CLI_SRC     := $(wildcard src/cli/*.c)
+
+COMMON_OBJ  := $(COMMON_SRC:%.c=$(O)/obj/%.o)
+COLLECT_OBJ := $(COLLECT_SRC:%.c=$(O)/obj/%.o)
+ANALYZE_OBJ := $(ANALYZE_SRC:%.c=$(O)/obj/%.o)
+CLI_OBJ     := $(CLI_SRC:%.c=$(O)/obj/%.o)
+
+SOLIB   := $(O)/lib/libfennec.so
+STLIB   := $(O)/lib/libfennec.a
+ANALIB  := $(O)/lib/libfennec-analysis.a
+FENNEC  := $(O)/bin/fennec
+
+EXAMPLES := $(patsubst examples/%.c,$(O)/examples/%,$(wildcard examples/*.c))
+FIXTURES := $(patsubst tests/fixtures/%.c,$(O)/fixtures/%,$(wildcard tests/fixtures/*.c))
+BENCHES  := $(patsubst bench/%.c,$(O)/bench/%,$(wildcard bench/*.c))
+UNIT_SRC := $(wildcard tests/unit/*.c)
+UNIT     := $(O)/tests/unit
+
+.PHONY: all lib cli examples fixtures bench deps demo test test-quick test-asan test-tsan \
+        fuzz fuzz-run clean
+
+all: lib cli examples fixtures $(UNIT)
+lib: $(SOLIB) $(STLIB)
+cli: $(FENNEC)
+examples: $(EXAMPLES)
+fixtures: $(FIXTURES)
+bench: all $(BENCHES)
+
+$(O)/obj/%.o: %.c $(wildcard include/*.h src/*/*.h)
+	@mkdir -p $(dir $@)
+	$(Q)$(CC) $(CFLAGS) -c $< -o $@
+
+# The collector: hidden visibility, only FENNEC_API symbols are exported.
+$(O)/obj/src/collect/%.o $(O)/obj/src/format/writer.o $(O)/obj/src/common/%.o: CFLAGS += -fvisibility=hidden -ftls-model=initial-exec
+
+$(SOLIB): $(COLLECT_OBJ) $(COMMON_OBJ)
+	@mkdir -p $(dir $@)
+	$(Q)$(CC) -shared -Wl,-soname,libfennec.so -Wl,--no-undefined -Wl,-z,now $(LDFLAGS) $^ -o $@ $(LIBS_COL)
+
+$(STLIB): $(COLLECT_OBJ) $(COMMON_OBJ)
+	@mkdir -p $(dir $@)
+	$(Q)rm -f $@ && ar rcs $@ $^
+
+$(ANALIB): $(ANALYZE_OBJ) $(COMMON_OBJ)
+	@mkdir -p $(dir $@)
+	$(Q)rm -f $@ && ar rcs $@ $^
+
+$(FENNEC): $(CLI_OBJ) $(ANALIB)
+	@mkdir -p $(dir $@)
+	$(Q)$(CC) $(LDFLAGS) $^ -o $@ $(LIBS_ANA)
+
+# Programs that use the API link the shared collector and find it next to themselves.
+PROG_LINK = $(CC) $(CFLAGS) $(LDFLAGS) $< -o $@ -L$(O)/lib -lfennec -Wl,-rpath,'$$ORIGIN/../lib' -lm -lpthread
+
+$(O)/examples/%: examples/%.c include/fennec.h $(SOLIB)
+	@mkdir -p $(dir $@)
+	$(Q)$(PROG_LINK)
+
+$(O)/fixtures/%: tests/fixtures/%.c include/fennec.h $(SOLIB)
+	@mkdir -p $(dir $@)
+	$(Q)$(PROG_LINK)
+
+$(O)/bench/%: bench/%.c include/fennec.h $(SOLIB) $(ANALIB)
+	@mkdir -p $(dir $@)
+	$(Q)$(PROG_LINK) $(ANALIB) -lzstd
+
+$(UNIT): $(UNIT_SRC) $(ANALIB) $(COLLECT_SRC) $(wildcard src/*/*.h)
+	@mkdir -p $(dir $@)
+	$(Q)$(CC) $(CFLAGS) $(LDFLAGS) $(UNIT_SRC) src/format/writer.c $(ANALIB) -o $@ $(LIBS_ANA)
+
+# Installs the Debian packages the build, the tests and the demo need (only what is missing).
+deps:
+	@missing=""; for p in $(DEBIAN_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
+	if [ -n "$$missing" ]; then \
+		echo "fennec: installing Debian packages:$$missing"; \
+		SUDO=""; [ "$$(id -u)" = 0 ] || SUDO=sudo; \
+		$$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq $$missing >/dev/null; \
+	fi
+
+demo: deps
+	$(Q)$(MAKE) --no-print-directory all
+	@echo "== fennec record -o $(O)/demo.fnc -- $(O)/examples/mlp_train"
+	$(Q)$(FENNEC) record -o $(O)/demo.fnc -- $(O)/examples/mlp_train
+	@echo "== fennec analyze $(O)/demo.fnc"
+	$(Q)$(FENNEC) analyze $(O)/demo.fnc
+
+# The whole suite: plain build, then ASan+UBSan over the same tests, TSan over the
+# collector, and a short fuzz run of the reader. Prints one 'N passed, N failed' line.
+test: deps
+	$(Q)tests/run-all
+
+# The plain build's tests only (unit + integration).
+test-quick: all
+	$(Q)FENNEC_BUILD=$(O) python3 tests/run.py
+
+test-asan:
+	$(Q)$(MAKE) --no-print-directory ASAN=1 all
+	$(Q)FENNEC_BUILD=build-asan FENNEC_SANITIZER=asan python3 tests/run.py
+
+test-tsan:
+	$(Q)$(MAKE) --no-print-directory TSAN=1 lib fixtures
+	$(Q)FENNEC_BUILD=build-tsan FENNEC_SANITIZER=tsan python3 tests/run.py --collector-only
+
+FUZZ := build-fuzz/reader_fuzz
+$(FUZZ): tests/fuzz/reader_fuzz.c $(ANALYZE_SRC) $(COMMON_SRC) $(wildcard src/*/*.h)
+	@mkdir -p $(dir $@)
+	$(Q)clang -std=gnu11 -g -O1 -D_GNU_SOURCE -Iinclude -Isrc -fsanitize=fuzzer,address,undefined \
+		$(filter %.c,$^) -o $@ -lzstd -lm -lpthread
+fuzz: $(FUZZ)
+FUZZ_SECONDS ?= 30
+fuzz-run: $(FUZZ)
+	@mkdir -p build-fuzz/corpus
+	$(Q)$(FUZZ) -max_total_time=$(FUZZ_SECONDS) -max_len=65536 -print_final_stats=1 build-fuzz/corpus tests/corpus
+
+clean:
+	rm -rf build build-asan build-tsan build-fuzz

@@ -1,0 +1,148 @@
+/*
+ * analyze.h - the analysis model: one recording (all its process files) loaded,
+ * aggregated and judged. Every renderer (text, JSON, and those to come) reads this
+ * model; numbers are computed once, here.
+ *
+ * Ownership: an ana_profile owns everything it points to; ana_profile_free() releases
+ * it all. Strings are borrowed from the profile.
+ */
+#ifndef FENNEC_ANALYZE_H
+#define FENNEC_ANALYZE_H
+
+#include "format/reader.h"
+
+#define ANA_NONE UINT32_MAX
+
+typedef struct ana_u64vec {
+	uint64_t *v;
+	size_t n, cap;
+} ana_u64vec;
+
+typedef struct ana_f64vec {
+	double *v;
+	size_t n, cap;
+} ana_f64vec;
+
+/* Statistics of a sample, nanoseconds or plain values. */
+typedef struct ana_dist {
+	uint64_t count;
+	double total, mean, std, min, max, p50, p95, p99;
+} ana_dist;
+
+/* A region node of the call tree: one distinct nesting path. */
+typedef struct ana_node {
+	uint32_t name;        /* index into names */
+	uint32_t parent;      /* ANA_NONE for top-level regions */
+	uint32_t depth;
+	uint32_t first_child, next_sibling;
+	uint64_t total_ns, self_ns, child_ns;
+	ana_u64vec durations; /* per call, ns; freed after statistics */
+	ana_dist dist;        /* over calls */
+	uint32_t threads;     /* distinct threads */
+	uint64_t open;        /* calls still open at the end */
+	char *path;           /* "/"-joined names */
+	double share_pct, self_pct;
+} ana_node;
+
+typedef struct ana_thread {
+	uint32_t process;
+	uint32_t index;       /* per-file thread index */
+	uint64_t tid;
+	const char *name;
+	uint64_t events, dropped;
+	uint64_t busy_ns, lifetime_ns;
+	uint64_t steps;
+} ana_thread;
+
+typedef struct ana_process {
+	fmt_file file;
+	uint64_t wall_ns;
+	uint64_t start_ns, end_ns; /* CLOCK_MONOTONIC */
+	uint64_t dropped;
+	uint32_t threads;
+} ana_process;
+
+typedef struct ana_metric {
+	uint32_t name;
+	unsigned kind; /* enum fmt_site_kind */
+	uint64_t count;
+	double total;  /* counter */
+	double last, min, max, sum;
+	uint64_t first_ns, last_ns;
+	ana_f64vec values; /* value kind */
+	ana_dist dist;
+} ana_metric;
+
+typedef enum ana_severity { ANA_LOW = 1, ANA_MEDIUM = 2, ANA_HIGH = 3 } ana_severity;
+
+typedef struct ana_kv {
+	const char *key;
+	double value;
+} ana_kv;
+
+typedef struct ana_finding {
+	const char *type;
+	ana_severity severity;
+	char *subject;
+	char *evidence;       /* a sentence with the numbers */
+	ana_kv numbers[8];    /* the numbers themselves */
+	int nnumbers;
+	char *recommendation;
+	double expected_gain_pct;
+} ana_finding;
+
+typedef struct ana_options {
+	double hot_threshold_pct; /* hot_operation fires above this share (default 10) */
+	int force;                /* analyse what could be read from a corrupt file */
+} ana_options;
+
+typedef struct ana_profile {
+	ana_options opt;
+	char **names;
+	uint32_t nnames, names_cap;
+	void *name_index;         /* hash: string -> name */
+	ana_node *nodes;
+	uint32_t nnodes, nodes_cap;
+	void *node_index;         /* hash: (parent, name) -> node */
+	ana_process *procs;
+	uint32_t nprocs;
+	ana_thread *threads;
+	uint32_t nthreads, threads_cap;
+	ana_metric *metrics;
+	uint32_t nmetrics, metrics_cap;
+	ana_finding *findings;
+	uint32_t nfindings, findings_cap;
+	char **warnings;
+	uint32_t nwarnings, warnings_cap;
+	/* steps, on the stepping thread of the first process */
+	ana_u64vec step_ns;
+	uint64_t steps, steps_recorded, items;
+	int has_items;
+	ana_dist step_dist;
+	/* summary */
+	uint64_t wall_ns, cpu_user_ns, cpu_sys_ns, dropped, events;
+	int cut_short;
+} ana_profile;
+
+/*
+ * Load the recording at `path`: the file and every sibling `path.<pid>.<n>` with the
+ * same recording id, or every profile in `path` if it is a directory. Returns 0, or a
+ * FENNEC_E* code with the message in err (the profile is then still freed by the
+ * caller). Warnings (cut-short files, unreadable siblings) go to p->warnings.
+ */
+int ana_load(const char *path, const ana_options *opt, ana_profile *p, fmt_error *err);
+
+/* Run the rules (docs/bottlenecks.md) and fill p->findings. */
+void ana_rules(ana_profile *p);
+
+void ana_profile_free(ana_profile *p);
+
+/* Helpers shared with the renderers. */
+const char *ana_severity_name(ana_severity s);
+const char *ana_kind_name(unsigned kind);
+const char *ana_origin_name(uint64_t origin);
+void ana_dist_compute(ana_dist *d, double *v, size_t n);
+void ana_dist_compute_u64(ana_dist *d, uint64_t *v, size_t n);
+void ana_warn(ana_profile *p, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+#endif

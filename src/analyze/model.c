@@ -1,0 +1,905 @@
+/*
+ * model.c - builds the analysis model from a recording: finds the process files,
+ * replays each thread's events through a region stack into a call tree keyed by
+ * nesting path, collects steps, metrics, threads and processes, then computes the
+ * statistics (exact percentiles by selection, not sorting). Streaming: memory grows
+ * with the number of region calls (8 bytes each), not with the file.
+ */
+#include "analyze/analyze.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <libgen.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/stat.h>
+
+/* ---- small containers ---- */
+
+static int u64_push(ana_u64vec *a, uint64_t x)
+{
+	if (a->n == a->cap) {
+		size_t cap = a->cap ? a->cap * 2 : 16;
+		uint64_t *v = realloc(a->v, cap * sizeof *v);
+		if (!v)
+			return -1;
+		a->v = v;
+		a->cap = cap;
+	}
+	a->v[a->n++] = x;
+	return 0;
+}
+
+static int f64_push(ana_f64vec *a, double x)
+{
+	if (a->n == a->cap) {
+		size_t cap = a->cap ? a->cap * 2 : 16;
+		double *v = realloc(a->v, cap * sizeof *v);
+		if (!v)
+			return -1;
+		a->v = v;
+		a->cap = cap;
+	}
+	a->v[a->n++] = x;
+	return 0;
+}
+
+/* Grow an array of `elem`-sized items so index `n` fits. */
+static void *grow(void *arr, uint32_t *cap, uint32_t n, size_t elem)
+{
+	if (n < *cap)
+		return arr;
+	uint32_t c = *cap ? *cap * 2 : 16;
+	while (c <= n)
+		c *= 2;
+	void *a = realloc(arr, (size_t)c * elem);
+	if (!a)
+		return NULL;
+	memset((char *)a + (size_t)*cap * elem, 0, (size_t)(c - *cap) * elem);
+	*cap = c;
+	return a;
+}
+
+/* Open-addressing map from a 64-bit key to a 32-bit value. */
+typedef struct map {
+	uint64_t *keys;
+	uint32_t *vals;
+	size_t cap, n;
+} map;
+
+static uint64_t mix(uint64_t k)
+{
+	k ^= k >> 33;
+	k *= 0xff51afd7ed558ccdull;
+	k ^= k >> 33;
+	return k;
+}
+
+static uint32_t map_get(const map *m, uint64_t key)
+{
+	if (!m->cap)
+		return ANA_NONE;
+	for (size_t i = mix(key) & (m->cap - 1);; i = (i + 1) & (m->cap - 1)) {
+		if (m->vals[i] == ANA_NONE)
+			return ANA_NONE;
+		if (m->keys[i] == key)
+			return m->vals[i];
+	}
+}
+
+static int map_put(map *m, uint64_t key, uint32_t val)
+{
+	if ((m->n + 1) * 2 > m->cap) {
+		size_t cap = m->cap ? m->cap * 2 : 1024;
+		map nm = {malloc(cap * sizeof(uint64_t)), malloc(cap * sizeof(uint32_t)), cap, 0};
+		if (!nm.keys || !nm.vals) {
+			free(nm.keys);
+			free(nm.vals);
+			return -1;
+		}
+		memset(nm.vals, 0xff, cap * sizeof(uint32_t));
+		for (size_t i = 0; i < m->cap; i++)
+			if (m->vals[i] != ANA_NONE)
+				map_put(&nm, m->keys[i], m->vals[i]);
+		free(m->keys);
+		free(m->vals);
+		*m = nm;
+	}
+	size_t i = mix(key) & (m->cap - 1);
+	while (m->vals[i] != ANA_NONE && m->keys[i] != key)
+		i = (i + 1) & (m->cap - 1);
+	if (m->vals[i] == ANA_NONE)
+		m->n++;
+	m->keys[i] = key;
+	m->vals[i] = val;
+	return 0;
+}
+
+static void map_free(map *m)
+{
+	if (!m)
+		return;
+	free(m->keys);
+	free(m->vals);
+	free(m);
+}
+
+static uint64_t str_hash(const char *s)
+{
+	uint64_t h = 1469598103934665603ull;
+	while (*s)
+		h = (h ^ (uint8_t)*s++) * 1099511628211ull;
+	return h;
+}
+
+void ana_warn(ana_profile *p, const char *fmt, ...)
+{
+	char buf[1024];
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(buf, sizeof buf, fmt, ap);
+	va_end(ap);
+	char **w = grow(p->warnings, &p->warnings_cap, p->nwarnings, sizeof *w);
+	if (!w)
+		return;
+	p->warnings = w;
+	p->warnings[p->nwarnings] = strdup(buf);
+	if (p->warnings[p->nwarnings])
+		p->nwarnings++;
+}
+
+/* Intern a name; names are compared by content (hash collisions are resolved by probing
+ * on hash + index). Returns ANA_NONE on allocation failure. */
+static uint32_t intern(ana_profile *p, const char *s)
+{
+	map *m = p->name_index;
+	uint64_t h = str_hash(s);
+	/* Probe h, h+1, ... in key space: each key holds one name; collisions move on. */
+	for (uint64_t k = h;; k++) {
+		uint32_t v = map_get(m, k);
+		if (v == ANA_NONE)
+			break;
+		if (!strcmp(p->names[v], s))
+			return v;
+	}
+	char **n = grow(p->names, &p->names_cap, p->nnames, sizeof *n);
+	if (!n)
+		return ANA_NONE;
+	p->names = n;
+	p->names[p->nnames] = strdup(s);
+	if (!p->names[p->nnames])
+		return ANA_NONE;
+	uint64_t k = h;
+	while (map_get(m, k) != ANA_NONE)
+		k++;
+	map_put(m, k, p->nnames);
+	return p->nnames++;
+}
+
+/* ---- replay ---- */
+
+typedef struct frame {
+	uint32_t node;
+	uint64_t start;
+	uint64_t child_ticks;
+} frame;
+
+#define CACHE 256
+typedef struct lthread {
+	uint32_t g;          /* index into p->threads, ANA_NONE until first event */
+	frame *stack;
+	uint32_t depth, cap;
+	uint64_t busy_ticks;
+	struct { uint32_t parent, site, node; } cache[CACHE];
+	ana_u64vec step_ticks, step_items, step_flags;
+} lthread;
+
+typedef struct ctx {
+	ana_profile *p;
+	uint32_t proc;
+	uint32_t *site_name;  /* per site id: name index, ANA_NONE if not mapped yet */
+	uint32_t *site_metric;
+	uint32_t nsite_map;
+	lthread *th;
+	uint32_t nth;
+	map seen;             /* (thread, node) pairs met */
+	int oom;
+} ctx;
+
+static uint32_t site_name(ctx *c, const fmt_file *f, uint32_t id)
+{
+	if (id >= c->nsite_map) {
+		uint32_t n = f->nsites > id ? f->nsites : id + 1;
+		uint32_t *a = realloc(c->site_name, n * sizeof *a), *b;
+		if (!a)
+			return ANA_NONE;
+		c->site_name = a;
+		b = realloc(c->site_metric, n * sizeof *b);
+		if (!b)
+			return ANA_NONE;
+		c->site_metric = b;
+		for (uint32_t i = c->nsite_map; i < n; i++)
+			c->site_name[i] = c->site_metric[i] = ANA_NONE;
+		c->nsite_map = n;
+	}
+	if (c->site_name[id] == ANA_NONE) {
+		char tmp[64];
+		const char *s = id < f->nsites && f->sites[id].defined ? f->sites[id].name : NULL;
+		if (!s) {
+			snprintf(tmp, sizeof tmp, id ? "<site %u>" : "<site table full>", id);
+			s = tmp;
+		}
+		c->site_name[id] = intern(c->p, s);
+	}
+	return c->site_name[id];
+}
+
+static uint32_t node_for(ana_profile *p, uint32_t parent, uint32_t name)
+{
+	map *m = p->node_index;
+	uint64_t key = (uint64_t)parent << 32 | name;
+	uint32_t n = map_get(m, key);
+	if (n != ANA_NONE)
+		return n;
+	ana_node *nodes = grow(p->nodes, &p->nodes_cap, p->nnodes, sizeof *nodes);
+	if (!nodes)
+		return ANA_NONE;
+	p->nodes = nodes;
+	n = p->nnodes++;
+	ana_node *x = &p->nodes[n];
+	memset(x, 0, sizeof *x);
+	x->name = name;
+	x->parent = parent;
+	x->depth = parent == ANA_NONE ? 0 : p->nodes[parent].depth + 1;
+	x->first_child = x->next_sibling = ANA_NONE;
+	if (parent != ANA_NONE) {
+		x->next_sibling = p->nodes[parent].first_child;
+		p->nodes[parent].first_child = n;
+	}
+	map_put(m, key, n);
+	return n;
+}
+
+static lthread *thread_of(ctx *c, const fmt_file *f, uint32_t idx)
+{
+	if (idx >= c->nth) {
+		uint32_t n = f->nthreads > idx ? f->nthreads : idx + 1;
+		lthread *a = realloc(c->th, n * sizeof *a);
+		if (!a)
+			return NULL;
+		memset(a + c->nth, 0, (n - c->nth) * sizeof *a);
+		for (uint32_t i = c->nth; i < n; i++) {
+			a[i].g = ANA_NONE;
+			for (int k = 0; k < CACHE; k++)
+				a[i].cache[k].node = ANA_NONE;
+		}
+		c->th = a;
+		c->nth = n;
+	}
+	lthread *t = &c->th[idx];
+	if (t->g == ANA_NONE) {
+		ana_profile *p = c->p;
+		ana_thread *th = grow(p->threads, &p->threads_cap, p->nthreads, sizeof *th);
+		if (!th)
+			return NULL;
+		p->threads = th;
+		t->g = p->nthreads++;
+		ana_thread *x = &p->threads[t->g];
+		x->process = c->proc;
+		x->index = idx;
+		x->tid = f->threads[idx].tid;
+	}
+	return t;
+}
+
+static uint32_t metric_for(ctx *c, const fmt_file *f, uint32_t id, unsigned kind)
+{
+	uint32_t name = site_name(c, f, id);
+	if (name == ANA_NONE)
+		return ANA_NONE;
+	if (c->site_metric[id] != ANA_NONE)
+		return c->site_metric[id];
+	ana_profile *p = c->p;
+	for (uint32_t i = 0; i < p->nmetrics; i++)
+		if (p->metrics[i].name == name && p->metrics[i].kind == kind)
+			return c->site_metric[id] = i;
+	ana_metric *m = grow(p->metrics, &p->metrics_cap, p->nmetrics, sizeof *m);
+	if (!m)
+		return ANA_NONE;
+	p->metrics = m;
+	ana_metric *x = &p->metrics[p->nmetrics];
+	memset(x, 0, sizeof *x);
+	x->name = name;
+	x->kind = kind;
+	x->min = INFINITY;
+	x->max = -INFINITY;
+	return c->site_metric[id] = p->nmetrics++;
+}
+
+static int on_event(void *vc, const fmt_file *f, const fmt_event *ev)
+{
+	ctx *c = vc;
+	ana_profile *p = c->p;
+	lthread *t = thread_of(c, f, ev->thread);
+	if (!t)
+		goto oom;
+	switch (ev->type) {
+	case FMT_EV_BEGIN: {
+		uint32_t parent = t->depth ? t->stack[t->depth - 1].node : ANA_NONE;
+		unsigned slot = (ev->id * 31u + parent) & (CACHE - 1);
+		uint32_t node;
+		if (t->cache[slot].node != ANA_NONE && t->cache[slot].parent == parent && t->cache[slot].site == ev->id)
+			node = t->cache[slot].node;
+		else {
+			uint32_t name = site_name(c, f, ev->id);
+			if (name == ANA_NONE || (node = node_for(p, parent, name)) == ANA_NONE)
+				goto oom;
+			/* Distinct threads per node: cache misses are rare, so check a set here. */
+			uint64_t key = (uint64_t)t->g << 32 | node;
+			if (map_get(&c->seen, key) == ANA_NONE) {
+				if (map_put(&c->seen, key, 1) < 0)
+					goto oom;
+				p->nodes[node].threads++;
+			}
+			t->cache[slot].parent = parent;
+			t->cache[slot].site = ev->id;
+			t->cache[slot].node = node;
+		}
+		if (t->depth == t->cap) {
+			uint32_t cap = t->cap ? t->cap * 2 : 16;
+			frame *s = realloc(t->stack, cap * sizeof *s);
+			if (!s)
+				goto oom;
+			t->stack = s;
+			t->cap = cap;
+		}
+		t->stack[t->depth++] = (frame){node, ev->ticks, 0};
+		break;
+	}
+	case FMT_EV_END: {
+		if (!t->depth)
+			break; /* the reader already drops these */
+		frame fr = t->stack[--t->depth];
+		uint64_t dt = ev->ticks - fr.start;
+		ana_node *n = &p->nodes[fr.node];
+		uint64_t dns = (uint64_t)llround(fmt_dticks_to_ns(f, dt));
+		uint64_t cns = (uint64_t)llround(fmt_dticks_to_ns(f, fr.child_ticks));
+		n->total_ns += dns;
+		n->child_ns += cns;
+		if (u64_push(&n->durations, dns) < 0)
+			goto oom;
+		if (t->depth)
+			t->stack[t->depth - 1].child_ticks += dt;
+		else
+			t->busy_ticks += dt;
+		break;
+	}
+	case FMT_EV_STEP:
+		if (u64_push(&t->step_ticks, ev->ticks) < 0 || u64_push(&t->step_items, ev->u) < 0 ||
+		    u64_push(&t->step_flags, ev->flags) < 0)
+			goto oom;
+		break;
+	case FMT_EV_COUNTER:
+	case FMT_EV_GAUGE:
+	case FMT_EV_VALUE: {
+		unsigned kind = ev->type == FMT_EV_COUNTER ? FMT_SITE_COUNTER : ev->type == FMT_EV_GAUGE ? FMT_SITE_GAUGE : FMT_SITE_VALUE;
+		uint32_t mi = metric_for(c, f, ev->id, kind);
+		if (mi == ANA_NONE)
+			goto oom;
+		ana_metric *m = &p->metrics[mi];
+		double v = ev->type == FMT_EV_COUNTER ? (double)ev->i : ev->f;
+		uint64_t now = (uint64_t)llround(fmt_ticks_to_ns(f, ev->ticks));
+		if (!m->count)
+			m->first_ns = now;
+		m->last_ns = now;
+		m->count++;
+		if (ev->type == FMT_EV_COUNTER)
+			m->total += v;
+		m->last = v;
+		m->sum += v;
+		if (v < m->min)
+			m->min = v;
+		if (v > m->max)
+			m->max = v;
+		if (ev->type == FMT_EV_VALUE && f64_push(&m->values, v) < 0)
+			goto oom;
+		break;
+	}
+	default:
+		break;
+	}
+	return 0;
+oom:
+	c->oom = 1;
+	return FENNEC_ENOMEM;
+}
+
+/* ---- statistics ---- */
+
+static void swap_u64(uint64_t *a, uint64_t *b)
+{
+	uint64_t t = *a;
+	*a = *b;
+	*b = t;
+}
+
+/* Quickselect: afterwards v[k] is the k-th smallest, smaller ones before it. */
+static void select_u64(uint64_t *v, size_t n, size_t k)
+{
+	size_t lo = 0, hi = n - 1;
+	while (hi > lo) {
+		size_t mid = lo + (hi - lo) / 2;
+		if (v[mid] < v[lo])
+			swap_u64(&v[mid], &v[lo]);
+		if (v[hi] < v[lo])
+			swap_u64(&v[hi], &v[lo]);
+		if (v[hi] < v[mid])
+			swap_u64(&v[hi], &v[mid]);
+		uint64_t pivot = v[mid];
+		size_t i = lo, j = hi;
+		while (i <= j) {
+			while (v[i] < pivot)
+				i++;
+			while (v[j] > pivot)
+				j--;
+			if (i <= j) {
+				swap_u64(&v[i], &v[j]);
+				i++;
+				if (j == 0)
+					break;
+				j--;
+			}
+		}
+		if (k <= j)
+			hi = j;
+		else if (k >= i)
+			lo = i;
+		else
+			return;
+	}
+}
+
+/* Nearest-rank percentile index for q in (0, 1]. */
+static size_t rank_of(size_t n, double q)
+{
+	size_t r = (size_t)ceil(q * (double)n);
+	return r ? r - 1 : 0;
+}
+
+void ana_dist_compute_u64(ana_dist *d, uint64_t *v, size_t n)
+{
+	memset(d, 0, sizeof *d);
+	d->count = n;
+	if (!n)
+		return;
+	double sum = 0, sq = 0;
+	uint64_t mn = v[0], mx = v[0];
+	for (size_t i = 0; i < n; i++) {
+		sum += (double)v[i];
+		if (v[i] < mn)
+			mn = v[i];
+		if (v[i] > mx)
+			mx = v[i];
+	}
+	double mean = sum / (double)n;
+	for (size_t i = 0; i < n; i++)
+		sq += ((double)v[i] - mean) * ((double)v[i] - mean);
+	d->total = sum;
+	d->mean = mean;
+	d->std = sqrt(sq / (double)n);
+	d->min = (double)mn;
+	d->max = (double)mx;
+	/* Select the highest rank first: later selections work on the shrinking prefix. */
+	size_t k99 = rank_of(n, 0.99), k95 = rank_of(n, 0.95), k50 = rank_of(n, 0.50);
+	select_u64(v, n, k99);
+	d->p99 = (double)v[k99];
+	select_u64(v, k99 + 1, k95);
+	d->p95 = (double)v[k95];
+	select_u64(v, k95 + 1, k50);
+	d->p50 = (double)v[k50];
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+	return (x > y) - (x < y);
+}
+
+void ana_dist_compute(ana_dist *d, double *v, size_t n)
+{
+	memset(d, 0, sizeof *d);
+	d->count = n;
+	if (!n)
+		return;
+	qsort(v, n, sizeof *v, cmp_double);
+	double sum = 0, sq = 0;
+	for (size_t i = 0; i < n; i++)
+		sum += v[i];
+	double mean = sum / (double)n;
+	for (size_t i = 0; i < n; i++)
+		sq += (v[i] - mean) * (v[i] - mean);
+	d->total = sum;
+	d->mean = mean;
+	d->std = sqrt(sq / (double)n);
+	d->min = v[0];
+	d->max = v[n - 1];
+	d->p50 = v[rank_of(n, 0.50)];
+	d->p95 = v[rank_of(n, 0.95)];
+	d->p99 = v[rank_of(n, 0.99)];
+}
+
+static char *node_path(ana_profile *p, uint32_t n)
+{
+	if (p->nodes[n].path)
+		return p->nodes[n].path;
+	const char *name = p->names[p->nodes[n].name];
+	char *s;
+	if (p->nodes[n].parent == ANA_NONE)
+		s = strdup(name);
+	else {
+		char *pp = node_path(p, p->nodes[n].parent);
+		s = malloc(strlen(pp) + strlen(name) + 2);
+		if (s)
+			sprintf(s, "%s/%s", pp ? pp : "", name);
+	}
+	return p->nodes[n].path = s;
+}
+
+/* ---- loading ---- */
+
+static int load_file(ana_profile *p, const char *path, fmt_error *err)
+{
+	ana_process *procs = realloc(p->procs, (p->nprocs + 1) * sizeof *procs);
+	if (!procs)
+		return FENNEC_ENOMEM;
+	p->procs = procs;
+	ana_process *pr = &p->procs[p->nprocs];
+	memset(pr, 0, sizeof *pr);
+	ctx c = {.p = p, .proc = p->nprocs};
+	int rc = fmt_read(path, &pr->file, on_event, &c, err);
+	if (rc && rc != FENNEC_ENOMEM && p->opt.force && pr->file.recording_id) {
+		ana_warn(p, "%s (analysed up to that point because of --force)", err->msg);
+		pr->file.cut_short = 1;
+		rc = 0;
+	}
+	if (c.oom && !rc) {
+		rc = FENNEC_ENOMEM;
+		snprintf(err->msg, sizeof err->msg, "%s: out of memory while analysing", path);
+	}
+	fmt_file *f = &pr->file;
+	if (rc == 0) {
+		p->nprocs++;
+		/* Close the bookkeeping of every thread. */
+		uint64_t end_ticks = f->last_ticks;
+		for (uint32_t i = 0; i < c.nth; i++) {
+			lthread *t = &c.th[i];
+			if (t->g == ANA_NONE)
+				continue;
+			ana_thread *x = &p->threads[t->g];
+			fmt_thread_rec *r = &f->threads[i];
+			x->name = r->name ? r->name : "";
+			x->events = r->events;
+			x->dropped = r->dropped;
+			x->busy_ns = (uint64_t)llround(fmt_dticks_to_ns(f, t->busy_ticks));
+			uint64_t tend = r->end_ticks ? r->end_ticks : (r->last_ticks > end_ticks ? r->last_ticks : end_ticks);
+			x->lifetime_ns = tend > r->start_ticks ? (uint64_t)llround(fmt_dticks_to_ns(f, tend - r->start_ticks)) : 0;
+			for (uint32_t d = 0; d < t->depth; d++)
+				p->nodes[t->stack[d].node].open++;
+			x->steps = t->step_ticks.n;
+		}
+		/* Steps: the thread with the most marks in the first process. */
+		if (pr == &p->procs[0]) {
+			lthread *best = NULL;
+			for (uint32_t i = 0; i < c.nth; i++)
+				if (c.th[i].g != ANA_NONE && c.th[i].step_ticks.n && (!best || c.th[i].step_ticks.n > best->step_ticks.n))
+					best = &c.th[i];
+			if (best) {
+				uint64_t prev = f->start_ticks;
+				for (size_t k = 0; k < best->step_ticks.n; k++) {
+					uint64_t tk = best->step_ticks.v[k];
+					u64_push(&p->step_ns, (uint64_t)llround(fmt_dticks_to_ns(f, tk > prev ? tk - prev : 0)));
+					prev = tk;
+					p->items += best->step_items.v[k];
+					if (best->step_flags.v[k] & 2)
+						p->has_items = 1;
+					if (best->step_flags.v[k] & 1)
+						p->steps_recorded++;
+				}
+				p->steps = best->step_ticks.n;
+			}
+		}
+		pr->start_ns = f->start_mono_ns;
+		double end_ns = fmt_ticks_to_ns(f, f->last_ticks);
+		if (f->ncalib && (double)f->calib[f->ncalib - 1].mono_ns > end_ns)
+			end_ns = (double)f->calib[f->ncalib - 1].mono_ns;
+		pr->end_ns = end_ns > (double)pr->start_ns ? (uint64_t)end_ns : pr->start_ns;
+		pr->wall_ns = pr->end_ns - pr->start_ns;
+		for (uint32_t i = 0; i < f->nthreads; i++)
+			if (f->threads[i].known) {
+				pr->threads++;
+				pr->dropped += f->threads[i].dropped;
+			}
+		if (f->cut_short)
+			ana_warn(p, "%s: the run was cut short (no END record: killed, crashed or still running); "
+				    "the profile holds what was flushed%s",
+				 f->path, f->torn_offset ? "" : ", up to its last flush");
+		if (f->torn_offset)
+			ana_warn(p, "%s: byte %llu: partial chunk at the end of the file ignored", f->path,
+				 (unsigned long long)f->torn_offset);
+		if (f->bad_ends)
+			ana_warn(p, "%s: %llu region ends without a matching begin were ignored", f->path,
+				 (unsigned long long)f->bad_ends);
+		if (f->lost_bytes)
+			ana_warn(p, "%s: the collector could not write %llu bytes (disk full or I/O error); data is missing",
+				 f->path, (unsigned long long)f->lost_bytes);
+	} else {
+		fmt_file_free(f);
+	}
+	for (uint32_t i = 0; i < c.nth; i++) {
+		free(c.th[i].stack);
+		free(c.th[i].step_ticks.v);
+		free(c.th[i].step_items.v);
+		free(c.th[i].step_flags.v);
+	}
+	free(c.th);
+	free(c.seen.keys);
+	free(c.seen.vals);
+	free(c.site_name);
+	free(c.site_metric);
+	return rc;
+}
+
+static int is_sibling_name(const char *base, const char *name)
+{
+	size_t n = strlen(base);
+	if (strncmp(name, base, n) || name[n] != '.')
+		return 0;
+	const char *s = name + n + 1;
+	int digits = 0, dots = 0;
+	for (; *s; s++) {
+		if (*s == '.') {
+			if (!digits)
+				return 0;
+			dots++;
+			digits = 0;
+		} else if (*s >= '0' && *s <= '9')
+			digits++;
+		else
+			return 0;
+	}
+	return dots == 1 && digits;
+}
+
+static int cmp_str(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
+
+static int cmp_ord(const void *a, const void *b)
+{
+	uint64_t x = *(const uint64_t *)((const char *)a + sizeof(char *));
+	uint64_t y = *(const uint64_t *)((const char *)b + sizeof(char *));
+	return (x > y) - (x < y);
+}
+
+/* The files of the recording, first file first. */
+static int list_files(const char *path, char ***out, size_t *nout, fmt_error *err, ana_profile *p)
+{
+	struct stat st;
+	char **files = NULL;
+	size_t n = 0;
+	if (stat(path, &st) < 0) {
+		err->code = errno == ENOENT ? FENNEC_ENOENT : FENNEC_EIO;
+		snprintf(err->msg, sizeof err->msg, "%s: %s", path, strerror(errno));
+		return err->code;
+	}
+	int isdir = S_ISDIR(st.st_mode);
+	char *dcopy = strdup(path), *bcopy = strdup(path);
+	if (!dcopy || !bcopy) {
+		free(dcopy);
+		free(bcopy);
+		return FENNEC_ENOMEM;
+	}
+	const char *dir = isdir ? path : dirname(dcopy);
+	const char *base = basename(bcopy);
+	if (!isdir) {
+		files = malloc(sizeof *files);
+		files[n++] = strdup(path);
+	}
+	DIR *d = opendir(dir);
+	if (d) {
+		struct dirent *e;
+		while ((e = readdir(d))) {
+			if (isdir ? e->d_name[0] == '.' : !is_sibling_name(base, e->d_name))
+				continue;
+			char **f2 = realloc(files, (n + 1) * sizeof *files);
+			if (!f2)
+				break;
+			files = f2;
+			size_t len = strlen(dir) + strlen(e->d_name) + 2;
+			files[n] = malloc(len);
+			snprintf(files[n], len, "%s/%s", dir, e->d_name);
+			n++;
+		}
+		closedir(d);
+	}
+	free(dcopy);
+	free(bcopy);
+	if (isdir && n > 1)
+		qsort(files, n, sizeof *files, cmp_str);
+	/* Keep only files of the same recording as the first readable one, and order them:
+	 * the first process first, then by start time. */
+	uint64_t rec = 0;
+	size_t k = 0;
+	struct ord { char *file; uint64_t key; } *ord = calloc(n ? n : 1, sizeof *ord);
+	if (!ord) {
+		for (size_t j = 0; j < n; j++)
+			free(files[j]);
+		free(files);
+		return FENNEC_ENOMEM;
+	}
+	for (size_t i = 0; i < n; i++) {
+		fmt_file h;
+		fmt_error e;
+		int rc = fmt_read_header(files[i], &h, &e);
+		int keep = 0;
+		if (rc == 0) {
+			if (!rec)
+				rec = h.recording_id;
+			keep = h.recording_id == rec;
+			ord[k].key = h.origin == FMT_ORIGIN_FIRST ? 0 : h.start_mono_ns | 1;
+		} else if (i == 0 && !isdir) {
+			*err = e; /* the named file itself is bad: that is the error */
+			fmt_file_free(&h);
+			for (size_t j = 0; j < n; j++)
+				free(files[j]);
+			free(files);
+			free(ord);
+			return e.code;
+		} else if (!isdir || rc != FENNEC_EFOREIGN)
+			ana_warn(p, "skipped %s", e.msg);
+		fmt_file_free(&h);
+		if (keep)
+			ord[k++].file = files[i];
+		else
+			free(files[i]);
+	}
+	qsort(ord, k, sizeof *ord, cmp_ord);
+	for (size_t i = 0; i < k; i++)
+		files[i] = ord[i].file;
+	free(ord);
+	if (!k) {
+		free(files);
+		err->code = FENNEC_ENODATA;
+		snprintf(err->msg, sizeof err->msg, "%s: no fennec profiles found", path);
+		return err->code;
+	}
+	*out = files;
+	*nout = k;
+	return 0;
+}
+
+int ana_load(const char *path, const ana_options *opt, ana_profile *p, fmt_error *err)
+{
+	memset(p, 0, sizeof *p);
+	memset(err, 0, sizeof *err);
+	p->opt.hot_threshold_pct = 10;
+	if (opt)
+		p->opt = *opt;
+	p->name_index = calloc(1, sizeof(map));
+	p->node_index = calloc(1, sizeof(map));
+	if (!p->name_index || !p->node_index)
+		return FENNEC_ENOMEM;
+	char **files = NULL;
+	size_t nfiles = 0;
+	int rc = list_files(path, &files, &nfiles, err, p);
+	if (rc)
+		return rc;
+	/* Load the first file first: steps come from it. Siblings that fail are warned
+	 * about; the named file failing is the error. */
+	for (size_t i = 0; i < nfiles && !rc; i++) {
+		fmt_error e;
+		int r = load_file(p, files[i], &e);
+		if (r == 0)
+			continue;
+		if (i == 0 || r == FENNEC_ENOMEM) {
+			*err = e;
+			rc = r;
+		} else
+			ana_warn(p, "skipped %s", e.msg);
+	}
+	for (size_t i = 0; i < nfiles; i++)
+		free(files[i]);
+	free(files);
+	if (rc)
+		return rc;
+	/* Summary. */
+	ana_process *first = &p->procs[0];
+	p->wall_ns = first->wall_ns;
+	for (uint32_t i = 0; i < p->nprocs; i++) {
+		p->cpu_user_ns += p->procs[i].file.cpu_user_ns;
+		p->cpu_sys_ns += p->procs[i].file.cpu_sys_ns;
+		p->dropped += p->procs[i].dropped;
+		p->events += p->procs[i].file.events;
+		p->cut_short |= p->procs[i].file.cut_short;
+	}
+	/* The selection reorders its input: give it a copy, keep the series in order. */
+	if (p->step_ns.n) {
+		uint64_t *tmp = malloc(p->step_ns.n * sizeof *tmp);
+		if (!tmp)
+			return FENNEC_ENOMEM;
+		memcpy(tmp, p->step_ns.v, p->step_ns.n * sizeof *tmp);
+		ana_dist_compute_u64(&p->step_dist, tmp, p->step_ns.n);
+		free(tmp);
+	}
+
+	/* Regions. */
+	for (uint32_t n = 0; n < p->nnodes; n++) {
+		ana_node *x = &p->nodes[n];
+		x->self_ns = x->total_ns > x->child_ns ? x->total_ns - x->child_ns : 0;
+		ana_dist_compute_u64(&x->dist, x->durations.v, x->durations.n);
+		free(x->durations.v);
+		x->durations.v = NULL;
+		x->durations.n = x->durations.cap = 0;
+		x->share_pct = p->wall_ns ? 100.0 * (double)x->total_ns / (double)p->wall_ns : 0;
+		x->self_pct = p->wall_ns ? 100.0 * (double)x->self_ns / (double)p->wall_ns : 0;
+		node_path(p, n);
+	}
+	for (uint32_t i = 0; i < p->nmetrics; i++) {
+		ana_metric *m = &p->metrics[i];
+		if (m->kind == FMT_SITE_VALUE)
+			ana_dist_compute(&m->dist, m->values.v, m->values.n);
+	}
+	ana_rules(p);
+	return 0;
+}
+
+void ana_profile_free(ana_profile *p)
+{
+	if (!p)
+		return;
+	for (uint32_t i = 0; i < p->nnames; i++)
+		free(p->names[i]);
+	free(p->names);
+	for (uint32_t i = 0; i < p->nnodes; i++) {
+		free(p->nodes[i].durations.v);
+		free(p->nodes[i].path);
+	}
+	free(p->nodes);
+	for (uint32_t i = 0; i < p->nprocs; i++)
+		fmt_file_free(&p->procs[i].file);
+	free(p->procs);
+	free(p->threads);
+	for (uint32_t i = 0; i < p->nmetrics; i++)
+		free(p->metrics[i].values.v);
+	free(p->metrics);
+	for (uint32_t i = 0; i < p->nfindings; i++) {
+		free(p->findings[i].subject);
+		free(p->findings[i].evidence);
+		free(p->findings[i].recommendation);
+	}
+	free(p->findings);
+	for (uint32_t i = 0; i < p->nwarnings; i++)
+		free(p->warnings[i]);
+	free(p->warnings);
+	free(p->step_ns.v);
+	map_free(p->name_index);
+	map_free(p->node_index);
+	memset(p, 0, sizeof *p);
+}
+
+const char *ana_severity_name(ana_severity s)
+{
+	return s == ANA_HIGH ? "HIGH" : s == ANA_MEDIUM ? "MEDIUM" : "LOW";
+}
+
+const char *ana_kind_name(unsigned kind)
+{
+	static const char *k[] = {"region", "counter", "gauge", "value"};
+	return kind < 4 ? k[kind] : "unknown";
+}
+
+const char *ana_origin_name(uint64_t origin)
+{
+	static const char *o[] = {"first", "fork", "exec", "spawn"};
+	return origin < 4 ? o[origin] : "unknown";
+}

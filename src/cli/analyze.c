@@ -1,0 +1,126 @@
+/*
+ * analyze.c - `fennec analyze FILE`: load a recording (with its sibling process files),
+ * run the rules and render text or JSON to stdout or -o FILE. Bad input exits 1 with the
+ * reader's message (file, byte offset, problem).
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "analyze/analyze.h"
+#include "cli/cli.h"
+#include "report/report.h"
+
+static const char help[] =
+	"usage: fennec analyze FILE|DIR [options]\n"
+	"\n"
+	"  --format text|json     report format (default text; json schema: docs/json.md)\n"
+	"  -o, --output FILE      write the report to FILE instead of standard output\n"
+	"  --hot-threshold PCT    share of wall time above which hot_operation fires (default 10)\n"
+	"  --max-regions N        rows in the text region table (default 40, 0 = all)\n"
+	"  --force                analyse what precedes a corrupt chunk instead of failing\n"
+	"  --color, --no-color    colour the text report (default: on a terminal, unless NO_COLOR is set)\n";
+
+int cmd_analyze(int argc, char **argv)
+{
+	const char *path = NULL, *out_path = NULL, *format = "text";
+	ana_options opt = {.hot_threshold_pct = 10};
+	rep_options ro = {.color = -1, .max_regions = 40};
+	for (int i = 1; i < argc; i++) {
+		const char *a = argv[i];
+		const char *v = i + 1 < argc ? argv[i + 1] : NULL;
+		if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
+			fputs(help, stdout);
+			return 0;
+		} else if (!strcmp(a, "--format") || !strcmp(a, "-f")) {
+			if (!v || (strcmp(v, "text") && strcmp(v, "json"))) {
+				cli_error("analyze", "--format must be text or json, not '%s'", v ? v : "");
+				return 2;
+			}
+			format = v;
+			i++;
+		} else if (!strcmp(a, "-o") || !strcmp(a, "--output")) {
+			if (!v) {
+				cli_error("analyze", "%s needs a file name", a);
+				return 2;
+			}
+			out_path = v;
+			i++;
+		} else if (!strcmp(a, "--hot-threshold")) {
+			if (cli_parse_double("analyze", a, v, 0, 100, &opt.hot_threshold_pct) < 0)
+				return 2;
+			i++;
+		} else if (!strcmp(a, "--max-regions")) {
+			unsigned n;
+			if (cli_parse_u32("analyze", a, v, 0, 1u << 30, &n) < 0)
+				return 2;
+			ro.max_regions = (int)n;
+			i++;
+		} else if (!strcmp(a, "--force"))
+			opt.force = 1;
+		else if (!strcmp(a, "--color"))
+			ro.color = 1;
+		else if (!strcmp(a, "--no-color"))
+			ro.color = 0;
+		else if (a[0] == '-' && a[1]) {
+			cli_error("analyze", "unknown option '%s' (see fennec analyze --help)", a);
+			return 2;
+		} else if (!path)
+			path = a;
+		else {
+			cli_error("analyze", "one recording at a time: '%s' and '%s' (use fennec compare to compare)", path, a);
+			return 2;
+		}
+	}
+	if (!path) {
+		cli_error("analyze", "which recording? usage: fennec analyze FILE");
+		return 2;
+	}
+	ana_profile p;
+	fmt_error err;
+	int rc = ana_load(path, &opt, &p, &err);
+	if (rc) {
+		fprintf(stderr, "fennec analyze: %s\n", err.msg[0] ? err.msg : fennec_strerror(rc));
+		ana_profile_free(&p);
+		return 1;
+	}
+	FILE *out = stdout;
+	char tmp[4096] = "";
+	if (out_path) {
+		/* Write beside the target and rename, so a failure leaves no half report. */
+		snprintf(tmp, sizeof tmp, "%s.tmp.%d", out_path, (int)getpid());
+		out = fopen(tmp, "w");
+		if (!out) {
+			cli_error("analyze", "cannot write %s: %s", out_path, strerror(errno));
+			ana_profile_free(&p);
+			return 1;
+		}
+	}
+	if (ro.color < 0)
+		ro.color = !out_path && isatty(STDOUT_FILENO) && !getenv("NO_COLOR");
+	rc = !strcmp(format, "json") ? rep_json(out, &p, &ro) : rep_text(out, &p, &ro);
+	if (out_path) {
+		int bad = rc || fflush(out) || ferror(out);
+		int e = errno;
+		if (fclose(out) || bad) {
+			cli_error("analyze", "writing %s failed: %s", out_path, strerror(bad ? e : errno));
+			unlink(tmp);
+			rc = 1;
+		} else if (rename(tmp, out_path) < 0) {
+			cli_error("analyze", "cannot create %s: %s", out_path, strerror(errno));
+			unlink(tmp);
+			rc = 1;
+		}
+	} else if (fflush(stdout) || ferror(stdout)) {
+		cli_error("analyze", "writing the report failed: %s", strerror(errno));
+		rc = 1;
+	}
+	/* Warnings also go to stderr when the report goes elsewhere or is JSON. */
+	if (!rc && (out_path || strcmp(format, "text")))
+		for (uint32_t i = 0; i < p.nwarnings; i++)
+			fprintf(stderr, "fennec analyze: warning: %s\n", p.warnings[i]);
+	ana_profile_free(&p);
+	return rc ? 1 : 0;
+}

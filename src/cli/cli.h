@@ -1,0 +1,18 @@
+/*
+ * cli.h - the fennec command. One file per subcommand; only this layer prints messages
+ * and chooses exit codes (0 ok, 1 failure, 2 usage error; `record` exits as its target).
+ */
+#ifndef FENNEC_CLI_H
+#define FENNEC_CLI_H
+
+int cmd_record(int argc, char **argv);
+int cmd_analyze(int argc, char **argv);
+
+/* Print "fennec <cmd>: <message>" to stderr. */
+void cli_error(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* Parse a number option; returns 0 or prints an error and returns -1. */
+int cli_parse_double(const char *cmd, const char *opt, const char *s, double lo, double hi, double *out);
+int cli_parse_u32(const char *cmd, const char *opt, const char *s, unsigned lo, unsigned hi, unsigned *out);
+
+#endif

@@ -1,0 +1,77 @@
+/*
+ * main.c - entry point of the fennec command: dispatches to one file per subcommand.
+ */
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli/cli.h"
+#include "fennec.h"
+
+static const char usage[] =
+	"usage: fennec <command> [options]\n"
+	"\n"
+	"commands:\n"
+	"  record [options] -- PROGRAM [ARGS...]   run PROGRAM and record a profile (default fennec.fnc)\n"
+	"  analyze FILE [options]                  report on a recording: text (default) or --format json\n"
+	"  version                                 print the version\n"
+	"\n"
+	"`fennec <command> --help` describes a command's options. Documentation: docs/.\n";
+
+void cli_error(const char *cmd, const char *fmt, ...)
+{
+	va_list ap;
+	fprintf(stderr, "fennec %s: ", cmd);
+	va_start(ap, fmt);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+	fputc('\n', stderr);
+}
+
+int cli_parse_double(const char *cmd, const char *opt, const char *s, double lo, double hi, double *out)
+{
+	char *end;
+	errno = 0;
+	double v = s ? strtod(s, &end) : 0;
+	if (!s || errno || end == s || *end || v < lo || v > hi) {
+		cli_error(cmd, "%s needs a number from %g to %g, not '%s'", opt, lo, hi, s ? s : "");
+		return -1;
+	}
+	*out = v;
+	return 0;
+}
+
+int cli_parse_u32(const char *cmd, const char *opt, const char *s, unsigned lo, unsigned hi, unsigned *out)
+{
+	char *end;
+	errno = 0;
+	unsigned long v = s ? strtoul(s, &end, 10) : 0;
+	if (!s || errno || end == s || *end || v < lo || v > hi || s[0] == '-') {
+		cli_error(cmd, "%s needs a whole number from %u to %u, not '%s'", opt, lo, hi, s ? s : "");
+		return -1;
+	}
+	*out = (unsigned)v;
+	return 0;
+}
+
+int main(int argc, char **argv)
+{
+	if (argc < 2 || !strcmp(argv[1], "-h") || !strcmp(argv[1], "--help") || !strcmp(argv[1], "help")) {
+		fputs(usage, argc < 2 ? stderr : stdout);
+		return argc < 2 ? 2 : 0;
+	}
+	const char *cmd = argv[1];
+	if (!strcmp(cmd, "record"))
+		return cmd_record(argc - 1, argv + 1);
+	if (!strcmp(cmd, "analyze") || !strcmp(cmd, "analyse"))
+		return cmd_analyze(argc - 1, argv + 1);
+	if (!strcmp(cmd, "version") || !strcmp(cmd, "--version")) {
+		printf("fennec %d.%d.%d (profile format 1.0)\n", FENNEC_VERSION_MAJOR, FENNEC_VERSION_MINOR,
+		       FENNEC_VERSION_PATCH);
+		return 0;
+	}
+	fprintf(stderr, "fennec: unknown command '%s'\n\n%s", cmd, usage);
+	return 2;
+}

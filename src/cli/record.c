@@ -1,0 +1,320 @@
+/*
+ * record.c - `fennec record [options] -- PROGRAM ARGS`: run PROGRAM with libfennec
+ * preloaded and started, following its forks and execs, and exit exactly as it did
+ * (same code, or the same signal). The recording is the output file plus one sibling
+ * per further process (docs/format.md).
+ */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <libgen.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "cli/cli.h"
+#include "format/format.h"
+
+static const char help[] =
+	"usage: fennec record [options] [--] PROGRAM [ARGS...]\n"
+	"\n"
+	"Runs PROGRAM with the fennec collector and writes a profile. PROGRAM's exit status is\n"
+	"preserved. Forked children and exec'd programs are recorded too (FILE.<pid>.<n>).\n"
+	"\n"
+	"  -o, --output FILE          profile path (default fennec.fnc)\n"
+	"  --buffer-kb N              per-thread buffer in KiB (default 2048; 64..32768)\n"
+	"  --flush-ms N               writer period in ms (default 100)\n"
+	"  --step-fraction F          record regions in this fraction of steps (0 < F <= 1)\n"
+	"  --step-schedule W,U,A,R    skip W steps, warm up U, record A, repeat R times (0 = forever)\n"
+	"  -q, --quiet                no summary line on standard error\n"
+	"\n"
+	"The collector reads the same settings from FENNEC_* variables (docs/api.md).\n";
+
+static pid_t child;
+
+static void forward(int sig)
+{
+	if (child > 0)
+		kill(child, sig);
+}
+
+/* libfennec.so beside the fennec binary: <prefix>/bin/fennec -> <prefix>/lib/libfennec.so. */
+static int find_library(char *out, size_t n)
+{
+	const char *env = getenv("FENNEC_LIB");
+	if (env && *env) {
+		snprintf(out, n, "%s", env);
+		return access(out, R_OK);
+	}
+	char exe[PATH_MAX];
+	ssize_t len = readlink("/proc/self/exe", exe, sizeof exe - 1);
+	if (len <= 0)
+		return -1;
+	exe[len] = 0;
+	char *dir = dirname(exe);
+	const char *cands[] = {"%s/../lib/libfennec.so", "%s/libfennec.so", "%s/../lib/fennec/libfennec.so"};
+	for (size_t i = 0; i < sizeof cands / sizeof *cands; i++) {
+		snprintf(out, n, cands[i], dir);
+		char real[PATH_MAX];
+		if (realpath(out, real) && access(real, R_OK) == 0) {
+			snprintf(out, n, "%s", real);
+			return 0;
+		}
+	}
+	return -1;
+}
+
+/* Is `path` a fennec profile (magic check)? */
+static int is_profile(const char *path)
+{
+	char magic[8];
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return 0;
+	ssize_t n = read(fd, magic, 8);
+	close(fd);
+	return n == 8 && !memcmp(magic, FMT_MAGIC, 8);
+}
+
+/* Remove the sibling files of an earlier recording at the same path, so that analysis
+ * does not mix runs. Only files that are fennec profiles are touched. */
+static void remove_old_siblings(const char *path)
+{
+	char d[PATH_MAX], b[PATH_MAX];
+	snprintf(d, sizeof d, "%s", path);
+	snprintf(b, sizeof b, "%s", path);
+	const char *dir = dirname(d), *base = basename(b);
+	size_t bl = strlen(base);
+	DIR *dp = opendir(dir);
+	if (!dp)
+		return;
+	struct dirent *e;
+	while ((e = readdir(dp))) {
+		if (strncmp(e->d_name, base, bl) || e->d_name[bl] != '.')
+			continue;
+		const char *s = e->d_name + bl + 1;
+		if (strspn(s, "0123456789.") != strlen(s) || !*s)
+			continue;
+		char full[PATH_MAX * 2];
+		snprintf(full, sizeof full, "%s/%s", dir, e->d_name);
+		if (is_profile(full))
+			unlink(full);
+	}
+	closedir(dp);
+}
+
+/* Total size and count of the recording's files. */
+static void recording_size(const char *path, unsigned long long *bytes, int *files)
+{
+	char d[PATH_MAX], b[PATH_MAX];
+	snprintf(d, sizeof d, "%s", path);
+	snprintf(b, sizeof b, "%s", path);
+	const char *dir = dirname(d), *base = basename(b);
+	size_t bl = strlen(base);
+	*bytes = 0;
+	*files = 0;
+	DIR *dp = opendir(dir);
+	if (!dp)
+		return;
+	struct dirent *e;
+	while ((e = readdir(dp))) {
+		if (strncmp(e->d_name, base, bl) || (e->d_name[bl] && e->d_name[bl] != '.'))
+			continue;
+		char full[PATH_MAX * 2];
+		struct stat st;
+		snprintf(full, sizeof full, "%s/%s", dir, e->d_name);
+		if (stat(full, &st) == 0 && S_ISREG(st.st_mode) && is_profile(full)) {
+			*bytes += (unsigned long long)st.st_size;
+			(*files)++;
+		}
+	}
+	closedir(dp);
+}
+
+int cmd_record(int argc, char **argv)
+{
+	const char *output = "fennec.fnc";
+	const char *buffer = NULL, *flush = NULL, *fraction = NULL, *schedule = NULL;
+	int quiet = 0, i;
+	for (i = 1; i < argc; i++) {
+		const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+		unsigned u;
+		double f;
+		if (!strcmp(a, "--")) {
+			i++;
+			break;
+		} else if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
+			fputs(help, stdout);
+			return 0;
+		} else if (!strcmp(a, "-o") || !strcmp(a, "--output")) {
+			if (!v || !*v) {
+				cli_error("record", "%s needs a file name", a);
+				return 2;
+			}
+			output = v;
+			i++;
+		} else if (!strcmp(a, "--buffer-kb")) {
+			if (cli_parse_u32("record", a, v, 64, 32768, &u) < 0)
+				return 2;
+			buffer = v;
+			i++;
+		} else if (!strcmp(a, "--flush-ms")) {
+			if (cli_parse_u32("record", a, v, 1, 60000, &u) < 0)
+				return 2;
+			flush = v;
+			i++;
+		} else if (!strcmp(a, "--step-fraction")) {
+			if (cli_parse_double("record", a, v, 1e-9, 1, &f) < 0)
+				return 2;
+			fraction = v;
+			i++;
+		} else if (!strcmp(a, "--step-schedule")) {
+			unsigned w, x, y, z;
+			char extra;
+			if (!v || sscanf(v, "%u,%u,%u,%u%c", &w, &x, &y, &z, &extra) != 4 || y == 0) {
+				cli_error("record", "--step-schedule needs WAIT,WARMUP,ACTIVE,REPEAT with ACTIVE > 0, not '%s'", v ? v : "");
+				return 2;
+			}
+			schedule = v;
+			i++;
+		} else if (!strcmp(a, "-q") || !strcmp(a, "--quiet"))
+			quiet = 1;
+		else if (a[0] == '-') {
+			cli_error("record", "unknown option '%s' (see fennec record --help)", a);
+			return 2;
+		} else
+			break;
+	}
+	if (i >= argc) {
+		cli_error("record", "no program to run: fennec record [options] -- PROGRAM [ARGS...]");
+		return 2;
+	}
+	char lib[PATH_MAX];
+	if (find_library(lib, sizeof lib) < 0) {
+		cli_error("record", "cannot find libfennec.so next to the fennec binary (set FENNEC_LIB to its path)");
+		return 1;
+	}
+	/* An absolute output path: the program may change directory. */
+	char abs[PATH_MAX];
+	if (output[0] == '/')
+		snprintf(abs, sizeof abs, "%s", output);
+	else {
+		char cwd[PATH_MAX];
+		if (!getcwd(cwd, sizeof cwd)) {
+			cli_error("record", "cannot read the current directory: %s", strerror(errno));
+			return 1;
+		}
+		if ((size_t)snprintf(abs, sizeof abs, "%s/%s", cwd, output) >= sizeof abs) {
+			cli_error("record", "output path too long");
+			return 1;
+		}
+	}
+	/* Fail early, with the reason, if the profile cannot be created. */
+	int probe = open(abs, O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
+	if (probe < 0) {
+		cli_error("record", "cannot create %s: %s", abs, strerror(errno));
+		return 1;
+	}
+	close(probe);
+	unlink(abs);
+	remove_old_siblings(abs);
+
+	uint64_t rec_id;
+	if (getrandom(&rec_id, sizeof rec_id, 0) != sizeof rec_id)
+		rec_id = (uint64_t)getpid() << 32 ^ (uint64_t)time(NULL);
+
+	struct sigaction ign = {.sa_handler = SIG_IGN}, fwd = {.sa_handler = forward}, old_int, old_quit;
+	sigaction(SIGINT, &ign, &old_int); /* the terminal sends these to the program too */
+	sigaction(SIGQUIT, &ign, &old_quit);
+	sigaction(SIGTERM, &fwd, NULL);
+	sigaction(SIGHUP, &fwd, NULL);
+
+	child = fork();
+	if (child < 0) {
+		cli_error("record", "fork failed: %s", strerror(errno));
+		return 1;
+	}
+	if (child == 0) {
+		sigaction(SIGINT, &old_int, NULL);
+		sigaction(SIGQUIT, &old_quit, NULL);
+		signal(SIGTERM, SIG_DFL);
+		signal(SIGHUP, SIG_DFL);
+		char v[PATH_MAX * 2 + 16];
+		const char *pre = getenv("LD_PRELOAD");
+		if (pre && *pre)
+			snprintf(v, sizeof v, "%s:%s", lib, pre);
+		else
+			snprintf(v, sizeof v, "%s", lib);
+		setenv("LD_PRELOAD", v, 1);
+		setenv("FENNEC_AUTOSTART", "1", 1);
+		setenv("FENNEC_OUTPUT", abs, 1);
+		snprintf(v, sizeof v, "%llx", (unsigned long long)rec_id);
+		setenv("FENNEC_RECORDING_ID", v, 1);
+		snprintf(v, sizeof v, "%d", (int)getpid());
+		setenv("FENNEC_ROOT_PID", v, 1);
+		unsetenv("FENNEC_EXEC_FROM");
+		if (buffer)
+			setenv("FENNEC_BUFFER_KB", buffer, 1);
+		if (flush)
+			setenv("FENNEC_FLUSH_MS", flush, 1);
+		if (fraction)
+			setenv("FENNEC_STEP_FRACTION", fraction, 1);
+		if (schedule)
+			setenv("FENNEC_STEP_SCHEDULE", schedule, 1);
+		execvp(argv[i], argv + i);
+		int e = errno;
+		fprintf(stderr, "fennec record: cannot run '%s': %s\n", argv[i], strerror(e));
+		_exit(e == ENOENT ? 127 : 126);
+	}
+	int status;
+	while (waitpid(child, &status, 0) < 0)
+		if (errno != EINTR) {
+			cli_error("record", "waitpid failed: %s", strerror(errno));
+			return 1;
+		}
+	int launched = !(WIFEXITED(status) && (WEXITSTATUS(status) == 127 || WEXITSTATUS(status) == 126) && access(abs, F_OK) != 0);
+	if (!quiet && launched) {
+		unsigned long long bytes;
+		int files;
+		recording_size(abs, &bytes, &files);
+		if (!files)
+			fprintf(stderr, "fennec record: no profile was written: %s did not load libfennec "
+					"(a static or setuid program ignores LD_PRELOAD)\n", argv[i]);
+		else {
+			fprintf(stderr, "fennec record: wrote %s (%llu bytes", output, bytes);
+			if (files > 1)
+				fprintf(stderr, " in %d process files", files);
+			fprintf(stderr, ")");
+			if (WIFSIGNALED(status))
+				fprintf(stderr, "; %s was killed by signal %d (%s): the profile holds what was flushed "
+						"before",
+					argv[i], WTERMSIG(status), strsignal(WTERMSIG(status)));
+			fprintf(stderr, "\n");
+		}
+	}
+	if (WIFEXITED(status))
+		return WEXITSTATUS(status);
+	if (WIFSIGNALED(status)) {
+		/* Die of the same signal, without a core file of our own. */
+		int sig = WTERMSIG(status);
+		struct rlimit no_core = {0, 0};
+		setrlimit(RLIMIT_CORE, &no_core);
+		signal(sig, SIG_DFL);
+		sigset_t set;
+		sigemptyset(&set);
+		sigaddset(&set, sig);
+		sigprocmask(SIG_UNBLOCK, &set, NULL);
+		raise(sig);
+		return 128 + sig;
+	}
+	return 1;
+}

@@ -1,0 +1,224 @@
+/*
+ * api.c - the hot paths of the public API: regions, steps and metrics. Each call reads
+ * the clock and appends one event to the calling thread's ring, then publishes it with
+ * a release store. No locks, no system calls, no malloc: a full ring drops the event
+ * and counts it. The slow paths (a thread's first event, a name's first use) live in
+ * session.c.
+ */
+#include "collect/collect.h"
+
+#define API FENNEC_API
+
+/* Make room for `need` bytes plus the END reserve; refreshes the cached head once. */
+static inline int ring_room(col_thread *t, uint64_t need)
+{
+	need += t->reserve;
+	if (likely(t->tail - t->head_cache + need <= t->size))
+		return 1;
+	t->head_cache = atomic_load_explicit(&t->head, memory_order_acquire);
+	return t->tail - t->head_cache + need <= t->size;
+}
+
+/* Where to encode the next event: directly in the ring when 32 contiguous bytes are
+ * free before the wrap point, else in `tmp` (then ring_put copies with wrap-around). */
+static inline uint8_t *ev_start(col_thread *t, uint8_t *tmp)
+{
+	uint64_t off = t->tail & (t->size - 1);
+	return t->size - off >= 32 ? t->ring + off : tmp;
+}
+
+static inline void ev_commit(col_thread *t, uint8_t *p, uint8_t *tmp, size_t n)
+{
+	if (unlikely(p == tmp)) {
+		uint64_t off = t->tail & (t->size - 1);
+		size_t first = t->size - off < n ? (size_t)(t->size - off) : n;
+		memcpy(t->ring + off, tmp, first);
+		memcpy(t->ring, tmp + first, n - first);
+	}
+	t->tail += n;
+	atomic_store_explicit(&t->committed, t->tail, memory_order_release);
+}
+
+/* The calling thread's state for session generation g (nonzero). */
+static inline col_thread *self(uint32_t g)
+{
+	col_thread *t = col_tls;
+	return likely(t != NULL && t->gen == g) ? t : col_thread_register();
+}
+
+#define ON() atomic_load_explicit(&col_on, memory_order_relaxed)
+
+static inline uint64_t delta(col_thread *t, uint64_t now)
+{
+	uint64_t dt = now > t->last_ticks ? now - t->last_ticks : 0;
+	if (dt)
+		t->last_ticks = now;
+	return dt;
+}
+
+static inline void begin_id(col_thread *t, uint32_t id)
+{
+	uint32_t d = t->depth++;
+	uint32_t mark = 0;
+	if (unlikely(d >= COL_MAX_DEPTH)) {
+		atomic_fetch_add_explicit(&t->dropped, 1, memory_order_relaxed);
+		return;
+	}
+	if (unlikely(!atomic_load_explicit(&col_gate, memory_order_relaxed)))
+		mark = COL_UNREC_GATED;
+	else if (unlikely(!ring_room(t, FMT_EV_BEGIN_MAX + FMT_EV_END_MAX)))
+		mark = COL_UNREC_DROPPED;
+	if (unlikely(mark)) {
+		if (mark == COL_UNREC_DROPPED)
+			atomic_fetch_add_explicit(&t->dropped, 1, memory_order_relaxed);
+		t->stack[d] = id | mark;
+		return;
+	}
+	uint8_t tmp[32];
+	uint8_t *p = ev_start(t, tmp);
+	size_t n;
+	uint64_t now = col_ticks();
+	if (likely(id < 15)) {
+		p[0] = (uint8_t)(FMT_EV_BEGIN | id << 4);
+		n = 1;
+	} else {
+		p[0] = (uint8_t)(FMT_EV_BEGIN | 15 << 4);
+		n = 1 + cm_varint_put(p + 1, id);
+	}
+	n += cm_varint_put(p + n, delta(t, now));
+	t->reserve += FMT_EV_END_MAX;
+	t->stack[d] = id;
+	ev_commit(t, p, tmp, n);
+}
+
+API void fennec_region_begin(const char *name)
+{
+	uint32_t g = ON();
+	if (likely(!g) || !name)
+		return;
+	col_thread *t = self(g);
+	begin_id(t, col_site_id(name, FMT_SITE_REGION, name, NULL, 0));
+}
+
+API void fennec_region_begin_site(fennec_site *site)
+{
+	uint32_t g = ON();
+	if (likely(!g) || !site)
+		return;
+	col_thread *t = self(g);
+	uint32_t id = __atomic_load_n(&site->id_, __ATOMIC_RELAXED);
+	if (unlikely(!id)) {
+		id = col_site_id(site, FMT_SITE_REGION, site->name, site->file, site->line);
+		__atomic_store_n(&site->id_, id, __ATOMIC_RELAXED);
+	}
+	begin_id(t, id);
+}
+
+API void fennec_region_begin_id(uint32_t id)
+{
+	uint32_t g = ON();
+	if (likely(!g))
+		return;
+	if (id == 0 || id >= atomic_load_explicit(&col_nsites, memory_order_acquire))
+		return;
+	begin_id(self(g), id);
+}
+
+API void fennec_region_end(void)
+{
+	uint64_t now = col_ticks();
+	col_thread *t = col_tls;
+	if (unlikely(!t))
+		return;
+	uint32_t g = ON();
+	if (unlikely(t->gen != g)) {
+		if (!g)
+			return; /* stopped */
+		t = col_thread_register(); /* fork child or restart: carries the open regions */
+	}
+	if (t->depth == 0)
+		return; /* unbalanced, or began before fennec_start(): nothing to close */
+	uint32_t d = --t->depth;
+	if (unlikely(d >= COL_MAX_DEPTH)) {
+		atomic_fetch_add_explicit(&t->dropped, 1, memory_order_relaxed);
+		return;
+	}
+	uint32_t e = t->stack[d];
+	if (unlikely(e & (COL_UNREC_GATED | COL_UNREC_DROPPED))) {
+		if (e & COL_UNREC_DROPPED)
+			atomic_fetch_add_explicit(&t->dropped, 1, memory_order_relaxed);
+		return;
+	}
+	/* Room is guaranteed: the begin reserved it. */
+	uint8_t tmp[32];
+	uint8_t *p = ev_start(t, tmp);
+	p[0] = FMT_EV_END;
+	size_t n = 1 + cm_varint_put(p + 1, delta(t, now));
+	t->reserve -= FMT_EV_END_MAX;
+	ev_commit(t, p, tmp, n);
+}
+
+/* Append a metric or step event; `gated` events are skipped outside recorded steps. */
+static void put_event(col_thread *t, unsigned tag, uint32_t id, int has_id, int gated,
+		      uint64_t a, int has_a, const double *f)
+{
+	if (gated && !atomic_load_explicit(&col_gate, memory_order_relaxed))
+		return;
+	uint64_t now = col_ticks();
+	if (unlikely(!ring_room(t, 32))) {
+		atomic_fetch_add_explicit(&t->dropped, 1, memory_order_relaxed);
+		return;
+	}
+	uint8_t tmp[32];
+	uint8_t *p = ev_start(t, tmp);
+	size_t n = 1;
+	p[0] = (uint8_t)tag;
+	if (has_id)
+		n += cm_varint_put(p + n, id);
+	n += cm_varint_put(p + n, delta(t, now));
+	if (has_a)
+		n += cm_varint_put(p + n, a);
+	if (f) {
+		memcpy(p + n, f, 8); /* little-endian hosts only; see docs/internals/collect.md */
+		n += 8;
+	}
+	ev_commit(t, p, tmp, n);
+}
+
+static void step(uint64_t items, int has_items)
+{
+	uint32_t g = ON();
+	if (likely(!g))
+		return;
+	col_thread *t = self(g);
+	uint64_t recorded;
+	col_step_advance(&recorded);
+	unsigned s = (unsigned)(recorded ? 1 : 0) | (has_items ? 2 : 0);
+	put_event(t, FMT_EV_STEP | s << 4, 0, 0, 0, items, has_items, NULL);
+}
+
+API void fennec_step(void) { step(0, 0); }
+API void fennec_step_items(uint64_t items) { step(items, 1); }
+
+API void fennec_counter_add(const char *name, int64_t d)
+{
+	uint32_t g = ON();
+	if (likely(!g) || !name)
+		return;
+	col_thread *t = self(g);
+	uint32_t id = col_site_id(name, FMT_SITE_COUNTER, name, NULL, 0);
+	put_event(t, FMT_EV_COUNTER, id, 1, 1, cm_zigzag(d), 1, NULL);
+}
+
+static void metric_f64(const char *name, unsigned kind, unsigned tag, double v)
+{
+	uint32_t g = ON();
+	if (likely(!g) || !name)
+		return;
+	col_thread *t = self(g);
+	uint32_t id = col_site_id(name, kind, name, NULL, 0);
+	put_event(t, tag, id, 1, 1, 0, 0, &v);
+}
+
+API void fennec_gauge_set(const char *name, double v) { metric_f64(name, FMT_SITE_GAUGE, FMT_EV_GAUGE, v); }
+API void fennec_value_record(const char *name, double v) { metric_f64(name, FMT_SITE_VALUE, FMT_EV_VALUE, v); }

@@ -1,0 +1,89 @@
+/*
+ * collect.h - internals of the in-process collector (libfennec). The hot API
+ * (api.c) appends events to per-thread rings; the session (session.c) owns the file,
+ * the writer thread that drains the rings, and fork/exec handling. Design notes:
+ * docs/internals/collect.md.
+ */
+#ifndef FENNEC_COLLECT_H
+#define FENNEC_COLLECT_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <sys/types.h>
+
+#include "format/format.h"
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <x86intrin.h>
+#define COL_HAVE_TSC 1
+#else
+#define COL_HAVE_TSC 0
+#endif
+
+#define COL_MAX_DEPTH 128        /* region nesting tracked per thread */
+#define COL_MAX_THREADS 16384    /* thread slots (recycled when threads exit) */
+#define COL_MAX_SITES 65536      /* distinct region and metric names per process */
+#define COL_SITE_HASH (1u << 17) /* open-addressing table for name addresses */
+#define COL_UNREC_GATED (1u << 31)   /* stack entry: begin skipped by step sampling */
+#define COL_UNREC_DROPPED (1u << 30) /* stack entry: begin dropped (ring full) */
+
+enum col_tstate { COL_T_FREE = 0, COL_T_LIVE = 1, COL_T_DEAD = 2 };
+
+/* One thread's state and event ring, in one anonymous mapping. Fields above `committed`
+ * are written only by the owning thread; `head` only by the writer. */
+typedef struct col_thread {
+	uint8_t *ring;          /* ring bytes (size a power of two) */
+	uint64_t size;          /* ring size; 0 for the dead-thread sentinel */
+	uint64_t tail;          /* owner: next write position (monotonic) */
+	uint64_t head_cache;    /* owner: last seen value of head */
+	uint64_t last_ticks;    /* owner: time of the last written event */
+	uint64_t reserve;       /* owner: bytes kept for ENDs of written open regions */
+	uint32_t depth;         /* owner: open regions, recorded or not */
+	uint32_t stack[COL_MAX_DEPTH]; /* owner: site id of each open region | COL_UNREC_* */
+	_Atomic uint64_t dropped; /* owner increments, writer reads */
+	char pad0[64];
+	_Atomic uint64_t committed; /* owner: release-stored after each complete event */
+	char pad1[56];
+	_Atomic uint64_t head;      /* writer: consumed up to here */
+	_Atomic int state;          /* enum col_tstate */
+	pid_t tid;
+	uint32_t index;            /* per-file thread number (THREAD record) */
+	uint64_t start_ticks;
+	uint64_t end_ticks;
+	int announced;             /* writer: THREAD record written */
+	uint64_t dropped_written;  /* writer: last dropped count written */
+	uint32_t gen;              /* session generation this state belongs to */
+	pid_t pid;                 /* process that registered it */
+} col_thread;
+
+extern _Atomic uint32_t col_on;   /* session generation while a session runs, else 0 */
+extern _Atomic int col_gate;      /* 1 while the current step is recorded */
+extern int col_use_tsc;
+extern __thread col_thread *col_tls;
+
+static inline uint64_t col_ticks(void)
+{
+#if COL_HAVE_TSC
+	if (likely(col_use_tsc))
+		return __rdtsc();
+#endif
+	return cm_mono_ns();
+}
+
+/* Session side, used by the API. */
+col_thread *col_thread_register(void); /* for the current generation; copies open regions */
+uint32_t col_site_id(const void *key, unsigned kind, const char *name, const char *file, int line);
+void col_step_advance(uint64_t *recorded_out);
+
+/* Site table, read by the writer. */
+typedef struct col_site {
+	const void *key;
+	const char *name;
+	const char *file;
+	int line;
+	unsigned kind;
+} col_site;
+extern col_site col_sites[COL_MAX_SITES];
+extern _Atomic uint32_t col_nsites;
+
+#endif

@@ -1,0 +1,1005 @@
+/*
+ * session.c - the collector's session: configuration, the profile file, the thread
+ * registry, the name (site) table, the writer thread that drains per-thread rings into
+ * compressed chunks about every 100 ms, and the fork/exec/exit handling that keeps a
+ * recording whole across processes. Only the slow paths live here; api.c has the hot
+ * ones. See docs/internals/collect.md for the design and its invariants.
+ */
+#include "collect/collect.h"
+
+#include <cpuid.h>
+#include <dlfcn.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/mman.h>
+#include <sys/prctl.h>
+#include <sys/random.h>
+#include <sys/resource.h>
+#include <sys/syscall.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+#include <zstd.h>
+
+#define API FENNEC_API
+
+_Atomic uint32_t col_on;
+_Atomic int col_gate = 1;
+int col_use_tsc;
+__thread col_thread *col_tls;
+col_site col_sites[COL_MAX_SITES];
+_Atomic uint32_t col_nsites = 1; /* id 0 is reserved: "site table full" */
+
+static _Atomic(uintptr_t) site_keys[COL_SITE_HASH];
+static _Atomic uint32_t site_vals[COL_SITE_HASH]; /* kind << 24 | id, 0 while being filled */
+
+static _Atomic(col_thread *) slots[COL_MAX_THREADS];
+static _Atomic uint32_t nslots;
+static pthread_mutex_t reg_lock = PTHREAD_MUTEX_INITIALIZER;    /* slot allocation */
+static pthread_mutex_t flush_lock = PTHREAD_MUTEX_INITIALIZER;  /* writer state, file */
+static pthread_mutex_t intern_lock = PTHREAD_MUTEX_INITIALIZER; /* fennec_intern table */
+static pthread_cond_t flush_cond = PTHREAD_COND_INITIALIZER;
+static pthread_key_t thread_key;
+static pthread_once_t once = PTHREAD_ONCE_INIT;
+
+/* Session state; written under flush_lock or before the writer exists. */
+static struct {
+	fennec_config cfg;
+	char path[PATH_MAX];   /* the recording's base path */
+	char file[PATH_MAX + 64]; /* this process's file */
+	int fd;
+	uint64_t file_off;     /* bytes safely written */
+	uint64_t lost_bytes;   /* chunk bytes that could not be written */
+	uint64_t recording_id;
+	pid_t pid;
+	pid_t parent_pid;
+	unsigned origin;
+	double ticks_per_ns;
+	uint32_t gen;
+	_Atomic uint32_t next_index; /* per-file thread numbers */
+	uint32_t sites_written;
+	pthread_t writer;
+	int writer_running;
+	int stop_writer;
+	uint64_t step_index;   /* steps completed */
+	cm_buf out, raw, threads, ends;
+	ZSTD_CCtx *zctx;
+} S = {.fd = -1};
+
+static void flush_locked(int final, unsigned exit_reason);
+
+/* ---- clock ---- */
+
+static int tsc_invariant(void)
+{
+#if COL_HAVE_TSC
+	unsigned a, b, c, d;
+	if (!__get_cpuid(0x80000000, &a, &b, &c, &d) || a < 0x80000007)
+		return 0;
+	__get_cpuid(0x80000007, &a, &b, &c, &d);
+	return (d >> 8) & 1;
+#else
+	return 0;
+#endif
+}
+
+/* A (mono_ns, ticks) pair read at one instant: the ticks are the midpoint of two reads. */
+static void calib_point(uint64_t *mono, uint64_t *ticks)
+{
+	uint64_t t0 = col_ticks();
+	*mono = cm_mono_ns();
+	uint64_t t1 = col_ticks();
+	*ticks = t0 + (t1 - t0) / 2;
+}
+
+static double measure_ticks_per_ns(void)
+{
+	if (!col_use_tsc)
+		return 1.0;
+	uint64_t m0, t0, m1, t1;
+	calib_point(&m0, &t0);
+	do
+		calib_point(&m1, &t1);
+	while (m1 - m0 < 200000);
+	return (double)(t1 - t0) / (double)(m1 - m0);
+}
+
+/* ---- configuration ---- */
+
+static uint64_t env_u64(const char *name, uint64_t dflt)
+{
+	const char *s = getenv(name);
+	if (!s || !*s)
+		return dflt;
+	char *end;
+	errno = 0;
+	unsigned long long v = strtoull(s, &end, 0);
+	return (errno || *end) ? dflt : v;
+}
+
+static int env_rank(void)
+{
+	static const char *names[] = {"RANK", "OMPI_COMM_WORLD_RANK", "PMI_RANK", "SLURM_PROCID"};
+	for (size_t i = 0; i < ARRAY_LEN(names); i++) {
+		const char *s = getenv(names[i]);
+		if (s && *s) {
+			char *end;
+			long v = strtol(s, &end, 10);
+			if (!*end && v >= 0 && v < INT_MAX)
+				return (int)v;
+		}
+	}
+	return -1;
+}
+
+API void fennec_config_init(fennec_config *cfg)
+{
+	if (!cfg)
+		return;
+	memset(cfg, 0, sizeof *cfg);
+	cfg->size = sizeof *cfg;
+	cfg->output = getenv("FENNEC_OUTPUT");
+	if (!cfg->output || !*cfg->output)
+		cfg->output = "fennec.fnc";
+	cfg->buffer_kb = (uint32_t)env_u64("FENNEC_BUFFER_KB", 2048);
+	cfg->flush_interval_ms = (uint32_t)env_u64("FENNEC_FLUSH_MS", 100);
+	cfg->compression_level = (int)env_u64("FENNEC_COMPRESSION", 1);
+	cfg->rank = -1;
+	cfg->step_fraction = 1.0;
+	const char *sched = getenv("FENNEC_STEP_SCHEDULE");
+	unsigned w, u, a, r;
+	if (sched && sscanf(sched, "%u,%u,%u,%u", &w, &u, &a, &r) == 4) {
+		cfg->step_wait = w;
+		cfg->step_warmup = u;
+		cfg->step_active = a;
+		cfg->step_repeat = r;
+	}
+	const char *frac = getenv("FENNEC_STEP_FRACTION");
+	if (frac && *frac) {
+		double f = strtod(frac, NULL);
+		if (f > 0 && f <= 1)
+			cfg->step_fraction = f;
+	}
+}
+
+/* ---- step sampling ---- */
+
+/* Whether step k (0-based) records regions and metrics. */
+static int step_recorded(uint64_t k)
+{
+	const fennec_config *c = &S.cfg;
+	if (c->step_fraction < 1.0 && (uint64_t)((double)(k + 1) * c->step_fraction) ==
+					      (uint64_t)((double)k * c->step_fraction))
+		return 0;
+	if (c->step_active) {
+		uint64_t cycle = (uint64_t)c->step_wait + c->step_warmup + c->step_active;
+		if (c->step_repeat && k / cycle >= c->step_repeat)
+			return 0;
+		if (k % cycle < (uint64_t)c->step_wait + c->step_warmup)
+			return 0;
+	}
+	return 1;
+}
+
+void col_step_advance(uint64_t *recorded_out)
+{
+	/* One stepping thread is the documented contract; the atomics keep a second one
+	 * from corrupting state, not from interleaving its steps. */
+	*recorded_out = (uint64_t)atomic_load_explicit(&col_gate, memory_order_relaxed);
+	uint64_t k = __atomic_add_fetch(&S.step_index, 1, __ATOMIC_RELAXED);
+	atomic_store_explicit(&col_gate, step_recorded(k), memory_order_relaxed);
+}
+
+/* ---- sites ---- */
+
+static inline uint32_t site_hash(uintptr_t key, unsigned kind)
+{
+	uint64_t h = ((uint64_t)key ^ kind) * 0x9E3779B97F4A7C15ull;
+	return (uint32_t)(h >> 40) & (COL_SITE_HASH - 1);
+}
+
+uint32_t col_site_id(const void *key, unsigned kind, const char *name, const char *file, int line)
+{
+	uintptr_t k = (uintptr_t)key;
+	uint32_t h = site_hash(k, kind);
+	for (uint32_t probe = 0; probe < COL_SITE_HASH; probe++, h = (h + 1) & (COL_SITE_HASH - 1)) {
+		uintptr_t cur = atomic_load_explicit(&site_keys[h], memory_order_acquire);
+		if (cur == 0) {
+			uintptr_t expect = 0;
+			if (atomic_compare_exchange_strong(&site_keys[h], &expect, k)) {
+				uint32_t id = atomic_load_explicit(&col_nsites, memory_order_relaxed);
+				while (id < COL_MAX_SITES &&
+				       !atomic_compare_exchange_weak(&col_nsites, &id, id + 1))
+					;
+				if (id >= COL_MAX_SITES)
+					id = 0;
+				else {
+					col_site *s = &col_sites[id];
+					s->name = name;
+					s->file = file;
+					s->line = line;
+					s->kind = kind;
+					__atomic_store_n(&s->key, key, __ATOMIC_RELEASE);
+				}
+				atomic_store_explicit(&site_vals[h], kind << 24 | id, memory_order_release);
+				return id;
+			}
+			cur = expect;
+		}
+		if (cur == k) {
+			uint32_t v;
+			while ((v = atomic_load_explicit(&site_vals[h], memory_order_acquire)) == 0)
+				;
+			if (v >> 24 == kind)
+				return v & 0xffffff;
+		}
+	}
+	return 0;
+}
+
+/* fennec_intern: a string-keyed table of copies. Not a hot path. */
+struct interned {
+	struct interned *next;
+	uint32_t id;
+	char name[];
+};
+static struct interned *intern_tab[1024];
+
+API uint32_t fennec_intern(const char *name)
+{
+	if (!name)
+		return 0;
+	uint64_t h = 1469598103934665603ull;
+	for (const char *p = name; *p; p++)
+		h = (h ^ (uint8_t)*p) * 1099511628211ull;
+	uint32_t id = 0;
+	pthread_mutex_lock(&intern_lock);
+	struct interned **b = &intern_tab[h & (ARRAY_LEN(intern_tab) - 1)];
+	for (struct interned *e = *b; e; e = e->next)
+		if (!strcmp(e->name, name)) {
+			id = e->id;
+			goto out;
+		}
+	size_t n = strlen(name);
+	struct interned *e = malloc(sizeof *e + n + 1);
+	if (!e)
+		goto out;
+	memcpy(e->name, name, n + 1);
+	e->id = col_site_id(e->name, FMT_SITE_REGION, e->name, NULL, 0);
+	e->next = *b;
+	*b = e;
+	id = e->id;
+out:
+	pthread_mutex_unlock(&intern_lock);
+	return id;
+}
+
+/* ---- threads ---- */
+
+static void thread_exit(void *arg)
+{
+	col_thread *t = arg;
+	if (t && t->pid == getpid()) {
+		t->end_ticks = col_ticks();
+		atomic_store_explicit(&t->state, COL_T_DEAD, memory_order_release);
+	}
+	col_tls = NULL;
+}
+
+static void once_init(void)
+{
+	pthread_key_create(&thread_key, thread_exit);
+}
+
+static void write_time_event(col_thread *t, uint64_t now)
+{
+	uint8_t *p = t->ring + (t->tail & (t->size - 1)); /* fresh ring: no wrap */
+	p[0] = FMT_EV_TIME;
+	size_t n = 1 + cm_varint_put(p + 1, now);
+	t->tail += n;
+	t->last_ticks = now;
+}
+
+col_thread *col_thread_register(void)
+{
+	uint32_t gen = atomic_load_explicit(&col_on, memory_order_acquire);
+	col_thread *old = col_tls;
+	if (!gen)
+		return NULL;
+	uint64_t size = S.cfg.buffer_kb * 1024ull;
+	col_thread *t = NULL;
+
+	pthread_mutex_lock(&reg_lock);
+	uint32_t n = atomic_load_explicit(&nslots, memory_order_relaxed);
+	for (uint32_t i = 0; i < n; i++) {
+		col_thread *c = atomic_load_explicit(&slots[i], memory_order_relaxed);
+		if (c && c->size == size &&
+		    atomic_load_explicit(&c->state, memory_order_acquire) == COL_T_FREE) {
+			t = c;
+			break;
+		}
+	}
+	if (!t && n < COL_MAX_THREADS) {
+		size_t hdr = (sizeof(col_thread) + 4095) & ~(size_t)4095;
+		void *m = mmap(NULL, hdr + size, PROT_READ | PROT_WRITE,
+			       MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+		if (m != MAP_FAILED) {
+			t = m;
+			t->ring = (uint8_t *)m + hdr;
+			t->size = size;
+			atomic_store_explicit(&slots[n], t, memory_order_release);
+			atomic_store_explicit(&nslots, n + 1, memory_order_release);
+		}
+	}
+	if (t) {
+		/* Reset everything the previous owner left; the writer ignores FREE slots. */
+		t->tail = t->head_cache = t->reserve = 0;
+		t->depth = 0;
+		atomic_store_explicit(&t->dropped, 0, memory_order_relaxed);
+		atomic_store_explicit(&t->committed, 0, memory_order_relaxed);
+		atomic_store_explicit(&t->head, 0, memory_order_relaxed);
+		t->tid = (pid_t)syscall(SYS_gettid);
+		t->pid = getpid();
+		t->gen = gen;
+		t->index = atomic_fetch_add(&S.next_index, 1);
+		t->announced = 0;
+		t->dropped_written = 0;
+		t->end_ticks = 0;
+		uint64_t now = col_ticks();
+		t->start_ticks = now;
+		write_time_event(t, now);
+		/* Regions open in the previous generation (a fork child's inherited stack)
+		 * continue here: re-open the recorded ones now, keep the marks of the rest. */
+		if (old && old->gen != gen) {
+			uint32_t depth = old->depth < COL_MAX_DEPTH ? old->depth : COL_MAX_DEPTH;
+			uint8_t *p = t->ring + t->tail;
+			uint32_t recorded = 0;
+			uint8_t ids[COL_MAX_DEPTH * 5];
+			size_t nb = 0;
+			for (uint32_t i = 0; i < depth; i++) {
+				t->stack[i] = old->stack[i];
+				if (!(old->stack[i] & (COL_UNREC_GATED | COL_UNREC_DROPPED))) {
+					nb += cm_varint_put(ids + nb, old->stack[i]);
+					recorded++;
+				}
+			}
+			t->depth = old->depth;
+			if (recorded) {
+				p[0] = FMT_EV_STACK;
+				size_t len = 1 + cm_varint_put(p + 1, recorded);
+				memcpy(p + len, ids, nb);
+				t->tail += len + nb;
+				t->reserve = recorded * FMT_EV_END_MAX;
+			}
+			if (old->pid != getpid())
+				atomic_store_explicit(&old->state, COL_T_FREE, memory_order_release);
+		}
+		atomic_store_explicit(&t->committed, t->tail, memory_order_relaxed);
+		atomic_store_explicit(&t->state, COL_T_LIVE, memory_order_release);
+	}
+	pthread_mutex_unlock(&reg_lock);
+	if (!t)
+		return NULL;
+	col_tls = t;
+	pthread_once(&once, once_init);
+	pthread_setspecific(thread_key, t);
+	return t;
+}
+
+/* ---- the file ---- */
+
+/* write() all of buf or nothing: a failed chunk is cut off again, so the file stays
+ * a valid prefix and the loss is counted. */
+static void file_write(const uint8_t *buf, size_t n)
+{
+	if (S.fd < 0) {
+		S.lost_bytes += n;
+		return;
+	}
+	size_t done = 0;
+	while (done < n) {
+		ssize_t w = write(S.fd, buf + done, n - done);
+		if (w < 0 && errno == EINTR)
+			continue;
+		if (w <= 0) {
+			if (ftruncate(S.fd, (off_t)S.file_off) == 0)
+				lseek(S.fd, (off_t)S.file_off, SEEK_SET);
+			S.lost_bytes += n;
+			return;
+		}
+		done += (size_t)w;
+	}
+	S.file_off += n;
+}
+
+static void emit_chunk(unsigned type, cm_buf *raw)
+{
+	if (raw->failed || fmt_chunk_append(&S.out, type, raw->data, raw->len, S.cfg.compression_level, S.zctx) < 0)
+		S.lost_bytes += raw->len;
+	raw->len = 0;
+	raw->failed = 0;
+}
+
+static void read_file_string(const char *path, cm_buf *b, int nul_to_keep)
+{
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return;
+	char tmp[4096];
+	ssize_t n;
+	size_t start = b->len;
+	while ((n = read(fd, tmp, sizeof tmp)) > 0)
+		cm_buf_put(b, tmp, (size_t)n);
+	close(fd);
+	if (!nul_to_keep)
+		while (b->len > start && (b->data[b->len - 1] == '\n' || b->data[b->len - 1] == 0))
+			b->len--;
+}
+
+static void write_header(uint64_t start_mono, uint64_t start_ticks, uint64_t start_real)
+{
+	cm_buf h = {0}, tmp = {0};
+	char host[256] = "";
+	gethostname(host, sizeof host - 1);
+	fmt_hdr_varint(&h, FMT_H_RECORDING, S.recording_id);
+	fmt_hdr_varint(&h, FMT_H_PID, (uint64_t)S.pid);
+	fmt_hdr_varint(&h, FMT_H_PPID, (uint64_t)getppid());
+	fmt_hdr_zigzag(&h, FMT_H_RANK, S.cfg.rank >= 0 ? S.cfg.rank : env_rank());
+	fmt_hdr_string(&h, FMT_H_HOST, host, strlen(host));
+	read_file_string("/proc/self/cmdline", &tmp, 1);
+	while (tmp.len && tmp.data[tmp.len - 1] == 0)
+		tmp.len--;
+	fmt_hdr_string(&h, FMT_H_CMDLINE, (const char *)tmp.data, tmp.len);
+	char exe[PATH_MAX];
+	ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+	fmt_hdr_string(&h, FMT_H_EXE, exe, n > 0 ? (size_t)n : 0);
+	fmt_hdr_varint(&h, FMT_H_START_REAL, start_real);
+	fmt_hdr_varint(&h, FMT_H_START_MONO, start_mono);
+	fmt_hdr_varint(&h, FMT_H_START_TICKS, start_ticks);
+	fmt_hdr_varint(&h, FMT_H_CLOCK, col_use_tsc ? 0 : 1);
+	fmt_hdr_varint(&h, FMT_H_PARENT_PID, (uint64_t)S.parent_pid);
+	fmt_hdr_varint(&h, FMT_H_ORIGIN, S.origin);
+	fmt_hdr_varint(&h, FMT_H_BUFFER, S.cfg.buffer_kb * 1024ull);
+	fmt_hdr_varint(&h, FMT_H_STEP_WAIT, S.cfg.step_wait);
+	fmt_hdr_varint(&h, FMT_H_STEP_WARMUP, S.cfg.step_warmup);
+	fmt_hdr_varint(&h, FMT_H_STEP_ACTIVE, S.cfg.step_active);
+	fmt_hdr_varint(&h, FMT_H_STEP_REPEAT, S.cfg.step_repeat);
+	fmt_hdr_f64(&h, FMT_H_STEP_FRACTION, S.cfg.step_fraction);
+	fmt_hdr_varint(&h, FMT_H_VERSION, FENNEC_VERSION_MAJOR * 10000 + FENNEC_VERSION_MINOR * 100 + FENNEC_VERSION_PATCH);
+	fmt_hdr_f64(&h, FMT_H_TICKS_PER_NS, S.ticks_per_ns);
+	uint8_t pre[FMT_PREAMBLE_LEN];
+	fmt_preamble(pre);
+	cm_buf_put(&S.out, pre, sizeof pre);
+	emit_chunk(FMT_HEADER, &h);
+	file_write(S.out.data, S.out.len);
+	S.out.len = 0;
+	cm_buf_free(&h);
+	cm_buf_free(&tmp);
+}
+
+/* Open this process's file: the base path for the first process, else a new sibling. */
+static int open_file(void)
+{
+	if (S.origin == FMT_ORIGIN_FIRST) {
+		snprintf(S.file, sizeof S.file, "%s", S.path);
+		S.fd = open(S.file, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+	} else {
+		for (int n = 0; n < 1000; n++) {
+			snprintf(S.file, sizeof S.file, "%s.%d.%d", S.path, (int)S.pid, n);
+			S.fd = open(S.file, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+			if (S.fd >= 0 || errno != EEXIST)
+				break;
+		}
+	}
+	S.file_off = 0;
+	return S.fd < 0 ? (errno == ENOENT ? FENNEC_ENOENT : FENNEC_EIO) : 0;
+}
+
+/* ---- the writer ---- */
+
+static void copy_segment(col_thread *t, uint64_t from, uint64_t to)
+{
+	uint64_t len = to - from;
+	cm_buf_varint(&S.raw, t->index);
+	cm_buf_varint(&S.raw, len);
+	uint64_t off = from & (t->size - 1);
+	uint64_t first = t->size - off < len ? t->size - off : len;
+	cm_buf_put(&S.raw, t->ring + off, first);
+	cm_buf_put(&S.raw, t->ring, len - first);
+}
+
+static void emit_sites(void)
+{
+	cm_buf b = {0};
+	uint32_t n = atomic_load_explicit(&col_nsites, memory_order_acquire);
+	while (S.sites_written < n) {
+		col_site *s = &col_sites[S.sites_written];
+		if (!__atomic_load_n(&s->key, __ATOMIC_ACQUIRE))
+			break; /* being filled; no event can use it yet */
+		cm_buf_varint(&b, S.sites_written);
+		cm_buf_u8(&b, (uint8_t)s->kind);
+		cm_buf_string(&b, s->name, strlen(s->name));
+		cm_buf_string(&b, s->file ? s->file : "", s->file ? strlen(s->file) : 0);
+		cm_buf_varint(&b, s->line > 0 ? (uint64_t)s->line : 0);
+		S.sites_written++;
+	}
+	if (b.len)
+		emit_chunk(FMT_SITES, &b);
+	cm_buf_free(&b);
+}
+
+static void emit_events(void)
+{
+	emit_sites(); /* every site an event in S.raw uses is visible by now */
+	if (S.threads.len)
+		emit_chunk(FMT_THREAD, &S.threads);
+	if (S.raw.len)
+		emit_chunk(FMT_EVENTS, &S.raw);
+}
+
+static void announce(col_thread *t)
+{
+	char path[64], name[64] = "";
+	snprintf(path, sizeof path, "/proc/self/task/%d/comm", (int)t->tid);
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd >= 0) {
+		ssize_t n = read(fd, name, sizeof name - 1);
+		close(fd);
+		while (n > 0 && (name[n - 1] == '\n' || name[n - 1] == 0))
+			n--;
+		name[n > 0 ? n : 0] = 0;
+	}
+	cm_buf_varint(&S.threads, t->index);
+	cm_buf_varint(&S.threads, (uint64_t)t->tid);
+	cm_buf_string(&S.threads, name, strlen(name));
+	cm_buf_varint(&S.threads, t->start_ticks);
+	t->announced = 1;
+}
+
+static void stats_payload(cm_buf *b, cm_buf *drops, uint32_t ndrops, uint32_t threads_seen)
+{
+	uint64_t mono, ticks;
+	calib_point(&mono, &ticks);
+	struct rusage ru;
+	getrusage(RUSAGE_SELF, &ru);
+	cm_buf_varint(b, mono);
+	cm_buf_varint(b, ticks);
+	cm_buf_varint(b, (uint64_t)ru.ru_utime.tv_sec * 1000000000u + (uint64_t)ru.ru_utime.tv_usec * 1000u);
+	cm_buf_varint(b, (uint64_t)ru.ru_stime.tv_sec * 1000000000u + (uint64_t)ru.ru_stime.tv_usec * 1000u);
+	cm_buf_varint(b, (uint64_t)ru.ru_maxrss);
+	cm_buf_varint(b, threads_seen);
+	cm_buf_varint(b, ndrops);
+	cm_buf_put(b, drops->data, drops->len);
+	cm_buf_varint(b, S.lost_bytes);
+}
+
+/* Drain every ring into chunks and append them to the file. Caller holds flush_lock.
+ * Returns through S.out; `final` adds the END chunk. */
+static void flush_locked(int final, unsigned exit_reason)
+{
+	cm_buf drops = {0};
+	uint32_t ndrops = 0, seen = 0;
+	uint32_t n = atomic_load_explicit(&nslots, memory_order_acquire);
+	for (uint32_t i = 0; i < n; i++) {
+		col_thread *t = atomic_load_explicit(&slots[i], memory_order_acquire);
+		if (!t)
+			continue;
+		int st = atomic_load_explicit(&t->state, memory_order_acquire);
+		if (st == COL_T_FREE || t->gen != S.gen)
+			continue;
+		seen++;
+		if (!t->announced)
+			announce(t);
+		uint64_t c = atomic_load_explicit(&t->committed, memory_order_acquire);
+		uint64_t h = atomic_load_explicit(&t->head, memory_order_relaxed);
+		if (c > h) {
+			copy_segment(t, h, c);
+			atomic_store_explicit(&t->head, c, memory_order_release);
+			if (S.raw.len > (8u << 20))
+				emit_events();
+		}
+		uint64_t d = atomic_load_explicit(&t->dropped, memory_order_relaxed);
+		if (d != t->dropped_written) {
+			cm_buf_varint(&drops, t->index);
+			cm_buf_varint(&drops, d);
+			t->dropped_written = d;
+			ndrops++;
+		}
+		if (st == COL_T_DEAD) {
+			cm_buf_varint(&S.ends, t->index);
+			cm_buf_varint(&S.ends, t->end_ticks);
+			atomic_store_explicit(&t->state, COL_T_FREE, memory_order_release);
+		}
+	}
+	emit_events();
+	if (S.ends.len)
+		emit_chunk(FMT_THREAD_END, &S.ends);
+	cm_buf st = {0};
+	stats_payload(&st, &drops, ndrops, atomic_load(&S.next_index));
+	if (final)
+		cm_buf_varint(&st, exit_reason);
+	emit_chunk(final ? FMT_END : FMT_STATS, &st);
+	cm_buf_free(&st);
+	cm_buf_free(&drops);
+	file_write(S.out.data, S.out.len);
+	S.out.len = 0;
+	if (S.out.cap > (32u << 20)) /* do not keep a burst's buffers forever */
+		cm_buf_free(&S.out);
+	if (S.raw.cap > (32u << 20))
+		cm_buf_free(&S.raw);
+}
+
+/* Largest fill of any ring, in percent: the writer shortens its sleep when rings fill. */
+static unsigned max_fill_pct(void)
+{
+	unsigned worst = 0;
+	uint32_t n = atomic_load_explicit(&nslots, memory_order_acquire);
+	for (uint32_t i = 0; i < n; i++) {
+		col_thread *t = atomic_load_explicit(&slots[i], memory_order_acquire);
+		if (!t || atomic_load_explicit(&t->state, memory_order_acquire) != COL_T_LIVE)
+			continue;
+		uint64_t used = atomic_load_explicit(&t->committed, memory_order_relaxed) -
+				atomic_load_explicit(&t->head, memory_order_relaxed);
+		unsigned pct = (unsigned)(used * 100 / t->size);
+		if (pct > worst)
+			worst = pct;
+	}
+	return worst;
+}
+
+static void *writer_main(void *arg)
+{
+	prctl(PR_SET_NAME, "fennec-writer");
+	uint64_t interval_ns = (uint64_t)S.cfg.flush_interval_ms * 1000000u;
+	uint64_t next = cm_mono_ns() + 10000000u; /* an early calibration point */
+	pthread_mutex_lock(&flush_lock);
+	while (!S.stop_writer) {
+		uint64_t now = cm_mono_ns();
+		if (now < next) {
+			uint64_t wait = next - now;
+			if (wait > 2000000u && max_fill_pct() >= 25)
+				wait = 2000000u; /* rings filling: drain sooner */
+			struct timespec ts;
+			clock_gettime(CLOCK_MONOTONIC, &ts);
+			uint64_t until = (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec + wait;
+			ts.tv_sec = (time_t)(until / 1000000000u);
+			ts.tv_nsec = (long)(until % 1000000000u);
+			pthread_cond_timedwait(&flush_cond, &flush_lock, &ts);
+			if (S.stop_writer)
+				break;
+			if (cm_mono_ns() < next && max_fill_pct() < 25)
+				continue;
+		}
+		flush_locked(0, 0);
+		next = cm_mono_ns() + interval_ns;
+	}
+	pthread_mutex_unlock(&flush_lock);
+	return arg;
+}
+
+static int start_writer(void)
+{
+	pthread_condattr_t ca;
+	pthread_condattr_init(&ca);
+	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+	pthread_cond_init(&flush_cond, &ca);
+	pthread_condattr_destroy(&ca);
+	/* The writer blocks every signal, so the program's signals never land on it. */
+	sigset_t all, old;
+	sigfillset(&all);
+	pthread_sigmask(SIG_SETMASK, &all, &old);
+	S.stop_writer = 0;
+	int rc = pthread_create(&S.writer, NULL, writer_main, NULL);
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	S.writer_running = rc == 0;
+	return rc == 0 ? 0 : FENNEC_ENOMEM;
+}
+
+/* ---- start and stop ---- */
+
+static void atfork_prepare(void);
+static void atfork_parent(void);
+static void atfork_child(void);
+
+static uint64_t new_recording_id(void)
+{
+	const char *s = getenv("FENNEC_RECORDING_ID");
+	if (s && *s)
+		return strtoull(s, NULL, 16);
+	uint64_t id = 0;
+	if (getrandom(&id, sizeof id, GRND_NONBLOCK) != sizeof id)
+		id = cm_real_ns() ^ ((uint64_t)getpid() << 32);
+	return id;
+}
+
+/* Start a session into S.path for this process; S.origin and S.parent_pid are set. */
+static int session_begin(void)
+{
+	uint64_t mono, ticks;
+	calib_point(&mono, &ticks);
+	uint64_t real = cm_real_ns();
+	S.pid = getpid();
+	int rc = open_file();
+	if (rc < 0)
+		return rc;
+	if (!S.zctx)
+		S.zctx = ZSTD_createCCtx();
+	S.lost_bytes = 0;
+	S.sites_written = 1; /* id 0 is never written */
+	atomic_store(&S.next_index, 0);
+	write_header(mono, ticks, real);
+	S.gen++;
+	if (S.gen == 0)
+		S.gen = 1;
+	S.step_index = 0;
+	atomic_store(&col_gate, step_recorded(0));
+	if (start_writer() < 0) {
+		close(S.fd);
+		S.fd = -1;
+		return FENNEC_ENOMEM;
+	}
+	atomic_store_explicit(&col_on, S.gen, memory_order_release);
+	return 0;
+}
+
+API int fennec_start(const fennec_config *cfg)
+{
+	static int atfork_done;
+	if (atomic_load(&col_on))
+		return FENNEC_EALREADY;
+	fennec_config c;
+	fennec_config_init(&c);
+	if (cfg) {
+		if (cfg->size < offsetof(fennec_config, step_fraction) + sizeof(double))
+			return FENNEC_EINVAL;
+		c = *cfg;
+		c.size = sizeof c;
+	}
+	if (!c.output || !*c.output || c.step_fraction <= 0 || c.step_fraction > 1)
+		return FENNEC_EINVAL;
+	if (c.buffer_kb < 64)
+		c.buffer_kb = 64;
+	if (c.buffer_kb > 32768)
+		c.buffer_kb = 32768;
+	/* Ring sizes are powers of two. */
+	uint32_t kb = 64;
+	while (kb < c.buffer_kb)
+		kb *= 2;
+	c.buffer_kb = kb;
+	if (c.flush_interval_ms == 0)
+		c.flush_interval_ms = 100;
+	if (strlen(c.output) >= sizeof S.path - 32)
+		return FENNEC_EINVAL;
+
+	pthread_mutex_lock(&flush_lock);
+	S.cfg = c;
+	S.cfg.output = NULL; /* borrowed; S.path has the copy */
+	snprintf(S.path, sizeof S.path, "%s", c.output);
+	if (!S.ticks_per_ns) {
+		col_use_tsc = tsc_invariant() && !getenv("FENNEC_CLOCK_MONOTONIC");
+		S.ticks_per_ns = measure_ticks_per_ns();
+	}
+	if (!S.recording_id)
+		S.recording_id = new_recording_id();
+	/* Which process of the recording are we? `fennec record` names the first one. */
+	pid_t me = getpid();
+	long root = (long)env_u64("FENNEC_ROOT_PID", 0), from = (long)env_u64("FENNEC_EXEC_FROM", 0);
+	if (from == me) {
+		S.origin = FMT_ORIGIN_EXEC;
+		S.parent_pid = me;
+	} else if (root && root != me) {
+		S.origin = FMT_ORIGIN_SPAWN;
+		S.parent_pid = getppid();
+	} else {
+		S.origin = FMT_ORIGIN_FIRST;
+		S.parent_pid = 0;
+	}
+	int rc = session_begin();
+	pthread_mutex_unlock(&flush_lock);
+	if (rc == 0 && !atfork_done) {
+		pthread_atfork(atfork_prepare, atfork_parent, atfork_child);
+		atfork_done = 1;
+	}
+	return rc;
+}
+
+/* Stop the writer, drain, write END and close. */
+static int session_end(unsigned exit_reason)
+{
+	pthread_mutex_lock(&flush_lock);
+	if (!atomic_load(&col_on) || S.pid != getpid()) {
+		pthread_mutex_unlock(&flush_lock);
+		return FENNEC_ENOTRUNNING;
+	}
+	atomic_store(&col_on, 0);
+	S.stop_writer = 1;
+	pthread_cond_broadcast(&flush_cond);
+	pthread_mutex_unlock(&flush_lock);
+	if (S.writer_running)
+		pthread_join(S.writer, NULL);
+	S.writer_running = 0;
+	pthread_mutex_lock(&flush_lock);
+	/* Threads may still be inside an event; what they committed is written. */
+	flush_locked(1, exit_reason);
+	if (S.fd >= 0)
+		close(S.fd);
+	S.fd = -1;
+	int rc = S.lost_bytes ? FENNEC_EIO : 0;
+	pthread_mutex_unlock(&flush_lock);
+	return rc;
+}
+
+API int fennec_stop(void) { return session_end(0); }
+
+API int fennec_is_running(void) { return atomic_load(&col_on) != 0; }
+
+/* ---- fork, exec, exit ---- */
+
+static void atfork_prepare(void)
+{
+	pthread_mutex_lock(&flush_lock);
+	pthread_mutex_lock(&reg_lock);
+	pthread_mutex_lock(&intern_lock);
+}
+
+static void atfork_parent(void)
+{
+	pthread_mutex_unlock(&intern_lock);
+	pthread_mutex_unlock(&reg_lock);
+	pthread_mutex_unlock(&flush_lock);
+}
+
+static void atfork_child(void)
+{
+	pthread_mutex_unlock(&intern_lock);
+	pthread_mutex_unlock(&reg_lock);
+	if (!atomic_load(&col_on)) {
+		pthread_mutex_unlock(&flush_lock);
+		return;
+	}
+	/* The parent writes what its threads buffered; the child starts a file of its own
+	 * in the same recording and carries the forking thread's open regions over. */
+	pid_t parent = S.pid;
+	atomic_store(&col_on, 0);
+	S.writer_running = 0;
+	if (S.fd >= 0)
+		close(S.fd);
+	S.fd = -1;
+	S.origin = FMT_ORIGIN_FORK;
+	S.parent_pid = parent;
+	uint32_t n = atomic_load(&nslots);
+	col_thread *mine = col_tls;
+	for (uint32_t i = 0; i < n; i++) {
+		col_thread *t = atomic_load(&slots[i]);
+		if (t && t != mine)
+			atomic_store(&t->state, COL_T_FREE);
+	}
+	int rc = session_begin();
+	pthread_mutex_unlock(&flush_lock);
+	if (rc == 0 && mine)
+		col_thread_register(); /* re-opens the inherited regions */
+	if (mine && mine != col_tls)
+		atomic_store(&mine->state, COL_T_FREE);
+}
+
+/* Before an exec replaces this image, finish the file; the new image (preloaded by
+ * `fennec record`) continues the recording in a sibling file. FENNEC_EXEC_FROM tells it
+ * that it is this process after exec. In a vfork child the session is the parent's:
+ * leave it alone. */
+static int exec_prepare(void)
+{
+	if (!atomic_load(&col_on) || S.pid != getpid())
+		return 0;
+	session_end(2);
+	char v[32];
+	snprintf(v, sizeof v, "%d", (int)getpid());
+	setenv("FENNEC_EXEC_FROM", v, 1);
+	return 1;
+}
+
+static void exec_failed(int was_running)
+{
+	if (!was_running)
+		return;
+	int saved = errno;
+	S.recording_id = S.recording_id ? S.recording_id : new_recording_id();
+	pthread_mutex_lock(&flush_lock);
+	S.origin = FMT_ORIGIN_EXEC;
+	S.parent_pid = getpid();
+	session_begin();
+	pthread_mutex_unlock(&flush_lock);
+	errno = saved;
+}
+
+/* A copy of envp with FENNEC_EXEC_FROM set as in our environment, or envp itself when
+ * that fails; *own receives the one string allocated for it. */
+static char **env_with_exec_from(char *const envp[], char **own)
+{
+	const char *mine = getenv("FENNEC_EXEC_FROM");
+	if (!envp || !mine)
+		return (char **)envp;
+	size_t n = 0;
+	while (envp[n])
+		n++;
+	char **env = malloc((n + 2) * sizeof *env);
+	if (!env || asprintf(own, "FENNEC_EXEC_FROM=%s", mine) < 0) {
+		free(env);
+		*own = NULL;
+		return (char **)envp;
+	}
+	size_t k = 0;
+	for (size_t i = 0; i < n; i++)
+		if (strncmp(envp[i], "FENNEC_EXEC_FROM=", 17))
+			env[k++] = envp[i];
+	env[k++] = *own;
+	env[k] = NULL;
+	return env;
+}
+
+typedef int (*execve_fn)(const char *, char *const[], char *const[]);
+typedef int (*execv_fn)(const char *, char *const[]);
+
+/* execve with an explicit environment: pass FENNEC_EXEC_FROM in it. */
+API int execve(const char *path, char *const argv[], char *const envp[])
+{
+	static execve_fn real;
+	if (!real)
+		real = (execve_fn)dlsym(RTLD_NEXT, "execve");
+	int running = exec_prepare();
+	char *own = NULL;
+	char **env = running ? env_with_exec_from(envp, &own) : (char **)envp;
+	int rc = real(path, argv, env);
+	if (env != envp)
+		free(env);
+	free(own);
+	exec_failed(running);
+	return rc;
+}
+
+#define EXEC_WRAPPER(fn)                                                   \
+	API int fn(const char *file, char *const argv[])                   \
+	{                                                                  \
+		static execv_fn real;                                      \
+		if (!real)                                                 \
+			real = (execv_fn)dlsym(RTLD_NEXT, #fn);            \
+		int running = exec_prepare();                              \
+		int rc = real(file, argv);                                 \
+		exec_failed(running);                                      \
+		return rc;                                                 \
+	}
+EXEC_WRAPPER(execv)
+EXEC_WRAPPER(execvp)
+
+API int execvpe(const char *file, char *const argv[], char *const envp[])
+{
+	static execve_fn real;
+	if (!real)
+		real = (execve_fn)dlsym(RTLD_NEXT, "execvpe");
+	int running = exec_prepare();
+	/* Same environment rule as execve: the caller's envp plus FENNEC_EXEC_FROM. */
+	char *own = NULL;
+	char **env = running ? env_with_exec_from(envp, &own) : (char **)envp;
+	int rc = real(file, argv, env);
+	if (env != envp)
+		free(env);
+	free(own);
+	exec_failed(running);
+	return rc;
+}
+
+__attribute__((constructor)) static void col_autostart(void)
+{
+	const char *a = getenv("FENNEC_AUTOSTART");
+	if (a && a[0] == '1')
+		fennec_start(NULL);
+}
+
+__attribute__((destructor)) static void col_atexit(void)
+{
+	if (atomic_load(&col_on) && S.pid == getpid())
+		session_end(1);
+}

@@ -1,0 +1,699 @@
+/*
+ * reader.c - decodes profile files (docs/format.md) for every consumer. Chunks are
+ * validated before their payload is looked at; payload decoding checks every length
+ * against the bytes that remain. Events reach the caller through a callback with
+ * absolute ticks, so a 100-million-event file is never materialised.
+ */
+#include "format/reader.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <zstd.h>
+
+#define MAX_SITES (1u << 24)
+#define MAX_THREADS (1u << 24)
+
+typedef struct rd {
+	fmt_file *f;
+	const char *name;
+	fmt_error *err;
+	fmt_event_fn fn;
+	void *ctx;
+	uint64_t chunk_off; /* offset of the chunk being decoded */
+	ZSTD_DCtx *dctx;
+	uint8_t *buf;
+	size_t bufcap;
+	int seen_header;
+	int header_only; /* stop after the HEADER chunk */
+	int calib_pass;  /* first pass: only clock points from HEADER, STATS and END */
+} rd;
+
+static void fmt_file_free_records(fmt_file *f);
+
+static int fail(rd *r, int code, uint64_t off, const char *fmt, ...)
+{
+	va_list ap;
+	char what[384];
+	va_start(ap, fmt);
+	vsnprintf(what, sizeof what, fmt, ap);
+	va_end(ap);
+	r->err->code = code;
+	r->err->offset = off;
+	snprintf(r->err->msg, sizeof r->err->msg, "%s: byte %llu: %s", r->name, (unsigned long long)off, what);
+	return code;
+}
+
+/* A bounded cursor over a decoded payload. */
+typedef struct cur {
+	const uint8_t *p, *end;
+	int bad;
+} cur;
+
+static uint64_t cur_varint(cur *c)
+{
+	uint64_t v = 0;
+	if (c->bad || cm_varint_get(&c->p, c->end, &v) < 0) {
+		c->bad = 1;
+		return 0;
+	}
+	return v;
+}
+
+static uint8_t cur_u8(cur *c)
+{
+	if (c->bad || c->p >= c->end) {
+		c->bad = 1;
+		return 0;
+	}
+	return *c->p++;
+}
+
+static double cur_f64(cur *c)
+{
+	if (c->bad || c->end - c->p < 8) {
+		c->bad = 1;
+		return 0;
+	}
+	uint64_t u = 0;
+	for (int i = 0; i < 8; i++)
+		u |= (uint64_t)c->p[i] << (8 * i);
+	c->p += 8;
+	double d;
+	memcpy(&d, &u, 8);
+	return d;
+}
+
+/* A string copy (NUL-terminated; *len gets its length); NULL and bad set on overrun or
+ * allocation failure. */
+static char *cur_string_n(cur *c, size_t *len)
+{
+	uint64_t n = cur_varint(c);
+	*len = 0;
+	if (c->bad || n > (uint64_t)(c->end - c->p)) {
+		c->bad = 1;
+		return NULL;
+	}
+	char *s = malloc(n + 1);
+	if (!s) {
+		c->bad = 1;
+		return NULL;
+	}
+	memcpy(s, c->p, n);
+	s[n] = 0;
+	c->p += n;
+	*len = (size_t)n;
+	return s;
+}
+
+static char *cur_string(cur *c)
+{
+	size_t n;
+	return cur_string_n(c, &n);
+}
+
+static int grow(void **arr, uint32_t *n, uint32_t want, size_t elem, uint32_t limit)
+{
+	if (want <= *n)
+		return 0;
+	if (want > limit)
+		return -1;
+	uint32_t cap = *n ? *n : 16;
+	while (cap < want)
+		cap = cap > limit / 2 ? limit : cap * 2;
+	void *a = realloc(*arr, (size_t)cap * elem);
+	if (!a)
+		return -1;
+	memset((char *)a + (size_t)*n * elem, 0, (size_t)(cap - *n) * elem);
+	*arr = a;
+	*n = cap;
+	return 0;
+}
+
+static void add_calib(fmt_file *f, uint64_t mono, uint64_t ticks)
+{
+	if (f->ncalib == f->calib_cap) {
+		size_t cap = f->calib_cap ? f->calib_cap * 2 : 64;
+		fmt_calib *c = realloc(f->calib, cap * sizeof *c);
+		if (!c)
+			return;
+		f->calib = c;
+		f->calib_cap = cap;
+	}
+	f->calib[f->ncalib++] = (fmt_calib){mono, ticks};
+	if (ticks > f->last_ticks)
+		f->last_ticks = ticks;
+}
+
+static int decode_header(rd *r, cur *c)
+{
+	fmt_file *f = r->f;
+	f->rank = -1;
+	f->step_fraction = 1.0;
+	while (c->p < c->end && !c->bad) {
+		uint64_t key = cur_varint(c);
+		unsigned kind = cur_u8(c);
+		uint64_t v = 0;
+		double d = 0;
+		char *s = NULL;
+		size_t slen = 0;
+		switch (kind) {
+		case FMT_K_VARINT:
+		case FMT_K_ZIGZAG: v = cur_varint(c); break;
+		case FMT_K_STRING: s = cur_string_n(c, &slen); break;
+		case FMT_K_F64: d = cur_f64(c); break;
+		default: return fail(r, FENNEC_ECORRUPT, r->chunk_off, "HEADER: field %llu has unknown kind %u", (unsigned long long)key, kind);
+		}
+		switch (key) {
+		case FMT_H_RECORDING: f->recording_id = v; break;
+		case FMT_H_PID: f->pid = v; break;
+		case FMT_H_PPID: f->ppid = v; break;
+		case FMT_H_RANK: f->rank = cm_unzigzag(v); break;
+		case FMT_H_HOST: free(f->host); f->host = s; s = NULL; break;
+		case FMT_H_CMDLINE: /* NUL-separated on disk; spaces for display */
+			for (size_t i = 0; s && i < slen; i++)
+				if (s[i] == 0)
+					s[i] = ' ';
+			free(f->cmdline);
+			f->cmdline = s;
+			s = NULL;
+			break;
+		case FMT_H_EXE: free(f->exe); f->exe = s; s = NULL; break;
+		case FMT_H_START_REAL: f->start_real_ns = v; break;
+		case FMT_H_START_MONO: f->start_mono_ns = v; break;
+		case FMT_H_START_TICKS: f->start_ticks = v; break;
+		case FMT_H_CLOCK: f->clock = v; break;
+		case FMT_H_PARENT_PID: f->parent_pid = v; break;
+		case FMT_H_ORIGIN: f->origin = v; break;
+		case FMT_H_BUFFER: f->buffer_bytes = v; break;
+		case FMT_H_STEP_WAIT: f->step_wait = v; break;
+		case FMT_H_STEP_WARMUP: f->step_warmup = v; break;
+		case FMT_H_STEP_ACTIVE: f->step_active = v; break;
+		case FMT_H_STEP_REPEAT: f->step_repeat = v; break;
+		case FMT_H_STEP_FRACTION: f->step_fraction = d; break;
+		case FMT_H_VERSION: f->version = v; break;
+		case FMT_H_TICKS_PER_NS: f->ticks_per_ns_hdr = d; break;
+		default: break; /* a newer minor version's key */
+		}
+		free(s);
+	}
+	if (c->bad)
+		return fail(r, FENNEC_ECORRUPT, r->chunk_off, "HEADER: field runs past the end of the chunk");
+	if (r->calib_pass)
+		add_calib(f, f->start_mono_ns, f->start_ticks);
+	return 0;
+}
+
+static int decode_sites(rd *r, cur *c)
+{
+	fmt_file *f = r->f;
+	while (c->p < c->end && !c->bad) {
+		uint64_t id = cur_varint(c);
+		unsigned kind = cur_u8(c);
+		char *name = cur_string(c);
+		char *file = cur_string(c);
+		uint64_t line = cur_varint(c);
+		if (c->bad || id == 0 || id >= MAX_SITES || kind > FMT_SITE_VALUE ||
+		    grow((void **)&f->sites, &f->nsites, (uint32_t)id + 1, sizeof *f->sites, MAX_SITES) < 0) {
+			free(name);
+			free(file);
+			return fail(r, FENNEC_ECORRUPT, r->chunk_off, "SITES: bad site record (id %llu, kind %u)", (unsigned long long)id, kind);
+		}
+		fmt_site_rec *s = &f->sites[id];
+		free(s->name);
+		free(s->file);
+		s->name = name;
+		s->file = file;
+		s->line = (uint32_t)line;
+		s->kind = kind;
+		s->defined = 1;
+	}
+	return c->bad ? fail(r, FENNEC_ECORRUPT, r->chunk_off, "SITES: record runs past the end of the chunk") : 0;
+}
+
+static int decode_threads(rd *r, cur *c)
+{
+	fmt_file *f = r->f;
+	while (c->p < c->end && !c->bad) {
+		uint64_t idx = cur_varint(c);
+		uint64_t tid = cur_varint(c);
+		char *name = cur_string(c);
+		uint64_t start = cur_varint(c);
+		if (c->bad || idx >= MAX_THREADS ||
+		    grow((void **)&f->threads, &f->nthreads, (uint32_t)idx + 1, sizeof *f->threads, MAX_THREADS) < 0) {
+			free(name);
+			return fail(r, FENNEC_ECORRUPT, r->chunk_off, "THREAD: bad thread record (index %llu)", (unsigned long long)idx);
+		}
+		fmt_thread_rec *t = &f->threads[idx];
+		free(t->name);
+		t->name = name;
+		t->tid = tid;
+		t->start_ticks = start;
+		t->last_ticks = start;
+		t->known = 1;
+	}
+	return c->bad ? fail(r, FENNEC_ECORRUPT, r->chunk_off, "THREAD: record runs past the end of the chunk") : 0;
+}
+
+static int decode_thread_end(rd *r, cur *c)
+{
+	fmt_file *f = r->f;
+	while (c->p < c->end && !c->bad) {
+		uint64_t idx = cur_varint(c);
+		uint64_t end = cur_varint(c);
+		if (c->bad || idx >= f->nthreads || !f->threads[idx].known)
+			return fail(r, FENNEC_ECORRUPT, r->chunk_off, "THREAD_END: unknown thread %llu", (unsigned long long)idx);
+		f->threads[idx].end_ticks = end;
+	}
+	return 0;
+}
+
+static int decode_stats(rd *r, cur *c, int is_end)
+{
+	fmt_file *f = r->f;
+	uint64_t mono = cur_varint(c), ticks = cur_varint(c);
+	uint64_t user = cur_varint(c), sys = cur_varint(c), rss = cur_varint(c);
+	cur_varint(c); /* threads seen */
+	uint64_t n = cur_varint(c);
+	if (r->calib_pass) {
+		if (!c->bad)
+			add_calib(f, mono, ticks);
+		return 0;
+	}
+	for (uint64_t i = 0; i < n && !c->bad; i++) {
+		uint64_t idx = cur_varint(c), d = cur_varint(c);
+		if (c->bad || idx >= f->nthreads || !f->threads[idx].known)
+			return fail(r, FENNEC_ECORRUPT, r->chunk_off, "%s: drop count for unknown thread %llu", is_end ? "END" : "STATS", (unsigned long long)idx);
+		f->threads[idx].dropped = d;
+	}
+	uint64_t lost = cur_varint(c);
+	uint64_t reason = is_end ? cur_varint(c) : 0;
+	if (c->bad)
+		return fail(r, FENNEC_ECORRUPT, r->chunk_off, "%s: record runs past the end of the chunk", is_end ? "END" : "STATS");
+	f->cpu_user_ns = user;
+	f->cpu_sys_ns = sys;
+	f->max_rss_kb = rss;
+	f->lost_bytes = lost;
+	if (is_end) {
+		f->has_end = 1;
+		f->exit_reason = reason;
+	}
+	return 0;
+}
+
+/* Decode one thread's segment of events. */
+static int decode_segment(rd *r, uint32_t ti, const uint8_t *p, const uint8_t *end, const uint8_t *base)
+{
+	fmt_file *f = r->f;
+	fmt_thread_rec *t = &f->threads[ti];
+	fmt_event ev;
+	uint64_t now = t->last_ticks;
+	uint64_t nev = 0;
+	while (p < end) {
+		const uint8_t *at = p;
+		uint8_t tag = *p++;
+		unsigned type = tag & 15, s = tag >> 4;
+		uint64_t v = 0, dt = 0;
+		ev.type = type;
+		ev.thread = ti;
+		ev.flags = s;
+		ev.u = 0;
+		ev.i = 0;
+		ev.f = 0;
+		ev.id = 0;
+		int bad = 0;
+		switch (type) {
+		case FMT_EV_BEGIN:
+			if (s == 15)
+				bad |= cm_varint_get(&p, end, &v);
+			else
+				v = s;
+			bad |= cm_varint_get(&p, end, &dt);
+			if (v >= MAX_SITES)
+				bad = 1;
+			ev.id = (uint32_t)v;
+			break;
+		case FMT_EV_END: bad |= cm_varint_get(&p, end, &dt); break;
+		case FMT_EV_STEP:
+			bad |= cm_varint_get(&p, end, &dt);
+			if (s & 2)
+				bad |= cm_varint_get(&p, end, &ev.u);
+			break;
+		case FMT_EV_COUNTER:
+			bad |= cm_varint_get(&p, end, &v);
+			bad |= cm_varint_get(&p, end, &dt);
+			bad |= cm_varint_get(&p, end, (uint64_t *)&ev.i);
+			ev.i = cm_unzigzag((uint64_t)ev.i);
+			ev.id = (uint32_t)v;
+			if (v >= MAX_SITES)
+				bad = 1;
+			break;
+		case FMT_EV_GAUGE:
+		case FMT_EV_VALUE:
+			bad |= cm_varint_get(&p, end, &v);
+			bad |= cm_varint_get(&p, end, &dt);
+			if (!bad && end - p >= 8) {
+				uint64_t u = 0;
+				for (int i = 0; i < 8; i++)
+					u |= (uint64_t)p[i] << (8 * i);
+				memcpy(&ev.f, &u, 8);
+				p += 8;
+			} else
+				bad = 1;
+			ev.id = (uint32_t)v;
+			if (v >= MAX_SITES)
+				bad = 1;
+			break;
+		case FMT_EV_TIME:
+			bad |= cm_varint_get(&p, end, &v);
+			now = v;
+			dt = 0;
+			break;
+		case FMT_EV_STACK: {
+			uint64_t depth = 0;
+			bad |= cm_varint_get(&p, end, &depth);
+			if (bad || depth > 4096)
+				return fail(r, FENNEC_ECORRUPT, r->chunk_off, "EVENTS: thread %u: bad STACK event at payload byte %td", ti, at - base);
+			for (uint64_t k = 0; k < depth; k++) {
+				if (cm_varint_get(&p, end, &v) < 0 || v >= MAX_SITES)
+					return fail(r, FENNEC_ECORRUPT, r->chunk_off, "EVENTS: thread %u: bad STACK event at payload byte %td", ti, at - base);
+				ev.type = FMT_EV_BEGIN;
+				ev.id = (uint32_t)v;
+				ev.ticks = now;
+				t->depth++;
+				nev++;
+				if (r->fn) {
+					int rc = r->fn(r->ctx, f, &ev);
+					if (rc)
+						return rc;
+				}
+			}
+			continue;
+		}
+		default:
+			return fail(r, FENNEC_ECORRUPT, r->chunk_off, "EVENTS: thread %u: unknown event type %u at payload byte %td", ti, type, at - base);
+		}
+		if (bad)
+			return fail(r, FENNEC_ECORRUPT, r->chunk_off, "EVENTS: thread %u: event at payload byte %td runs past its segment", ti, at - base);
+		now += dt;
+		ev.ticks = now;
+		if (type == FMT_EV_BEGIN)
+			t->depth++;
+		else if (type == FMT_EV_END) {
+			if (t->depth == 0) {
+				f->bad_ends++;
+				continue;
+			}
+			t->depth--;
+		}
+		nev++;
+		if (r->fn && type != FMT_EV_TIME) {
+			int rc = r->fn(r->ctx, f, &ev);
+			if (rc)
+				return rc;
+		}
+	}
+	t->last_ticks = now;
+	t->events += nev;
+	f->events += nev;
+	if (now > f->last_ticks)
+		f->last_ticks = now;
+	return 0;
+}
+
+static int decode_events(rd *r, cur *c)
+{
+	fmt_file *f = r->f;
+	const uint8_t *base = c->p;
+	while (c->p < c->end) {
+		uint64_t idx = cur_varint(c), len = cur_varint(c);
+		if (c->bad || len > (uint64_t)(c->end - c->p))
+			return fail(r, FENNEC_ECORRUPT, r->chunk_off, "EVENTS: segment header at payload byte %td is bad", c->p - base);
+		if (idx >= f->nthreads || !f->threads[idx].known)
+			return fail(r, FENNEC_ECORRUPT, r->chunk_off, "EVENTS: segment for unknown thread %llu", (unsigned long long)idx);
+		int rc = decode_segment(r, (uint32_t)idx, c->p, c->p + len, base);
+		if (rc)
+			return rc;
+		c->p += len;
+	}
+	return 0;
+}
+
+/* Least-squares fit of mono_ns against ticks over the calibration points. */
+static void fit_clock(fmt_file *f)
+{
+	double b = f->clock == 1 ? 1.0 : (f->ticks_per_ns_hdr > 0 ? 1.0 / f->ticks_per_ns_hdr : 1.0);
+	if (f->ncalib >= 2) {
+		double mt = 0, mm = 0;
+		for (size_t i = 0; i < f->ncalib; i++) {
+			mt += (double)(f->calib[i].ticks - f->calib[0].ticks);
+			mm += (double)(f->calib[i].mono_ns - f->calib[0].mono_ns);
+		}
+		mt /= (double)f->ncalib;
+		mm /= (double)f->ncalib;
+		double sxy = 0, sxx = 0;
+		for (size_t i = 0; i < f->ncalib; i++) {
+			double x = (double)(f->calib[i].ticks - f->calib[0].ticks) - mt;
+			double y = (double)(f->calib[i].mono_ns - f->calib[0].mono_ns) - mm;
+			sxy += x * y;
+			sxx += x * x;
+		}
+		/* Points closer than 1 ms apart fit worse than the measured header rate. */
+		double span = (double)(f->calib[f->ncalib - 1].mono_ns - f->calib[0].mono_ns);
+		if (sxx > 0 && span > 1e6 && sxy / sxx > 0)
+			b = sxy / sxx;
+	}
+	f->fit_b = b;
+	f->fit_a = (double)f->start_mono_ns - b * (double)f->start_ticks;
+}
+
+static int read_chunks(rd *r, const uint8_t *data, size_t len)
+{
+	fmt_file *f = r->f;
+	f->size = len;
+	if (len < FMT_PREAMBLE_LEN) {
+		if (len >= 4 && memcmp(data, FMT_MAGIC, 4) != 0)
+			return fail(r, FENNEC_EFOREIGN, 0, "not a fennec profile (wrong magic)");
+		return fail(r, len ? FENNEC_ETRUNCATED : FENNEC_ENODATA, len, len ? "file ends inside the 16-byte preamble" : "empty file");
+	}
+	if (memcmp(data, FMT_MAGIC, 8) != 0)
+		return fail(r, FENNEC_EFOREIGN, 0, "not a fennec profile (wrong magic)");
+	f->major = cm_le16(data + 8);
+	f->minor = cm_le16(data + 10);
+	if (f->major > FMT_MAJOR)
+		return fail(r, FENNEC_EVERSION, 8, "format version %u.%u is newer than this fennec reads (%u.x); upgrade fennec",
+			    f->major, f->minor, FMT_MAJOR);
+	if (f->major == 0)
+		return fail(r, FENNEC_ECORRUPT, 8, "format version 0 is invalid");
+	uint64_t off = FMT_PREAMBLE_LEN;
+	while (off < len) {
+		r->chunk_off = off;
+		if (len - off < FMT_CHUNK_HDR_LEN) {
+			if (!r->seen_header)
+				return fail(r, FENNEC_ETRUNCATED, off, "file ends inside the first chunk header");
+			f->torn_offset = off;
+			break;
+		}
+		const uint8_t *h = data + off;
+		unsigned type = h[0], codec = h[1];
+		uint32_t stored = cm_le32(h + 4), raw = cm_le32(h + 8), crc = cm_le32(h + 12);
+		if (codec > FMT_ZSTD || raw > FMT_MAX_RAW || stored > FMT_MAX_RAW + (FMT_MAX_RAW >> 7) + 1024 ||
+		    (codec == FMT_RAW && stored != raw) || cm_le16(h + 2) != 0)
+			return fail(r, FENNEC_ECORRUPT, off, "bad chunk header (type %u, codec %u, stored %u, raw %u)", type, codec, stored, raw);
+		if (stored > len - off - FMT_CHUNK_HDR_LEN) {
+			if (!r->seen_header)
+				return fail(r, FENNEC_ETRUNCATED, off, "file ends inside the HEADER chunk");
+			f->torn_offset = off; /* a partial chunk: the run was cut mid-write */
+			break;
+		}
+		const uint8_t *payload = h + FMT_CHUNK_HDR_LEN;
+		if (r->calib_pass && r->seen_header && type != FMT_STATS && type != FMT_END) {
+			off += FMT_CHUNK_HDR_LEN + stored;
+			continue;
+		}
+		uint32_t got = cm_crc32c(cm_crc32c(0, h, 12), payload, stored);
+		if (got != crc)
+			return fail(r, FENNEC_ECHECKSUM, off, "chunk checksum mismatch (type %u, stored crc %08x, computed %08x)", type, crc, got);
+		if (!r->seen_header && type != FMT_HEADER)
+			return fail(r, FENNEC_ECORRUPT, off, "first chunk is type %u, not HEADER", type);
+		const uint8_t *p = payload;
+		if (codec == FMT_ZSTD) {
+			if (raw > r->bufcap) {
+				uint8_t *b = realloc(r->buf, raw);
+				if (!b)
+					return fail(r, FENNEC_ENOMEM, off, "out of memory for a %u-byte chunk", raw);
+				r->buf = b;
+				r->bufcap = raw;
+			}
+			if (!r->dctx && !(r->dctx = ZSTD_createDCtx()))
+				return fail(r, FENNEC_ENOMEM, off, "out of memory");
+			size_t z = ZSTD_decompressDCtx(r->dctx, r->buf, raw, payload, stored);
+			if (ZSTD_isError(z) || z != raw)
+				return fail(r, FENNEC_ECOMPRESS, off, "chunk does not decompress to its %u bytes (%s)", raw,
+					    ZSTD_isError(z) ? ZSTD_getErrorName(z) : "size differs");
+			p = r->buf;
+		}
+		cur c = {p, p + raw, 0};
+		int rc = 0;
+		switch (type) {
+		case FMT_HEADER:
+			if (r->seen_header)
+				return fail(r, FENNEC_ECORRUPT, off, "second HEADER chunk");
+			r->seen_header = 1;
+			rc = decode_header(r, &c);
+			if (!rc && r->header_only)
+				return 0;
+			break;
+		case FMT_SITES: rc = decode_sites(r, &c); break;
+		case FMT_THREAD: rc = decode_threads(r, &c); break;
+		case FMT_EVENTS: rc = decode_events(r, &c); break;
+		case FMT_STATS: rc = decode_stats(r, &c, 0); break;
+		case FMT_THREAD_END: rc = decode_thread_end(r, &c); break;
+		case FMT_END: rc = decode_stats(r, &c, 1); break;
+		default: break; /* newer chunk type */
+		}
+		if (rc)
+			return rc;
+		off += FMT_CHUNK_HDR_LEN + stored;
+		if (type == FMT_END)
+			break; /* anything after END is not part of this session */
+	}
+	if (!r->seen_header)
+		return fail(r, FENNEC_ETRUNCATED, off, "no HEADER chunk");
+	f->cut_short = !f->has_end;
+	return 0;
+}
+
+/* Two passes: the clock points first (small chunks only), so that events are delivered
+ * with the final clock fit available; then everything, validated. */
+static int read_two_pass(rd *r, const uint8_t *data, size_t len)
+{
+	fmt_file *f = r->f;
+	fmt_error quiet;
+	fmt_error *err = r->err;
+	r->err = &quiet;
+	r->calib_pass = 1;
+	read_chunks(r, data, len); /* errors are reported by the second pass */
+	fit_clock(f);
+	double a = f->fit_a, b = f->fit_b;
+	fmt_calib *calib = f->calib;
+	size_t ncalib = f->ncalib, cap = f->calib_cap;
+	char *path = f->path;
+	uint64_t last = f->last_ticks;
+	fmt_file_free_records(f);
+	memset(f, 0, sizeof *f);
+	f->path = path;
+	f->calib = calib;
+	f->ncalib = ncalib;
+	f->calib_cap = cap;
+	f->fit_a = a;
+	f->fit_b = b;
+	f->last_ticks = last;
+	r->err = err;
+	r->calib_pass = 0;
+	r->seen_header = 0;
+	return read_chunks(r, data, len);
+}
+
+static int read_mem(const uint8_t *data, size_t len, const char *name, fmt_file *f, fmt_event_fn fn,
+		    void *ctx, fmt_error *err, int header_only)
+{
+	memset(f, 0, sizeof *f);
+	memset(err, 0, sizeof *err);
+	f->path = strdup(name ? name : "<memory>");
+	rd r = {.f = f, .name = f->path ? f->path : "<memory>", .err = err, .fn = fn, .ctx = ctx,
+		.header_only = header_only};
+	int rc = header_only ? read_chunks(&r, data, len) : read_two_pass(&r, data, len);
+	ZSTD_freeDCtx(r.dctx);
+	free(r.buf);
+	return rc;
+}
+
+int fmt_read_mem(const uint8_t *data, size_t len, const char *name, fmt_file *f, fmt_event_fn fn,
+		 void *ctx, fmt_error *err)
+{
+	return read_mem(data, len, name, f, fn, ctx, err, 0);
+}
+
+static int read_path(const char *path, fmt_file *f, fmt_event_fn fn, void *ctx, fmt_error *err, int header_only)
+{
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	struct stat st;
+	if (fd < 0 || fstat(fd, &st) < 0) {
+		int e = errno;
+		if (fd >= 0)
+			close(fd);
+		memset(f, 0, sizeof *f);
+		memset(err, 0, sizeof *err);
+		err->code = e == ENOENT ? FENNEC_ENOENT : FENNEC_EIO;
+		snprintf(err->msg, sizeof err->msg, "%s: %s", path, strerror(e));
+		return err->code;
+	}
+	if (!S_ISREG(st.st_mode)) {
+		close(fd);
+		memset(f, 0, sizeof *f);
+		err->code = FENNEC_EINVAL;
+		snprintf(err->msg, sizeof err->msg, "%s: not a regular file", path);
+		return err->code;
+	}
+	size_t len = (size_t)st.st_size;
+	const uint8_t *data = NULL;
+	if (len) {
+		data = mmap(NULL, len, PROT_READ, MAP_PRIVATE, fd, 0);
+		if (data == MAP_FAILED) {
+			close(fd);
+			memset(f, 0, sizeof *f);
+			err->code = FENNEC_EIO;
+			snprintf(err->msg, sizeof err->msg, "%s: cannot map file: %s", path, strerror(errno));
+			return err->code;
+		}
+		madvise((void *)data, len, MADV_SEQUENTIAL);
+	}
+	close(fd);
+	int rc = read_mem(data ? data : (const uint8_t *)"", len, path, f, fn, ctx, err, header_only);
+	if (data)
+		munmap((void *)data, len);
+	return rc;
+}
+
+int fmt_read(const char *path, fmt_file *f, fmt_event_fn fn, void *ctx, fmt_error *err)
+{
+	return read_path(path, f, fn, ctx, err, 0);
+}
+
+int fmt_read_header(const char *path, fmt_file *f, fmt_error *err)
+{
+	return read_path(path, f, NULL, NULL, err, 1);
+}
+
+/* Free what decoding allocated, except path and calib. */
+static void fmt_file_free_records(fmt_file *f)
+{
+	for (uint32_t i = 0; i < f->nsites; i++) {
+		free(f->sites[i].name);
+		free(f->sites[i].file);
+	}
+	for (uint32_t i = 0; i < f->nthreads; i++)
+		free(f->threads[i].name);
+	free(f->sites);
+	free(f->threads);
+	free(f->host);
+	free(f->cmdline);
+	free(f->exe);
+}
+
+void fmt_file_free(fmt_file *f)
+{
+	if (!f)
+		return;
+	fmt_file_free_records(f);
+	free(f->calib);
+	free(f->path);
+	memset(f, 0, sizeof *f);
+}

@@ -1,0 +1,113 @@
+/*
+ * reader.h - the one decoder of fennec profile files (docs/format.md). It maps a file,
+ * validates every chunk (framing, checksum, sizes), decodes the small records into a
+ * fmt_file and hands each event, with absolute ticks, to a callback. Every file is
+ * untrusted: errors name the file, the byte offset and the problem.
+ *
+ * Ownership: strings and arrays in a fmt_file are owned by it and live until
+ * fmt_file_free().
+ */
+#ifndef FENNEC_READER_H
+#define FENNEC_READER_H
+
+#include "format/format.h"
+
+typedef struct fmt_site_rec {
+	char *name;
+	char *file;
+	uint32_t line;
+	unsigned kind; /* enum fmt_site_kind */
+	int defined;
+} fmt_site_rec;
+
+typedef struct fmt_thread_rec {
+	uint64_t tid;
+	char *name;
+	uint64_t start_ticks;
+	uint64_t end_ticks;   /* 0 if it did not end before the recording did */
+	uint64_t last_ticks;  /* time of its last event */
+	uint64_t dropped;     /* cumulative dropped events */
+	uint64_t events;
+	uint32_t depth;       /* open regions while decoding */
+	int known;
+} fmt_thread_rec;
+
+typedef struct fmt_calib {
+	uint64_t mono_ns;
+	uint64_t ticks;
+} fmt_calib;
+
+typedef struct fmt_file {
+	char *path;
+	uint64_t size;
+	unsigned major, minor;
+	/* header */
+	uint64_t recording_id, pid, ppid, parent_pid, origin, clock, buffer_bytes, version;
+	int64_t rank;
+	char *host, *cmdline, *exe; /* cmdline: arguments joined by spaces */
+	uint64_t start_real_ns, start_mono_ns, start_ticks;
+	double ticks_per_ns_hdr;
+	uint64_t step_wait, step_warmup, step_active, step_repeat;
+	double step_fraction;
+	/* records */
+	fmt_site_rec *sites;   /* indexed by site id; `defined` marks real entries */
+	uint32_t nsites;       /* size of the table */
+	fmt_thread_rec *threads; /* indexed by thread index; `known` marks real entries */
+	uint32_t nthreads;       /* size of the table */
+	fmt_calib *calib;
+	size_t ncalib, calib_cap;
+	/* last STATS/END */
+	uint64_t cpu_user_ns, cpu_sys_ns, max_rss_kb, lost_bytes;
+	uint64_t exit_reason;
+	int has_end;
+	int cut_short;          /* no END chunk */
+	uint64_t torn_offset;   /* nonzero: a partial chunk starts here */
+	uint64_t events;
+	uint64_t bad_ends;      /* END events with no open region (dropped) */
+	/* clock fit: mono_ns = a + b * ticks */
+	double fit_a, fit_b;
+	uint64_t last_ticks;    /* latest event or calibration time */
+} fmt_file;
+
+typedef struct fmt_event {
+	unsigned type;      /* enum fmt_ev_type; STACK is delivered as BEGINs */
+	uint32_t thread;    /* index into fmt_file.threads */
+	uint32_t id;        /* site id (BEGIN, metrics) */
+	uint32_t flags;     /* STEP: the operand bits */
+	uint64_t ticks;     /* absolute event time */
+	uint64_t u;         /* STEP items */
+	int64_t i;          /* COUNTER delta */
+	double f;           /* GAUGE, VALUE */
+} fmt_event;
+
+/* Return nonzero from the callback to stop reading (fmt_read then returns that value). */
+typedef int (*fmt_event_fn)(void *ctx, const fmt_file *f, const fmt_event *ev);
+
+typedef struct fmt_error {
+	int code;           /* FENNEC_E* */
+	uint64_t offset;
+	char msg[512];      /* "<file>: byte <offset>: <problem>" */
+} fmt_error;
+
+/*
+ * Read `path` completely: fills *f (zeroed first) and calls fn (may be NULL) for every
+ * event in file order. Returns 0 (warnings such as a torn tail are in f), a FENNEC_E*
+ * code with err filled in, or the callback's nonzero value. On error *f holds what was
+ * decoded before the error; free it either way.
+ */
+int fmt_read(const char *path, fmt_file *f, fmt_event_fn fn, void *ctx, fmt_error *err);
+
+/* The same, on a buffer (used by the fuzzer); `name` labels messages. */
+int fmt_read_mem(const uint8_t *data, size_t len, const char *name, fmt_file *f, fmt_event_fn fn,
+		 void *ctx, fmt_error *err);
+
+/* Read only the HEADER chunk (to match siblings of a recording). */
+int fmt_read_header(const char *path, fmt_file *f, fmt_error *err);
+
+/* Ticks to CLOCK_MONOTONIC ns, and a tick interval to ns, with the file's clock fit. */
+static inline double fmt_ticks_to_ns(const fmt_file *f, uint64_t ticks) { return f->fit_a + f->fit_b * (double)ticks; }
+static inline double fmt_dticks_to_ns(const fmt_file *f, uint64_t dticks) { return f->fit_b * (double)dticks; }
+
+void fmt_file_free(fmt_file *f);
+
+#endif

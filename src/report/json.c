@@ -1,0 +1,251 @@
+/*
+ * json.c - the JSON report, schema fennec.analysis/1 (docs/json.md). Keys are added in
+ * later versions, never renamed.
+ */
+#include "report/report.h"
+
+#include <math.h>
+#include <stdlib.h>
+
+void rep_json_string(FILE *out, const char *s)
+{
+	fputc('"', out);
+	for (const unsigned char *p = (const unsigned char *)(s ? s : ""); *p; p++) {
+		switch (*p) {
+		case '"': fputs("\\\"", out); break;
+		case '\\': fputs("\\\\", out); break;
+		case '\n': fputs("\\n", out); break;
+		case '\r': fputs("\\r", out); break;
+		case '\t': fputs("\\t", out); break;
+		default:
+			if (*p < 0x20 || *p == 0x7f)
+				fprintf(out, "\\u%04x", *p);
+			else
+				fputc(*p, out);
+		}
+	}
+	fputc('"', out);
+}
+
+/* A number, or null when not finite. Integral values print without a fraction. */
+static void jnum(FILE *out, double v)
+{
+	if (!isfinite(v))
+		fputs("null", out);
+	else if (v == floor(v) && fabs(v) < 9e15)
+		fprintf(out, "%.0f", v);
+	else
+		fprintf(out, "%.6g", v);
+}
+
+static void key(FILE *out, const char *k, int *first)
+{
+	if (!*first)
+		fputc(',', out);
+	*first = 0;
+	fputs("\n    ", out);
+	rep_json_string(out, k);
+	fputc(':', out);
+}
+
+static void knum(FILE *out, const char *k, double v, int *first)
+{
+	key(out, k, first);
+	jnum(out, v);
+}
+
+static void kstr(FILE *out, const char *k, const char *v, int *first)
+{
+	key(out, k, first);
+	rep_json_string(out, v);
+}
+
+static void dist_keys(FILE *out, const ana_dist *d, const char *suffix, int *first)
+{
+	char k[32];
+	const char *names[] = {"mean", "std", "min", "max", "p50", "p95", "p99"};
+	double vals[] = {d->mean, d->std, d->min, d->max, d->p50, d->p95, d->p99};
+	for (size_t i = 0; i < ARRAY_LEN(names); i++) {
+		snprintf(k, sizeof k, "%s%s", names[i], suffix);
+		knum(out, k, d->count ? vals[i] : NAN, first);
+	}
+}
+
+int rep_json(FILE *out, const ana_profile *p, const rep_options *o)
+{
+	(void)o;
+	const ana_process *first = &p->procs[0];
+	int f1;
+	fprintf(out, "{\n  \"schema\": \"fennec.analysis/1\",\n  \"fennec_version\": \"%d.%d.%d\",\n",
+		FENNEC_VERSION_MAJOR, FENNEC_VERSION_MINOR, FENNEC_VERSION_PATCH);
+	fputs("  \"files\": [", out);
+	for (uint32_t i = 0; i < p->nprocs; i++) {
+		if (i)
+			fputs(", ", out);
+		rep_json_string(out, p->procs[i].file.path);
+	}
+	fputs("],\n  \"warnings\": [", out);
+	for (uint32_t i = 0; i < p->nwarnings; i++) {
+		fputs(i ? ",\n    " : "\n    ", out);
+		rep_json_string(out, p->warnings[i]);
+	}
+	fputs(p->nwarnings ? "\n  ],\n" : "],\n", out);
+
+	fputs("  \"summary\": {", out);
+	f1 = 1;
+	kstr(out, "command", first->file.cmdline, &f1);
+	knum(out, "wall_ns", (double)p->wall_ns, &f1);
+	knum(out, "cpu_user_ns", (double)p->cpu_user_ns, &f1);
+	knum(out, "cpu_sys_ns", (double)p->cpu_sys_ns, &f1);
+	knum(out, "steps", (double)p->steps, &f1);
+	const ana_dist *sd = &p->step_dist;
+	knum(out, "step_mean_ns", sd->count ? sd->mean : NAN, &f1);
+	knum(out, "step_p50_ns", sd->count ? sd->p50 : NAN, &f1);
+	knum(out, "step_p95_ns", sd->count ? sd->p95 : NAN, &f1);
+	knum(out, "step_min_ns", sd->count ? sd->min : NAN, &f1);
+	knum(out, "step_max_ns", sd->count ? sd->max : NAN, &f1);
+	double step_total = sd->total;
+	knum(out, "steps_per_s", step_total > 0 ? (double)p->steps / (step_total / 1e9) : NAN, &f1);
+	knum(out, "items_per_s", p->has_items && step_total > 0 ? (double)p->items / (step_total / 1e9) : NAN, &f1);
+	knum(out, "items", (double)p->items, &f1);
+	knum(out, "dropped_events", (double)p->dropped, &f1);
+	knum(out, "processes", p->nprocs, &f1);
+	knum(out, "threads", p->nthreads, &f1);
+	key(out, "cut_short", &f1);
+	fputs(p->cut_short ? "true" : "false", out);
+	knum(out, "events", (double)p->events, &f1);
+	fputs("\n  },\n", out);
+
+	/* Regions, by total time. */
+	uint32_t *order = rep_region_order(p);
+	if (!order)
+		return FENNEC_ENOMEM;
+	fputs("  \"regions\": [", out);
+	for (uint32_t r = 0; r < p->nnodes; r++) {
+		const ana_node *n = &p->nodes[order[r]];
+		fputs(r ? ",\n   {" : "\n   {", out);
+		f1 = 1;
+		kstr(out, "name", p->names[n->name], &f1);
+		kstr(out, "path", n->path, &f1);
+		knum(out, "depth", n->depth, &f1);
+		knum(out, "count", (double)n->dist.count, &f1);
+		knum(out, "total_ns", (double)n->total_ns, &f1);
+		knum(out, "self_ns", (double)n->self_ns, &f1);
+		dist_keys(out, &n->dist, "_ns", &f1);
+		knum(out, "share_pct", n->share_pct, &f1);
+		knum(out, "self_pct", n->self_pct, &f1);
+		knum(out, "threads", n->threads, &f1);
+		knum(out, "open", (double)n->open, &f1);
+		fputs("}", out);
+	}
+	free(order);
+	fputs(p->nnodes ? "\n  ],\n" : "],\n", out);
+
+	fputs("  \"steps\": {", out);
+	f1 = 1;
+	knum(out, "count", (double)p->steps, &f1);
+	knum(out, "recorded", (double)p->steps_recorded, &f1);
+	knum(out, "items", (double)p->items, &f1);
+	size_t ns = p->step_ns.n, stride = ns > 10000 ? (ns + 9999) / 10000 : 1;
+	key(out, "thinned", &f1);
+	fputs(stride > 1 ? "true" : "false", out);
+	key(out, "durations_ns", &f1);
+	fputc('[', out);
+	for (size_t i = 0; i < ns; i += stride)
+		fprintf(out, "%s%llu", i ? "," : "", (unsigned long long)p->step_ns.v[i]);
+	fputs("]\n  },\n", out);
+
+	fputs("  \"threads\": [", out);
+	for (uint32_t i = 0; i < p->nthreads; i++) {
+		const ana_thread *t = &p->threads[i];
+		fputs(i ? ",\n   {" : "\n   {", out);
+		f1 = 1;
+		knum(out, "pid", (double)p->procs[t->process].file.pid, &f1);
+		knum(out, "tid", (double)t->tid, &f1);
+		knum(out, "index", t->index, &f1);
+		kstr(out, "name", t->name, &f1);
+		knum(out, "events", (double)t->events, &f1);
+		knum(out, "dropped_events", (double)t->dropped, &f1);
+		knum(out, "busy_ns", (double)t->busy_ns, &f1);
+		knum(out, "lifetime_ns", (double)t->lifetime_ns, &f1);
+		knum(out, "steps", (double)t->steps, &f1);
+		fputs("}", out);
+	}
+	fputs(p->nthreads ? "\n  ],\n" : "],\n", out);
+
+	fputs("  \"processes\": [", out);
+	for (uint32_t i = 0; i < p->nprocs; i++) {
+		const ana_process *pr = &p->procs[i];
+		const fmt_file *f = &pr->file;
+		fputs(i ? ",\n   {" : "\n   {", out);
+		f1 = 1;
+		knum(out, "pid", (double)f->pid, &f1);
+		knum(out, "ppid", (double)f->ppid, &f1);
+		knum(out, "parent_pid", (double)f->parent_pid, &f1);
+		kstr(out, "origin", ana_origin_name(f->origin), &f1);
+		knum(out, "rank", f->rank >= 0 ? (double)f->rank : NAN, &f1);
+		kstr(out, "command", f->cmdline, &f1);
+		kstr(out, "host", f->host, &f1);
+		kstr(out, "file", f->path, &f1);
+		knum(out, "wall_ns", (double)pr->wall_ns, &f1);
+		knum(out, "cpu_user_ns", (double)f->cpu_user_ns, &f1);
+		knum(out, "cpu_sys_ns", (double)f->cpu_sys_ns, &f1);
+		knum(out, "max_rss_bytes", (double)f->max_rss_kb * 1024, &f1);
+		knum(out, "threads", pr->threads, &f1);
+		knum(out, "dropped_events", (double)pr->dropped, &f1);
+		knum(out, "events", (double)f->events, &f1);
+		key(out, "cut_short", &f1);
+		fputs(f->cut_short ? "true" : "false", out);
+		fputs("}", out);
+	}
+	fputs(p->nprocs ? "\n  ],\n" : "],\n", out);
+
+	fputs("  \"metrics\": [", out);
+	for (uint32_t i = 0; i < p->nmetrics; i++) {
+		const ana_metric *m = &p->metrics[i];
+		fputs(i ? ",\n   {" : "\n   {", out);
+		f1 = 1;
+		kstr(out, "name", p->names[m->name], &f1);
+		kstr(out, "kind", ana_kind_name(m->kind), &f1);
+		knum(out, "count", (double)m->count, &f1);
+		if (m->kind == FMT_SITE_COUNTER) {
+			knum(out, "total", m->total, &f1);
+			double span = (double)p->wall_ns / 1e9;
+			knum(out, "rate_per_s", span > 0 ? m->total / span : NAN, &f1);
+		} else if (m->kind == FMT_SITE_GAUGE) {
+			knum(out, "last", m->last, &f1);
+			knum(out, "min", m->min, &f1);
+			knum(out, "max", m->max, &f1);
+			knum(out, "mean", m->count ? m->sum / (double)m->count : NAN, &f1);
+		} else {
+			dist_keys(out, &m->dist, "", &f1);
+		}
+		fputs("}", out);
+	}
+	fputs(p->nmetrics ? "\n  ],\n" : "],\n", out);
+
+	fputs("  \"findings\": [", out);
+	for (uint32_t i = 0; i < p->nfindings; i++) {
+		const ana_finding *f = &p->findings[i];
+		fputs(i ? ",\n   {" : "\n   {", out);
+		f1 = 1;
+		kstr(out, "type", f->type, &f1);
+		kstr(out, "severity", ana_severity_name(f->severity), &f1);
+		kstr(out, "subject", f->subject, &f1);
+		key(out, "evidence", &f1);
+		fputs("{\"text\": ", out);
+		rep_json_string(out, f->evidence);
+		for (int k = 0; k < f->nnumbers; k++) {
+			fputs(", ", out);
+			rep_json_string(out, f->numbers[k].key);
+			fputs(": ", out);
+			jnum(out, f->numbers[k].value);
+		}
+		fputc('}', out);
+		kstr(out, "recommendation", f->recommendation, &f1);
+		knum(out, "expected_gain_pct", f->expected_gain_pct, &f1);
+		fputs("}", out);
+	}
+	fputs(p->nfindings ? "\n  ]\n}\n" : "]\n}\n", out);
+	return ferror(out) ? FENNEC_EIO : 0;
+}
