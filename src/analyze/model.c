@@ -816,8 +816,22 @@ int ana_load(const char *path, const ana_options *opt, ana_profile *p, fmt_error
 	ana_process *first = &p->procs[0];
 	p->wall_ns = first->wall_ns;
 	for (uint32_t i = 0; i < p->nprocs; i++) {
-		p->cpu_user_ns += p->procs[i].file.cpu_user_ns;
-		p->cpu_sys_ns += p->procs[i].file.cpu_sys_ns;
+		/* getrusage() survives exec: an exec'd image's CPU includes the image before
+		 * it (same pid, ended by exec), which is counted on its own. */
+		const fmt_file *f = &p->procs[i].file;
+		uint64_t user = f->cpu_user_ns, sys = f->cpu_sys_ns;
+		if (f->origin == FMT_ORIGIN_EXEC)
+			for (uint32_t j = 0; j < p->nprocs; j++) {
+				const fmt_file *g = &p->procs[j].file;
+				if (j != i && g->pid == f->pid && g->has_end && g->exit_reason == 2 &&
+				    g->start_mono_ns < f->start_mono_ns && g->cpu_user_ns <= user && g->cpu_sys_ns <= sys) {
+					user -= g->cpu_user_ns;
+					sys -= g->cpu_sys_ns;
+					break;
+				}
+			}
+		p->cpu_user_ns += user;
+		p->cpu_sys_ns += sys;
 		p->dropped += p->procs[i].dropped;
 		p->events += p->procs[i].file.events;
 		p->cut_short |= p->procs[i].file.cut_short;

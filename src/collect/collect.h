@@ -47,6 +47,7 @@ typedef struct col_thread {
 	_Atomic uint64_t head;      /* writer: consumed up to here */
 	_Atomic int state;          /* enum col_tstate */
 	pid_t tid;
+	char name[17];             /* thread name at registration */
 	uint32_t index;            /* per-file thread number (THREAD record) */
 	uint64_t start_ticks;
 	uint64_t end_ticks;

@@ -13,6 +13,7 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <signal.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <sys/mman.h>
@@ -343,6 +344,8 @@ col_thread *col_thread_register(void)
 		atomic_store_explicit(&t->committed, 0, memory_order_relaxed);
 		atomic_store_explicit(&t->head, 0, memory_order_relaxed);
 		t->tid = (pid_t)syscall(SYS_gettid);
+		memset(t->name, 0, sizeof t->name);
+		prctl(PR_GET_NAME, t->name); /* once per thread; the writer may see it only after it ended */
 		t->pid = getpid();
 		t->gen = gen;
 		t->index = atomic_fetch_add(&S.next_index, 1);
@@ -543,9 +546,12 @@ static void emit_events(void)
 
 static void announce(col_thread *t)
 {
-	char path[64], name[64] = "";
+	/* The current name if the thread still runs (it may have been renamed since it
+	 * registered), else the one it had then. */
+	char path[64], name[64];
+	snprintf(name, sizeof name, "%s", t->name);
 	snprintf(path, sizeof path, "/proc/self/task/%d/comm", (int)t->tid);
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	int fd = atomic_load_explicit(&t->state, memory_order_relaxed) == COL_T_LIVE ? open(path, O_RDONLY | O_CLOEXEC) : -1;
 	if (fd >= 0) {
 		ssize_t n = read(fd, name, sizeof name - 1);
 		close(fd);
@@ -988,6 +994,82 @@ API int execvpe(const char *file, char *const argv[], char *const envp[])
 		free(env);
 	free(own);
 	exec_failed(running);
+	return rc;
+}
+
+/* The execl family builds argv and goes through the wrappers above: glibc's own execl
+ * calls execve internally, where no interposition reaches. */
+static char **collect_args(const char *arg0, va_list ap, char ***envp_out)
+{
+	size_t n = 1, cap = 16;
+	char **argv = malloc(cap * sizeof *argv);
+	if (!argv)
+		return NULL;
+	argv[0] = (char *)arg0;
+	while (arg0) {
+		char *a = va_arg(ap, char *);
+		if (n + 1 >= cap) {
+			char **b = realloc(argv, (cap *= 2) * sizeof *argv);
+			if (!b) {
+				free(argv);
+				return NULL;
+			}
+			argv = b;
+		}
+		argv[n++] = a;
+		if (!a)
+			break;
+	}
+	if (!arg0)
+		argv[1] = NULL;
+	if (envp_out)
+		*envp_out = va_arg(ap, char **);
+	return argv;
+}
+
+API int execl(const char *path, const char *arg, ...)
+{
+	va_list ap;
+	va_start(ap, arg);
+	char **argv = collect_args(arg, ap, NULL);
+	va_end(ap);
+	if (!argv) {
+		errno = ENOMEM;
+		return -1;
+	}
+	int rc = execv(path, argv);
+	free(argv);
+	return rc;
+}
+
+API int execlp(const char *file, const char *arg, ...)
+{
+	va_list ap;
+	va_start(ap, arg);
+	char **argv = collect_args(arg, ap, NULL);
+	va_end(ap);
+	if (!argv) {
+		errno = ENOMEM;
+		return -1;
+	}
+	int rc = execvp(file, argv);
+	free(argv);
+	return rc;
+}
+
+API int execle(const char *path, const char *arg, ...)
+{
+	va_list ap;
+	char **envp;
+	va_start(ap, arg);
+	char **argv = collect_args(arg, ap, &envp);
+	va_end(ap);
+	if (!argv) {
+		errno = ENOMEM;
+		return -1;
+	}
+	int rc = execve(path, argv, envp);
+	free(argv);
 	return rc;
 }
 
