@@ -113,8 +113,9 @@ static void rule_hot_operation(ana_profile *p)
 						   f->subject, human_ns(n->dist.p99, c, sizeof c),
 						   human_ns(n->dist.p50, a, sizeof a));
 		else
-			f->recommendation = fmtstr("%s's own code dominates: record it with CPU sampling to find "
-						   "its hot functions and lines, then reduce the work per call "
+			f->recommendation = fmtstr("%s's own code dominates: profile it with a CPU sampler "
+						   "(perf record -g) to find its hot functions and lines, then "
+						   "reduce the work per call "
 						   "(algorithm, vectorisation, data layout) or run it in parallel. "
 						   "Halving it saves about %.0f%% of the run.",
 						   f->subject, n->share_pct / 2 > 100 ? 50.0 : n->share_pct / 2);
