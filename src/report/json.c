@@ -35,7 +35,7 @@ static void jnum(FILE *out, double v)
 	else if (v == floor(v) && fabs(v) < 9e15)
 		fprintf(out, "%.0f", v);
 	else
-		fprintf(out, "%.6g", v);
+		fprintf(out, "%.17g", v);
 }
 
 static void key(FILE *out, const char *k, int *first)
