@@ -134,5 +134,6 @@ static int cmp_finding(const void *a, const void *b)
 void ana_rules(ana_profile *p)
 {
 	rule_hot_operation(p);
-	qsort(p->findings, p->nfindings, sizeof *p->findings, cmp_finding);
+	if (p->nfindings > 1)
+		qsort(p->findings, p->nfindings, sizeof *p->findings, cmp_finding);
 }
