@@ -3,7 +3,7 @@
 # into build-tsan/), O=<dir> (build directory), V=1 (echo commands).
 
 CC      ?= cc
-DEBIAN_PACKAGES := libzstd-dev libunwind-dev libdw-dev libelf-dev clang libclang-rt-14-dev python3
+DEBIAN_PACKAGES := libzstd-dev clang libclang-rt-14-dev python3 jq time
 
 ifeq ($(ASAN),1)
   O ?= build-asan
@@ -56,7 +56,7 @@ lib: $(SOLIB) $(STLIB)
 cli: $(FENNEC)
 examples: $(EXAMPLES)
 fixtures: $(FIXTURES)
-bench: all $(BENCHES)
+bench: lib cli $(BENCHES)
 
 $(O)/obj/%.o: %.c $(wildcard include/*.h src/*/*.h)
 	@mkdir -p $(dir $@)

@@ -97,6 +97,8 @@ API void fennec_region_begin(const char *name)
 	if (likely(!g) || !name)
 		return;
 	col_thread *t = self(g);
+	if (unlikely(!t))
+		return;
 	begin_id(t, col_site_id(name, FMT_SITE_REGION, name, NULL, 0));
 }
 
@@ -106,6 +108,8 @@ API void fennec_region_begin_site(fennec_site *site)
 	if (likely(!g) || !site)
 		return;
 	col_thread *t = self(g);
+	if (unlikely(!t))
+		return;
 	uint32_t id = __atomic_load_n(&site->id_, __ATOMIC_RELAXED);
 	if (unlikely(!id)) {
 		id = col_site_id(site, FMT_SITE_REGION, site->name, site->file, site->line);
@@ -121,23 +125,29 @@ API void fennec_region_begin_id(uint32_t id)
 		return;
 	if (id == 0 || id >= atomic_load_explicit(&col_nsites, memory_order_acquire))
 		return;
-	begin_id(self(g), id);
+	col_thread *t = self(g);
+	if (likely(t != NULL))
+		begin_id(t, id);
 }
 
 API void fennec_region_end(void)
 {
-	uint64_t now = col_ticks();
+	/* The clock is read after the checks that let an idle collector return at once
+	 * (a thread that never recorded has no state); they cost a few loads. */
 	col_thread *t = col_tls;
-	if (unlikely(!t))
+	if (likely(!t))
 		return;
 	uint32_t g = ON();
 	if (unlikely(t->gen != g)) {
 		if (!g)
 			return; /* stopped */
 		t = col_thread_register(); /* fork child or restart: carries the open regions */
+		if (!t)
+			return;
 	}
-	if (t->depth == 0)
+	if (unlikely(t->depth == 0))
 		return; /* unbalanced, or began before fennec_start(): nothing to close */
+	uint64_t now = col_ticks();
 	uint32_t d = --t->depth;
 	if (unlikely(d >= COL_MAX_DEPTH)) {
 		atomic_fetch_add_explicit(&t->dropped, 1, memory_order_relaxed);
@@ -191,6 +201,8 @@ static void step(uint64_t items, int has_items)
 	if (likely(!g))
 		return;
 	col_thread *t = self(g);
+	if (unlikely(!t))
+		return;
 	uint64_t recorded;
 	col_step_advance(&recorded);
 	unsigned s = (unsigned)(recorded ? 1 : 0) | (has_items ? 2 : 0);
@@ -206,6 +218,8 @@ API void fennec_counter_add(const char *name, int64_t d)
 	if (likely(!g) || !name)
 		return;
 	col_thread *t = self(g);
+	if (unlikely(!t))
+		return;
 	uint32_t id = col_site_id(name, FMT_SITE_COUNTER, name, NULL, 0);
 	put_event(t, FMT_EV_COUNTER, id, 1, 1, cm_zigzag(d), 1, NULL);
 }
@@ -216,6 +230,8 @@ static void metric_f64(const char *name, unsigned kind, unsigned tag, double v)
 	if (likely(!g) || !name)
 		return;
 	col_thread *t = self(g);
+	if (unlikely(!t))
+		return;
 	uint32_t id = col_site_id(name, kind, name, NULL, 0);
 	put_event(t, tag, id, 1, 1, 0, 0, &v);
 }

@@ -657,6 +657,12 @@ static unsigned max_fill_pct(void)
 	return worst;
 }
 
+/* The writer wakes every WRITER_SLICE_NS to look at the rings: it flushes when the
+ * period is over or when any ring is a quarter full, so a thread that emits events
+ * quickly is drained long before its ring overflows. A look costs a few loads per
+ * thread; a flush happens only when there is reason. */
+#define WRITER_SLICE_NS 2000000u
+
 static void *writer_main(void *arg)
 {
 	prctl(PR_SET_NAME, "fennec-writer");
@@ -665,20 +671,15 @@ static void *writer_main(void *arg)
 	pthread_mutex_lock(&flush_lock);
 	while (!S.stop_writer) {
 		uint64_t now = cm_mono_ns();
-		if (now < next) {
-			uint64_t wait = next - now;
-			if (wait > 2000000u && max_fill_pct() >= 25)
-				wait = 2000000u; /* rings filling: drain sooner */
+		if (now < next && max_fill_pct() < 25) {
+			uint64_t wait = next - now < WRITER_SLICE_NS ? next - now : WRITER_SLICE_NS;
 			struct timespec ts;
 			clock_gettime(CLOCK_MONOTONIC, &ts);
 			uint64_t until = (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec + wait;
 			ts.tv_sec = (time_t)(until / 1000000000u);
 			ts.tv_nsec = (long)(until % 1000000000u);
 			pthread_cond_timedwait(&flush_cond, &flush_lock, &ts);
-			if (S.stop_writer)
-				break;
-			if (cm_mono_ns() < next && max_fill_pct() < 25)
-				continue;
+			continue;
 		}
 		flush_locked(0, 0);
 		next = cm_mono_ns() + interval_ns;
