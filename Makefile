@@ -88,7 +88,7 @@ $(O)/examples/%: examples/%.c include/fennec.h $(SOLIB)
 	@mkdir -p $(dir $@)
 	$(Q)$(PROG_LINK)
 
-$(O)/fixtures/%: tests/fixtures/%.c include/fennec.h $(SOLIB)
+$(O)/fixtures/%: tests/fixtures/%.c $(wildcard tests/fixtures/*.h) include/fennec.h $(SOLIB)
 	@mkdir -p $(dir $@)
 	$(Q)$(PROG_LINK)
 

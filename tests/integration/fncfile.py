@@ -1,0 +1,323 @@
+"""Reading and damaging fennec profile files (docs/format.md), for the tests and for
+tests/corpus/make_corpus.py. Python 3 standard library only."""
+
+import struct
+
+MAGIC = b"\x89FNC\r\n\x1a\n"
+PREAMBLE_LEN = 16
+CHUNK_HDR_LEN = 16
+
+CHUNK_NAMES = {1: "HEADER", 2: "SITES", 3: "THREAD", 4: "EVENTS", 5: "STATS",
+               6: "THREAD_END", 7: "END"}
+
+# A minimal PNG: signature + IHDR of a 1x1 image + IEND.
+PNG_BYTES = bytes.fromhex(
+    "89504e470d0a1a0a0000000d49484452000000010000000108060000001f15c489"
+    "0000000d4944415478da63f8cfc0f01f0005000201a8e5c2d30000000049454e44ae426082")
+
+
+def _crc32c_table():
+    poly = 0x82F63B78
+    table = []
+    for i in range(256):
+        c = i
+        for _ in range(8):
+            c = (c >> 1) ^ poly if c & 1 else c >> 1
+        table.append(c)
+    return table
+
+
+_TABLE = _crc32c_table()
+
+
+def crc32c(data, crc=0):
+    crc ^= 0xFFFFFFFF
+    for b in data:
+        crc = _TABLE[(crc ^ b) & 0xFF] ^ (crc >> 8)
+    return crc ^ 0xFFFFFFFF
+
+
+class Chunk:
+    def __init__(self, offset, ctype, codec, stored_len, raw_len, crc):
+        self.offset = offset          # offset of the chunk header in the file
+        self.type = ctype
+        self.codec = codec
+        self.stored_len = stored_len
+        self.raw_len = raw_len
+        self.crc = crc
+
+    @property
+    def payload_offset(self):
+        return self.offset + CHUNK_HDR_LEN
+
+    @property
+    def end(self):
+        return self.payload_offset + self.stored_len
+
+    @property
+    def name(self):
+        return CHUNK_NAMES.get(self.type, "type%d" % self.type)
+
+    def __repr__(self):
+        return "<%s @%d len %d>" % (self.name, self.offset, self.stored_len)
+
+
+def parse(data):
+    """Split a well-formed profile into (major, minor, [Chunk]). Raises ValueError."""
+    if len(data) < PREAMBLE_LEN or data[:8] != MAGIC:
+        raise ValueError("not a fennec profile")
+    major, minor = struct.unpack_from("<HH", data, 8)
+    chunks = []
+    off = PREAMBLE_LEN
+    while off + CHUNK_HDR_LEN <= len(data):
+        ctype, codec, _res, stored, raw, crc = struct.unpack_from("<BBHIII", data, off)
+        if off + CHUNK_HDR_LEN + stored > len(data):
+            break
+        chunks.append(Chunk(off, ctype, codec, stored, raw, crc))
+        off += CHUNK_HDR_LEN + stored
+    return major, minor, chunks
+
+
+def chunk_crc(header12, payload):
+    return crc32c(header12 + payload)
+
+
+def make_chunk(ctype, payload, codec=0, raw_len=None):
+    """A chunk with a correct CRC (codec 0: raw payload)."""
+    raw_len = len(payload) if raw_len is None else raw_len
+    h12 = struct.pack("<BBHII", ctype, codec, 0, len(payload), raw_len)
+    return h12 + struct.pack("<I", chunk_crc(h12, payload)) + payload
+
+
+def verify_crcs(data):
+    """[(chunk, ok)] for every complete chunk."""
+    _, _, chunks = parse(data)
+    out = []
+    for c in chunks:
+        h12 = data[c.offset:c.offset + 12]
+        payload = data[c.payload_offset:c.end]
+        out.append((c, chunk_crc(h12, payload) == c.crc))
+    return out
+
+
+# --- damage -------------------------------------------------------------------------
+
+def flip_payload_byte(data, chunk_index=None):
+    """Flip one byte in the middle of a chunk payload that is not the last chunk.
+    Returns (new_data, chunk)."""
+    _, _, chunks = parse(data)
+    candidates = [c for c in chunks[:-1] if c.stored_len > 0]
+    if chunk_index is not None:
+        c = chunks[chunk_index]
+    else:
+        # prefer a chunk after HEADER, in the middle of the file
+        later = [c for c in candidates if c.type != 1] or candidates
+        c = later[len(later) // 2]
+    pos = c.payload_offset + c.stored_len // 2
+    b = bytearray(data)
+    b[pos] ^= 0x5A
+    return bytes(b), c
+
+
+def set_major(data, major):
+    b = bytearray(data)
+    struct.pack_into("<H", b, 8, major)
+    return bytes(b)
+
+
+def set_minor(data, minor):
+    b = bytearray(data)
+    struct.pack_into("<H", b, 10, minor)
+    return bytes(b)
+
+
+def torn_tail(data):
+    """Cut the file in the middle of a chunk after HEADER (so no END chunk remains and
+    the last chunk extends past the end of the file). Returns (new_data, cut_offset)."""
+    _, _, chunks = parse(data)
+    # the last chunk that is not END, at least the second chunk
+    body = [c for c in chunks[1:] if c.type != 7] or chunks[1:]
+    c = body[-1]
+    cut = c.payload_offset + max(1, c.stored_len // 2)
+    return data[:cut], cut
+
+
+def drop_end(data):
+    """Remove the END chunk (a run cut short exactly at a chunk boundary)."""
+    _, _, chunks = parse(data)
+    if chunks and chunks[-1].type == 7:
+        return data[:chunks[-1].offset]
+    return data
+
+
+def insert_unknown_chunk(data, ctype=99, payload=b"future chunk type, to be skipped"):
+    """Insert a well-formed chunk of an unknown type right after HEADER."""
+    _, _, chunks = parse(data)
+    at = chunks[0].end
+    return data[:at] + make_chunk(ctype, payload) + data[at:]
+
+
+def huge_raw_len(data):
+    """Rewrite the second chunk's raw_len to 1 GiB (> 64 MiB limit) with a valid CRC."""
+    _, _, chunks = parse(data)
+    c = chunks[1]
+    b = bytearray(data)
+    struct.pack_into("<I", b, c.offset + 8, 1 << 30)
+    h12 = bytes(b[c.offset:c.offset + 12])
+    struct.pack_into("<I", b, c.offset + 12, chunk_crc(h12, bytes(b[c.payload_offset:c.end])))
+    return bytes(b), c
+
+
+# --- a reference decoder (raw chunks only: record with FENNEC_COMPRESSION=0) ------------
+
+def _varint(buf, pos):
+    v = shift = 0
+    while True:
+        b = buf[pos]
+        pos += 1
+        v |= (b & 0x7F) << shift
+        if not b & 0x80:
+            return v, pos
+        shift += 7
+        if shift > 63:
+            raise ValueError("varint too long")
+
+
+def _unzigzag(u):
+    return (u >> 1) ^ -(u & 1)
+
+
+def _string(buf, pos):
+    n, pos = _varint(buf, pos)
+    return bytes(buf[pos:pos + n]), pos + n
+
+
+def decode(data):
+    """Decode a profile whose chunks are all stored raw (codec 0) into
+    {"header": {key: value}, "sites": {id: (kind, name)}, "threads": {index: (tid, name)},
+     "events": {index: [(type, time_ticks, operand...)]}, "end": bool}.
+    Raises ValueError on compressed chunks or malformed data."""
+    major, minor, chunks = parse(data)
+    out = {"header": {}, "sites": {}, "threads": {}, "events": {}, "end": False}
+    streams = {}
+    for c in chunks:
+        if c.codec != 0:
+            raise ValueError("chunk %r is compressed (record with FENNEC_COMPRESSION=0)" % c)
+        p = data[c.payload_offset:c.end]
+        pos = 0
+        if c.type == 1:
+            while pos < len(p):
+                key, pos = _varint(p, pos)
+                kind = p[pos]
+                pos += 1
+                if kind == 0:
+                    v, pos = _varint(p, pos)
+                elif kind == 1:
+                    v, pos = _string(p, pos)
+                elif kind == 2:
+                    u, pos = _varint(p, pos)
+                    v = _unzigzag(u)
+                elif kind == 3:
+                    v = struct.unpack_from("<d", p, pos)[0]
+                    pos += 8
+                else:
+                    raise ValueError("header kind %d" % kind)
+                out["header"][key] = v
+        elif c.type == 2:
+            while pos < len(p):
+                sid, pos = _varint(p, pos)
+                kind = p[pos]
+                pos += 1
+                name, pos = _string(p, pos)
+                _file, pos = _string(p, pos)
+                _line, pos = _varint(p, pos)
+                out["sites"][sid] = (kind, name.decode())
+        elif c.type == 3:
+            while pos < len(p):
+                idx, pos = _varint(p, pos)
+                tid, pos = _varint(p, pos)
+                name, pos = _string(p, pos)
+                _st, pos = _varint(p, pos)
+                out["threads"][idx] = (tid, name.decode(errors="replace"))
+        elif c.type == 4:
+            while pos < len(p):
+                idx, pos = _varint(p, pos)
+                n, pos = _varint(p, pos)
+                streams.setdefault(idx, bytearray()).extend(p[pos:pos + n])
+                pos += n
+        elif c.type == 7:
+            out["end"] = True
+    for idx, s in streams.items():
+        out["events"][idx] = _events(bytes(s))
+    return out
+
+
+def _events(s):
+    evs = []
+    pos = 0
+    t = 0
+    while pos < len(s):
+        tag = s[pos]
+        pos += 1
+        typ, op = tag & 15, tag >> 4
+        if typ == 1:
+            sid = op
+            if op == 15:
+                sid, pos = _varint(s, pos)
+            dt, pos = _varint(s, pos)
+            t += dt
+            evs.append(("B", t, sid))
+        elif typ == 2:
+            dt, pos = _varint(s, pos)
+            t += dt
+            evs.append(("E", t))
+        elif typ == 3:
+            dt, pos = _varint(s, pos)
+            t += dt
+            items = None
+            if op & 2:
+                items, pos = _varint(s, pos)
+            evs.append(("S", t, bool(op & 1), items))
+        elif typ in (4, 5, 6):
+            sid, pos = _varint(s, pos)
+            dt, pos = _varint(s, pos)
+            t += dt
+            if typ == 4:
+                u, pos = _varint(s, pos)
+                v = _unzigzag(u)
+            else:
+                v = struct.unpack_from("<d", s, pos)[0]
+                pos += 8
+            evs.append(("CGV"[typ - 4], t, sid, v))
+        elif typ == 7:
+            t, pos = _varint(s, pos)
+            evs.append(("T", t))
+        elif typ == 8:
+            depth, pos = _varint(s, pos)
+            ids = []
+            for _ in range(depth):
+                i, pos = _varint(s, pos)
+                ids.append(i)
+            evs.append(("K", t, ids))
+        else:
+            raise ValueError("event type %d at stream byte %d" % (typ, pos - 1))
+    return evs
+
+
+def region_stats(dec):
+    """{path: [count, total_ticks]} from a decode() result (completed calls only)."""
+    stats = {}
+    for idx, evs in dec["events"].items():
+        stack = []
+        for e in evs:
+            if e[0] == "B":
+                stack.append((dec["sites"][e[2]][1], e[1]))
+            elif e[0] == "K":
+                stack.extend((dec["sites"][i][1], e[1]) for i in e[2])
+            elif e[0] == "E" and stack:
+                path = "/".join(n for n, _ in stack)
+                _, t0 = stack.pop()
+                st = stats.setdefault(path, [0, 0])
+                st[0] += 1
+                st[1] += e[1] - t0
+    return stats

@@ -1,0 +1,107 @@
+"""The collector alone, checked with the Python reference decoder (fncfile.decode) on
+raw recordings (FENNEC_COMPRESSION=0, FENNEC_CLOCK_MONOTONIC=1: ticks are ns), so a
+failure here is the collector's (or the writer's), not the reader's or the analysis'."""
+
+import fncfile
+from helpers import (timing, MS, TSAN_FORK, assert_close, assert_eq, assert_true, base_env,
+                     collector, record, skip_under, timeout)
+
+RAW = {"FENNEC_COMPRESSION": "0", "FENNEC_CLOCK_MONOTONIC": "1"}
+
+
+def raw_record(prog, *args, extra=None, **kw):
+    env = base_env(dict(RAW, **(extra or {})))
+    _, path = record(prog, *args, env=env, **kw)
+    with open(path, "rb") as f:
+        data = f.read()
+    bad = [c for c, ok in fncfile.verify_crcs(data) if not ok]
+    assert_eq(bad, [], "chunks with a bad CRC-32C")
+    try:
+        return fncfile.decode(data)
+    except (ValueError, IndexError, KeyError) as e:
+        raise AssertionError("reference decoder rejects the recording of %s: %s" % (prog, e))
+
+
+def metric_events(dec, name):
+    ids = [i for i, (k, n) in dec["sites"].items() if n == name]
+    assert_eq(len(ids), 1, "sites named %r" % name)
+    return [e for evs in dec["events"].values() for e in evs
+            if e[0] in "CGV" and e[2] == ids[0]]
+
+
+@collector
+@timing
+def test_raw_nested():
+    dec = raw_record("nested", 300)
+    assert_true(dec["end"], "no END chunk")
+    st = fncfile.region_stats(dec)
+    assert_eq(sorted(st), ["phase_a", "phase_a/inner_x", "phase_b"], "region paths")
+    for path, share in (("phase_a", 30), ("phase_a/inner_x", 10), ("phase_b", 50)):
+        assert_eq(st[path][0], 10, "%s count" % path)
+        # chained deadlines; a preemption right before a begin shortens that call
+        assert_close(st[path][1], 3 * share * MS, 3 * share * MS * 0.02 + 10 * MS,
+                     "%s total ns" % path, "ns")
+    steps = [e for evs in dec["events"].values() for e in evs if e[0] == "S"]
+    assert_eq(len(steps), 10, "STEP events")
+    assert_true(all(e[2] for e in steps), "every step should be marked recorded")
+
+
+@collector
+def test_raw_metrics():
+    dec = raw_record("metrics")
+    b = metric_events(dec, "bytes")
+    assert_eq((len(b), sum(e[3] for e in b)), (1000, 100000), "bytes (count, sum)")
+    mt = metric_events(dec, "mt_bytes")
+    assert_eq((len(mt), sum(e[3] for e in mt)), (1000, 4000), "mt_bytes (count, sum)")
+    bal = metric_events(dec, "balance")
+    assert_eq((len(bal), sum(e[3] for e in bal)), (20, 20), "balance (count, sum)")
+    loss = metric_events(dec, "loss")
+    assert_eq([e[3] for e in loss], [float(i) for i in range(1, 101)], "loss values")
+    lr = metric_events(dec, "lr")
+    assert_eq([e[3] for e in lr], [0.1, 0.5, 0.3, 0.25], "lr values")
+
+
+@collector
+def test_raw_step_schedule():
+    dec = raw_record("steps", 50, 2, 8, extra={"FENNEC_STEP_SCHEDULE": "5,5,10,2"})
+    steps = [e for evs in dec["events"].values() for e in evs if e[0] == "S"]
+    assert_eq(len(steps), 50, "STEP events")
+    assert_eq([i for i, e in enumerate(steps) if e[2]], list(range(10, 20)) +
+              list(range(30, 40)), "steps marked recorded")
+    assert_eq(sum(e[3] or 0 for e in steps), 50 * 8, "items")
+    st = fncfile.region_stats(dec)
+    assert_eq(st.get("fwd", [0])[0], 20, "fwd count")
+
+
+@collector
+@timeout(180)
+def test_raw_many_threads():
+    dec = raw_record("many_threads", 1000, timeout_s=120)
+    assert_true(len(dec["threads"]) >= 1000, "THREAD records: expected >= 1000, got %d"
+                % len(dec["threads"]))
+    st = fncfile.region_stats(dec)
+    assert_eq(st.get("t", [0])[0], 1000, "t count")
+
+
+@collector
+def test_raw_fork_stack():
+    skip_under("tsan", TSAN_FORK)
+    import glob
+    env = base_env(RAW)
+    _, path = record("forker", "stack", env=env)
+    sib = glob.glob(path + ".*")
+    assert_eq(len(sib), 1, "sibling files (%s)" % sib)
+    with open(path, "rb") as f:
+        parent = fncfile.decode(f.read())
+    with open(sib[0], "rb") as f:
+        child = fncfile.decode(f.read())
+    assert_eq(parent["header"].get(1), child["header"].get(1), "recording_id of both files")
+    assert_eq(child["header"].get(13), 1, "child's origin (1 = fork)")
+    assert_eq(child["header"].get(12), parent["header"].get(2), "child's parent_pid")
+    stacks = [e for evs in child["events"].values() for e in evs if e[0] == "K"]
+    assert_eq(len(stacks), 1, "STACK events in the child")
+    assert_eq([child["sites"][i][1] for i in stacks[0][2]], ["outer"],
+              "inherited regions in the child's STACK event")
+    st = fncfile.region_stats(child)
+    assert_eq(st.get("outer/child_work", [0])[0], 1, "child: outer/child_work count")
+    assert_eq(st.get("outer", [0])[0], 1, "child: outer count")

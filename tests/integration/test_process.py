@@ -1,0 +1,250 @@
+"""The collector across processes and their ends: fork, exec, exit codes, signals,
+SIGKILL mid-run, programs that never use the API, many threads, full buffers.
+Fixtures: forker.c, exitcode.c, spinner.c, empty.c, never_api.c, many_threads.c, flood.c."""
+
+import glob
+import json
+import os
+import signal
+import subprocess
+import time
+
+from helpers import (timing, MS, SANITIZER, SLOW, TSAN_FORK, analyze, analyze_raw, assert_between,
+                     assert_duration, assert_eq, assert_rel, assert_true, base_env, collector, descendants,
+                     exe_of, fixture, record, record_and_analyze, record_command, region,
+                     skip_under, status_text, timeout, wait_for)
+
+
+def by_origin(rep):
+    out = {}
+    for p in rep["processes"]:
+        out.setdefault(p["origin"], []).append(p)
+    return out
+
+
+@collector
+@timing
+def test_fork_both_processes():
+    skip_under("tsan", TSAN_FORK)
+    r, path = record("forker", "fork")
+    siblings = glob.glob(path + ".*")
+    assert_eq(len(siblings), 1, "sibling files of the fork child (%s)" % siblings)
+    rep = analyze(path)
+    assert_eq(rep["summary"]["processes"], 2, "summary.processes")
+    assert_eq(len(rep["files"]), 2, "files (%s)" % rep["files"])
+    o = by_origin(rep)
+    assert_eq(sorted(o), ["first", "fork"], "process origins")
+    first, child = o["first"][0], o["fork"][0]
+    assert_eq(child["parent_pid"], first["pid"], "fork child's parent_pid")
+    assert_eq(child["ppid"], first["pid"], "fork child's ppid")
+    assert_eq(first["cut_short"], False, "first process cut_short")
+    assert_eq(child["cut_short"], False, "fork child cut_short")
+    pw, cw = region(rep, "parent_work"), region(rep, "child_work")
+    assert_eq(pw["count"], 1, "parent_work count")
+    assert_eq(cw["count"], 1, "child_work count")
+    assert_duration(pw["total_ns"], 200 * MS, "parent_work total_ns")
+    assert_duration(cw["total_ns"], 300 * MS, "child_work total_ns")
+    assert_eq(rep["summary"]["cut_short"], False, "summary.cut_short")
+    # the parent's session spans the child's work
+    assert_between(first["wall_ns"], 500 * MS, 500 * MS + 300 * MS * SLOW,
+                   "first process wall_ns", "ns")
+
+
+@collector
+@timing
+def test_fork_exec_followed():
+    skip_under("tsan", TSAN_FORK)
+    r, path = record("forker", "exec")
+    rep = analyze(path)
+    o = by_origin(rep)
+    assert_eq(sorted(o), ["exec", "first", "fork"], "process origins (%s)" % [
+        (p["pid"], p["origin"], p["command"]) for p in rep["processes"]])
+    first, child, execd = o["first"][0], o["fork"][0], o["exec"][0]
+    assert_eq(execd["parent_pid"], child["pid"], "exec'd image's parent_pid")
+    assert_eq(execd["pid"], child["pid"], "exec keeps the pid")
+    assert_true("execd" in execd["command"],
+                "exec'd image's command: expected it to contain 'execd', got %r"
+                % execd["command"])
+    assert_eq(rep["summary"]["processes"], 3, "summary.processes")
+    assert_eq(region(rep, "child_work")["count"], 1, "child_work count")
+    ew = region(rep, "exec_work")
+    assert_eq(ew["count"], 1, "exec_work count")
+    assert_duration(ew["total_ns"], 150 * MS, "exec_work total_ns")
+    assert_eq(rep["summary"]["cut_short"], False, "summary.cut_short")
+
+
+@collector
+@timing
+def test_fork_inherited_region():
+    skip_under("tsan", TSAN_FORK)
+    r, path = record("forker", "stack")
+    rep = analyze(path)
+    cw = region(rep, "outer/child_work")
+    assert_eq(cw["count"], 1, "outer/child_work count (child's region under inherited outer)")
+    assert_duration(cw["total_ns"], 100 * MS, "outer/child_work total_ns")
+    outer = region(rep, "outer")
+    assert_eq(outer["count"], 2, "outer count (parent's call + child's inherited copy)")
+    assert_eq(outer["open"], 0, "outer open")
+    assert_eq(rep["warnings"], [], "warnings")
+
+
+def _exit_status_case(args, expect_rc, extra_env=None):
+    env = base_env(extra_env)
+    r, path = record("exitcode", *args, env=env, expect_rc=None)
+    if r.returncode != expect_rc:
+        raise AssertionError("fennec record -- exitcode %s: expected %s, got %s\n  %s" % (
+            " ".join(args), status_text(expect_rc), status_text(r.returncode), r.describe()))
+    assert_true(os.path.exists(path), "no recording written for exitcode %s" % " ".join(args))
+    a = analyze_raw(path, "--format", "json")
+    assert_eq(a.returncode, 0, "fennec analyze of exitcode %s: exit status (stderr %r)" % (
+        " ".join(args), a.stderr))
+    return a
+
+
+@collector
+def test_exit_codes_preserved():
+    for code in (0, 3, 42):
+        a = _exit_status_case([str(code)], code)
+        assert_true('"before_exit"' in a.stdout,
+                    "exit %d: region before_exit missing from the report" % code)
+
+
+@collector
+def test_exit_signal_sigterm():
+    _exit_status_case(["sig", str(int(signal.SIGTERM))], -signal.SIGTERM)
+
+
+@collector
+def test_exit_signal_sigsegv():
+    env = {"ASAN_OPTIONS": base_env()["ASAN_OPTIONS"] + ":handle_segv=0"} \
+        if SANITIZER == "asan" else None
+    _exit_status_case(["sig", str(int(signal.SIGSEGV))], -signal.SIGSEGV, env)
+    _exit_status_case(["segv"], -signal.SIGSEGV, env)
+
+
+@collector
+@timeout(60)
+@timing
+def test_sigkill_mid_run():
+    exe = fixture("spinner")
+    cmd, env = record_command(exe, ["30"])
+    p = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        def spinner_pid():
+            for pid in [p.pid] + descendants(p.pid):
+                if os.path.realpath(exe_of(pid)) == os.path.realpath(exe):
+                    return pid
+            return None
+        pid = wait_for(spinner_pid, 10, "the spinner process to start")
+        wait_for(lambda: os.path.exists("run.fnc") and os.path.getsize("run.fnc") > 16, 10,
+                 "run.fnc to be written")
+        time.sleep(0.5)
+        os.kill(pid, signal.SIGKILL)
+        try:
+            out, err = p.communicate(timeout=10 * SLOW)
+        except subprocess.TimeoutExpired:
+            raise AssertionError("fennec record did not end within %ds after its program "
+                                 "was SIGKILLed" % (10 * SLOW))
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+    assert_eq(status_text(p.returncode), status_text(-signal.SIGKILL),
+              "fennec record's status when its program was SIGKILLed")
+    a = analyze_raw("run.fnc", "--format", "json")
+    assert_eq(a.returncode, 0, "fennec analyze of a SIGKILLed run: exit status (stderr %r)"
+              % a.stderr)
+    rep = json.loads(a.stdout)
+    assert_eq(rep["summary"]["cut_short"], True, "summary.cut_short")
+    assert_eq(rep["processes"][0]["cut_short"], True, "processes[0].cut_short")
+    assert_true(rep["summary"]["events"] > 0, "summary.events: expected > 0, got %r"
+                % rep["summary"]["events"])
+    assert_true(rep["warnings"], "warnings: expected a cut-short warning, got none")
+    assert_true(any("run.fnc" in w for w in rep["warnings"]),
+                "warnings should name the file: %s" % rep["warnings"])
+    spin = region(rep, "spin")
+    assert_true(spin["count"] >= 100, "spin count: expected >= 100 (0.5 s of 1 ms calls), "
+                "got %r" % spin["count"])
+    assert_rel(spin["mean_ns"], 1 * MS, 0.05, "spin mean_ns", "ns")
+    assert_true(spin["open"] <= 1, "spin open: expected 0 or 1, got %r" % spin["open"])
+
+
+@collector
+def test_empty_program():
+    rep, path = record_and_analyze("empty")
+    assert_eq(rep["regions"], [], "regions")
+    assert_eq(rep["summary"]["cut_short"], False, "summary.cut_short")
+    assert_eq(rep["summary"]["steps"], 0, "summary.steps")
+    assert_eq(rep["summary"]["step_mean_ns"], None, "summary.step_mean_ns without steps")
+    assert_eq(rep["summary"]["processes"], 1, "summary.processes")
+    assert_eq(rep["warnings"], [], "warnings")
+
+
+@timing
+def test_never_api_program():
+    rep, path = record_and_analyze("never_api", 100)
+    assert_eq(rep["regions"], [], "regions")
+    assert_eq(rep["summary"]["cut_short"], False, "summary.cut_short")
+    assert_eq(rep["metrics"], [], "metrics")
+    assert_between(rep["summary"]["wall_ns"], 100 * MS, 100 * MS + 200 * MS * SLOW,
+                   "summary.wall_ns", "ns")
+    assert_true(rep["summary"]["cpu_user_ns"] + rep["summary"]["cpu_sys_ns"] >= 50 * MS,
+                "cpu time: expected >= 50 ms for a 100 ms busy loop, got user %r sys %r" % (
+                    rep["summary"]["cpu_user_ns"], rep["summary"]["cpu_sys_ns"]))
+
+
+@collector
+@timeout(180)
+def test_many_threads():
+    rep, path = record_and_analyze("many_threads", 1000, timeout_s=120)
+    s = rep["summary"]
+    t = region(rep, "t")
+    dropped = s["dropped_events"]
+    if dropped == 0:
+        assert_eq(t["count"], 1000, "t count (no events dropped)")
+        assert_eq(t["threads"], 1000, "t threads")
+    else:
+        assert_true(t["count"] <= 1000, "t count: expected <= 1000, got %r" % t["count"])
+        assert_eq(sum(th["dropped_events"] for th in rep["threads"]), dropped,
+                  "sum of threads' dropped_events == summary.dropped_events")
+    assert_true(s["threads"] >= 1000, "summary.threads: expected >= 1000, got %r"
+                % s["threads"])
+    assert_true(len(rep["threads"]) >= 1000, "threads[]: expected >= 1000 entries, got %d"
+                % len(rep["threads"]))
+    # 50 spinning threads share the CPUs: a call lasts at least its 200 us, often more
+    assert_true(t["min_ns"] >= 195_000, "t min_ns: expected >= 200 us (less 2.5%%), got %r"
+                % t["min_ns"])
+    assert_eq(s["cut_short"], False, "summary.cut_short")
+
+
+@collector
+@timeout(120)
+def test_small_buffer_drops_counted():
+    n = 2_000_000
+    r, path = record("flood", n, opts=["--buffer-kb", "64"], timeout_s=60)
+    rep = analyze(path)
+    s = rep["summary"]
+    # a dropped END can leave a "flood" open, nesting later calls under it: count them all
+    count = sum(r["count"] for r in rep["regions"] if r["name"] == "flood")
+    dropped = s["dropped_events"]
+    if dropped == 0:
+        assert_eq(region(rep, "flood")["count"], n, "flood count (nothing dropped)")
+    else:
+        assert_true(count < n, "flood count: expected < %d when %d events were dropped, "
+                    "got %r" % (n, dropped, count))
+        assert_true(count * 2 + dropped >= 2 * n * 0.9,
+                    "recorded pairs*2 + dropped (%d*2 + %d) should account for the %d events"
+                    % (count, dropped, 2 * n))
+        assert_eq(sum(th["dropped_events"] for th in rep["threads"]), dropped,
+                  "sum of threads' dropped_events == summary.dropped_events")
+        assert_eq(sum(p["dropped_events"] for p in rep["processes"]), dropped,
+                  "sum of processes' dropped_events == summary.dropped_events")
+    assert_eq(s["cut_short"], False, "summary.cut_short")
+
+
+@collector
+def test_buffer_kb_env():
+    r, path = record("flood", 200_000, env=base_env({"FENNEC_BUFFER_KB": "64"}))
+    rep = analyze(path)
+    count = sum(r["count"] for r in rep["regions"] if r["name"] == "flood")
+    assert_true(count > 0, "flood recorded nothing (dropped %r)" % rep["summary"]["dropped_events"])
