@@ -836,6 +836,13 @@ int ana_load(const char *path, const ana_options *opt, ana_profile *p, fmt_error
 		p->events += p->procs[i].file.events;
 		p->cut_short |= p->procs[i].file.cut_short;
 	}
+	if (p->dropped) {
+		uint64_t buf = p->procs[0].file.buffer_bytes;
+		ana_warn(p, "%llu events were dropped: a thread filled its %llu KiB buffer faster than the "
+			    "writer drained it, so counts and totals of the regions involved are low; record "
+			    "again with a larger --buffer-kb (up to 32768) or a smaller --flush-ms",
+			 (unsigned long long)p->dropped, (unsigned long long)(buf / 1024));
+	}
 	/* The selection reorders its input: give it a copy, keep the series in order. */
 	if (p->step_ns.n) {
 		uint64_t *tmp = malloc(p->step_ns.n * sizeof *tmp);
