@@ -143,6 +143,8 @@ const char *ana_kind_name(unsigned kind);
 const char *ana_origin_name(uint64_t origin);
 void ana_dist_compute(ana_dist *d, double *v, size_t n);
 void ana_dist_compute_u64(ana_dist *d, uint64_t *v, size_t n);
+/* A duration for reading, "12.34 ms", into buf; returns buf. */
+const char *ana_fmt_ns(double ns, char *buf, size_t n);
 void ana_warn(ana_profile *p, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 #endif

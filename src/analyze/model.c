@@ -908,6 +908,21 @@ void ana_profile_free(ana_profile *p)
 	memset(p, 0, sizeof *p);
 }
 
+const char *ana_fmt_ns(double ns, char *buf, size_t n)
+{
+	if (!isfinite(ns))
+		snprintf(buf, n, "-");
+	else if (ns >= 1e9)
+		snprintf(buf, n, "%.3f s", ns / 1e9);
+	else if (ns >= 1e6)
+		snprintf(buf, n, "%.2f ms", ns / 1e6);
+	else if (ns >= 1e3)
+		snprintf(buf, n, "%.2f us", ns / 1e3);
+	else
+		snprintf(buf, n, "%.0f ns", ns);
+	return buf;
+}
+
 const char *ana_severity_name(ana_severity s)
 {
 	return s == ANA_HIGH ? "HIGH" : s == ANA_MEDIUM ? "MEDIUM" : "LOW";

@@ -43,20 +43,6 @@ static void num(ana_finding *f, const char *key, double v)
 		f->numbers[f->nnumbers++] = (ana_kv){key, v};
 }
 
-/* A duration for prose: "12.3 ms". */
-static const char *human_ns(double ns, char *buf, size_t n)
-{
-	if (ns >= 1e9)
-		snprintf(buf, n, "%.2f s", ns / 1e9);
-	else if (ns >= 1e6)
-		snprintf(buf, n, "%.2f ms", ns / 1e6);
-	else if (ns >= 1e3)
-		snprintf(buf, n, "%.2f us", ns / 1e3);
-	else
-		snprintf(buf, n, "%.0f ns", ns);
-	return buf;
-}
-
 /*
  * hot_operation: a region whose total time is a large share of the wall time. Wrappers
  * (regions whose children account for 90 % or more of their time) are skipped: the
@@ -81,9 +67,9 @@ static void rule_hot_operation(ana_profile *p)
 		f->subject = strdup(n->path ? n->path : p->names[n->name]);
 		f->evidence = fmtstr("%s takes %.1f%% of the wall time (%s in %llu calls, mean %s, p99 %s); "
 				     "%.0f%% of it is its own code, %.0f%% in nested regions",
-				     f->subject, n->share_pct, human_ns((double)n->total_ns, a, sizeof a),
-				     (unsigned long long)n->dist.count, human_ns(n->dist.mean, b, sizeof b),
-				     human_ns(n->dist.p99, c, sizeof c), 100 * self_frac, 100 * (1 - self_frac));
+				     f->subject, n->share_pct, ana_fmt_ns((double)n->total_ns, a, sizeof a),
+				     (unsigned long long)n->dist.count, ana_fmt_ns(n->dist.mean, b, sizeof b),
+				     ana_fmt_ns(n->dist.p99, c, sizeof c), 100 * self_frac, 100 * (1 - self_frac));
 		num(f, "share_pct", n->share_pct);
 		num(f, "self_pct", n->self_pct);
 		num(f, "total_ns", (double)n->total_ns);
@@ -105,13 +91,13 @@ static void rule_hot_operation(ana_profile *p)
 						   "with its caller; if the region itself is too fine-grained, "
 						   "move it outward.",
 						   f->subject, (unsigned long long)n->dist.count,
-						   human_ns(n->dist.mean, b, sizeof b));
+						   ana_fmt_ns(n->dist.mean, b, sizeof b));
 		else if (n->dist.p99 > 3 * n->dist.p50 && n->dist.count >= 20)
 			f->recommendation = fmtstr("%s is slow on some calls: p99 %s vs median %s. Find what "
 						   "differs on the slow calls (input size, cache misses, I/O, "
 						   "allocation) before optimising the common case.",
-						   f->subject, human_ns(n->dist.p99, c, sizeof c),
-						   human_ns(n->dist.p50, a, sizeof a));
+						   f->subject, ana_fmt_ns(n->dist.p99, c, sizeof c),
+						   ana_fmt_ns(n->dist.p50, a, sizeof a));
 		else
 			f->recommendation = fmtstr("%s's own code dominates: profile it with a CPU sampler "
 						   "(perf record -g) to find its hot functions and lines, then "

@@ -1038,18 +1038,26 @@ static char **collect_args(const char *arg0, va_list ap, char ***envp_out)
 	return argv;
 }
 
-API int execl(const char *path, const char *arg, ...)
+typedef int (*execv_like)(const char *, char *const[]);
+
+static int exec_list(execv_like fn, const char *file, const char *arg, va_list ap)
 {
-	va_list ap;
-	va_start(ap, arg);
 	char **argv = collect_args(arg, ap, NULL);
-	va_end(ap);
 	if (!argv) {
 		errno = ENOMEM;
 		return -1;
 	}
-	int rc = execv(path, argv);
+	int rc = fn(file, argv);
 	free(argv);
+	return rc;
+}
+
+API int execl(const char *path, const char *arg, ...)
+{
+	va_list ap;
+	va_start(ap, arg);
+	int rc = exec_list(execv, path, arg, ap);
+	va_end(ap);
 	return rc;
 }
 
@@ -1057,14 +1065,8 @@ API int execlp(const char *file, const char *arg, ...)
 {
 	va_list ap;
 	va_start(ap, arg);
-	char **argv = collect_args(arg, ap, NULL);
+	int rc = exec_list(execvp, file, arg, ap);
 	va_end(ap);
-	if (!argv) {
-		errno = ENOMEM;
-		return -1;
-	}
-	int rc = execvp(file, argv);
-	free(argv);
 	return rc;
 }
 

@@ -17,9 +17,6 @@ typedef struct rep_options {
 int rep_text(FILE *out, const ana_profile *p, const rep_options *o);
 int rep_json(FILE *out, const ana_profile *p, const rep_options *o);
 
-/* A duration with a unit chosen for reading: "1.23 ms". */
-const char *rep_ns(double ns, char *buf, size_t n);
-
 /* Region node indices by total time, descending (malloc'd; the caller frees). */
 uint32_t *rep_region_order(const ana_profile *p);
 

@@ -8,21 +8,6 @@
 #include <math.h>
 #include <stdlib.h>
 
-const char *rep_ns(double ns, char *buf, size_t n)
-{
-	if (!isfinite(ns))
-		snprintf(buf, n, "-");
-	else if (ns >= 1e9)
-		snprintf(buf, n, "%.3f s", ns / 1e9);
-	else if (ns >= 1e6)
-		snprintf(buf, n, "%.2f ms", ns / 1e6);
-	else if (ns >= 1e3)
-		snprintf(buf, n, "%.2f us", ns / 1e3);
-	else
-		snprintf(buf, n, "%.0f ns", ns);
-	return buf;
-}
-
 static int by_total(const void *a, const void *b, void *arg)
 {
 	const ana_profile *p = arg;
@@ -61,8 +46,8 @@ static void tree(FILE *out, const ana_profile *p, uint32_t n, int depth, const s
 	const ana_node *x = &p->nodes[n];
 	char t[32], m[32];
 	fprintf(out, "  %*s%-*s %10s %6.1f%%  %8llu calls  mean %s\n", depth * 2, "", 34 - depth * 2 > 8 ? 34 - depth * 2 : 8,
-		p->names[x->name], rep_ns((double)x->total_ns, t, sizeof t), x->share_pct,
-		(unsigned long long)x->dist.count, rep_ns(x->dist.mean, m, sizeof m));
+		p->names[x->name], ana_fmt_ns((double)x->total_ns, t, sizeof t), x->share_pct,
+		(unsigned long long)x->dist.count, ana_fmt_ns(x->dist.mean, m, sizeof m));
 	(void)s;
 	if (depth < 32)
 		for (size_t i = 0; i < nk; i++)
@@ -83,19 +68,19 @@ int rep_text(FILE *out, const ana_profile *p, const rep_options *o)
 
 	heading(out, &s, "Run summary");
 	fprintf(out, "  command      %s\n", first->file.cmdline ? first->file.cmdline : "");
-	fprintf(out, "  wall         %s%s\n", rep_ns((double)p->wall_ns, a, sizeof a), p->cut_short ? "  (cut short)" : "");
+	fprintf(out, "  wall         %s%s\n", ana_fmt_ns((double)p->wall_ns, a, sizeof a), p->cut_short ? "  (cut short)" : "");
 	double cpu = (double)(p->cpu_user_ns + p->cpu_sys_ns);
-	fprintf(out, "  CPU          %s user + %s sys (%.0f%% of wall%s)\n", rep_ns((double)p->cpu_user_ns, a, sizeof a),
-		rep_ns((double)p->cpu_sys_ns, b, sizeof b), p->wall_ns ? 100 * cpu / (double)p->wall_ns : 0,
+	fprintf(out, "  CPU          %s user + %s sys (%.0f%% of wall%s)\n", ana_fmt_ns((double)p->cpu_user_ns, a, sizeof a),
+		ana_fmt_ns((double)p->cpu_sys_ns, b, sizeof b), p->wall_ns ? 100 * cpu / (double)p->wall_ns : 0,
 		p->nprocs > 1 ? ", all processes" : "");
 	fprintf(out, "  processes    %u   threads %u   events %llu   dropped events %llu\n", p->nprocs, p->nthreads,
 		(unsigned long long)p->events, (unsigned long long)p->dropped);
 	if (p->steps) {
 		const ana_dist *sd = &p->step_dist;
 		fprintf(out, "  steps        %llu (%llu recorded)   mean %s   median %s   p95 %s   min %s   max %s\n",
-			(unsigned long long)p->steps, (unsigned long long)p->steps_recorded, rep_ns(sd->mean, a, sizeof a),
-			rep_ns(sd->p50, b, sizeof b), rep_ns(sd->p95, c, sizeof c), rep_ns(sd->min, d, sizeof d),
-			rep_ns(sd->max, e, sizeof e));
+			(unsigned long long)p->steps, (unsigned long long)p->steps_recorded, ana_fmt_ns(sd->mean, a, sizeof a),
+			ana_fmt_ns(sd->p50, b, sizeof b), ana_fmt_ns(sd->p95, c, sizeof c), ana_fmt_ns(sd->min, d, sizeof d),
+			ana_fmt_ns(sd->max, e, sizeof e));
 		double secs = sd->total / 1e9;
 		if (secs > 0) {
 			fprintf(out, "  throughput   %.2f steps/s", (double)p->steps / secs);
@@ -122,10 +107,10 @@ int rep_text(FILE *out, const ana_profile *p, const rep_options *o)
 			size_t len = strlen(path);
 			fprintf(out, "  %-36s %8llu %10s %10s %6.1f%% %10s %10s %10s %10s %10s %10s %10s%s\n",
 				len > 36 ? path + len - 36 : path, (unsigned long long)n->dist.count,
-				rep_ns((double)n->total_ns, a, sizeof a), rep_ns((double)n->self_ns, b, sizeof b), n->share_pct,
-				rep_ns(n->dist.mean, c, sizeof c), rep_ns(n->dist.std, d, sizeof d), rep_ns(n->dist.min, e, sizeof e),
-				rep_ns(n->dist.max, f, sizeof f), rep_ns(n->dist.p50, g, sizeof g), rep_ns(n->dist.p95, h, sizeof h),
-				rep_ns(n->dist.p99, k, sizeof k), n->open ? "  (open at end)" : "");
+				ana_fmt_ns((double)n->total_ns, a, sizeof a), ana_fmt_ns((double)n->self_ns, b, sizeof b), n->share_pct,
+				ana_fmt_ns(n->dist.mean, c, sizeof c), ana_fmt_ns(n->dist.std, d, sizeof d), ana_fmt_ns(n->dist.min, e, sizeof e),
+				ana_fmt_ns(n->dist.max, f, sizeof f), ana_fmt_ns(n->dist.p50, g, sizeof g), ana_fmt_ns(n->dist.p95, h, sizeof h),
+				ana_fmt_ns(n->dist.p99, k, sizeof k), n->open ? "  (open at end)" : "");
 		}
 		if (rows < p->nnodes)
 			fprintf(out, "  ... %u more (--max-regions 0 shows all)\n", p->nnodes - rows);
@@ -145,7 +130,7 @@ int rep_text(FILE *out, const ana_profile *p, const rep_options *o)
 			const ana_thread *t = &p->threads[i];
 			fprintf(out, "  %8llu %8llu %-16s %10s %10s %7.1f%% %10llu\n",
 				(unsigned long long)p->procs[t->process].file.pid, (unsigned long long)t->tid, t->name,
-				rep_ns((double)t->busy_ns, a, sizeof a), rep_ns((double)t->lifetime_ns, b, sizeof b),
+				ana_fmt_ns((double)t->busy_ns, a, sizeof a), ana_fmt_ns((double)t->lifetime_ns, b, sizeof b),
 				t->lifetime_ns ? 100.0 * (double)t->busy_ns / (double)t->lifetime_ns : 0,
 				(unsigned long long)t->events);
 		}
@@ -159,8 +144,8 @@ int rep_text(FILE *out, const ana_profile *p, const rep_options *o)
 			const ana_process *pr = &p->procs[i];
 			fprintf(out, "  %8llu %8llu %-6s %10s %10s %8u  %s%s\n", (unsigned long long)pr->file.pid,
 				(unsigned long long)pr->file.parent_pid, ana_origin_name(pr->file.origin),
-				rep_ns((double)pr->wall_ns, a, sizeof a),
-				rep_ns((double)(pr->file.cpu_user_ns + pr->file.cpu_sys_ns), b, sizeof b), pr->threads,
+				ana_fmt_ns((double)pr->wall_ns, a, sizeof a),
+				ana_fmt_ns((double)(pr->file.cpu_user_ns + pr->file.cpu_sys_ns), b, sizeof b), pr->threads,
 				pr->file.cmdline ? pr->file.cmdline : "", pr->file.cut_short ? "  (cut short)" : "");
 		}
 	}
