@@ -703,7 +703,13 @@ static int list_files(const char *path, char ***out, size_t *nout, fmt_error *er
 	const char *base = basename(bcopy);
 	if (!isdir) {
 		files = malloc(sizeof *files);
-		files[n++] = strdup(path);
+		if (!files || !(files[0] = strdup(path))) {
+			free(files);
+			free(dcopy);
+			free(bcopy);
+			return FENNEC_ENOMEM;
+		}
+		n = 1;
 	}
 	DIR *d = opendir(dir);
 	if (d) {

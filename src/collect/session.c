@@ -71,8 +71,6 @@ static struct {
 	ZSTD_CCtx *zctx;
 } S = {.fd = -1};
 
-static void flush_locked(int final, unsigned exit_reason);
-
 /* ---- clock ---- */
 
 static int tsc_invariant(void)
@@ -437,20 +435,17 @@ static void emit_chunk(unsigned type, cm_buf *raw)
 	raw->failed = 0;
 }
 
-static void read_file_string(const char *path, cm_buf *b, int nul_to_keep)
+/* Append the whole of a small /proc file to b. */
+static void read_file(const char *path, cm_buf *b)
 {
 	int fd = open(path, O_RDONLY | O_CLOEXEC);
 	if (fd < 0)
 		return;
 	char tmp[4096];
 	ssize_t n;
-	size_t start = b->len;
 	while ((n = read(fd, tmp, sizeof tmp)) > 0)
 		cm_buf_put(b, tmp, (size_t)n);
 	close(fd);
-	if (!nul_to_keep)
-		while (b->len > start && (b->data[b->len - 1] == '\n' || b->data[b->len - 1] == 0))
-			b->len--;
 }
 
 static void write_header(uint64_t start_mono, uint64_t start_ticks, uint64_t start_real)
@@ -463,7 +458,7 @@ static void write_header(uint64_t start_mono, uint64_t start_ticks, uint64_t sta
 	fmt_hdr_varint(&h, FMT_H_PPID, (uint64_t)getppid());
 	fmt_hdr_zigzag(&h, FMT_H_RANK, S.cfg.rank >= 0 ? S.cfg.rank : env_rank());
 	fmt_hdr_string(&h, FMT_H_HOST, host, strlen(host));
-	read_file_string("/proc/self/cmdline", &tmp, 1);
+	read_file("/proc/self/cmdline", &tmp);
 	while (tmp.len && tmp.data[tmp.len - 1] == 0)
 		tmp.len--;
 	fmt_hdr_string(&h, FMT_H_CMDLINE, (const char *)tmp.data, tmp.len);
@@ -923,7 +918,6 @@ static void exec_failed(int was_running)
 	if (!was_running)
 		return;
 	int saved = errno;
-	S.recording_id = S.recording_id ? S.recording_id : new_recording_id();
 	pthread_mutex_lock(&flush_lock);
 	S.origin = FMT_ORIGIN_EXEC;
 	S.parent_pid = getpid();

@@ -1,7 +1,8 @@
 /*
  * common.h - small primitives shared by the collector and the analysis side: byte
- * buffers, LEB128 varints, CRC-32C, and the error strings. Everything here is free of
- * global state, so it is safe in the collector's writer thread and in fork children.
+ * buffers, LEB128 varints, CRC-32C, and the error strings. The only global state is the
+ * CRC table, built once on first use (idempotent), so all of it is safe in the
+ * collector's writer thread and in fork children.
  */
 #ifndef FENNEC_COMMON_H
 #define FENNEC_COMMON_H

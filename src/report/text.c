@@ -35,7 +35,7 @@ static void heading(FILE *out, const style *s, const char *title)
 	fprintf(out, "\n%s%s%s\n", s->bold, title, s->reset);
 }
 
-static void tree(FILE *out, const ana_profile *p, uint32_t n, int depth, const style *s)
+static void tree(FILE *out, const ana_profile *p, uint32_t n, int depth)
 {
 	/* Children in descending total: collect, sort, recurse. */
 	uint32_t kids[4096];
@@ -48,10 +48,9 @@ static void tree(FILE *out, const ana_profile *p, uint32_t n, int depth, const s
 	fprintf(out, "  %*s%-*s %10s %6.1f%%  %8llu calls  mean %s\n", depth * 2, "", 34 - depth * 2 > 8 ? 34 - depth * 2 : 8,
 		p->names[x->name], ana_fmt_ns((double)x->total_ns, t, sizeof t), x->share_pct,
 		(unsigned long long)x->dist.count, ana_fmt_ns(x->dist.mean, m, sizeof m));
-	(void)s;
 	if (depth < 32)
 		for (size_t i = 0; i < nk; i++)
-			tree(out, p, kids[i], depth + 1, s);
+			tree(out, p, kids[i], depth + 1);
 }
 
 int rep_text(FILE *out, const ana_profile *p, const rep_options *o)
@@ -118,7 +117,7 @@ int rep_text(FILE *out, const ana_profile *p, const rep_options *o)
 		heading(out, &s, "Region tree");
 		for (uint32_t r = 0; r < p->nnodes; r++)
 			if (p->nodes[order[r]].parent == ANA_NONE)
-				tree(out, p, order[r], 0, &s);
+				tree(out, p, order[r], 0);
 		free(order);
 	}
 
