@@ -73,6 +73,80 @@ typedef struct ana_metric {
 	ana_dist dist;
 } ana_metric;
 
+/*
+ * Sampled stacks (docs/format.md SAMPLES), symbolised. Filled by ana_load when the
+ * recording has samples: src/analyze/samples.c collects them while reading and
+ * symbolises them per process at the end (src/symbol/).
+ */
+enum ana_sample_kind { ANA_CPU = 0, ANA_OFFCPU = 1, ANA_NKINDS = 2 };
+
+/* A function (or a module offset when no symbol is known), over all processes. */
+typedef struct ana_func {
+	uint32_t name;        /* names index: demangled name, or "module+0x1234" when unknown */
+	uint32_t module;      /* names index: module path ("[unknown]" when no module maps it) */
+	uint32_t file;        /* names index of its source file, or ANA_NONE */
+	uint32_t line;        /* line of its first sampled location (0 if unknown) */
+	uint64_t self[ANA_NKINDS], total[ANA_NKINDS]; /* sample weights (periods), overall */
+} ana_func;
+
+/* A location: one symbolised frame. An address inside inlined code gives several
+ * locations, the inlined ones first (innermost first). */
+typedef struct ana_loc {
+	uint32_t func;        /* index into funcs */
+	uint32_t file;        /* names index, or ANA_NONE */
+	uint32_t line;        /* 0 if unknown */
+	uint32_t process;     /* index into procs */
+	uint64_t addr;        /* address in that process */
+	uint64_t rel;         /* address relative to the module's load bias (ELF vaddr) */
+	int inlined;          /* an inlined call site's frame */
+} ana_loc;
+
+/* A distinct stack: locations outermost first (root ... leaf). */
+typedef struct ana_stack {
+	uint32_t *locs;
+	uint32_t n;
+	int truncated;        /* cut at the depth limit: the real root is missing */
+} ana_stack;
+
+typedef struct ana_sample {
+	uint64_t t_ns;        /* CLOCK_MONOTONIC */
+	uint64_t step;        /* fennec_step() calls before it */
+	uint32_t stack;       /* index into stacks */
+	uint32_t thread;      /* index into threads */
+	uint32_t node;        /* innermost open region node, or ANA_NONE */
+	uint32_t weight;      /* sampling periods it stands for */
+	uint8_t kind;         /* enum ana_sample_kind */
+} ana_sample;
+
+/* Symbolisation status of one module of one process. */
+typedef struct ana_module {
+	uint32_t process;
+	uint32_t path;        /* names index */
+	uint64_t samples;     /* sample frames that fell in it */
+	int status;           /* 0 ok, 1 file missing, 2 build id differs, 3 no symbols */
+} ana_module;
+
+typedef struct ana_sampling {
+	int present;
+	uint64_t mode;        /* enum fmt_sample_mode of the first process */
+	uint64_t period_ns, requested_hz;
+	uint64_t source;      /* enum fmt_sample_source */
+	uint64_t taken, dropped, truncated; /* summed over processes */
+	uint64_t weight[ANA_NKINDS];         /* summed sample weights per kind */
+	double achieved_hz;   /* on-CPU samples per second of CPU time */
+	ana_sample *samples;
+	size_t nsamples, samples_cap;
+	ana_stack *stacks;
+	uint32_t nstacks, stacks_cap;
+	ana_loc *locs;
+	uint32_t nlocs, locs_cap;
+	ana_func *funcs;
+	uint32_t nfuncs, funcs_cap;
+	ana_module *modules;
+	uint32_t nmodules, modules_cap;
+	void *priv;           /* samples.c working state */
+} ana_sampling;
+
 typedef enum ana_severity { ANA_LOW = 1, ANA_MEDIUM = 2, ANA_HIGH = 3 } ana_severity;
 
 typedef struct ana_kv {
@@ -119,6 +193,7 @@ typedef struct ana_profile {
 	uint64_t steps, steps_recorded, items;
 	int has_items;
 	ana_dist step_dist;
+	ana_sampling smp;
 	/* summary */
 	uint64_t wall_ns, cpu_user_ns, cpu_sys_ns, dropped, events;
 	int cut_short;

@@ -9,7 +9,7 @@
 
 #define FMT_MAGIC "\x89" "FNC\r\n\x1a\n"
 #define FMT_MAJOR 1
-#define FMT_MINOR 0
+#define FMT_MINOR 1
 #define FMT_PREAMBLE_LEN 16
 #define FMT_CHUNK_HDR_LEN 16
 #define FMT_MAX_RAW (64u << 20)
@@ -22,6 +22,9 @@ enum fmt_chunk_type {
 	FMT_STATS = 5,
 	FMT_THREAD_END = 6,
 	FMT_END = 7,
+	FMT_SAMPLES = 8,
+	FMT_MODULES = 9,
+	FMT_TASKS = 10,
 };
 
 enum fmt_codec { FMT_RAW = 0, FMT_ZSTD = 1 };
@@ -35,7 +38,22 @@ enum fmt_ev_type {
 	FMT_EV_VALUE = 6,
 	FMT_EV_TIME = 7,
 	FMT_EV_STACK = 8,
+	FMT_EV_SAMPLE = 16, /* not a stream event: a SAMPLES record as delivered by the reader */
 };
+
+/* SAMPLES flags (docs/format.md) */
+enum fmt_sample_flag {
+	FMT_S_KIND_MASK = 3,
+	FMT_S_CPU = 0,
+	FMT_S_OFFCPU = 1,
+	FMT_S_TRUNCATED = 4,
+	FMT_S_EXACT_PC = 8,
+};
+
+enum fmt_sample_mode { FMT_SAMPLE_OFF = 0, FMT_SAMPLE_CPU = 1, FMT_SAMPLE_WALL = 2 };
+enum fmt_sample_source { FMT_SRC_PERF = 0, FMT_SRC_TIMER = 1, FMT_SRC_WALL = 2 };
+#define FMT_MAX_FRAMES 1024  /* readers reject deeper stacks */
+#define FMT_MAX_REGIONS 4096
 
 enum fmt_site_kind { FMT_SITE_REGION = 0, FMT_SITE_COUNTER = 1, FMT_SITE_GAUGE = 2, FMT_SITE_VALUE = 3 };
 
@@ -44,7 +62,8 @@ enum fmt_hkey {
 	FMT_H_EXE, FMT_H_START_REAL, FMT_H_START_MONO, FMT_H_START_TICKS, FMT_H_CLOCK,
 	FMT_H_PARENT_PID, FMT_H_ORIGIN, FMT_H_BUFFER, FMT_H_STEP_WAIT, FMT_H_STEP_WARMUP,
 	FMT_H_STEP_ACTIVE, FMT_H_STEP_REPEAT, FMT_H_STEP_FRACTION, FMT_H_VERSION,
-	FMT_H_TICKS_PER_NS,
+	FMT_H_TICKS_PER_NS, FMT_H_SAMPLE_MODE, FMT_H_SAMPLE_PERIOD, FMT_H_SAMPLE_SOURCE,
+	FMT_H_SAMPLE_DEPTH, FMT_H_SAMPLE_HZ,
 };
 
 enum fmt_kind { FMT_K_VARINT = 0, FMT_K_STRING = 1, FMT_K_ZIGZAG = 2, FMT_K_F64 = 3 };

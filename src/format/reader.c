@@ -199,6 +199,11 @@ static int decode_header(rd *r, cur *c)
 		case FMT_H_STEP_FRACTION: f->step_fraction = d; break;
 		case FMT_H_VERSION: f->version = v; break;
 		case FMT_H_TICKS_PER_NS: f->ticks_per_ns_hdr = d; break;
+		case FMT_H_SAMPLE_MODE: f->sample_mode = v; break;
+		case FMT_H_SAMPLE_PERIOD: f->sample_period_ns = v; break;
+		case FMT_H_SAMPLE_SOURCE: f->sample_source = v; break;
+		case FMT_H_SAMPLE_DEPTH: f->sample_depth = v; break;
+		case FMT_H_SAMPLE_HZ: f->sample_hz = v; break;
 		default: break; /* a newer minor version's key */
 		}
 		free(s);
@@ -445,6 +450,158 @@ static int decode_events(rd *r, cur *c)
 	return 0;
 }
 
+static int decode_samples(rd *r, cur *c)
+{
+	fmt_file *f = r->f;
+	uint64_t frames[FMT_MAX_FRAMES];
+	uint32_t regions[FMT_MAX_REGIONS];
+	f->samples_taken = cur_varint(c);
+	f->samples_dropped = cur_varint(c);
+	f->samples_truncated = cur_varint(c);
+	uint64_t t = 0;
+	const uint8_t *base = c->p;
+	while (c->p < c->end && !c->bad) {
+		const uint8_t *at = c->p;
+		fmt_event ev = {.type = FMT_EV_SAMPLE, .thread = UINT32_MAX};
+		ev.flags = cur_u8(c);
+		ev.tid = cur_varint(c);
+		t += (uint64_t)cm_unzigzag(cur_varint(c));
+		ev.ticks = t;
+		ev.i = (int64_t)cur_varint(c);
+		ev.u = cur_varint(c);
+		uint64_t nr = cur_varint(c);
+		if (c->bad || nr > FMT_MAX_REGIONS || (ev.flags & ~15u) || (ev.flags & FMT_S_KIND_MASK) > FMT_S_OFFCPU ||
+		    ev.i < 1 || (int64_t)ev.ticks < 0)
+			return fail(r, FENNEC_ECORRUPT, r->chunk_off, "SAMPLES: bad sample at payload byte %td", at - base);
+		for (uint64_t k = 0; k < nr; k++) {
+			uint64_t id = cur_varint(c);
+			if (id == 0 || id >= f->nsites || !f->sites[id].defined || f->sites[id].kind != FMT_SITE_REGION)
+				c->bad = 1;
+			regions[k] = (uint32_t)id;
+		}
+		uint64_t nf = cur_varint(c);
+		if (c->bad || nf > FMT_MAX_FRAMES)
+			return fail(r, FENNEC_ECORRUPT, r->chunk_off, "SAMPLES: bad region or frame count in the sample at payload byte %td", at - base);
+		uint64_t a = 0;
+		for (uint64_t k = 0; k < nf; k++) {
+			uint64_t v = cur_varint(c);
+			a = k ? a + (uint64_t)cm_unzigzag(v) : v;
+			frames[k] = a;
+		}
+		if (c->bad)
+			return fail(r, FENNEC_ECORRUPT, r->chunk_off, "SAMPLES: sample at payload byte %td runs past the end of the chunk", at - base);
+		ev.regions = regions;
+		ev.nregions = (uint32_t)nr;
+		ev.frames = frames;
+		ev.nframes = (uint32_t)nf;
+		f->samples++;
+		if (ev.ticks > f->last_ticks)
+			f->last_ticks = ev.ticks;
+		if (r->fn) {
+			int rc = r->fn(r->ctx, f, &ev);
+			if (rc)
+				return rc;
+		}
+	}
+	return c->bad ? fail(r, FENNEC_ECORRUPT, r->chunk_off, "SAMPLES: counters run past the end of the chunk") : 0;
+}
+
+static int decode_modules(rd *r, cur *c)
+{
+	fmt_file *f = r->f;
+	while (c->p < c->end && !c->bad) {
+		fmt_module m = {0};
+		size_t idlen = 0;
+		m.ticks = cur_varint(c);
+		m.path = cur_string(c);
+		m.build_id = (uint8_t *)cur_string_n(c, &idlen);
+		m.build_id_len = idlen;
+		m.bias = cur_varint(c);
+		uint64_t n = cur_varint(c);
+		if (!c->bad && n > 0 && n <= 64 && (m.segs = calloc(n, sizeof *m.segs))) {
+			m.nsegs = (uint32_t)n;
+			m.lo = UINT64_MAX;
+			for (uint64_t k = 0; k < n; k++) {
+				m.segs[k].start = cur_varint(c);
+				m.segs[k].end = cur_varint(c);
+				m.segs[k].offset = cur_varint(c);
+				if (m.segs[k].end <= m.segs[k].start)
+					c->bad = 1;
+				m.lo = m.segs[k].start < m.lo ? m.segs[k].start : m.lo;
+				m.hi = m.segs[k].end > m.hi ? m.segs[k].end : m.hi;
+			}
+		} else {
+			c->bad = 1;
+		}
+		if (!c->bad && f->nmodules == f->modules_cap) {
+			size_t cap = f->modules_cap ? f->modules_cap * 2 : 32;
+			fmt_module *nm = realloc(f->modules, cap * sizeof *nm);
+			if (nm) {
+				f->modules = nm;
+				f->modules_cap = cap;
+			} else {
+				c->bad = 1;
+			}
+		}
+		if (c->bad || f->nmodules >= (1u << 20)) {
+			free(m.path);
+			free(m.build_id);
+			free(m.segs);
+			return fail(r, FENNEC_ECORRUPT, r->chunk_off, "MODULES: bad module record");
+		}
+		if (!idlen) {
+			free(m.build_id);
+			m.build_id = NULL;
+		}
+		f->modules[f->nmodules++] = m;
+	}
+	return 0;
+}
+
+static int decode_tasks(rd *r, cur *c)
+{
+	fmt_file *f = r->f;
+	while (c->p < c->end && !c->bad) {
+		uint64_t tid = cur_varint(c);
+		char *name = cur_string(c);
+		if (c->bad || f->ntasks >= (1u << 24)) {
+			free(name);
+			return fail(r, FENNEC_ECORRUPT, r->chunk_off, "TASKS: bad task record");
+		}
+		if (f->ntasks == f->tasks_cap) {
+			size_t cap = f->tasks_cap ? f->tasks_cap * 2 : 32;
+			fmt_task *nt = realloc(f->tasks, cap * sizeof *nt);
+			if (!nt) {
+				free(name);
+				return fail(r, FENNEC_ENOMEM, r->chunk_off, "out of memory");
+			}
+			f->tasks = nt;
+			f->tasks_cap = cap;
+		}
+		f->tasks[f->ntasks++] = (fmt_task){tid, name};
+	}
+	return 0;
+}
+
+const fmt_module *fmt_module_at(const fmt_file *f, uint64_t addr, uint64_t ticks)
+{
+	const fmt_module *best = NULL, *any = NULL;
+	for (size_t i = 0; i < f->nmodules; i++) {
+		const fmt_module *m = &f->modules[i];
+		if (addr < m->lo || addr >= m->hi)
+			continue;
+		int in = 0;
+		for (uint32_t k = 0; k < m->nsegs && !in; k++)
+			in = addr >= m->segs[k].start && addr < m->segs[k].end;
+		if (!in)
+			continue;
+		any = m;
+		if (m->ticks <= ticks)
+			best = m;
+	}
+	return best ? best : any;
+}
+
 /* Least-squares fit of mono_ns against ticks over the calibration points. */
 static void fit_clock(fmt_file *f)
 {
@@ -556,6 +713,9 @@ static int read_chunks(rd *r, const uint8_t *data, size_t len)
 		case FMT_STATS: rc = decode_stats(r, &c, 0); break;
 		case FMT_THREAD_END: rc = decode_thread_end(r, &c); break;
 		case FMT_END: rc = decode_stats(r, &c, 1); break;
+		case FMT_SAMPLES: rc = decode_samples(r, &c); break;
+		case FMT_MODULES: rc = decode_modules(r, &c); break;
+		case FMT_TASKS: rc = decode_tasks(r, &c); break;
 		default: break; /* newer chunk type */
 		}
 		if (rc)
@@ -681,6 +841,15 @@ static void fmt_file_free_records(fmt_file *f)
 	}
 	for (uint32_t i = 0; i < f->nthreads; i++)
 		free(f->threads[i].name);
+	for (size_t i = 0; i < f->nmodules; i++) {
+		free(f->modules[i].path);
+		free(f->modules[i].build_id);
+		free(f->modules[i].segs);
+	}
+	for (size_t i = 0; i < f->ntasks; i++)
+		free(f->tasks[i].name);
+	free(f->modules);
+	free(f->tasks);
 	free(f->sites);
 	free(f->threads);
 	free(f->host);

@@ -37,6 +37,27 @@ typedef struct fmt_calib {
 	uint64_t ticks;
 } fmt_calib;
 
+typedef struct fmt_segment {
+	uint64_t start, end, offset;
+} fmt_segment;
+
+/* A MODULES record: one loaded object. */
+typedef struct fmt_module {
+	uint64_t ticks;        /* first seen */
+	char *path;
+	uint8_t *build_id;     /* raw bytes, NULL if none */
+	size_t build_id_len;
+	uint64_t bias;
+	fmt_segment *segs;
+	uint32_t nsegs;
+	uint64_t lo, hi;       /* lowest start and highest end of its segments */
+} fmt_module;
+
+typedef struct fmt_task {
+	uint64_t tid;
+	char *name;
+} fmt_task;
+
 typedef struct fmt_file {
 	char *path;
 	uint64_t size;
@@ -64,6 +85,14 @@ typedef struct fmt_file {
 	uint64_t torn_offset;   /* nonzero: a partial chunk starts here */
 	uint64_t events;
 	uint64_t bad_ends;      /* END events with no open region (dropped) */
+	/* sampling (header keys 22-26; SAMPLES counters as of the last chunk) */
+	uint64_t sample_mode, sample_period_ns, sample_source, sample_depth, sample_hz;
+	uint64_t samples_taken, samples_dropped, samples_truncated;
+	uint64_t samples;       /* sample records read */
+	fmt_module *modules;    /* in file order */
+	size_t nmodules, modules_cap;
+	fmt_task *tasks;
+	size_t ntasks, tasks_cap;
 	/* clock fit: mono_ns = a + b * ticks */
 	double fit_a, fit_b;
 	uint64_t last_ticks;    /* latest event or calibration time */
@@ -71,13 +100,19 @@ typedef struct fmt_file {
 
 typedef struct fmt_event {
 	unsigned type;      /* enum fmt_ev_type; STACK is delivered as BEGINs */
-	uint32_t thread;    /* index into fmt_file.threads */
+	uint32_t thread;    /* index into fmt_file.threads (UINT32_MAX for SAMPLE) */
 	uint32_t id;        /* site id (BEGIN, metrics) */
-	uint32_t flags;     /* STEP: the operand bits */
+	uint32_t flags;     /* STEP: the operand bits; SAMPLE: enum fmt_sample_flag bits */
 	uint64_t ticks;     /* absolute event time */
-	uint64_t u;         /* STEP items */
-	int64_t i;          /* COUNTER delta */
+	uint64_t u;         /* STEP items; SAMPLE: step */
+	int64_t i;          /* COUNTER delta; SAMPLE: weight (periods) */
 	double f;           /* GAUGE, VALUE */
+	/* SAMPLE only; the arrays live until the callback returns */
+	uint64_t tid;
+	const uint64_t *frames;  /* innermost first */
+	uint32_t nframes;
+	const uint32_t *regions; /* open region site ids, outermost first */
+	uint32_t nregions;
 } fmt_event;
 
 /* Return nonzero from the callback to stop reading (fmt_read then returns that value). */
@@ -103,6 +138,10 @@ int fmt_read_mem(const uint8_t *data, size_t len, const char *name, fmt_file *f,
 
 /* Read only the HEADER chunk (to match siblings of a recording). */
 int fmt_read_header(const char *path, fmt_file *f, fmt_error *err);
+
+/* The module of `f` that maps `addr` at time `ticks` (the latest record covering it that
+ * was seen by then, else the latest covering it at all); NULL if none. */
+const fmt_module *fmt_module_at(const fmt_file *f, uint64_t addr, uint64_t ticks);
 
 /* Ticks to CLOCK_MONOTONIC ns, and a tick interval to ns, with the file's clock fit. */
 static inline double fmt_ticks_to_ns(const fmt_file *f, uint64_t ticks) { return f->fit_a + f->fit_b * (double)ticks; }
