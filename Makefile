@@ -92,6 +92,13 @@ $(O)/fixtures/%: tests/fixtures/%.c $(wildcard tests/fixtures/*.h) include/fenne
 	@mkdir -p $(dir $@)
 	$(Q)$(PROG_LINK)
 
+# Shared libraries that fixtures dlopen: tests/fixtures/lib/NAME.c -> $(O)/fixtures/libNAME.so
+FIXTURE_LIBS := $(patsubst tests/fixtures/lib/%.c,$(O)/fixtures/lib%.so,$(wildcard tests/fixtures/lib/*.c))
+fixtures: $(FIXTURE_LIBS)
+$(O)/fixtures/lib%.so: tests/fixtures/lib/%.c
+	@mkdir -p $(dir $@)
+	$(Q)$(CC) $(CFLAGS) $(LDFLAGS) -shared $< -o $@
+
 $(O)/bench/%: bench/%.c include/fennec.h $(SOLIB) $(ANALIB)
 	@mkdir -p $(dir $@)
 	$(Q)$(PROG_LINK) $(ANALIB) -lzstd
