@@ -69,6 +69,8 @@ FENNEC_API const char *fennec_strerror(int err);
  * applies the FENNEC_* environment variables (docs/api.md lists them); change fields after
  * that. Strings are borrowed for the duration of fennec_start() only.
  */
+enum fennec_sample_mode { FENNEC_SAMPLE_OFF = 0, FENNEC_SAMPLE_CPU = 1, FENNEC_SAMPLE_WALL = 2 };
+
 typedef struct fennec_config {
 	uint32_t size;              /* sizeof(fennec_config); set by fennec_config_init() */
 	const char *output;         /* profile path; default $FENNEC_OUTPUT or "fennec.fnc" */
@@ -86,6 +88,12 @@ typedef struct fennec_config {
 	uint32_t step_active;
 	uint32_t step_repeat;
 	double step_fraction;
+	/* CPU sampling (docs/sampling.md): 0 = off, 1 = on-CPU time, 2 = wall time (also
+	 * threads that wait, as off-CPU samples). Default $FENNEC_SAMPLE ("off", "cpu",
+	 * "wall"), else off; `fennec record` turns it on. */
+	int sample_mode;
+	uint32_t sample_hz;         /* samples per second of CPU (or wall) time; default 999 */
+	uint32_t stack_depth;       /* deepest stack kept, frames; default 128, max 512 */
 } fennec_config;
 
 /* Defaults plus FENNEC_* environment variables. */

@@ -322,6 +322,8 @@ static int on_event(void *vc, const fmt_file *f, const fmt_event *ev)
 {
 	ctx *c = vc;
 	ana_profile *p = c->p;
+	if (ev->type == FMT_EV_SAMPLE)
+		return 0; /* samples are not thread-stream events */
 	lthread *t = thread_of(c, f, ev->thread);
 	if (!t)
 		goto oom;

@@ -35,6 +35,11 @@ static const char help[] =
 	"  --flush-ms N               writer period in ms (default 100)\n"
 	"  --step-fraction F          record regions in this fraction of steps (0 < F <= 1)\n"
 	"  --step-schedule W,U,A,R    skip W steps, warm up U, record A, repeat R times (0 = forever)\n"
+	"  -F, --freq HZ              sampling rate in samples per second (default 999: off-round,\n"
+	"                             so sampling does not lock step with periodic work; 1..20000)\n"
+	"  --sample MODE              cpu: on-CPU call stacks (default); wall: every thread, also\n"
+	"                             while blocked (off-CPU time); off: regions and metrics only\n"
+	"  --stack-depth N            deepest call stack kept, frames (default 128; 4..512)\n"
 	"  -q, --quiet                no summary line on standard error\n"
 	"\n"
 	"The collector reads the same settings from FENNEC_* variables (docs/api.md).\n";
@@ -144,6 +149,7 @@ int cmd_record(int argc, char **argv)
 {
 	const char *output = "fennec.fnc";
 	const char *buffer = NULL, *flush = NULL, *fraction = NULL, *schedule = NULL;
+	const char *freq = NULL, *sample = "cpu", *depth = NULL;
 	int quiet = 0, i;
 	for (i = 1; i < argc; i++) {
 		const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -185,6 +191,25 @@ int cmd_record(int argc, char **argv)
 				return 2;
 			}
 			schedule = v;
+			i++;
+		} else if (!strcmp(a, "-F") || !strcmp(a, "--freq")) {
+			if (cli_parse_u32("record", a, v, 1, 20000, &u) < 0)
+				return 2;
+			freq = v;
+			i++;
+		} else if (!strcmp(a, "--sample") || !strncmp(a, "--sample=", 9)) {
+			const char *m = a[8] == '=' ? a + 9 : v;
+			if (!m || (strcmp(m, "cpu") && strcmp(m, "wall") && strcmp(m, "off"))) {
+				cli_error("record", "--sample needs cpu, wall or off, not '%s'", m ? m : "");
+				return 2;
+			}
+			sample = m;
+			if (a[8] != '=')
+				i++;
+		} else if (!strcmp(a, "--stack-depth")) {
+			if (cli_parse_u32("record", a, v, 4, 512, &u) < 0)
+				return 2;
+			depth = v;
 			i++;
 		} else if (!strcmp(a, "-q") || !strcmp(a, "--quiet"))
 			quiet = 1;
@@ -270,6 +295,11 @@ int cmd_record(int argc, char **argv)
 			setenv("FENNEC_STEP_FRACTION", fraction, 1);
 		if (schedule)
 			setenv("FENNEC_STEP_SCHEDULE", schedule, 1);
+		setenv("FENNEC_SAMPLE", sample, 1);
+		if (freq)
+			setenv("FENNEC_HZ", freq, 1);
+		if (depth)
+			setenv("FENNEC_STACK_DEPTH", depth, 1);
 		execvp(argv[i], argv + i);
 		int e = errno;
 		fprintf(stderr, "fennec record: cannot run '%s': %s\n", argv[i], strerror(e));

@@ -76,6 +76,27 @@ col_thread *col_thread_register(void); /* for the current generation; copies ope
 uint32_t col_site_id(const void *key, unsigned kind, const char *name, const char *file, int line);
 void col_step_advance(uint64_t *recorded_out);
 
+/* Steps completed so far (async-signal-safe read). */
+uint64_t col_step_index(void);
+
+/* Sampling (sample.c). */
+#define COL_SAMPLE_MAX_DEPTH 512
+typedef struct col_sample_info {
+	unsigned mode, source;
+	uint64_t period_ns;
+	uint32_t hz, depth;
+} col_sample_info;
+int col_sample_mode_parse(const char *s); /* "off" | "cpu" | "wall"; -1 if neither */
+void col_sample_prepare(int mode, uint32_t hz, uint32_t depth, col_sample_info *info);
+void col_sample_start(void);
+void col_sample_poll(void);
+void col_sample_stop(void);
+void col_sample_atfork_child(void);
+void col_sample_drain(void (*emit)(unsigned type, cm_buf *raw), uint64_t now_ticks);
+void col_sample_thread_begin(void);
+void col_sample_thread_end(void);
+int col_pthread_create_real(pthread_t *th, void *(*fn)(void *), void *arg);
+
 /* Site table, read by the writer. */
 typedef struct col_site {
 	const void *key;

@@ -69,6 +69,7 @@ static struct {
 	uint64_t step_index;   /* steps completed */
 	cm_buf out, raw, threads, ends;
 	ZSTD_CCtx *zctx;
+	col_sample_info sample;
 } S = {.fd = -1};
 
 /* ---- clock ---- */
@@ -167,6 +168,10 @@ API void fennec_config_init(fennec_config *cfg)
 		cfg->step_active = a;
 		cfg->step_repeat = r;
 	}
+	int mode = col_sample_mode_parse(getenv("FENNEC_SAMPLE"));
+	cfg->sample_mode = mode > 0 ? mode : FENNEC_SAMPLE_OFF;
+	cfg->sample_hz = (uint32_t)env_u64("FENNEC_HZ", 999);
+	cfg->stack_depth = (uint32_t)env_u64("FENNEC_STACK_DEPTH", 128);
 	const char *frac = getenv("FENNEC_STEP_FRACTION");
 	if (frac && *frac) {
 		double f = strtod(frac, NULL);
@@ -192,6 +197,11 @@ static int step_recorded(uint64_t k)
 			return 0;
 	}
 	return 1;
+}
+
+uint64_t col_step_index(void)
+{
+	return __atomic_load_n(&S.step_index, __ATOMIC_RELAXED);
 }
 
 void col_step_advance(uint64_t *recorded_out)
@@ -479,6 +489,13 @@ static void write_header(uint64_t start_mono, uint64_t start_ticks, uint64_t sta
 	fmt_hdr_f64(&h, FMT_H_STEP_FRACTION, S.cfg.step_fraction);
 	fmt_hdr_varint(&h, FMT_H_VERSION, FENNEC_VERSION_MAJOR * 10000 + FENNEC_VERSION_MINOR * 100 + FENNEC_VERSION_PATCH);
 	fmt_hdr_f64(&h, FMT_H_TICKS_PER_NS, S.ticks_per_ns);
+	fmt_hdr_varint(&h, FMT_H_SAMPLE_MODE, S.sample.mode);
+	if (S.sample.mode) {
+		fmt_hdr_varint(&h, FMT_H_SAMPLE_PERIOD, S.sample.period_ns);
+		fmt_hdr_varint(&h, FMT_H_SAMPLE_SOURCE, S.sample.source);
+		fmt_hdr_varint(&h, FMT_H_SAMPLE_DEPTH, S.sample.depth);
+		fmt_hdr_varint(&h, FMT_H_SAMPLE_HZ, S.sample.hz);
+	}
 	uint8_t pre[FMT_PREAMBLE_LEN];
 	fmt_preamble(pre);
 	cm_buf_put(&S.out, pre, sizeof pre);
@@ -627,6 +644,9 @@ static void flush_locked(int final, unsigned exit_reason)
 		}
 	}
 	emit_events();
+	if (!final)
+		col_sample_poll();
+	col_sample_drain(emit_chunk, col_ticks()); /* after SITES: samples name regions */
 	if (S.ends.len)
 		emit_chunk(FMT_THREAD_END, &S.ends);
 	cm_buf st = {0};
@@ -705,7 +725,7 @@ static int start_writer(void)
 	sigfillset(&all);
 	pthread_sigmask(SIG_SETMASK, &all, &old);
 	S.stop_writer = 0;
-	int rc = pthread_create(&S.writer, NULL, writer_main, NULL);
+	int rc = col_pthread_create_real(&S.writer, writer_main, NULL);
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
 	S.writer_running = rc == 0;
 	return rc == 0 ? 0 : FENNEC_ENOMEM;
@@ -743,6 +763,7 @@ static int session_begin(void)
 	S.lost_bytes = 0;
 	S.sites_written = 1; /* id 0 is never written */
 	atomic_store(&S.next_index, 0);
+	col_sample_prepare(S.cfg.sample_mode, S.cfg.sample_hz, S.cfg.stack_depth, &S.sample);
 	write_header(mono, ticks, real);
 	S.gen++;
 	if (S.gen == 0)
@@ -755,6 +776,7 @@ static int session_begin(void)
 		return FENNEC_ENOMEM;
 	}
 	atomic_store_explicit(&col_on, S.gen, memory_order_release);
+	col_sample_start();
 	return 0;
 }
 
@@ -768,10 +790,13 @@ API int fennec_start(const fennec_config *cfg)
 	if (cfg) {
 		if (cfg->size < offsetof(fennec_config, step_fraction) + sizeof(double))
 			return FENNEC_EINVAL;
-		c = *cfg;
+		/* A caller built against an older, shorter struct keeps the defaults of
+		 * the fields it does not know. */
+		memcpy(&c, cfg, cfg->size < sizeof c ? cfg->size : sizeof c);
 		c.size = sizeof c;
 	}
-	if (!c.output || !*c.output || c.step_fraction <= 0 || c.step_fraction > 1)
+	if (!c.output || !*c.output || c.step_fraction <= 0 || c.step_fraction > 1 ||
+	    c.sample_mode < FENNEC_SAMPLE_OFF || c.sample_mode > FENNEC_SAMPLE_WALL)
 		return FENNEC_EINVAL;
 	if (c.buffer_kb < 64)
 		c.buffer_kb = 64;
@@ -827,6 +852,7 @@ static int session_end(unsigned exit_reason)
 		pthread_mutex_unlock(&flush_lock);
 		return FENNEC_ENOTRUNNING;
 	}
+	col_sample_stop();
 	atomic_store(&col_on, 0);
 	S.stop_writer = 1;
 	pthread_cond_broadcast(&flush_cond);
@@ -883,6 +909,7 @@ static void atfork_child(void)
 	S.fd = -1;
 	S.origin = FMT_ORIGIN_FORK;
 	S.parent_pid = parent;
+	col_sample_atfork_child();
 	uint32_t n = atomic_load(&nslots);
 	col_thread *mine = col_tls;
 	for (uint32_t i = 0; i < n; i++) {

@@ -1,0 +1,1044 @@
+/*
+ * sample.c - the sampling profiler inside the collector: a signal per sampling period on
+ * each thread, a call stack taken with libunwind in the handler, and the writer's side
+ * (modules, thread names, SAMPLES chunks). Design: docs/internals/sampling.md.
+ *
+ * Sources, best first:
+ *   perf     a perf_event task-clock counter per thread (hrtimer-based, any rate), whose
+ *            overflow raises our signal on that thread (F_SETSIG + F_SETOWN_EX);
+ *   timer    a POSIX timer on the thread's CPU-time clock (limited to the kernel tick);
+ *   wall     a sampler thread that, every period, signals the threads that run or are
+ *            blocked in a restartable system call, and records the others itself.
+ * The handler does not allocate, lock or call anything that is not async-signal-safe
+ * besides libunwind's local unwinder (documented as safe for this use); it writes the
+ * sample into one shared lock-free ring that the writer drains.
+ */
+#include "collect/collect.h"
+
+#define UNW_LOCAL_ONLY
+#include <dirent.h>
+#include <dlfcn.h>
+#include <elf.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <libunwind.h>
+#include <limits.h>
+#include <link.h>
+#include <linux/perf_event.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/ioctl.h>
+#include <sys/mman.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <ucontext.h>
+#include <unistd.h>
+
+#define RING_SIZE (8u << 20)     /* shared sample ring, bytes (power of two) */
+#define REC_HDR 32               /* record header bytes */
+#define REC_READY (1u << 31)
+#define MAX_TIDS 16384
+#define WALL_MAGIC 0x46e0
+
+/* One sample as it sits in the ring (host byte order), followed by frames and regions. */
+typedef struct rec {
+	uint32_t len;      /* whole record, a multiple of 8; REC_READY once complete */
+	uint32_t tid;
+	uint64_t ticks;
+	uint64_t step;
+	uint16_t weight;
+	uint16_t flags;
+	uint16_t nframes;
+	uint16_t nregions;
+} rec;
+_Static_assert(sizeof(rec) == REC_HDR, "record header");
+
+typedef struct tid_ent {
+	pid_t tid;
+	int fd;            /* perf event, -1 if none */
+	timer_t timer;
+	int has_timer;
+	int stat_fd, sys_fd; /* wall mode: /proc/self/task/<tid>/{stat,syscall} */
+	int seen;          /* scan mark */
+} tid_ent;
+
+static struct {
+	int mode;          /* enum fmt_sample_mode, for this session */
+	int source;        /* enum fmt_sample_source */
+	int sig;
+	uint64_t period_ns;
+	uint32_t hz;
+	uint32_t depth;
+	int exclude_kernel;
+	_Atomic int active;      /* the handler records while set */
+	int handler_installed;
+	uint8_t *ring;
+	_Atomic uint64_t tail;   /* reserved up to */
+	_Atomic uint64_t head;   /* consumed up to (writer) */
+	_Atomic uint64_t taken, dropped, truncated;
+	pthread_mutex_t lock;    /* the tid table; never taken in the handler */
+	tid_ent *tids;
+	uint32_t ntids;
+	int fd_budget;           /* perf fds we may still open */
+	pid_t wall_tid;
+	pthread_t wall_thread;
+	int wall_running;
+	_Atomic int wall_stop;
+	uint64_t last_scan_ns;
+	/* writer side */
+	unsigned long long mod_adds, mod_subs;
+	int mod_scanned;
+	struct modkey { uintptr_t base; uint64_t ticks; char *path; } *mods;
+	size_t nmods, mods_cap;
+	pid_t *named;            /* tids already named in TASKS */
+	size_t nnamed, named_cap;
+	uint64_t last_taken, last_dropped, last_truncated; /* counters in the last SAMPLES chunk */
+	int counters_written;
+	cm_buf recs, modules, tasks;
+} P = {.lock = PTHREAD_MUTEX_INITIALIZER, .sig = 0};
+
+static uint64_t mono_ns(void)
+{
+	return cm_mono_ns();
+}
+
+/* ---- configuration ---- */
+
+int col_sample_mode_parse(const char *s)
+{
+	if (!s || !*s)
+		return -1;
+	if (!strcmp(s, "off") || !strcmp(s, "0") || !strcmp(s, "none"))
+		return FMT_SAMPLE_OFF;
+	if (!strcmp(s, "cpu") || !strcmp(s, "1") || !strcmp(s, "on"))
+		return FMT_SAMPLE_CPU;
+	if (!strcmp(s, "wall"))
+		return FMT_SAMPLE_WALL;
+	return -1;
+}
+
+/* A real-time signal nobody uses: FENNEC_SIGNAL, else the highest one from SIGRTMAX-1
+ * down whose disposition is the default and which this thread does not block. */
+static int pick_signal(void)
+{
+	const char *e = getenv("FENNEC_SIGNAL");
+	if (e && *e) {
+		int s = atoi(e);
+		if (s >= SIGRTMIN && s <= SIGRTMAX)
+			return s;
+	}
+	sigset_t cur;
+	pthread_sigmask(SIG_BLOCK, NULL, &cur);
+	for (int s = SIGRTMAX - 1; s >= SIGRTMIN + 2; s--) {
+		struct sigaction sa;
+		if (sigaction(s, NULL, &sa) == 0 && sa.sa_handler == SIG_DFL && !(sa.sa_flags & SA_SIGINFO) &&
+		    !sigismember(&cur, s))
+			return s;
+	}
+	return 0;
+}
+
+static int perf_open(pid_t tid, int exclude_kernel)
+{
+	struct perf_event_attr a;
+	memset(&a, 0, sizeof a);
+	a.type = PERF_TYPE_SOFTWARE;
+	a.size = sizeof a;
+	a.config = PERF_COUNT_SW_TASK_CLOCK;
+	a.sample_period = P.period_ns;
+	a.disabled = 1;
+	a.exclude_kernel = (unsigned)exclude_kernel;
+	a.exclude_hv = 1;
+	a.wakeup_events = 1;
+	return (int)syscall(SYS_perf_event_open, &a, tid, -1, -1, PERF_FLAG_FD_CLOEXEC);
+}
+
+/*
+ * Decide mode, rate and source before the header is written. Returns the mode in force
+ * (off when sampling is impossible: no free signal, or no source).
+ */
+void col_sample_prepare(int mode, uint32_t hz, uint32_t depth, col_sample_info *info)
+{
+	memset(info, 0, sizeof *info);
+	P.mode = FMT_SAMPLE_OFF;
+	if (mode == FMT_SAMPLE_OFF)
+		return;
+	if (hz < 1)
+		hz = 1;
+	if (hz > 20000)
+		hz = 20000;
+	if (depth < 4)
+		depth = 4;
+	if (depth > COL_SAMPLE_MAX_DEPTH)
+		depth = COL_SAMPLE_MAX_DEPTH;
+	P.hz = hz;
+	P.depth = depth;
+	P.period_ns = 1000000000ull / hz;
+	if (!P.handler_installed)
+		P.sig = pick_signal();
+	if (!P.sig)
+		return;
+	if (mode == FMT_SAMPLE_WALL) {
+		P.source = FMT_SRC_WALL;
+	} else {
+		const char *want = getenv("FENNEC_SAMPLE_SOURCE");
+		int fd = -1;
+		if (!want || strcmp(want, "timer") != 0) {
+			/* Kernel time too where allowed (root, or perf_event_paranoid < 2): a
+			 * thread in a system call is then sampled, at its user-space stack. */
+			P.exclude_kernel = 0;
+			fd = perf_open(0, 0);
+			if (fd < 0) {
+				P.exclude_kernel = 1;
+				fd = perf_open(0, 1);
+			}
+		}
+		if (fd >= 0) {
+			close(fd);
+			P.source = FMT_SRC_PERF;
+		} else {
+			P.source = FMT_SRC_TIMER;
+		}
+	}
+	P.mode = mode;
+	info->mode = (unsigned)mode;
+	info->source = (unsigned)P.source;
+	info->period_ns = P.period_ns;
+	info->hz = hz;
+	info->depth = depth;
+}
+
+/* ---- the ring ---- */
+
+static inline uint32_t *rec_len_at(uint64_t pos)
+{
+	return (uint32_t *)(P.ring + (pos & (RING_SIZE - 1)));
+}
+
+/* Copy into the ring at pos, wrapping. */
+static void ring_put(uint64_t pos, const void *src, size_t n)
+{
+	uint64_t off = pos & (RING_SIZE - 1);
+	size_t first = RING_SIZE - off < n ? RING_SIZE - off : n;
+	memcpy(P.ring + off, src, first);
+	memcpy(P.ring, (const uint8_t *)src + first, n - first);
+}
+
+static void ring_get(uint64_t pos, void *dst, size_t n)
+{
+	uint64_t off = pos & (RING_SIZE - 1);
+	size_t first = RING_SIZE - off < n ? RING_SIZE - off : n;
+	memcpy(dst, P.ring + off, first);
+	memcpy((uint8_t *)dst + first, P.ring, n - first);
+}
+
+static void ring_zero(uint64_t pos, size_t n)
+{
+	uint64_t off = pos & (RING_SIZE - 1);
+	size_t first = RING_SIZE - off < n ? RING_SIZE - off : n;
+	memset(P.ring + off, 0, first);
+	memset(P.ring, 0, n - first);
+}
+
+/* Reserve, fill and publish one record. Async-signal-safe (atomics and memcpy only). */
+static void ring_write(pid_t tid, unsigned flags, uint32_t weight, const uint64_t *frames, uint32_t nf,
+		       const uint32_t *regions, uint32_t nr)
+{
+	uint32_t len = (uint32_t)((REC_HDR + 8 * nf + 4 * nr + 7) & ~7u);
+	uint64_t pos = atomic_load_explicit(&P.tail, memory_order_relaxed);
+	do {
+		if (pos + len - atomic_load_explicit(&P.head, memory_order_acquire) > RING_SIZE) {
+			atomic_fetch_add_explicit(&P.dropped, 1, memory_order_relaxed);
+			return;
+		}
+	} while (!atomic_compare_exchange_weak_explicit(&P.tail, &pos, pos + len, memory_order_relaxed,
+							 memory_order_relaxed));
+	rec r = {0, (uint32_t)tid, col_ticks(), col_step_index(), (uint16_t)(weight < 65535 ? weight : 65535),
+		 (uint16_t)flags, (uint16_t)nf, (uint16_t)nr};
+	ring_put(pos + 4, (const uint8_t *)&r + 4, REC_HDR - 4);
+	ring_put(pos + REC_HDR, frames, 8 * (size_t)nf);
+	ring_put(pos + REC_HDR + 8 * (uint64_t)nf, regions, 4 * (size_t)nr);
+	__atomic_store_n(rec_len_at(pos), len | REC_READY, __ATOMIC_RELEASE);
+	atomic_fetch_add_explicit(&P.taken, 1, memory_order_relaxed);
+	if (flags & FMT_S_TRUNCATED)
+		atomic_fetch_add_explicit(&P.truncated, 1, memory_order_relaxed);
+}
+
+/* ---- the handler ---- */
+
+static uint32_t region_stack(uint32_t *out)
+{
+	col_thread *t = col_tls;
+	if (!t || t->gen != atomic_load_explicit(&col_on, memory_order_relaxed))
+		return 0;
+	uint32_t d = t->depth < COL_MAX_DEPTH ? t->depth : COL_MAX_DEPTH;
+	for (uint32_t i = 0; i < d; i++)
+		out[i] = t->stack[i] & ~(COL_UNREC_GATED | COL_UNREC_DROPPED);
+	return d;
+}
+
+static void on_signal(int sig, siginfo_t *si, void *ucv)
+{
+	int saved = errno;
+	if (!atomic_load_explicit(&P.active, memory_order_acquire))
+		goto out;
+	unsigned kind = FMT_S_CPU;
+	uint32_t weight = 1;
+	if (si->si_code == SI_QUEUE) {
+		if ((si->si_value.sival_int & ~1) != WALL_MAGIC)
+			goto out; /* not ours */
+		kind = (unsigned)si->si_value.sival_int & 1;
+	} else if (si->si_code == SI_TIMER) {
+		weight += si->si_overrun > 0 ? (uint32_t)si->si_overrun : 0;
+	} else if (si->si_code != POLL_IN && si->si_code != POLL_HUP) {
+		goto out;
+	}
+	/* void * and uint64_t have the same size here: one buffer, shifted in place. */
+	_Static_assert(sizeof(void *) == sizeof(uint64_t), "64-bit addresses");
+	uint64_t frames[COL_SAMPLE_MAX_DEPTH + 16];
+	int n = unw_backtrace((void **)frames, (int)P.depth + 16);
+	ucontext_t *uc = ucv;
+	uintptr_t pc = (uintptr_t)uc->uc_mcontext.gregs[REG_RIP];
+	int from = -1;
+	for (int i = 0; i < n && i < 16; i++)
+		if (frames[i] == pc) {
+			from = i;
+			break;
+		}
+	uint32_t nf = 0;
+	unsigned flags = kind;
+	if (from >= 0) {
+		flags |= FMT_S_EXACT_PC;
+		for (int i = from; i < n && nf < P.depth; i++)
+			frames[nf++] = frames[i];
+		if (n - from > (int)P.depth || n == (int)P.depth + 16)
+			flags |= FMT_S_TRUNCATED;
+	} else {
+		/* The unwinder did not get through the signal frame: keep the pc. */
+		flags |= FMT_S_EXACT_PC | FMT_S_TRUNCATED;
+		frames[nf++] = pc;
+	}
+	uint32_t regions[COL_MAX_DEPTH];
+	uint32_t nr = region_stack(regions);
+	ring_write((pid_t)syscall(SYS_gettid), flags, weight, frames, nf, regions, nr);
+out:
+	errno = saved;
+}
+
+/* ---- per-thread sources ---- */
+
+static tid_ent *tid_find(pid_t tid)
+{
+	for (uint32_t i = 0; i < P.ntids; i++)
+		if (P.tids[i].tid == tid)
+			return &P.tids[i];
+	return NULL;
+}
+
+static void tid_release(tid_ent *e)
+{
+	if (e->fd >= 0) {
+		ioctl(e->fd, PERF_EVENT_IOC_DISABLE, 0);
+		close(e->fd);
+		P.fd_budget++;
+	}
+	if (e->has_timer)
+		timer_delete(e->timer);
+	if (e->stat_fd >= 0) {
+		close(e->stat_fd);
+		P.fd_budget++;
+	}
+	if (e->sys_fd >= 0) {
+		close(e->sys_fd);
+		P.fd_budget++;
+	}
+	*e = P.tids[--P.ntids];
+}
+
+/* Move an fd out of the low numbers programs use (select() has FD_SETSIZE 1024). */
+static int fd_high(int fd)
+{
+	struct rlimit rl;
+	if (fd < 0 || getrlimit(RLIMIT_NOFILE, &rl) != 0 || rl.rlim_cur < 256)
+		return fd;
+	int hi = fcntl(fd, F_DUPFD_CLOEXEC, (int)(rl.rlim_cur * 3 / 4));
+	if (hi < 0)
+		return fd;
+	close(fd);
+	return hi;
+}
+
+static int open_task_file(pid_t tid, const char *what)
+{
+	char path[64];
+	snprintf(path, sizeof path, "/proc/self/task/%d/%s", (int)tid, what);
+	return fd_high(open(path, O_RDONLY | O_CLOEXEC));
+}
+
+/* Whether thread `tid` blocks our signal (fennec's own threads block every signal). A
+ * signal sent to it would stay queued, using up the user's real-time signal queue. */
+static int blocks_signal(pid_t tid)
+{
+	char path[64], buf[2048];
+	snprintf(path, sizeof path, "/proc/self/task/%d/status", (int)tid);
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return 1;
+	ssize_t n = read(fd, buf, sizeof buf - 1);
+	close(fd);
+	if (n <= 0)
+		return 1;
+	buf[n] = 0;
+	char *p = strstr(buf, "SigBlk:");
+	if (!p)
+		return 0;
+	unsigned long long mask = strtoull(p + 7, NULL, 16);
+	return (mask >> (P.sig - 1)) & 1;
+}
+
+/* Start sampling thread `tid` of this process. Caller holds P.lock. */
+static void tid_add(pid_t tid)
+{
+	if (tid_find(tid) || P.ntids >= MAX_TIDS || blocks_signal(tid))
+		return;
+	tid_ent e = {.tid = tid, .fd = -1, .stat_fd = -1, .sys_fd = -1, .seen = 1};
+	if (P.source == FMT_SRC_PERF && P.fd_budget > 0) {
+		int fd = fd_high(perf_open(tid, P.exclude_kernel));
+		if (fd >= 0) {
+			struct f_owner_ex o = {F_OWNER_TID, tid};
+			if (fcntl(fd, F_SETFL, O_ASYNC) == 0 && fcntl(fd, F_SETSIG, P.sig) == 0 &&
+			    fcntl(fd, F_SETOWN_EX, &o) == 0 && ioctl(fd, PERF_EVENT_IOC_RESET, 0) == 0 &&
+			    ioctl(fd, PERF_EVENT_IOC_ENABLE, 0) == 0) {
+				e.fd = fd;
+				P.fd_budget--;
+			} else {
+				close(fd);
+			}
+		}
+	}
+	if (e.fd < 0 && P.source != FMT_SRC_WALL) {
+		/* The thread's CPU-time clock, as pthread_getcpuclockid() builds it. */
+		clockid_t clk = (clockid_t)((~(unsigned)tid << 3) | 6);
+		struct sigevent sev;
+		memset(&sev, 0, sizeof sev);
+		sev.sigev_notify = SIGEV_THREAD_ID;
+		sev.sigev_signo = P.sig;
+		sev._sigev_un._tid = tid;
+		if (timer_create(clk, &sev, &e.timer) == 0) {
+			struct itimerspec its;
+			its.it_interval.tv_sec = (time_t)(P.period_ns / 1000000000u);
+			its.it_interval.tv_nsec = (long)(P.period_ns % 1000000000u);
+			its.it_value = its.it_interval;
+			if (timer_settime(e.timer, 0, &its, NULL) == 0)
+				e.has_timer = 1;
+			else
+				timer_delete(e.timer);
+		}
+	}
+	if (P.source == FMT_SRC_WALL) {
+		if (P.fd_budget < 2)
+			return;
+		e.stat_fd = open_task_file(tid, "stat");
+		e.sys_fd = open_task_file(tid, "syscall");
+		if (e.stat_fd < 0) {
+			if (e.sys_fd >= 0)
+				close(e.sys_fd);
+			return;
+		}
+		P.fd_budget -= 1 + (e.sys_fd >= 0);
+	} else if (e.fd < 0 && !e.has_timer) {
+		return;
+	}
+	P.tids[P.ntids++] = e;
+}
+
+/* Add every thread of the process not known yet; forget the ones that ended. */
+static void scan_tasks(void)
+{
+	DIR *d = opendir("/proc/self/task");
+	if (!d)
+		return;
+	for (uint32_t i = 0; i < P.ntids; i++)
+		P.tids[i].seen = 0;
+	struct dirent *de;
+	while ((de = readdir(d))) {
+		if (de->d_name[0] < '0' || de->d_name[0] > '9')
+			continue;
+		pid_t tid = (pid_t)atoi(de->d_name);
+		tid_ent *e = tid_find(tid);
+		if (e)
+			e->seen = 1;
+		else
+			tid_add(tid);
+	}
+	closedir(d);
+	for (uint32_t i = 0; i < P.ntids;) {
+		if (!P.tids[i].seen)
+			tid_release(&P.tids[i]);
+		else
+			i++;
+	}
+}
+
+void col_sample_thread_begin(void)
+{
+	if (P.mode == FMT_SAMPLE_OFF || !atomic_load_explicit(&P.active, memory_order_acquire))
+		return;
+	pthread_mutex_lock(&P.lock);
+	if (atomic_load_explicit(&P.active, memory_order_acquire))
+		tid_add((pid_t)syscall(SYS_gettid));
+	pthread_mutex_unlock(&P.lock);
+}
+
+void col_sample_thread_end(void)
+{
+	if (P.mode == FMT_SAMPLE_OFF)
+		return;
+	pthread_mutex_lock(&P.lock);
+	tid_ent *e = tid_find((pid_t)syscall(SYS_gettid));
+	if (e)
+		tid_release(e);
+	pthread_mutex_unlock(&P.lock);
+}
+
+/* ---- wall mode ---- */
+
+/*
+ * System calls that a signal handler installed with SA_RESTART does not disturb: the
+ * kernel restarts them (signal(7)). Sleeps, poll/select/epoll and timed waits are not
+ * among them, so threads blocked there are not signalled: the sampler records them
+ * with the stack it can see (the system call's address), marked truncated.
+ */
+static int restartable(long nr, long arg0)
+{
+	switch (nr) {
+	case SYS_futex:
+	case SYS_wait4:
+	case SYS_waitid:
+	case SYS_flock:
+	case SYS_openat:
+	case SYS_open:
+		return 1;
+	case SYS_read:
+	case SYS_write:
+	case SYS_readv:
+	case SYS_writev:
+	case SYS_pread64:
+	case SYS_pwrite64: {
+		/* Sockets with SO_RCVTIMEO/SO_SNDTIMEO fail with EINTR instead. */
+		struct stat st;
+		return arg0 >= 0 && fstat((int)arg0, &st) == 0 && !S_ISSOCK(st.st_mode);
+	}
+	default:
+		return 0;
+	}
+}
+
+static int task_state(tid_ent *e, char *state, long *nr, long *arg0, uint64_t *pc)
+{
+	char buf[512];
+	ssize_t n = pread(e->stat_fd, buf, sizeof buf - 1, 0);
+	if (n <= 0)
+		return -1;
+	buf[n] = 0;
+	char *p = strrchr(buf, ')');
+	if (!p || p[1] != ' ')
+		return -1;
+	*state = p[2];
+	*nr = -1;
+	*arg0 = -1;
+	*pc = 0;
+	if (*state != 'R' && e->sys_fd >= 0) {
+		n = pread(e->sys_fd, buf, sizeof buf - 1, 0);
+		if (n > 0) {
+			buf[n] = 0;
+			unsigned long long a[8] = {0};
+			long sn = -1;
+			int k = sscanf(buf, "%ld %llx %llx %llx %llx %llx %llx %llx %llx", &sn, &a[0], &a[1], &a[2], &a[3],
+				       &a[4], &a[5], &a[6], &a[7]);
+			*nr = sn;
+			if (k >= 2)
+				*arg0 = (long)a[0];
+			if (k == 9)
+				*pc = a[7];
+		}
+	}
+	return 0;
+}
+
+static void *wall_main(void *arg)
+{
+	prctl(PR_SET_NAME, "fennec-sampler");
+	P.wall_tid = (pid_t)syscall(SYS_gettid);
+	pid_t pid = getpid();
+	uint64_t next = mono_ns();
+	while (!atomic_load_explicit(&P.wall_stop, memory_order_acquire)) {
+		next += P.period_ns;
+		uint64_t now = mono_ns();
+		if (next > now) {
+			struct timespec ts = {(time_t)(next / 1000000000u), (long)(next % 1000000000u)};
+			while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL) == EINTR)
+				;
+		} else if (now - next > 100 * P.period_ns) {
+			next = now; /* fell far behind (stopped, overloaded): do not burst */
+		}
+		pthread_mutex_lock(&P.lock);
+		if (now - P.last_scan_ns > 100000000u) {
+			scan_tasks();
+			P.last_scan_ns = now;
+		}
+		for (uint32_t i = 0; i < P.ntids; i++) {
+			tid_ent *e = &P.tids[i];
+			char st;
+			long nr, a0;
+			uint64_t pc;
+			if (task_state(e, &st, &nr, &a0, &pc) < 0)
+				continue;
+			int off = st != 'R';
+			if (!off || restartable(nr, a0)) {
+				siginfo_t si;
+				memset(&si, 0, sizeof si);
+				si.si_signo = P.sig;
+				si.si_code = SI_QUEUE;
+				si.si_pid = pid;
+				si.si_uid = getuid();
+				si.si_value.sival_int = WALL_MAGIC | off;
+				if (syscall(SYS_rt_tgsigqueueinfo, pid, e->tid, P.sig, &si) == 0)
+					continue;
+			}
+			if (off) {
+				uint64_t f[1] = {pc};
+				ring_write(e->tid, FMT_S_OFFCPU | FMT_S_EXACT_PC | FMT_S_TRUNCATED, 1, f, pc ? 1 : 0, NULL, 0);
+			}
+		}
+		pthread_mutex_unlock(&P.lock);
+	}
+	return arg;
+}
+
+/* ---- start and stop ---- */
+
+void col_sample_start(void)
+{
+	if (P.mode == FMT_SAMPLE_OFF)
+		return;
+	if (!P.ring) {
+		void *m = mmap(NULL, RING_SIZE, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+		if (m == MAP_FAILED) {
+			P.mode = FMT_SAMPLE_OFF;
+			return;
+		}
+		P.ring = m;
+	}
+	/* Warm the unwinder outside a signal handler: its first use allocates caches. */
+	void *warm[8];
+	unw_backtrace(warm, 8);
+	if (!P.handler_installed) {
+		struct sigaction sa;
+		memset(&sa, 0, sizeof sa);
+		sa.sa_sigaction = on_signal;
+		sa.sa_flags = SA_SIGINFO | SA_RESTART;
+		sigfillset(&sa.sa_mask);
+		if (sigaction(P.sig, &sa, NULL) != 0) {
+			P.mode = FMT_SAMPLE_OFF;
+			return;
+		}
+		P.handler_installed = 1;
+	}
+	struct rlimit rl;
+	P.fd_budget = getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY ? (int)(rl.rlim_cur / 4) : 1024;
+	if (P.fd_budget > MAX_TIDS)
+		P.fd_budget = MAX_TIDS;
+	pthread_mutex_lock(&P.lock);
+	if (!P.tids)
+		P.tids = calloc(MAX_TIDS, sizeof *P.tids);
+	atomic_store_explicit(&P.active, 1, memory_order_release);
+	if (P.tids && P.mode != FMT_SAMPLE_WALL)
+		tid_add((pid_t)syscall(SYS_gettid)); /* the others at the writer's first poll */
+	pthread_mutex_unlock(&P.lock);
+	if (P.tids && P.mode == FMT_SAMPLE_WALL) {
+		sigset_t all, old;
+		sigfillset(&all);
+		pthread_sigmask(SIG_SETMASK, &all, &old);
+		atomic_store(&P.wall_stop, 0);
+		P.wall_running = col_pthread_create_real(&P.wall_thread, wall_main, NULL) == 0;
+		pthread_sigmask(SIG_SETMASK, &old, NULL);
+	}
+	if (!P.tids)
+		atomic_store(&P.active, 0);
+}
+
+/* Called by the writer at each flush: pick up threads that did not go through
+ * pthread_create (or existed before the session) and forget the ended ones. */
+void col_sample_poll(void)
+{
+	if (P.mode == FMT_SAMPLE_OFF || !atomic_load(&P.active))
+		return;
+	pthread_mutex_lock(&P.lock);
+	if (P.mode != FMT_SAMPLE_WALL)
+		scan_tasks();
+	/* A thread that blocked our signal after it was added lets samples queue up:
+	 * when the queue grows, stop sampling such threads. */
+	char buf[4096];
+	int fd = open("/proc/self/status", O_RDONLY | O_CLOEXEC);
+	ssize_t n = fd >= 0 ? read(fd, buf, sizeof buf - 1) : -1;
+	if (fd >= 0)
+		close(fd);
+	char *q = n > 0 ? (buf[n] = 0, strstr(buf, "SigQ:")) : NULL;
+	if (q && strtoull(q + 5, NULL, 10) > 256) {
+		for (uint32_t i = 0; i < P.ntids;) {
+			if (blocks_signal(P.tids[i].tid))
+				tid_release(&P.tids[i]);
+			else
+				i++;
+		}
+	}
+	pthread_mutex_unlock(&P.lock);
+}
+
+void col_sample_stop(void)
+{
+	if (P.mode == FMT_SAMPLE_OFF)
+		return;
+	atomic_store_explicit(&P.active, 0, memory_order_release);
+	if (P.wall_running) {
+		atomic_store(&P.wall_stop, 1);
+		pthread_join(P.wall_thread, NULL);
+		P.wall_running = 0;
+		P.wall_tid = 0;
+	}
+	pthread_mutex_lock(&P.lock);
+	while (P.ntids)
+		tid_release(&P.tids[0]);
+	pthread_mutex_unlock(&P.lock);
+	/* The handler stays installed: a signal already queued must not kill the program
+	 * with the default action of a real-time signal. It ignores signals while inactive. */
+}
+
+/* In a fork child: the parent's events and threads are not ours; start afresh. */
+void col_sample_atfork_child(void)
+{
+	atomic_store(&P.active, 0);
+	pthread_mutex_init(&P.lock, NULL);
+	for (uint32_t i = 0; i < P.ntids; i++) {
+		if (P.tids[i].fd >= 0)
+			close(P.tids[i].fd);
+		if (P.tids[i].stat_fd >= 0)
+			close(P.tids[i].stat_fd);
+		if (P.tids[i].sys_fd >= 0)
+			close(P.tids[i].sys_fd);
+	}
+	P.ntids = 0;
+	P.wall_running = 0;
+	P.wall_tid = 0;
+	if (P.ring)
+		memset(P.ring, 0, RING_SIZE);
+	atomic_store(&P.tail, 0);
+	atomic_store(&P.head, 0);
+	atomic_store(&P.taken, 0);
+	atomic_store(&P.dropped, 0);
+	atomic_store(&P.truncated, 0);
+	for (size_t i = 0; i < P.nmods; i++)
+		free(P.mods[i].path);
+	P.nmods = 0;
+	P.mod_scanned = 0;
+	P.nnamed = 0;
+}
+
+/* ---- the writer's side ---- */
+
+typedef struct mod_scan {
+	cm_buf *out;
+	uint64_t now;
+	int count;
+} mod_scan;
+
+static int known_module(uintptr_t base, const char *path)
+{
+	for (size_t i = 0; i < P.nmods; i++)
+		if (P.mods[i].base == base && !strcmp(P.mods[i].path, path))
+			return 1;
+	return 0;
+}
+
+static void build_id_of(struct dl_phdr_info *info, const uint8_t **id, size_t *len)
+{
+	*id = NULL;
+	*len = 0;
+	for (int i = 0; i < info->dlpi_phnum; i++) {
+		const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
+		if (ph->p_type != PT_NOTE)
+			continue;
+		const uint8_t *p = (const uint8_t *)(info->dlpi_addr + ph->p_vaddr), *end = p + ph->p_memsz;
+		while (p + sizeof(ElfW(Nhdr)) <= end) {
+			const ElfW(Nhdr) *nh = (const ElfW(Nhdr) *)p;
+			const uint8_t *name = p + sizeof *nh;
+			const uint8_t *desc = name + ((nh->n_namesz + 3) & ~3u);
+			const uint8_t *next = desc + ((nh->n_descsz + 3) & ~3u);
+			if (next > end)
+				break;
+			if (nh->n_type == NT_GNU_BUILD_ID && nh->n_namesz == 4 && !memcmp(name, "GNU", 4)) {
+				*id = desc;
+				*len = nh->n_descsz;
+				return;
+			}
+			p = next;
+		}
+	}
+}
+
+static int module_cb(struct dl_phdr_info *info, size_t size, void *arg)
+{
+	mod_scan *ms = arg;
+	char path[PATH_MAX];
+	const char *name = info->dlpi_name;
+	if (!name || !*name) {
+		if (ms->count++ > 0)
+			return 0; /* only the first nameless object is the executable */
+		ssize_t n = readlink("/proc/self/exe", path, sizeof path - 1);
+		if (n <= 0)
+			return 0;
+		path[n] = 0;
+		name = path;
+	} else {
+		ms->count++;
+		if (!strncmp(name, "linux-vdso", 10) || !strncmp(name, "linux-gate", 10))
+			name = "[vdso]";
+	}
+	if (known_module(info->dlpi_addr, name))
+		return 0;
+	uint32_t nseg = 0;
+	for (int i = 0; i < info->dlpi_phnum; i++)
+		nseg += info->dlpi_phdr[i].p_type == PT_LOAD;
+	if (!nseg || nseg > 64)
+		return 0;
+	if (P.nmods == P.mods_cap) {
+		size_t cap = P.mods_cap ? P.mods_cap * 2 : 64;
+		struct modkey *m = realloc(P.mods, cap * sizeof *m);
+		if (!m)
+			return 0;
+		P.mods = m;
+		P.mods_cap = cap;
+	}
+	char *copy = strdup(name);
+	if (!copy)
+		return 0;
+	P.mods[P.nmods++] = (struct modkey){info->dlpi_addr, ms->now, copy};
+	const uint8_t *id;
+	size_t idlen;
+	build_id_of(info, &id, &idlen);
+	cm_buf_varint(ms->out, ms->now);
+	cm_buf_string(ms->out, name, strlen(name));
+	cm_buf_string(ms->out, (const char *)id, idlen);
+	cm_buf_varint(ms->out, info->dlpi_addr);
+	cm_buf_varint(ms->out, nseg);
+	for (int i = 0; i < info->dlpi_phnum; i++) {
+		const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
+		if (ph->p_type != PT_LOAD)
+			continue;
+		cm_buf_varint(ms->out, info->dlpi_addr + ph->p_vaddr);
+		cm_buf_varint(ms->out, info->dlpi_addr + ph->p_vaddr + ph->p_memsz);
+		cm_buf_varint(ms->out, ph->p_offset);
+	}
+	return 0;
+}
+
+/* Counts of loads and unloads, from the first object's dl_phdr_info. */
+static int adds_cb(struct dl_phdr_info *info, size_t size, void *arg)
+{
+	unsigned long long *v = arg;
+	v[0] = info->dlpi_adds;
+	v[1] = info->dlpi_subs;
+	return 1;
+}
+
+static int named(pid_t tid)
+{
+	for (size_t i = 0; i < P.nnamed; i++)
+		if (P.named[i] == tid)
+			return 1;
+	if (P.nnamed == P.named_cap) {
+		size_t cap = P.named_cap ? P.named_cap * 2 : 64;
+		pid_t *n = realloc(P.named, cap * sizeof *n);
+		if (!n)
+			return 1;
+		P.named = n;
+		P.named_cap = cap;
+	}
+	P.named[P.nnamed++] = tid;
+	return 0;
+}
+
+static void name_task(pid_t tid)
+{
+	if (named(tid))
+		return;
+	char path[64], name[64] = "";
+	snprintf(path, sizeof path, "/proc/self/task/%d/comm", (int)tid);
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return; /* ended already: the THREAD record, if any, names it */
+	ssize_t n = read(fd, name, sizeof name - 1);
+	close(fd);
+	while (n > 0 && (name[n - 1] == '\n' || name[n - 1] == 0))
+		n--;
+	name[n > 0 ? n : 0] = 0;
+	cm_buf_varint(&P.tasks, (uint64_t)tid);
+	cm_buf_string(&P.tasks, name, strlen(name));
+}
+
+static void emit_samples(void (*emit)(unsigned type, cm_buf *raw), cm_buf *body)
+{
+	if (P.tasks.len)
+		emit(FMT_TASKS, &P.tasks); /* names before the samples that use them */
+	cm_buf *b = &P.recs;
+	b->len = 0;
+	P.last_taken = atomic_load(&P.taken);
+	P.last_dropped = atomic_load(&P.dropped);
+	P.last_truncated = atomic_load(&P.truncated);
+	cm_buf_varint(b, P.last_taken);
+	cm_buf_varint(b, P.last_dropped);
+	cm_buf_varint(b, P.last_truncated);
+	cm_buf_put(b, body->data, body->len);
+	emit(FMT_SAMPLES, b);
+	P.counters_written = 1;
+	body->len = 0;
+}
+
+/*
+ * Drain the sample ring into chunk payloads: MODULES (new objects since the last call),
+ * TASKS and SAMPLES, handed to `emit` in that order. `final`: the last call of the
+ * session (every thread has stopped sampling).
+ */
+void col_sample_drain(void (*emit)(unsigned type, cm_buf *raw), uint64_t now_ticks)
+{
+	if (P.mode == FMT_SAMPLE_OFF || !P.ring)
+		return;
+	unsigned long long ad[2] = {0, 0};
+	dl_iterate_phdr(adds_cb, ad);
+	if (!P.mod_scanned || ad[0] != P.mod_adds || ad[1] != P.mod_subs) {
+		mod_scan ms = {&P.modules, now_ticks, 0};
+		dl_iterate_phdr(module_cb, &ms);
+		P.mod_adds = ad[0];
+		P.mod_subs = ad[1];
+		P.mod_scanned = 1;
+		if (P.modules.len)
+			emit(FMT_MODULES, &P.modules);
+	}
+	uint64_t head = atomic_load_explicit(&P.head, memory_order_relaxed);
+	uint64_t prev = 0;
+	int any = 0;
+	uint64_t frames[COL_SAMPLE_MAX_DEPTH];
+	uint32_t regions[COL_MAX_DEPTH];
+	cm_buf body = {0};
+	for (;;) {
+		uint32_t len = __atomic_load_n(rec_len_at(head), __ATOMIC_ACQUIRE);
+		if (!(len & REC_READY))
+			break;
+		len &= ~REC_READY;
+		rec r;
+		ring_get(head, &r, REC_HDR);
+		uint64_t step = r.step;
+		uint32_t nf = r.nframes <= COL_SAMPLE_MAX_DEPTH ? r.nframes : 0;
+		uint32_t nr = r.nregions <= COL_MAX_DEPTH ? r.nregions : 0;
+		ring_get(head + REC_HDR, frames, 8 * (size_t)nf);
+		ring_get(head + REC_HDR + 8 * (uint64_t)nf, regions, 4 * (size_t)nr);
+		ring_zero(head, len);
+		head += len;
+		atomic_store_explicit(&P.head, head, memory_order_release);
+		name_task((pid_t)r.tid);
+		cm_buf_u8(&body, (uint8_t)r.flags);
+		cm_buf_varint(&body, r.tid);
+		cm_buf_varint(&body, cm_zigzag((int64_t)(r.ticks - prev)));
+		prev = r.ticks;
+		cm_buf_varint(&body, r.weight);
+		cm_buf_varint(&body, step);
+		cm_buf_varint(&body, nr);
+		for (uint32_t i = 0; i < nr; i++)
+			cm_buf_varint(&body, regions[i]);
+		cm_buf_varint(&body, nf);
+		for (uint32_t i = 0; i < nf; i++)
+			cm_buf_varint(&body, i ? cm_zigzag((int64_t)(frames[i] - frames[i - 1])) : frames[i]);
+		any = 1;
+		if (body.len > (4u << 20)) {
+			emit_samples(emit, &body);
+			any = 0;
+			prev = 0; /* times restart from 0 in every chunk */
+		}
+	}
+	if (P.tasks.len)
+		emit(FMT_TASKS, &P.tasks);
+	if (any || !P.counters_written || P.last_taken != atomic_load(&P.taken) ||
+	    P.last_dropped != atomic_load(&P.dropped) || P.last_truncated != atomic_load(&P.truncated))
+		emit_samples(emit, &body);
+	cm_buf_free(&body);
+}
+
+/* ---- threads created by the program ---- */
+
+typedef struct tramp {
+	void *(*fn)(void *);
+	void *arg;
+} tramp;
+
+static void tramp_cleanup(void *unused)
+{
+	col_sample_thread_end();
+}
+
+static void *tramp_main(void *p)
+{
+	tramp t = *(tramp *)p;
+	free(p);
+	col_sample_thread_begin();
+	void *ret;
+	pthread_cleanup_push(tramp_cleanup, NULL);
+	ret = t.fn(t.arg);
+	pthread_cleanup_pop(1);
+	return ret;
+}
+
+typedef int (*pthread_create_fn)(pthread_t *, const pthread_attr_t *, void *(*)(void *), void *);
+
+static pthread_create_fn real_create(void)
+{
+	static _Atomic(pthread_create_fn) real;
+	pthread_create_fn f = atomic_load_explicit(&real, memory_order_acquire);
+	if (!f) {
+		f = (pthread_create_fn)dlsym(RTLD_NEXT, "pthread_create");
+		atomic_store_explicit(&real, f, memory_order_release);
+	}
+	return f;
+}
+
+/* fennec's own threads (writer, sampler) are never sampled: they block every signal
+ * and are created here, not through the wrapper below. */
+int col_pthread_create_real(pthread_t *th, void *(*fn)(void *), void *arg)
+{
+	pthread_create_fn real = real_create();
+	return real ? real(th, NULL, fn, arg) : EAGAIN;
+}
+
+/* New threads start sampling at once instead of at the writer's next scan. */
+FENNEC_API int pthread_create(pthread_t *th, const pthread_attr_t *attr, void *(*fn)(void *), void *arg)
+{
+	pthread_create_fn real = real_create();
+	if (!real)
+		return EAGAIN;
+	if (P.mode == FMT_SAMPLE_OFF || !atomic_load_explicit(&P.active, memory_order_relaxed))
+		return real(th, attr, fn, arg);
+	tramp *t = malloc(sizeof *t);
+	if (!t)
+		return real(th, attr, fn, arg);
+	t->fn = fn;
+	t->arg = arg;
+	int rc = real(th, attr, tramp_main, t);
+	if (rc)
+		free(t);
+	return rc;
+}
