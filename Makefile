@@ -3,7 +3,7 @@
 # into build-tsan/), O=<dir> (build directory), V=1 (echo commands).
 
 CC      ?= cc
-DEBIAN_PACKAGES := libzstd-dev clang libclang-rt-14-dev python3 jq time
+DEBIAN_PACKAGES := libzstd-dev libunwind-dev clang libclang-rt-14-dev python3 jq time
 
 ifeq ($(ASAN),1)
   O ?= build-asan
@@ -20,7 +20,7 @@ OPT      ?= -O2
 WARN     := -Wall -Wextra -Wshadow -Wstrict-prototypes -Wno-unused-parameter
 CFLAGS   += -std=gnu11 -g $(OPT) $(WARN) -fPIC -D_GNU_SOURCE $(SANFLAGS) -Iinclude -Isrc
 LDFLAGS  += $(SANFLAGS)
-LIBS_COL := -lzstd -lpthread -ldl
+LIBS_COL := -lzstd -lunwind -lpthread -ldl
 LIBS_ANA := -lzstd -lm -lpthread
 
 ifneq ($(V),1)
