@@ -25,6 +25,9 @@
 #include <limits.h>
 #include <link.h>
 #include <linux/perf_event.h>
+#include <poll.h>
+#include <sys/epoll.h>
+#include <sys/select.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -58,8 +61,21 @@ typedef struct rec {
 } rec;
 _Static_assert(sizeof(rec) == REC_HDR, "record header");
 
+/* Wall mode: the stack of a thread at the entry of a sleeping call (nanosleep, poll, ...),
+ * which the sampler may not interrupt. A sequence lock: odd while the thread is inside
+ * the call and the stack is valid. */
+#define BLK_FRAMES 64
+#define BLK_REGIONS 32
+typedef struct blk {
+	_Atomic uint32_t seq;
+	uint32_t nf, nr;
+	uint64_t frames[BLK_FRAMES];
+	uint32_t regions[BLK_REGIONS];
+} blk;
+
 typedef struct tid_ent {
 	pid_t tid;
+	blk *blk;          /* wall mode, once the thread made a sleeping call */
 	int fd;            /* perf event, -1 if none */
 	timer_t timer;
 	int has_timer;
@@ -271,15 +287,20 @@ static void ring_write(pid_t tid, unsigned flags, uint32_t weight, const uint64_
 
 /* ---- the handler ---- */
 
-static uint32_t region_stack(uint32_t *out)
+static uint32_t region_stack_n(uint32_t *out, uint32_t max)
 {
 	col_thread *t = col_tls;
 	if (!t || t->gen != atomic_load_explicit(&col_on, memory_order_relaxed))
 		return 0;
-	uint32_t d = t->depth < COL_MAX_DEPTH ? t->depth : COL_MAX_DEPTH;
+	uint32_t d = t->depth < max ? t->depth : max;
 	for (uint32_t i = 0; i < d; i++)
 		out[i] = t->stack[i] & ~(COL_UNREC_GATED | COL_UNREC_DROPPED);
 	return d;
+}
+
+static uint32_t region_stack(uint32_t *out)
+{
+	return region_stack_n(out, COL_MAX_DEPTH);
 }
 
 static void on_signal(int sig, siginfo_t *si, void *ucv)
@@ -357,6 +378,7 @@ static void tid_release(tid_ent *e)
 		close(e->sys_fd);
 		P.fd_budget++;
 	}
+	free(e->blk);
 	*e = P.tids[--P.ntids];
 }
 
@@ -495,8 +517,11 @@ void col_sample_thread_begin(void)
 	pthread_mutex_unlock(&P.lock);
 }
 
+static __thread blk *blk_tls;
+
 void col_sample_thread_end(void)
 {
+	blk_tls = NULL; /* freed with the thread's entry below */
 	if (P.mode == FMT_SAMPLE_OFF)
 		return;
 	pthread_mutex_lock(&P.lock);
@@ -571,8 +596,36 @@ static int task_state(tid_ent *e, char *state, long *nr, long *arg0, uint64_t *p
 	return 0;
 }
 
+/* Record thread e's stack saved at the entry of the sleeping call it is in, if any. */
+static int blk_sample(tid_ent *e)
+{
+	blk *b = e->blk;
+	if (!b)
+		return 0;
+	uint32_t s1 = atomic_load_explicit(&b->seq, memory_order_acquire);
+	if (!(s1 & 1))
+		return 0;
+	uint64_t f[BLK_FRAMES];
+	uint32_t r[BLK_REGIONS];
+	uint32_t nf = __atomic_load_n(&b->nf, __ATOMIC_RELAXED), nr = __atomic_load_n(&b->nr, __ATOMIC_RELAXED);
+	if (nf > BLK_FRAMES || nr > BLK_REGIONS)
+		return 0;
+	for (uint32_t i = 0; i < nf; i++)
+		f[i] = __atomic_load_n(&b->frames[i], __ATOMIC_RELAXED);
+	for (uint32_t i = 0; i < nr; i++)
+		r[i] = __atomic_load_n(&b->regions[i], __ATOMIC_RELAXED);
+	atomic_thread_fence(memory_order_acquire);
+	if (atomic_load_explicit(&b->seq, memory_order_relaxed) != s1)
+		return 0; /* it returned meanwhile */
+	ring_write(e->tid, FMT_S_OFFCPU | FMT_S_EXACT_PC | (nf == BLK_FRAMES ? FMT_S_TRUNCATED : 0), 1, f, nf, r, nr);
+	return 1;
+}
+
+static __thread int in_sampler; /* fennec's sampler thread: its own sleeps are not recorded */
+
 static void *wall_main(void *arg)
 {
+	in_sampler = 1;
 	prctl(PR_SET_NAME, "fennec-sampler");
 	P.wall_tid = (pid_t)syscall(SYS_gettid);
 	pid_t pid = getpid();
@@ -611,7 +664,7 @@ static void *wall_main(void *arg)
 				if (syscall(SYS_rt_tgsigqueueinfo, pid, e->tid, P.sig, &si) == 0)
 					continue;
 			}
-			if (off) {
+			if (off && !blk_sample(e)) {
 				uint64_t f[1] = {pc};
 				ring_write(e->tid, FMT_S_OFFCPU | FMT_S_EXACT_PC | FMT_S_TRUNCATED, 1, f, pc ? 1 : 0, NULL, 0);
 			}
@@ -977,6 +1030,144 @@ void col_sample_drain(void (*emit)(unsigned type, cm_buf *raw), uint64_t now_tic
 	    P.last_dropped != atomic_load(&P.dropped) || P.last_truncated != atomic_load(&P.truncated))
 		emit_samples(emit, &body);
 	cm_buf_free(&body);
+}
+
+/* ---- sleeping calls (wall mode) ---- */
+
+/* Save the caller's stack before a call the sampler must not interrupt. Returns the block
+ * to close with blk_leave(), or NULL when nothing was saved. `fn` is the real function:
+ * it becomes the innermost frame. */
+static __attribute__((noinline)) blk *blk_enter(void *fn)
+{
+	if (P.mode != FMT_SAMPLE_WALL || in_sampler || !atomic_load_explicit(&P.active, memory_order_relaxed))
+		return NULL;
+	blk *b = blk_tls;
+	if (!b) {
+		b = calloc(1, sizeof *b);
+		if (!b)
+			return NULL;
+		pid_t tid = (pid_t)syscall(SYS_gettid);
+		pthread_mutex_lock(&P.lock);
+		tid_ent *e = tid_find(tid);
+		if (!e && atomic_load(&P.active)) {
+			tid_add(tid);
+			e = tid_find(tid);
+		}
+		if (e && !e->blk)
+			e->blk = b;
+		else {
+			free(b);
+			b = NULL;
+		}
+		pthread_mutex_unlock(&P.lock);
+		if (!b)
+			return NULL;
+		blk_tls = b;
+	}
+	uint64_t f[BLK_FRAMES + 2];
+	int n = unw_backtrace((void **)f, BLK_FRAMES + 1); /* [blk_enter, the wrapper, caller...] */
+	uint32_t nf = 0;
+	b->frames[nf++] = (uintptr_t)fn;
+	for (int i = 2; i < n && nf < BLK_FRAMES; i++)
+		b->frames[nf++] = f[i];
+	b->nf = nf;
+	b->nr = region_stack_n(b->regions, BLK_REGIONS);
+	atomic_store_explicit(&b->seq, atomic_load_explicit(&b->seq, memory_order_relaxed) + 1, memory_order_release);
+	return b;
+}
+
+static inline void blk_leave(blk *b)
+{
+	if (b)
+		atomic_store_explicit(&b->seq, atomic_load_explicit(&b->seq, memory_order_relaxed) + 1, memory_order_release);
+}
+
+#define REAL(name) \
+	static __typeof__(name) *real_##name; \
+	if (!real_##name) \
+		real_##name = (__typeof__(name) *)dlsym(RTLD_NEXT, #name); \
+	if (!real_##name) { \
+		errno = ENOSYS; \
+		return -1; \
+	}
+
+#define BLOCKING(call, fn, capture) \
+	do { \
+		int saved_errno; \
+		blk *b_ = (capture) ? blk_enter((void *)(fn)) : NULL; \
+		__typeof__(call) r_ = (call); \
+		saved_errno = errno; \
+		blk_leave(b_); \
+		errno = saved_errno; \
+		return r_; \
+	} while (0)
+
+FENNEC_API int nanosleep(const struct timespec *req, struct timespec *rem)
+{
+	REAL(nanosleep);
+	BLOCKING(real_nanosleep(req, rem), real_nanosleep, 1);
+}
+
+FENNEC_API int clock_nanosleep(clockid_t clk, int flags, const struct timespec *req, struct timespec *rem)
+{
+	static __typeof__(clock_nanosleep) *real;
+	if (!real)
+		real = (__typeof__(clock_nanosleep) *)dlsym(RTLD_NEXT, "clock_nanosleep");
+	if (!real)
+		return ENOSYS; /* returns the error, not -1 */
+	BLOCKING(real(clk, flags, req, rem), real, 1);
+}
+
+FENNEC_API int usleep(useconds_t us)
+{
+	REAL(usleep);
+	BLOCKING(real_usleep(us), real_usleep, us > 0);
+}
+
+FENNEC_API unsigned int sleep(unsigned int sec)
+{
+	static __typeof__(sleep) *real;
+	if (!real)
+		real = (__typeof__(sleep) *)dlsym(RTLD_NEXT, "sleep");
+	if (!real)
+		return sec;
+	BLOCKING(real(sec), real, sec > 0);
+}
+
+FENNEC_API int poll(struct pollfd *fds, nfds_t n, int timeout)
+{
+	REAL(poll);
+	BLOCKING(real_poll(fds, n, timeout), real_poll, timeout != 0);
+}
+
+FENNEC_API int ppoll(struct pollfd *fds, nfds_t n, const struct timespec *ts, const sigset_t *mask)
+{
+	REAL(ppoll);
+	BLOCKING(real_ppoll(fds, n, ts, mask), real_ppoll, !ts || ts->tv_sec || ts->tv_nsec);
+}
+
+FENNEC_API int select(int n, fd_set *r, fd_set *w, fd_set *x, struct timeval *tv)
+{
+	REAL(select);
+	BLOCKING(real_select(n, r, w, x, tv), real_select, !tv || tv->tv_sec || tv->tv_usec);
+}
+
+FENNEC_API int pselect(int n, fd_set *r, fd_set *w, fd_set *x, const struct timespec *ts, const sigset_t *mask)
+{
+	REAL(pselect);
+	BLOCKING(real_pselect(n, r, w, x, ts, mask), real_pselect, !ts || ts->tv_sec || ts->tv_nsec);
+}
+
+FENNEC_API int epoll_wait(int fd, struct epoll_event *ev, int n, int timeout)
+{
+	REAL(epoll_wait);
+	BLOCKING(real_epoll_wait(fd, ev, n, timeout), real_epoll_wait, timeout != 0);
+}
+
+FENNEC_API int epoll_pwait(int fd, struct epoll_event *ev, int n, int timeout, const sigset_t *mask)
+{
+	REAL(epoll_pwait);
+	BLOCKING(real_epoll_pwait(fd, ev, n, timeout, mask), real_epoll_pwait, timeout != 0);
 }
 
 /* ---- threads created by the program ---- */
