@@ -3,7 +3,7 @@
 # into build-tsan/), O=<dir> (build directory), V=1 (echo commands).
 
 CC      ?= cc
-DEBIAN_PACKAGES := libzstd-dev libunwind-dev clang libclang-rt-14-dev python3 jq time
+DEBIAN_PACKAGES := libzstd-dev libunwind-dev clang libclang-rt-14-dev python3 jq time libdw-dev libelf-dev libiberty-dev
 
 ifeq ($(ASAN),1)
   O ?= build-asan
@@ -21,7 +21,7 @@ WARN     := -Wall -Wextra -Wshadow -Wstrict-prototypes -Wno-unused-parameter
 CFLAGS   += -std=gnu11 -g $(OPT) $(WARN) -fPIC -D_GNU_SOURCE $(SANFLAGS) -Iinclude -Isrc
 LDFLAGS  += $(SANFLAGS)
 LIBS_COL := -lzstd -lunwind -lpthread -ldl
-LIBS_ANA := -lzstd -lm -lpthread
+LIBS_ANA := -lzstd -lz -lm -lpthread -ldw -lelf -liberty
 
 ifneq ($(V),1)
   Q := @
@@ -29,7 +29,7 @@ endif
 
 COMMON_SRC  := $(wildcard src/common/*.c)
 COLLECT_SRC := $(wildcard src/collect/*.c) src/format/writer.c
-ANALYZE_SRC := src/format/reader.c $(wildcard src/analyze/*.c) $(wildcard src/report/*.c)
+ANALYZE_SRC := src/format/reader.c $(wildcard src/analyze/*.c) $(wildcard src/symbol/*.c) $(wildcard src/report/*.c)
 CLI_SRC     := $(wildcard src/cli/*.c)
 
 COMMON_OBJ  := $(COMMON_SRC:%.c=$(O)/obj/%.o)
@@ -144,7 +144,7 @@ FUZZ := build-fuzz/reader_fuzz
 $(FUZZ): tests/fuzz/reader_fuzz.c $(ANALYZE_SRC) $(COMMON_SRC) $(wildcard src/*/*.h)
 	@mkdir -p $(dir $@)
 	$(Q)clang -std=gnu11 -g -O1 -D_GNU_SOURCE -Iinclude -Isrc -fsanitize=fuzzer,address,undefined \
-		$(filter %.c,$^) -o $@ -lzstd -lm -lpthread
+		$(filter %.c,$^) -o $@ $(LIBS_ANA)
 fuzz: $(FUZZ)
 FUZZ_SECONDS ?= 30
 fuzz-run: $(FUZZ)

@@ -9,6 +9,7 @@
 
 #include "analyze/analyze.h"
 #include "format/reader.h"
+#include "unit.h"
 
 static int failures;
 
@@ -286,6 +287,14 @@ int main(void)
 			printf("FAIL unit/%s\n", tests[i].name);
 			failed++;
 		}
+	}
+	/* Tests registered by the other files (unit.h). */
+	for (const unit_test *t = __start_fennec_unit; t && t < __stop_fennec_unit; t++) {
+		int f = 0;
+		t->fn(&f);
+		printf("%s unit/%s\n", f ? "FAIL" : "ok", t->name);
+		passed += !f;
+		failed += !!f;
 	}
 	printf("%d passed, %d failed\n", passed, failed);
 	return failed ? 1 : 0;
