@@ -92,7 +92,7 @@ void col_sample_start(void);
 void col_sample_poll(void);
 void col_sample_stop(void);
 void col_sample_atfork_child(void);
-void col_sample_drain(void (*emit)(unsigned type, cm_buf *raw), uint64_t now_ticks);
+void col_sample_drain(void (*emit)(unsigned type, cm_buf *raw), void (*before)(void), uint64_t now_ticks);
 void col_sample_thread_begin(void);
 void col_sample_thread_end(void);
 int col_pthread_create_real(pthread_t *th, void *(*fn)(void *), void *arg);

@@ -42,6 +42,17 @@
 #include <ucontext.h>
 #include <unistd.h>
 
+#if defined(__SANITIZE_THREAD__)
+#define COL_SANITIZE_THREAD 1
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+#define COL_SANITIZE_THREAD 1
+#endif
+#endif
+#ifndef COL_SANITIZE_THREAD
+#define COL_SANITIZE_THREAD 0
+#endif
+
 #define RING_SIZE (8u << 20)     /* shared sample ring, bytes (power of two) */
 #define REC_HDR 32               /* record header bytes */
 #define REC_READY (1u << 31)
@@ -322,7 +333,13 @@ static void on_signal(int sig, siginfo_t *si, void *ucv)
 	/* void * and uint64_t have the same size here: one buffer, shifted in place. */
 	_Static_assert(sizeof(void *) == sizeof(uint64_t), "64-bit addresses");
 	uint64_t frames[COL_SAMPLE_MAX_DEPTH + 16];
+#if COL_SANITIZE_THREAD
+	/* TSan delivers signals late, from inside its runtime, whose frames libunwind cannot
+	 * walk: under TSan a sample holds the interrupted pc only. */
+	int n = 0;
+#else
 	int n = unw_backtrace((void **)frames, (int)P.depth + 16);
+#endif
 	ucontext_t *uc = ucv;
 	uintptr_t pc = (uintptr_t)uc->uc_mcontext.gregs[REG_RIP];
 	int from = -1;
@@ -945,8 +962,11 @@ static void name_task(pid_t tid)
 	cm_buf_string(&P.tasks, name, strlen(name));
 }
 
-static void emit_samples(void (*emit)(unsigned type, cm_buf *raw), cm_buf *body)
+static void emit_samples(void (*emit)(unsigned type, cm_buf *raw), void (*before)(void), cm_buf *body)
 {
+	/* Every region a drained sample names was registered before the sample was taken,
+	 * so a SITES chunk written now names them all, ahead of the samples. */
+	before();
 	if (P.tasks.len)
 		emit(FMT_TASKS, &P.tasks); /* names before the samples that use them */
 	cm_buf *b = &P.recs;
@@ -968,7 +988,7 @@ static void emit_samples(void (*emit)(unsigned type, cm_buf *raw), cm_buf *body)
  * TASKS and SAMPLES, handed to `emit` in that order. `final`: the last call of the
  * session (every thread has stopped sampling).
  */
-void col_sample_drain(void (*emit)(unsigned type, cm_buf *raw), uint64_t now_ticks)
+void col_sample_drain(void (*emit)(unsigned type, cm_buf *raw), void (*before)(void), uint64_t now_ticks)
 {
 	if (P.mode == FMT_SAMPLE_OFF || !P.ring)
 		return;
@@ -1019,7 +1039,7 @@ void col_sample_drain(void (*emit)(unsigned type, cm_buf *raw), uint64_t now_tic
 			cm_buf_varint(&body, i ? cm_zigzag((int64_t)(frames[i] - frames[i - 1])) : frames[i]);
 		any = 1;
 		if (body.len > (4u << 20)) {
-			emit_samples(emit, &body);
+			emit_samples(emit, before, &body);
 			any = 0;
 			prev = 0; /* times restart from 0 in every chunk */
 		}
@@ -1028,7 +1048,7 @@ void col_sample_drain(void (*emit)(unsigned type, cm_buf *raw), uint64_t now_tic
 		emit(FMT_TASKS, &P.tasks);
 	if (any || !P.counters_written || P.last_taken != atomic_load(&P.taken) ||
 	    P.last_dropped != atomic_load(&P.dropped) || P.last_truncated != atomic_load(&P.truncated))
-		emit_samples(emit, &body);
+		emit_samples(emit, before, &body);
 	cm_buf_free(&body);
 }
 

@@ -646,7 +646,7 @@ static void flush_locked(int final, unsigned exit_reason)
 	emit_events();
 	if (!final)
 		col_sample_poll();
-	col_sample_drain(emit_chunk, col_ticks()); /* after SITES: samples name regions */
+	col_sample_drain(emit_chunk, emit_sites, col_ticks()); /* SITES first: samples name regions */
 	if (S.ends.len)
 		emit_chunk(FMT_THREAD_END, &S.ends);
 	cm_buf st = {0};
