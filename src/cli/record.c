@@ -37,8 +37,9 @@ static const char help[] =
 	"  --step-schedule W,U,A,R    skip W steps, warm up U, record A, repeat R times (0 = forever)\n"
 	"  -F, --freq HZ              sampling rate in samples per second (default 999: off-round,\n"
 	"                             so sampling does not lock step with periodic work; 1..20000)\n"
-	"  --sample MODE              cpu: on-CPU call stacks (default); wall: every thread, also\n"
-	"                             while blocked (off-CPU time); off: regions and metrics only\n"
+	"  --sample MODE              cpu: on-CPU call stacks (default, or $FENNEC_SAMPLE); wall:\n"
+	"                             every thread, also while blocked (off-CPU time); off:\n"
+	"                             regions and metrics only\n"
 	"  --stack-depth N            deepest call stack kept, frames (default 128; 4..512)\n"
 	"  -q, --quiet                no summary line on standard error\n"
 	"\n"
@@ -149,7 +150,7 @@ int cmd_record(int argc, char **argv)
 {
 	const char *output = "fennec.fnc";
 	const char *buffer = NULL, *flush = NULL, *fraction = NULL, *schedule = NULL;
-	const char *freq = NULL, *sample = "cpu", *depth = NULL;
+	const char *freq = NULL, *sample = NULL, *depth = NULL;
 	int quiet = 0, i;
 	for (i = 1; i < argc; i++) {
 		const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -295,7 +296,9 @@ int cmd_record(int argc, char **argv)
 			setenv("FENNEC_STEP_FRACTION", fraction, 1);
 		if (schedule)
 			setenv("FENNEC_STEP_SCHEDULE", schedule, 1);
-		setenv("FENNEC_SAMPLE", sample, 1);
+		/* --sample, else FENNEC_SAMPLE from the environment, else cpu */
+		if (sample || !getenv("FENNEC_SAMPLE") || !*getenv("FENNEC_SAMPLE"))
+			setenv("FENNEC_SAMPLE", sample ? sample : "cpu", 1);
 		if (freq)
 			setenv("FENNEC_HZ", freq, 1);
 		if (depth)
