@@ -126,6 +126,69 @@ typedef struct ana_module {
 	int status;           /* 0 ok, 1 file missing, 2 build id differs, 3 no symbols */
 } ana_module;
 
+/* Which samples a sample view covers; zero fields select them all. */
+typedef struct ana_sample_filter {
+	uint64_t pid;             /* 0: every process */
+	uint64_t tid;             /* 0: every thread */
+	const char *region;       /* NULL: everywhere; else inside a region of this name or
+				   * path ("train/forward"), nested regions included */
+} ana_sample_filter;
+
+/* A function in a sample view, for one kind (on-CPU or off-CPU). */
+typedef struct ana_hot_func {
+	uint32_t func;        /* index into funcs */
+	uint64_t self, total; /* weights: samples whose innermost frame is in it; that have it anywhere */
+	double self_pct, total_pct; /* of the view's weight of that kind */
+	uint32_t file, line;  /* its hottest line (self weight): names index or ANA_NONE, 0 if unknown */
+	uint32_t caller;      /* the caller through which most of its self weight came, or ANA_NONE */
+	double caller_pct;    /* that share of its self weight */
+} ana_hot_func;
+
+/* A source line in a sample view: self weight of the samples whose innermost frame is there. */
+typedef struct ana_hot_line {
+	uint32_t file, line;  /* names index, line */
+	uint32_t func;        /* the function with the most of that weight (inlined code: the inlined one) */
+	uint64_t self;
+	double self_pct;
+} ana_hot_line;
+
+/* A node of the sampled call tree: top-down from the outermost frame, a child per distinct
+ * function called (inlined functions are nodes of their own). A stack cut at the depth
+ * limit starts at its outermost recorded frame. */
+typedef struct ana_cnode {
+	uint32_t func;
+	uint32_t parent, first_child, next_sibling; /* ANA_NONE when none */
+	uint64_t self[ANA_NKINDS], total[ANA_NKINDS];
+} ana_cnode;
+
+#define ANA_NODE_TOP 5
+/* Samples inside one region node (its nested regions included). */
+typedef struct ana_node_samples {
+	uint64_t samples[ANA_NKINDS], weight[ANA_NKINDS];
+	uint32_t top[ANA_NODE_TOP];      /* on-CPU functions by self weight inside the region */
+	uint64_t top_weight[ANA_NODE_TOP];
+	double top_pct[ANA_NODE_TOP];    /* of the region's on-CPU weight */
+	uint32_t ntop;
+} ana_node_samples;
+
+/*
+ * The aggregations of a set of samples, computed once for every renderer. Functions are
+ * sorted by self weight (then total), lines by self weight; `nodes` is indexed like
+ * p->nodes and the thread arrays like p->threads (index t * ANA_NKINDS + kind).
+ */
+typedef struct ana_sample_view {
+	ana_sample_filter filter;
+	uint64_t samples[ANA_NKINDS], weight[ANA_NKINDS];
+	ana_hot_func *funcs[ANA_NKINDS];
+	uint32_t nfuncs[ANA_NKINDS];
+	ana_hot_line *lines[ANA_NKINDS];
+	uint32_t nlines[ANA_NKINDS];
+	ana_cnode *tree;      /* roots have parent ANA_NONE */
+	uint32_t ntree, tree_cap;
+	ana_node_samples *nodes;
+	uint64_t *thread_samples, *thread_weight;
+} ana_sample_view;
+
 typedef struct ana_sampling {
 	int present;
 	uint64_t mode;        /* enum fmt_sample_mode of the first process */
@@ -145,6 +208,9 @@ typedef struct ana_sampling {
 	ana_module *modules;
 	uint32_t nmodules, modules_cap;
 	void *priv;           /* samples.c working state */
+	uint64_t unknown_frames; /* frames in no module and no perf map */
+	ana_sample_view all;  /* every sample */
+	ana_sample_view sel;  /* the samples of opt.samples (a copy of `all`'s numbers when no filter) */
 } ana_sampling;
 
 typedef enum ana_severity { ANA_LOW = 1, ANA_MEDIUM = 2, ANA_HIGH = 3 } ana_severity;
@@ -168,6 +234,8 @@ typedef struct ana_finding {
 typedef struct ana_options {
 	double hot_threshold_pct; /* hot_operation fires above this share (default 10) */
 	int force;                /* analyse what could be read from a corrupt file */
+	ana_sample_filter samples; /* the selection shown by the sample views (p->smp.sel) */
+	uint32_t top;             /* rows of the sample tables in reports (0: the renderer's default) */
 } ana_options;
 
 typedef struct ana_profile {
@@ -221,5 +289,42 @@ void ana_dist_compute_u64(ana_dist *d, uint64_t *v, size_t n);
 /* A duration for reading, "12.34 ms", into buf; returns buf. */
 const char *ana_fmt_ns(double ns, char *buf, size_t n);
 void ana_warn(ana_profile *p, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* The index of name `s` in p->names, added if new; ANA_NONE when out of memory. */
+uint32_t ana_intern(ana_profile *p, const char *s);
+/* The region node named `name` (names index) under `parent` (ANA_NONE: top level), or
+ * ANA_NONE when there is none. */
+uint32_t ana_node_find(const ana_profile *p, uint32_t parent, uint32_t name);
+
+/*
+ * Samples (src/analyze/samples.c). ana_load calls ana_samples_event for every
+ * FMT_EV_SAMPLE event of process `proc` while reading (the raw stack is kept, interned),
+ * then ana_samples_finish once, after every file is read and the region nodes are final:
+ * it symbolises per process (src/symbol/), fills p->smp and its views `all` and `sel`,
+ * and warns about dropped and truncated samples and unsymbolised modules. Both return 0 or
+ * FENNEC_ENOMEM.
+ */
+int ana_samples_event(ana_profile *p, uint32_t proc, const fmt_file *f, const fmt_event *ev);
+int ana_samples_finish(ana_profile *p);
+/* Forget the samples kept for process `proc` (its file failed to load and is skipped). */
+void ana_samples_discard(ana_profile *p, uint32_t proc);
+/* Free p->smp (called by ana_profile_free). */
+void ana_samples_free(ana_profile *p);
+
+/*
+ * Aggregate the samples selected by `flt` (NULL: all) into *v: hot functions, hot lines,
+ * the call tree, per region node and per thread numbers. A filter that selects nothing
+ * gives an empty view. Returns 0 or FENNEC_ENOMEM; free with ana_sample_view_free().
+ */
+int ana_sample_view_build(const ana_profile *p, const ana_sample_filter *flt, ana_sample_view *v);
+void ana_sample_view_free(ana_sample_view *v);
+
+/* Name of a sample kind: "cpu", "offcpu"; of a sampling mode: "off", "cpu", "wall"; of a
+ * module status: "ok", "missing", "build id differs", "no symbols". */
+const char *ana_sample_kind_name(unsigned kind);
+const char *ana_sample_mode_name(uint64_t mode);
+const char *ana_module_status_name(int status);
+/* How samples were taken: "perf_event task-clock", "POSIX CPU timer", "wall-clock thread". */
+const char *ana_sample_source_name(uint64_t source);
 
 #endif

@@ -322,8 +322,8 @@ static int on_event(void *vc, const fmt_file *f, const fmt_event *ev)
 {
 	ctx *c = vc;
 	ana_profile *p = c->p;
-	if (ev->type == FMT_EV_SAMPLE)
-		return 0; /* samples are not thread-stream events */
+	if (ev->type == FMT_EV_SAMPLE) /* not a thread-stream event: samples.c keeps it */
+		return ana_samples_event(p, c->proc, f, ev) ? (c->oom = 1, FENNEC_ENOMEM) : 0;
 	lthread *t = thread_of(c, f, ev->thread);
 	if (!t)
 		goto oom;
@@ -638,6 +638,7 @@ static int load_file(ana_profile *p, const char *path, fmt_error *err)
 				 f->path, (unsigned long long)f->lost_bytes);
 	} else {
 		fmt_file_free(f);
+		ana_samples_discard(p, c.proc);
 	}
 	for (uint32_t i = 0; i < c.nth; i++) {
 		free(c.th[i].stack);
@@ -878,6 +879,11 @@ int ana_load(const char *path, const ana_options *opt, ana_profile *p, fmt_error
 		if (m->kind == FMT_SITE_VALUE)
 			ana_dist_compute(&m->dist, m->values.v, m->values.n);
 	}
+	/* Samples: symbolised and aggregated now that the region nodes are final. */
+	if (ana_samples_finish(p)) {
+		snprintf(err->msg, sizeof err->msg, "%s: out of memory while symbolising samples", path);
+		return err->code = FENNEC_ENOMEM;
+	}
 	ana_rules(p);
 	return 0;
 }
@@ -911,6 +917,7 @@ void ana_profile_free(ana_profile *p)
 		free(p->warnings[i]);
 	free(p->warnings);
 	free(p->step_ns.v);
+	ana_samples_free(p);
 	map_free(p->name_index);
 	map_free(p->node_index);
 	memset(p, 0, sizeof *p);
@@ -946,4 +953,11 @@ const char *ana_origin_name(uint64_t origin)
 {
 	static const char *o[] = {"first", "fork", "exec", "spawn"};
 	return origin < 4 ? o[origin] : "unknown";
+}
+
+uint32_t ana_intern(ana_profile *p, const char *s) { return intern(p, s); }
+
+uint32_t ana_node_find(const ana_profile *p, uint32_t parent, uint32_t name)
+{
+	return map_get(p->node_index, (uint64_t)parent << 32 | name);
 }

@@ -1,6 +1,7 @@
 /*
  * json.c - the JSON report, schema fennec.analysis/1 (docs/json.md). Keys are added in
- * later versions, never renamed.
+ * later versions, never renamed. Sample sections come from the model's selected view
+ * (p->smp.sel).
  */
 #include "report/report.h"
 
@@ -71,6 +72,153 @@ static void dist_keys(FILE *out, const ana_dist *d, const char *suffix, int *fir
 	}
 }
 
+/* Rows of a sample table: all, unless --top asked for fewer. */
+static uint32_t rows(const ana_profile *p, uint32_t n) { return p->opt.top && p->opt.top < n ? p->opt.top : n; }
+
+static void kfile(FILE *out, const ana_profile *p, const char *k, uint32_t file, int *first)
+{
+	key(out, k, first);
+	if (file == ANA_NONE)
+		fputs("null", out);
+	else
+		rep_json_string(out, p->names[file]);
+}
+
+static void functions(FILE *out, const ana_profile *p, const ana_sample_view *v, unsigned kind)
+{
+	uint32_t n = rows(p, v->nfuncs[kind]);
+	for (uint32_t i = 0; i < n; i++) {
+		const ana_hot_func *h = &v->funcs[kind][i];
+		const ana_func *fn = &p->smp.funcs[h->func];
+		int f1 = 1;
+		fputs(i ? ",\n   {" : "\n   {", out);
+		kstr(out, "name", p->names[fn->name], &f1);
+		kstr(out, "module", p->names[fn->module], &f1);
+		kfile(out, p, "file", h->file, &f1);
+		knum(out, "line", h->file == ANA_NONE || !h->line ? NAN : h->line, &f1);
+		knum(out, "self_samples", (double)h->self, &f1);
+		knum(out, "total_samples", (double)h->total, &f1);
+		knum(out, "self_pct", h->self_pct, &f1);
+		knum(out, "total_pct", h->total_pct, &f1);
+		key(out, "caller", &f1);
+		if (h->caller == ANA_NONE)
+			fputs("null", out);
+		else
+			rep_json_string(out, p->names[p->smp.funcs[h->caller].name]);
+		knum(out, "caller_pct", h->caller == ANA_NONE ? NAN : h->caller_pct, &f1);
+		fputc('}', out);
+	}
+	fputs(n ? "\n  ],\n" : "],\n", out);
+}
+
+static void samples_json(FILE *out, const ana_profile *p)
+{
+	const ana_sampling *s = &p->smp;
+	const ana_sample_view *v = &s->sel;
+	int f1 = 1;
+	fputs("  \"samples\": {", out);
+	knum(out, "count", (double)s->nsamples, &f1);
+	knum(out, "cpu_samples", (double)s->all.samples[ANA_CPU], &f1);
+	knum(out, "offcpu_samples", (double)s->all.samples[ANA_OFFCPU], &f1);
+	knum(out, "rate_hz", s->present ? s->achieved_hz : NAN, &f1);
+	knum(out, "requested_hz", s->present ? (double)s->requested_hz : NAN, &f1);
+	knum(out, "period_ns", s->present ? (double)s->period_ns : NAN, &f1);
+	kstr(out, "mode", ana_sample_mode_name(s->present ? s->mode : FMT_SAMPLE_OFF), &f1);
+	key(out, "source", &f1);
+	if (s->present)
+		rep_json_string(out, ana_sample_source_name(s->source));
+	else
+		fputs("null", out);
+	knum(out, "taken", (double)s->taken, &f1);
+	knum(out, "dropped", (double)s->dropped, &f1);
+	knum(out, "truncated", (double)s->truncated, &f1);
+	knum(out, "cpu_weight", (double)s->weight[ANA_CPU], &f1);
+	knum(out, "offcpu_weight", (double)s->weight[ANA_OFFCPU], &f1);
+	knum(out, "unknown_frames", (double)s->unknown_frames, &f1);
+	key(out, "selection", &f1);
+	const ana_sample_filter *f = &v->filter;
+	if (!f->pid && !f->tid && !f->region)
+		fputs("null", out);
+	else {
+		fputs("{\"pid\": ", out);
+		jnum(out, f->pid ? (double)f->pid : NAN);
+		fputs(", \"tid\": ", out);
+		jnum(out, f->tid ? (double)f->tid : NAN);
+		fputs(", \"region\": ", out);
+		if (f->region)
+			rep_json_string(out, f->region);
+		else
+			fputs("null", out);
+		fputs(", \"cpu_samples\": ", out);
+		jnum(out, (double)v->samples[ANA_CPU]);
+		fputs(", \"offcpu_samples\": ", out);
+		jnum(out, (double)v->samples[ANA_OFFCPU]);
+		fputs(", \"cpu_weight\": ", out);
+		jnum(out, (double)v->weight[ANA_CPU]);
+		fputs(", \"offcpu_weight\": ", out);
+		jnum(out, (double)v->weight[ANA_OFFCPU]);
+		fputc('}', out);
+	}
+	fputs("\n  },\n", out);
+
+	fputs("  \"functions\": [", out);
+	functions(out, p, v, ANA_CPU);
+	fputs("  \"offcpu_functions\": [", out);
+	functions(out, p, v, ANA_OFFCPU);
+
+	fputs("  \"lines\": [", out);
+	uint32_t n = rows(p, v->nlines[ANA_CPU]);
+	for (uint32_t i = 0; i < n; i++) {
+		const ana_hot_line *l = &v->lines[ANA_CPU][i];
+		fputs(i ? ",\n   {" : "\n   {", out);
+		f1 = 1;
+		kstr(out, "file", p->names[l->file], &f1);
+		knum(out, "line", l->line ? l->line : NAN, &f1);
+		kstr(out, "function", p->names[s->funcs[l->func].name], &f1);
+		knum(out, "self_samples", (double)l->self, &f1);
+		knum(out, "self_pct", l->self_pct, &f1);
+		fputc('}', out);
+	}
+	fputs(n ? "\n  ],\n" : "],\n", out);
+
+	fputs("  \"modules\": [", out);
+	for (uint32_t i = 0; i < s->nmodules; i++) {
+		const ana_module *m = &s->modules[i];
+		fputs(i ? ",\n   {" : "\n   {", out);
+		f1 = 1;
+		kstr(out, "path", p->names[m->path], &f1);
+		knum(out, "pid", (double)p->procs[m->process].file.pid, &f1);
+		kstr(out, "status", ana_module_status_name(m->status), &f1);
+		knum(out, "frames", (double)m->samples, &f1);
+		fputc('}', out);
+	}
+	fputs(s->nmodules ? "\n  ],\n" : "],\n", out);
+}
+
+/* The region's samples and top functions (on-CPU), from the selected view. */
+static void region_samples(FILE *out, const ana_profile *p, uint32_t node, int *f1)
+{
+	const ana_sample_view *v = &p->smp.sel;
+	const ana_node_samples *ns = v->nodes ? &v->nodes[node] : NULL;
+	knum(out, "samples", ns ? (double)ns->samples[ANA_CPU] : 0, f1);
+	knum(out, "offcpu_samples", ns ? (double)ns->samples[ANA_OFFCPU] : 0, f1);
+	key(out, "top_functions", f1);
+	fputc('[', out);
+	for (uint32_t j = 0; ns && j < ns->ntop; j++) {
+		const ana_func *fn = &p->smp.funcs[ns->top[j]];
+		fputs(j ? ", {\"name\": " : "{\"name\": ", out);
+		rep_json_string(out, p->names[fn->name]);
+		fputs(", \"module\": ", out);
+		rep_json_string(out, p->names[fn->module]);
+		fputs(", \"self_samples\": ", out);
+		jnum(out, (double)ns->top_weight[j]);
+		fputs(", \"self_pct\": ", out);
+		jnum(out, ns->top_pct[j]);
+		fputc('}', out);
+	}
+	fputc(']', out);
+}
+
 int rep_json(FILE *out, const ana_profile *p, const rep_options *o)
 {
 	(void)o;
@@ -136,6 +284,7 @@ int rep_json(FILE *out, const ana_profile *p, const rep_options *o)
 		knum(out, "self_pct", n->self_pct, &f1);
 		knum(out, "threads", n->threads, &f1);
 		knum(out, "open", (double)n->open, &f1);
+		region_samples(out, p, order[r], &f1);
 		fputs("}", out);
 	}
 	free(order);
@@ -162,13 +311,16 @@ int rep_json(FILE *out, const ana_profile *p, const rep_options *o)
 		f1 = 1;
 		knum(out, "pid", (double)p->procs[t->process].file.pid, &f1);
 		knum(out, "tid", (double)t->tid, &f1);
-		knum(out, "index", t->index, &f1);
+		knum(out, "index", t->index == UINT32_MAX ? NAN : t->index, &f1);
 		kstr(out, "name", t->name, &f1);
 		knum(out, "events", (double)t->events, &f1);
 		knum(out, "dropped_events", (double)t->dropped, &f1);
 		knum(out, "busy_ns", (double)t->busy_ns, &f1);
 		knum(out, "lifetime_ns", (double)t->lifetime_ns, &f1);
 		knum(out, "steps", (double)t->steps, &f1);
+		const ana_sample_view *sv = &p->smp.all;
+		knum(out, "samples", sv->thread_samples ? (double)sv->thread_samples[(size_t)i * ANA_NKINDS + ANA_CPU] : 0, &f1);
+		knum(out, "offcpu_samples", sv->thread_samples ? (double)sv->thread_samples[(size_t)i * ANA_NKINDS + ANA_OFFCPU] : 0, &f1);
 		fputs("}", out);
 	}
 	fputs(p->nthreads ? "\n  ],\n" : "],\n", out);
@@ -223,6 +375,8 @@ int rep_json(FILE *out, const ana_profile *p, const rep_options *o)
 		fputs("}", out);
 	}
 	fputs(p->nmetrics ? "\n  ],\n" : "],\n", out);
+
+	samples_json(out, p);
 
 	fputs("  \"findings\": [", out);
 	for (uint32_t i = 0; i < p->nfindings; i++) {

@@ -1,6 +1,7 @@
 /*
- * text.c - the text report: run summary, region table, region call tree, threads,
- * processes, metrics and findings. Colour only when asked (the CLI asks on a terminal
+ * text.c - the text report: run summary, region table, region call tree, sampled hot
+ * functions and lines (overall, per region, off-CPU), threads, processes, metrics and
+ * findings. Colour only when asked (the CLI asks on a terminal
  * without NO_COLOR).
  */
 #include "report/report.h"
@@ -51,6 +52,128 @@ static void tree(FILE *out, const ana_profile *p, uint32_t n, int depth)
 	if (depth < 32)
 		for (size_t i = 0; i < nk; i++)
 			tree(out, p, kids[i], depth + 1);
+}
+
+static const char *base_name(const char *path)
+{
+	const char *s = path ? strrchr(path, '/') : NULL;
+	return s && s[1] ? s + 1 : path ? path : "";
+}
+
+/* "file.c:123", "file.c", or "-" */
+static const char *location(const ana_profile *p, uint32_t file, uint32_t line, char *buf, size_t n)
+{
+	if (file == ANA_NONE)
+		snprintf(buf, n, "-");
+	else if (line)
+		snprintf(buf, n, "%s:%u", base_name(p->names[file]), line);
+	else
+		snprintf(buf, n, "%s", base_name(p->names[file]));
+	return buf;
+}
+
+static uint32_t top_rows(const ana_profile *p, uint32_t n)
+{
+	uint32_t top = p->opt.top ? p->opt.top : 20;
+	return n < top ? n : top;
+}
+
+static void hot_functions(FILE *out, const ana_profile *p, const ana_sample_view *v, unsigned kind)
+{
+	char loc[256];
+	uint32_t rows = top_rows(p, v->nfuncs[kind]);
+	fprintf(out, "  %7s %7s %8s  %-28s %-18s %s\n", "self", "total", "samples", "location", "module", "function");
+	for (uint32_t i = 0; i < rows; i++) {
+		const ana_hot_func *h = &v->funcs[kind][i];
+		const ana_func *fn = &p->smp.funcs[h->func];
+		fprintf(out, "  %6.1f%% %6.1f%% %8llu  %-28s %-18s %s\n", h->self_pct, h->total_pct,
+			(unsigned long long)h->self, location(p, h->file, h->line, loc, sizeof loc),
+			base_name(p->names[fn->module]), p->names[fn->name]);
+	}
+	if (rows < v->nfuncs[kind])
+		fprintf(out, "  ... %u more functions (--top N shows more; JSON lists all)\n", v->nfuncs[kind] - rows);
+}
+
+static void hot_lines(FILE *out, const ana_profile *p, const ana_sample_view *v, unsigned kind)
+{
+	char loc[256];
+	uint32_t rows = top_rows(p, v->nlines[kind]);
+	fprintf(out, "  %7s %8s  %-36s %s\n", "self", "samples", "line", "function");
+	for (uint32_t i = 0; i < rows; i++) {
+		const ana_hot_line *l = &v->lines[kind][i];
+		fprintf(out, "  %6.1f%% %8llu  %-36s %s\n", l->self_pct, (unsigned long long)l->self,
+			location(p, l->file, l->line, loc, sizeof loc), p->names[p->smp.funcs[l->func].name]);
+	}
+	if (rows < v->nlines[kind])
+		fprintf(out, "  ... %u more lines\n", v->nlines[kind] - rows);
+}
+
+static void samples_text(FILE *out, const ana_profile *p, void (*head)(FILE *, const char *, const char *),
+			 const char *bold, const char *reset)
+{
+	const ana_sampling *s = &p->smp;
+	const ana_sample_view *v = &s->sel;
+	char a[32];
+	fprintf(out, "\n%sSamples%s\n", bold, reset);
+	fprintf(out, "  mode         %s (%s)   period %s   requested %llu Hz   achieved ", ana_sample_mode_name(s->mode),
+		ana_sample_source_name(s->source), ana_fmt_ns((double)s->period_ns, a, sizeof a),
+		(unsigned long long)s->requested_hz);
+	if (isfinite(s->achieved_hz))
+		fprintf(out, "%.0f Hz per CPU second\n", s->achieved_hz);
+	else
+		fprintf(out, "- (no CPU time recorded)\n");
+	fprintf(out, "  samples      %llu (on-CPU %llu, off-CPU %llu)   dropped %llu   truncated %llu\n",
+		(unsigned long long)s->nsamples, (unsigned long long)s->all.samples[ANA_CPU],
+		(unsigned long long)s->all.samples[ANA_OFFCPU], (unsigned long long)s->dropped,
+		(unsigned long long)s->truncated);
+	const ana_sample_filter *f = &v->filter;
+	if (f->pid || f->tid || f->region) {
+		fprintf(out, "  selection   ");
+		if (f->pid)
+			fprintf(out, " process %llu", (unsigned long long)f->pid);
+		if (f->tid)
+			fprintf(out, " thread %llu", (unsigned long long)f->tid);
+		if (f->region)
+			fprintf(out, " region %s", f->region);
+		fprintf(out, ": %llu on-CPU and %llu off-CPU samples; the tables below are of these\n",
+			(unsigned long long)v->samples[ANA_CPU], (unsigned long long)v->samples[ANA_OFFCPU]);
+	}
+	(void)head;
+	if (v->samples[ANA_CPU]) {
+		fprintf(out, "\n%sHot functions%s (on-CPU; self: in the function itself, total: with its callees; "
+			     "estimates from %llu samples)\n",
+			bold, reset, (unsigned long long)v->samples[ANA_CPU]);
+		hot_functions(out, p, v, ANA_CPU);
+		if (v->nlines[ANA_CPU]) {
+			fprintf(out, "\n%sHot lines%s (on-CPU self samples)\n", bold, reset);
+			hot_lines(out, p, v, ANA_CPU);
+		}
+		/* Per region: the regions with on-CPU samples, by their sample count. */
+		uint32_t shown = 0;
+		uint32_t *order = rep_region_order(p);
+		for (uint32_t r = 0; order && r < p->nnodes; r++) {
+			const ana_node_samples *ns = &v->nodes[order[r]];
+			if (!ns->ntop)
+				continue;
+			if (!shown++)
+				fprintf(out, "\n%sHot functions by region%s (on-CPU samples inside the region, nested regions "
+					     "included)\n",
+					bold, reset);
+			if (shown > top_rows(p, p->nnodes))
+				break;
+			fprintf(out, "  %-36s %8llu samples: ", p->nodes[order[r]].path, (unsigned long long)ns->samples[ANA_CPU]);
+			for (uint32_t j = 0; j < ns->ntop && j < 3; j++)
+				fprintf(out, "%s%s %.1f%%", j ? ", " : "", p->names[p->smp.funcs[ns->top[j]].name], ns->top_pct[j]);
+			fputc('\n', out);
+		}
+		free(order);
+	} else if (!v->samples[ANA_OFFCPU])
+		fprintf(out, "  no samples%s\n", f->pid || f->tid || f->region ? " in the selection" : "");
+	if (v->samples[ANA_OFFCPU]) {
+		fprintf(out, "\n%sOff-CPU functions%s (wall mode: where threads waited, blocked; %llu samples)\n", bold,
+			reset, (unsigned long long)v->samples[ANA_OFFCPU]);
+		hot_functions(out, p, v, ANA_OFFCPU);
+	}
 }
 
 int rep_text(FILE *out, const ana_profile *p, const rep_options *o)
@@ -121,17 +244,26 @@ int rep_text(FILE *out, const ana_profile *p, const rep_options *o)
 		free(order);
 	}
 
+	if (p->smp.present)
+		samples_text(out, p, NULL, s.bold, s.reset);
+
 	if (p->nthreads > 1 || p->nprocs > 1) {
 		heading(out, &s, "Threads");
-		fprintf(out, "  %8s %8s %-16s %10s %10s %8s %10s\n", "pid", "tid", "name", "busy", "lifetime", "busy%", "events");
+		int smp = p->smp.present;
+		fprintf(out, "  %8s %8s %-16s %10s %10s %8s %10s%s\n", "pid", "tid", "name", "busy", "lifetime", "busy%", "events",
+			smp ? "    samples  off-CPU" : "");
 		uint32_t shown = 0;
 		for (uint32_t i = 0; i < p->nthreads && shown < 32; i++, shown++) {
 			const ana_thread *t = &p->threads[i];
-			fprintf(out, "  %8llu %8llu %-16s %10s %10s %7.1f%% %10llu\n",
+			fprintf(out, "  %8llu %8llu %-16s %10s %10s %7.1f%% %10llu",
 				(unsigned long long)p->procs[t->process].file.pid, (unsigned long long)t->tid, t->name,
 				ana_fmt_ns((double)t->busy_ns, a, sizeof a), ana_fmt_ns((double)t->lifetime_ns, b, sizeof b),
 				t->lifetime_ns ? 100.0 * (double)t->busy_ns / (double)t->lifetime_ns : 0,
 				(unsigned long long)t->events);
+			if (smp)
+				fprintf(out, " %10llu %8llu", (unsigned long long)p->smp.all.thread_samples[(size_t)i * ANA_NKINDS + ANA_CPU],
+					(unsigned long long)p->smp.all.thread_samples[(size_t)i * ANA_NKINDS + ANA_OFFCPU]);
+			fputc('\n', out);
 		}
 		if (p->nthreads > shown)
 			fprintf(out, "  ... %u more threads (JSON lists all)\n", p->nthreads - shown);

@@ -505,6 +505,27 @@ static const char *die_name(sym_ctx *s, Dwarf_Die *die)
 	return n ? intern(s, n) : NULL;
 }
 
+/* `file` made absolute with the compilation directory when it is relative (as GCC
+ * records files named relative to where it ran), interned. */
+static const char *source_path(sym_ctx *s, const char *comp_dir, const char *file)
+{
+	if (!file)
+		return NULL;
+	if (file[0] == '/' || !comp_dir || !comp_dir[0])
+		return intern(s, file);
+	char buf[4096];
+	while (file[0] == '.' && file[1] == '/')
+		file += 2;
+	snprintf(buf, sizeof buf, "%s%s%s", comp_dir, comp_dir[strlen(comp_dir) - 1] == '/' ? "" : "/", file);
+	return intern(s, buf);
+}
+
+static const char *cu_comp_dir(Dwarf_Die *cu)
+{
+	Dwarf_Attribute a;
+	return dwarf_attr(cu, DW_AT_comp_dir, &a) ? dwarf_formstring(&a) : NULL;
+}
+
 static const char *call_file(sym_ctx *s, Dwarf_Die *cu, Dwarf_Die *inl, uint32_t *line)
 {
 	Dwarf_Attribute a;
@@ -518,8 +539,7 @@ static const char *call_file(sym_ctx *s, Dwarf_Die *cu, Dwarf_Die *inl, uint32_t
 	size_t nfiles;
 	if (dwarf_getsrcfiles(cu, &files, &nfiles) != 0 || idx >= nfiles)
 		return NULL;
-	const char *f = dwarf_filesrc(files, idx, NULL, NULL);
-	return f ? intern(s, f) : NULL;
+	return source_path(s, cu_comp_dir(cu), dwarf_filesrc(files, idx, NULL, NULL));
 }
 
 #define MAX_INLINE 64
@@ -554,7 +574,7 @@ static int resolve(sym_ctx *s, smod *m, uint64_t addr, uint64_t a, sym_frame *ou
 		Dwfl_Line *l = dwfl_module_getsrc(m->mod, a);
 		if (l) {
 			const char *f = dwfl_lineinfo(l, NULL, &line0, NULL, NULL, NULL);
-			file0 = f ? intern(s, f) : NULL;
+			file0 = source_path(s, dwfl_line_comp_dir(l), f);
 			if (line0 < 0)
 				line0 = 0;
 		}

@@ -1,0 +1,1255 @@
+/*
+ * samples.c - sampled call stacks in the analysis model. While the reader streams a file,
+ * each sample is kept with its raw stack and region path interned per process; at the end
+ * every process's stacks are symbolised (src/symbol/), each distinct address once, into
+ * locations, functions and stacks shared by the whole recording, and the views that the
+ * renderers show are aggregated: hot functions and lines, the call tree, per region and per
+ * thread numbers. Design notes: docs/internals/symbol.md.
+ */
+#include "analyze/analyze.h"
+#include "symbol/symbol.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+/* ---- containers ---- */
+
+/* Grow `*arr` (elements of `elem` bytes, capacity *cap) so that index n fits; new
+ * elements are zeroed. Returns 0 or -1. */
+static int grow(void *arr, size_t *cap, size_t n, size_t elem)
+{
+	if (n < *cap)
+		return 0;
+	size_t c = *cap ? *cap * 2 : 64;
+	while (c <= n)
+		c *= 2;
+	void *a = realloc(*(void **)arr, c * elem);
+	if (!a)
+		return -1;
+	memset((char *)a + *cap * elem, 0, (c - *cap) * elem);
+	*(void **)arr = a;
+	*cap = c;
+	return 0;
+}
+
+static uint64_t mix(uint64_t k)
+{
+	k ^= k >> 33;
+	k *= 0xff51afd7ed558ccdull;
+	k ^= k >> 33;
+	k *= 0xc4ceb9fe1a85ec53ull;
+	k ^= k >> 33;
+	return k;
+}
+
+static uint64_t hash_u64s(const uint64_t *v, size_t n, uint64_t h)
+{
+	for (size_t i = 0; i < n; i++)
+		h = mix(h ^ v[i]) + 0x9e3779b97f4a7c15ull;
+	return h;
+}
+
+/* Map from a 64-bit key to a 64-bit value, open addressing. */
+typedef struct kmap {
+	uint64_t *key, *val;
+	uint8_t *used;
+	size_t cap, n;
+} kmap;
+
+static void kmap_free(kmap *m)
+{
+	free(m->key);
+	free(m->val);
+	free(m->used);
+	memset(m, 0, sizeof *m);
+}
+
+/* The slot of `key`, inserted (value 0) if absent; NULL on allocation failure. */
+static uint64_t *kmap_slot(kmap *m, uint64_t key, int *isnew)
+{
+	if ((m->n + 1) * 2 > m->cap) {
+		size_t cap = m->cap ? m->cap * 2 : 256;
+		kmap nm = {malloc(cap * 8), malloc(cap * 8), calloc(cap, 1), cap, 0};
+		if (!nm.key || !nm.val || !nm.used) {
+			kmap_free(&nm);
+			return NULL;
+		}
+		for (size_t i = 0; i < m->cap; i++) {
+			if (!m->used[i])
+				continue;
+			size_t j = mix(m->key[i]) & (cap - 1);
+			while (nm.used[j])
+				j = (j + 1) & (cap - 1);
+			nm.used[j] = 1;
+			nm.key[j] = m->key[i];
+			nm.val[j] = m->val[i];
+		}
+		nm.n = m->n;
+		kmap_free(m);
+		*m = nm;
+	}
+	size_t i = mix(key) & (m->cap - 1);
+	for (; m->used[i]; i = (i + 1) & (m->cap - 1))
+		if (m->key[i] == key) {
+			if (isnew)
+				*isnew = 0;
+			return &m->val[i];
+		}
+	m->used[i] = 1;
+	m->key[i] = key;
+	m->val[i] = 0;
+	m->n++;
+	if (isnew)
+		*isnew = 1;
+	return &m->val[i];
+}
+
+/* Interning of variable-length sequences: hash -> candidate ids, compared by the caller. */
+typedef struct itab {
+	uint32_t *id;         /* UINT32_MAX: empty */
+	uint64_t *h;
+	size_t cap, n;
+} itab;
+
+static void itab_free(itab *t)
+{
+	free(t->id);
+	free(t->h);
+	memset(t, 0, sizeof *t);
+}
+
+static int itab_reserve(itab *t)
+{
+	if ((t->n + 1) * 2 <= t->cap)
+		return 0;
+	size_t cap = t->cap ? t->cap * 2 : 1024;
+	uint32_t *id = malloc(cap * sizeof *id);
+	uint64_t *h = malloc(cap * sizeof *h);
+	if (!id || !h) {
+		free(id);
+		free(h);
+		return -1;
+	}
+	memset(id, 0xff, cap * sizeof *id);
+	for (size_t i = 0; i < t->cap; i++) {
+		if (t->id[i] == UINT32_MAX)
+			continue;
+		size_t j = t->h[i] & (cap - 1);
+		while (id[j] != UINT32_MAX)
+			j = (j + 1) & (cap - 1);
+		id[j] = t->id[i];
+		h[j] = t->h[i];
+	}
+	free(t->id);
+	free(t->h);
+	t->id = id;
+	t->h = h;
+	t->cap = cap;
+	return 0;
+}
+
+/* ---- raw samples, kept while reading ---- */
+
+typedef struct rstack {
+	size_t off;           /* into pstate.frames */
+	uint32_t n;
+	uint32_t epoch;       /* module epoch of its samples (see below) */
+	uint8_t flags;        /* FMT_S_EXACT_PC | FMT_S_TRUNCATED */
+	uint32_t stack;       /* ana stack, once symbolised */
+	uint64_t count;       /* samples */
+} rstack;
+
+typedef struct rpath {
+	size_t off;           /* into pstate.sites */
+	uint32_t n;
+	uint32_t node;
+} rpath;
+
+typedef struct rsample {
+	uint64_t ticks, tid, step;
+	uint32_t stack, path; /* rstack, rpath (ANA_NONE: outside regions) */
+	uint32_t weight;
+	uint8_t kind;
+} rsample;
+
+/*
+ * Module epochs. A MODULES record whose range overlaps an earlier one replaces it
+ * (dlclose, then another dlopen at the same address). Samples are decoded in file order,
+ * and every module a sample needs is recorded before it, so a sample decoded when the
+ * file had m modules resolves against modules [0, m), the newest covering an address
+ * winning. An epoch is a run of samples between two such replacements; a raw stack is
+ * interned per epoch, and resolves against the modules known at the epoch's end.
+ */
+typedef struct pstate {
+	rsample *s;
+	size_t ns, s_cap;
+	rstack *st;
+	size_t nst, st_cap;
+	uint64_t *frames;
+	size_t nframes, frames_cap;
+	itab stab;
+	rpath *rp;
+	size_t nrp, rp_cap;
+	uint32_t *sites;
+	size_t nsites, sites_cap;
+	itab ptab;
+	size_t nmods_seen;
+	uint32_t epoch;
+	size_t *epoch_end;    /* modules known at the end of each closed epoch */
+	size_t nepochs, epoch_cap;
+} pstate;
+
+typedef struct sstate {
+	pstate *ps;           /* per process */
+	size_t nps, ps_cap;
+} sstate;
+
+static int mods_overlap(const fmt_module *a, const fmt_module *b)
+{
+	if (a->hi <= b->lo || b->hi <= a->lo)
+		return 0;
+	for (uint32_t i = 0; i < a->nsegs; i++)
+		for (uint32_t k = 0; k < b->nsegs; k++)
+			if (a->segs[i].start < b->segs[k].end && b->segs[k].start < a->segs[i].end)
+				return 1;
+	return 0;
+}
+
+int ana_samples_event(ana_profile *p, uint32_t proc, const fmt_file *f, const fmt_event *ev)
+{
+	sstate *ss = p->smp.priv;
+	if (!ss && !(ss = p->smp.priv = calloc(1, sizeof *ss)))
+		return FENNEC_ENOMEM;
+	if (grow(&ss->ps, &ss->ps_cap, proc, sizeof *ss->ps) < 0)
+		return FENNEC_ENOMEM;
+	if (proc >= ss->nps)
+		ss->nps = proc + 1;
+	pstate *ps = &ss->ps[proc];
+	/* New modules: does one replace an earlier one? Then an epoch ends. */
+	for (; ps->nmods_seen < f->nmodules; ps->nmods_seen++) {
+		size_t j = ps->nmods_seen;
+		for (size_t i = 0; i < j; i++)
+			if (mods_overlap(&f->modules[i], &f->modules[j])) {
+				if (grow(&ps->epoch_end, &ps->epoch_cap, ps->nepochs, sizeof *ps->epoch_end) < 0)
+					return FENNEC_ENOMEM;
+				ps->epoch_end[ps->nepochs++] = j;
+				ps->epoch++;
+				break;
+			}
+	}
+	uint8_t sflags = ev->flags & (FMT_S_EXACT_PC | FMT_S_TRUNCATED);
+	/* Intern the raw stack. */
+	uint64_t h = hash_u64s(ev->frames, ev->nframes, (uint64_t)ps->epoch << 8 | sflags);
+	if (itab_reserve(&ps->stab) < 0)
+		return FENNEC_ENOMEM;
+	size_t slot = h & (ps->stab.cap - 1);
+	uint32_t sid = ANA_NONE;
+	for (; ps->stab.id[slot] != UINT32_MAX; slot = (slot + 1) & (ps->stab.cap - 1)) {
+		if (ps->stab.h[slot] != h)
+			continue;
+		rstack *r = &ps->st[ps->stab.id[slot]];
+		if (r->n == ev->nframes && r->epoch == ps->epoch && r->flags == sflags &&
+		    !memcmp(ps->frames + r->off, ev->frames, ev->nframes * sizeof *ev->frames)) {
+			sid = ps->stab.id[slot];
+			break;
+		}
+	}
+	if (sid == ANA_NONE) {
+		if (ps->nst >= UINT32_MAX - 1 || grow(&ps->st, &ps->st_cap, ps->nst, sizeof *ps->st) < 0 ||
+		    (ev->nframes && grow(&ps->frames, &ps->frames_cap, ps->nframes + ev->nframes, sizeof *ps->frames) < 0))
+			return FENNEC_ENOMEM;
+		sid = (uint32_t)ps->nst++;
+		ps->st[sid] = (rstack){ps->nframes, ev->nframes, ps->epoch, sflags, ANA_NONE, 0};
+		if (ev->nframes)
+			memcpy(ps->frames + ps->nframes, ev->frames, ev->nframes * sizeof *ev->frames);
+		ps->nframes += ev->nframes;
+		ps->stab.id[slot] = sid;
+		ps->stab.h[slot] = h;
+		ps->stab.n++;
+	}
+	ps->st[sid].count++;
+	/* Intern the region path. */
+	uint32_t pid = ANA_NONE;
+	if (ev->nregions) {
+		uint64_t ph = 1469598103934665603ull;
+		for (uint32_t i = 0; i < ev->nregions; i++)
+			ph = mix(ph ^ ev->regions[i]) + i;
+		if (itab_reserve(&ps->ptab) < 0)
+			return FENNEC_ENOMEM;
+		slot = ph & (ps->ptab.cap - 1);
+		for (; ps->ptab.id[slot] != UINT32_MAX; slot = (slot + 1) & (ps->ptab.cap - 1)) {
+			if (ps->ptab.h[slot] != ph)
+				continue;
+			rpath *r = &ps->rp[ps->ptab.id[slot]];
+			if (r->n == ev->nregions && !memcmp(ps->sites + r->off, ev->regions, ev->nregions * sizeof *ev->regions)) {
+				pid = ps->ptab.id[slot];
+				break;
+			}
+		}
+		if (pid == ANA_NONE) {
+			if (grow(&ps->rp, &ps->rp_cap, ps->nrp, sizeof *ps->rp) < 0 ||
+			    grow(&ps->sites, &ps->sites_cap, ps->nsites + ev->nregions, sizeof *ps->sites) < 0)
+				return FENNEC_ENOMEM;
+			pid = (uint32_t)ps->nrp++;
+			ps->rp[pid] = (rpath){ps->nsites, ev->nregions, ANA_NONE};
+			memcpy(ps->sites + ps->nsites, ev->regions, ev->nregions * sizeof *ev->regions);
+			ps->nsites += ev->nregions;
+			ps->ptab.id[slot] = pid;
+			ps->ptab.h[slot] = ph;
+			ps->ptab.n++;
+		}
+	}
+	if (grow(&ps->s, &ps->s_cap, ps->ns, sizeof *ps->s) < 0)
+		return FENNEC_ENOMEM;
+	unsigned kind = (ev->flags & FMT_S_KIND_MASK) == FMT_S_OFFCPU ? ANA_OFFCPU : ANA_CPU;
+	ps->s[ps->ns++] = (rsample){ev->ticks, ev->tid, ev->u, sid, pid,
+				    ev->i > UINT32_MAX ? UINT32_MAX : (uint32_t)ev->i, (uint8_t)kind};
+	return 0;
+}
+
+static void pstate_free(pstate *ps)
+{
+	free(ps->s);
+	free(ps->st);
+	free(ps->frames);
+	itab_free(&ps->stab);
+	free(ps->rp);
+	free(ps->sites);
+	itab_free(&ps->ptab);
+	free(ps->epoch_end);
+	memset(ps, 0, sizeof *ps);
+}
+
+void ana_samples_discard(ana_profile *p, uint32_t proc)
+{
+	sstate *ss = p->smp.priv;
+	if (ss && proc < ss->nps)
+		pstate_free(&ss->ps[proc]);
+}
+
+static void sstate_free(ana_profile *p)
+{
+	sstate *ss = p->smp.priv;
+	if (!ss)
+		return;
+	for (size_t i = 0; i < ss->nps; i++)
+		pstate_free(&ss->ps[i]);
+	free(ss->ps);
+	free(ss);
+	p->smp.priv = NULL;
+}
+
+/* ---- symbolisation, per process ---- */
+
+/* A loaded segment of an effective module of one epoch. */
+typedef struct seg {
+	uint64_t start, end;
+	uint32_t mod;         /* index into the file's modules */
+} seg;
+
+typedef struct fin {
+	ana_profile *p;
+	sym_ctx *sym;
+	itab ftab;            /* funcs by (name, module) */
+	itab stab;            /* ana stacks by locs */
+	uint32_t *tmp;        /* a stack being built */
+	size_t tmp_cap;
+	uint32_t unknown_func, kernel_func;
+} fin;
+
+static int cmp_seg(const void *a, const void *b)
+{
+	const seg *x = a, *y = b;
+	return (x->start > y->start) - (x->start < y->start);
+}
+
+/* The segments of the modules known at the end of an epoch, each replaced module left out. */
+static int epoch_segments(const fmt_file *f, size_t known, seg **out, size_t *nout)
+{
+	size_t n = 0, cap = 0;
+	seg *v = NULL;
+	for (size_t i = 0; i < known; i++) {
+		int replaced = 0;
+		for (size_t j = i + 1; j < known && !replaced; j++)
+			replaced = mods_overlap(&f->modules[i], &f->modules[j]);
+		if (replaced)
+			continue;
+		for (uint32_t k = 0; k < f->modules[i].nsegs; k++) {
+			if (grow(&v, &cap, n, sizeof *v) < 0) {
+				free(v);
+				return FENNEC_ENOMEM;
+			}
+			v[n++] = (seg){f->modules[i].segs[k].start, f->modules[i].segs[k].end, (uint32_t)i};
+		}
+	}
+	qsort(v, n, sizeof *v, cmp_seg);
+	*out = v;
+	*nout = n;
+	return 0;
+}
+
+static uint32_t seg_find(const seg *v, size_t n, uint64_t addr)
+{
+	size_t lo = 0, hi = n;
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+		if (v[mid].start <= addr)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return lo && addr < v[lo - 1].end ? v[lo - 1].mod : ANA_NONE;
+}
+
+static uint32_t func_for(fin *x, uint32_t name, uint32_t module, uint32_t file, uint32_t line)
+{
+	ana_sampling *s = &x->p->smp;
+	uint64_t h = mix((uint64_t)name << 32 | module);
+	if (itab_reserve(&x->ftab) < 0)
+		return ANA_NONE;
+	size_t i = h & (x->ftab.cap - 1);
+	for (; x->ftab.id[i] != UINT32_MAX; i = (i + 1) & (x->ftab.cap - 1)) {
+		ana_func *fn = &s->funcs[x->ftab.id[i]];
+		if (fn->name == name && fn->module == module)
+			return x->ftab.id[i];
+	}
+	size_t cap = s->funcs_cap;
+	if (s->nfuncs == UINT32_MAX - 1 || grow(&s->funcs, &cap, s->nfuncs, sizeof *s->funcs) < 0)
+		return ANA_NONE;
+	s->funcs_cap = (uint32_t)(cap < UINT32_MAX ? cap : UINT32_MAX);
+	uint32_t id = s->nfuncs++;
+	s->funcs[id] = (ana_func){.name = name, .module = module, .file = file, .line = line};
+	x->ftab.id[i] = id;
+	x->ftab.h[i] = h;
+	x->ftab.n++;
+	return id;
+}
+
+static uint32_t new_loc(fin *x, uint32_t func, uint32_t file, uint32_t line, uint32_t proc, uint64_t addr,
+			uint64_t rel, int inlined)
+{
+	ana_sampling *s = &x->p->smp;
+	size_t cap = s->locs_cap;
+	if (func == ANA_NONE || s->nlocs == UINT32_MAX - 1 || grow(&s->locs, &cap, s->nlocs, sizeof *s->locs) < 0)
+		return ANA_NONE;
+	s->locs_cap = (uint32_t)(cap < UINT32_MAX ? cap : UINT32_MAX);
+	s->locs[s->nlocs] = (ana_loc){func, file, line, proc, addr, rel, inlined};
+	return s->nlocs++;
+}
+
+static uint32_t stack_for(fin *x, const uint32_t *locs, uint32_t n, int truncated)
+{
+	ana_sampling *s = &x->p->smp;
+	uint64_t h = 0x51ed270b27u ^ (uint64_t)truncated;
+	for (uint32_t i = 0; i < n; i++)
+		h = mix(h ^ locs[i]) + i;
+	if (itab_reserve(&x->stab) < 0)
+		return ANA_NONE;
+	size_t i = h & (x->stab.cap - 1);
+	for (; x->stab.id[i] != UINT32_MAX; i = (i + 1) & (x->stab.cap - 1)) {
+		const ana_stack *st = &s->stacks[x->stab.id[i]];
+		if (x->stab.h[i] == h && st->n == n && st->truncated == truncated && !memcmp(st->locs, locs, n * sizeof *locs))
+			return x->stab.id[i];
+	}
+	size_t cap = s->stacks_cap;
+	if (s->nstacks == UINT32_MAX - 1 || grow(&s->stacks, &cap, s->nstacks, sizeof *s->stacks) < 0)
+		return ANA_NONE;
+	s->stacks_cap = (uint32_t)(cap < UINT32_MAX ? cap : UINT32_MAX);
+	uint32_t *copy = malloc((n ? n : 1) * sizeof *copy);
+	if (!copy)
+		return ANA_NONE;
+	memcpy(copy, locs, n * sizeof *locs);
+	uint32_t id = s->nstacks++;
+	s->stacks[id] = (ana_stack){copy, n, truncated};
+	x->stab.id[i] = id;
+	x->stab.h[i] = h;
+	x->stab.n++;
+	return id;
+}
+
+/* Per-module bookkeeping of one process. */
+typedef struct pmod {
+	uint32_t sym;         /* symboliser handle, ANA_NONE until used */
+	uint32_t ana;         /* index into smp.modules, ANA_NONE until used */
+	uint32_t name;        /* names index of its path */
+	uint64_t stamp;       /* last raw stack counted in `samples` + 1 */
+	uint64_t samples;     /* samples with a frame in it */
+} pmod;
+
+static uint32_t ana_module_for(ana_profile *p, uint32_t proc, uint32_t path, int status)
+{
+	ana_sampling *s = &p->smp;
+	size_t cap = s->modules_cap;
+	if (grow(&s->modules, &cap, s->nmodules, sizeof *s->modules) < 0)
+		return ANA_NONE;
+	s->modules_cap = (uint32_t)cap;
+	s->modules[s->nmodules] = (ana_module){proc, path, 0, status};
+	return s->nmodules++;
+}
+
+/* The locations of one address of one module, chained per address. */
+typedef struct acache {
+	uint32_t mod;         /* index into the file's modules, ANA_NONE: none */
+	int exact;
+	uint32_t first, n;    /* locs [first, first + n) */
+	uint64_t next;        /* next entry of the same address + 1, 0: none */
+} acache;
+
+/* Warnings about unsymbolised modules, merged over processes by path. */
+typedef struct badmod {
+	uint32_t path;
+	int status;
+	uint64_t samples;
+} badmod;
+
+static int symbolise_process(fin *x, uint32_t proc, pstate *ps, badmod **bad, size_t *nbad, size_t *bad_cap)
+{
+	ana_profile *p = x->p;
+	const fmt_file *f = &p->procs[proc].file;
+	int rc = FENNEC_ENOMEM;
+	pmod *pm = calloc(f->nmodules + 1, sizeof *pm);
+	seg **segs = calloc(ps->epoch + 1, sizeof *segs);
+	size_t *nsegs = calloc(ps->epoch + 1, sizeof *nsegs);
+	kmap addr_idx = {0};    /* address -> first cache entry + 1 */
+	acache *ac = NULL;      /* entries, chained per address */
+	size_t nac = 0, ac_cap = 0;
+	uint32_t perf_sym = ANA_NONE, perf_ana = ANA_NONE, perf_path = ANA_NONE, unk_ana = ANA_NONE;
+	if (!pm || !segs || !nsegs)
+		goto out;
+	for (size_t i = 0; i < f->nmodules; i++) {
+		pm[i].sym = pm[i].ana = pm[i].name = ANA_NONE;
+	}
+	for (uint32_t sid = 0; sid < ps->nst; sid++) {
+		rstack *r = &ps->st[sid];
+		uint32_t e = r->epoch;
+		if (!segs[e]) {
+			size_t known = e < ps->nepochs ? ps->epoch_end[e] : f->nmodules;
+			if (epoch_segments(f, known, &segs[e], &nsegs[e]) || !segs[e]) {
+				if (!segs[e] && !nsegs[e] && (segs[e] = malloc(sizeof(seg))))
+					; /* an epoch with no modules: an empty, non-NULL table */
+				else
+					goto out;
+			}
+		}
+		size_t nl = 0;
+		for (uint32_t k = 0; k < r->n; k++) {
+			uint64_t addr = ps->frames[r->off + k];
+			int exact = k == 0 && (r->flags & FMT_S_EXACT_PC);
+			uint32_t mi = seg_find(segs[e], nsegs[e], addr);
+			/* the address's locations, cached per (module, address, exact) */
+			uint64_t *head = kmap_slot(&addr_idx, addr, NULL);
+			if (!head)
+				goto out;
+			uint32_t first = ANA_NONE, cnt = 0;
+			uint64_t e_at = *head;
+			while (e_at && (ac[e_at - 1].mod != mi || ac[e_at - 1].exact != exact))
+				e_at = ac[e_at - 1].next;
+			if (e_at) {
+				first = ac[e_at - 1].first;
+				cnt = ac[e_at - 1].n;
+			} else {
+				const sym_frame *fr = NULL;
+				uint32_t nfr = 0;
+				uint32_t modname = ANA_NONE, ana_mod = ANA_NONE;
+				uint64_t rel = addr;
+				if (mi != ANA_NONE) {
+					const fmt_module *fm = &f->modules[mi];
+					if (pm[mi].sym == ANA_NONE && sym_add_module(x->sym, fm, &pm[mi].sym))
+						goto out;
+					if (sym_lookup(x->sym, pm[mi].sym, addr, exact, &fr, &nfr))
+						goto out;
+					if (pm[mi].name == ANA_NONE && (pm[mi].name = ana_intern(p, fm->path ? fm->path : "")) == ANA_NONE)
+						goto out;
+					if (pm[mi].ana == ANA_NONE &&
+					    (pm[mi].ana = ana_module_for(p, proc, pm[mi].name, sym_module_status(x->sym, pm[mi].sym))) == ANA_NONE)
+						goto out;
+					modname = pm[mi].name;
+					ana_mod = pm[mi].ana;
+					rel = addr - fm->bias;
+				} else if (addr < 0xffff800000000000ull) {
+					if (perf_sym == ANA_NONE) {
+						uint64_t since = f->start_real_ns > 5000000000ull ? f->start_real_ns - 5000000000ull : 0;
+						if (sym_add_perf_map(x->sym, f->pid, since, &perf_sym))
+							goto out;
+					}
+					if (sym_lookup(x->sym, perf_sym, addr, exact, &fr, &nfr))
+						goto out;
+					if (nfr) {
+						if (perf_path == ANA_NONE &&
+						    (perf_path = ana_intern(p, sym_module_path(x->sym, perf_sym))) == ANA_NONE)
+							goto out;
+						if (perf_ana == ANA_NONE && (perf_ana = ana_module_for(p, proc, perf_path, SYM_OK)) == ANA_NONE)
+							goto out;
+						modname = perf_path;
+						ana_mod = perf_ana;
+					}
+				}
+				if (!nfr) {
+					/* In no module: [unknown], or the kernel (samples taken in a system call
+					 * with kernel call chains). */
+					int kernel = addr >= 0xffff800000000000ull;
+					uint32_t *fid = kernel ? &x->kernel_func : &x->unknown_func;
+					if (*fid == ANA_NONE) {
+						uint32_t nm = ana_intern(p, kernel ? "[kernel]" : "[unknown]");
+						if (nm == ANA_NONE || (*fid = func_for(x, nm, nm, ANA_NONE, 0)) == ANA_NONE)
+							goto out;
+					}
+					if (unk_ana == ANA_NONE && !kernel &&
+					    (unk_ana = ana_module_for(p, proc, p->smp.funcs[*fid].module, SYM_MISSING)) == ANA_NONE)
+						goto out;
+					if (!kernel)
+						p->smp.unknown_frames += r->count;
+					first = new_loc(x, *fid, ANA_NONE, 0, proc, addr, addr, 0);
+					if (first == ANA_NONE)
+						goto out;
+					cnt = 1;
+				} else {
+					for (uint32_t i = 0; i < nfr; i++) {
+						uint32_t nm = ana_intern(p, fr[i].func);
+						uint32_t file = fr[i].file ? ana_intern(p, fr[i].file) : ANA_NONE;
+						if (nm == ANA_NONE || (fr[i].file && file == ANA_NONE))
+							goto out;
+						uint32_t fn = func_for(x, nm, modname, file, fr[i].line);
+						uint32_t l = new_loc(x, fn, file, fr[i].line, proc, addr, rel, fr[i].inlined);
+						if (l == ANA_NONE)
+							goto out;
+						if (!i)
+							first = l;
+					}
+					cnt = nfr;
+				}
+				(void)ana_mod;
+				if (grow(&ac, &ac_cap, nac, sizeof *ac) < 0)
+					goto out;
+				ac[nac] = (acache){mi, exact, first, cnt, *head};
+				*head = ++nac;
+			}
+			/* module accounting: frames, and samples with a frame in the module */
+			if (mi != ANA_NONE) {
+				p->smp.modules[pm[mi].ana].samples += r->count;
+				if (pm[mi].stamp != (uint64_t)sid + 1) {
+					pm[mi].stamp = (uint64_t)sid + 1;
+					pm[mi].samples += r->count;
+				}
+			} else if (unk_ana != ANA_NONE && p->smp.locs[first].func == x->unknown_func) {
+				p->smp.modules[unk_ana].samples += r->count;
+			} else if (perf_ana != ANA_NONE && p->smp.locs[first].func != x->kernel_func) {
+				p->smp.modules[perf_ana].samples += r->count;
+			}
+			if (grow(&x->tmp, &x->tmp_cap, nl + cnt, sizeof *x->tmp) < 0)
+				goto out;
+			for (uint32_t i = 0; i < cnt; i++)
+				x->tmp[nl++] = first + i;
+		}
+		/* innermost first -> outermost first */
+		for (size_t a = 0, b = nl ? nl - 1 : 0; a < b; a++, b--) {
+			uint32_t t = x->tmp[a];
+			x->tmp[a] = x->tmp[b];
+			x->tmp[b] = t;
+		}
+		if (nl > UINT32_MAX)
+			goto out;
+		r->stack = stack_for(x, x->tmp, (uint32_t)nl, !!(r->flags & FMT_S_TRUNCATED));
+		if (r->stack == ANA_NONE)
+			goto out;
+	}
+	/* Modules that could not be read, for the warnings. */
+	for (size_t i = 0; i < f->nmodules; i++) {
+		if (pm[i].ana == ANA_NONE || p->smp.modules[pm[i].ana].status == SYM_OK)
+			continue;
+		const char *path = p->names[pm[i].name];
+		if (path[0] == '[')
+			continue; /* [vdso] and the like: no file to read, nothing to fix */
+		size_t k = 0;
+		while (k < *nbad && (*bad)[k].path != pm[i].name)
+			k++;
+		if (k == *nbad) {
+			if (grow(bad, bad_cap, k, sizeof **bad) < 0)
+				goto out;
+			(*bad)[k] = (badmod){pm[i].name, p->smp.modules[pm[i].ana].status, 0};
+			(*nbad)++;
+		}
+		(*bad)[k].samples += pm[i].samples;
+	}
+	rc = 0;
+out:
+	if (segs)
+		for (uint32_t e = 0; e <= ps->epoch; e++)
+			free(segs[e]);
+	free(segs);
+	free(nsegs);
+	free(pm);
+	kmap_free(&addr_idx);
+	free(ac);
+	return rc;
+}
+
+/* The region node of a path of site ids: the deepest node of the path that exists (a
+ * region whose begin was dropped has none; its samples go to its parent). */
+static uint32_t path_node(ana_profile *p, const fmt_file *f, const uint32_t *sites, uint32_t n)
+{
+	uint32_t node = ANA_NONE;
+	for (uint32_t i = 0; i < n; i++) {
+		uint32_t id = sites[i];
+		const char *nm = id < f->nsites && f->sites[id].defined && f->sites[id].name ? f->sites[id].name : NULL;
+		if (!nm)
+			break;
+		uint32_t name = ana_intern(p, nm);
+		uint32_t next = name == ANA_NONE ? ANA_NONE : ana_node_find(p, node, name);
+		if (next == ANA_NONE)
+			break;
+		node = next;
+	}
+	return node;
+}
+
+/* The thread of `tid` in process `proc`: one that used the API, else a new entry named
+ * from the file's THREAD or TASKS records. */
+static uint32_t thread_for(ana_profile *p, kmap *tids, uint32_t proc, const fmt_file *f, uint64_t tid)
+{
+	int isnew;
+	uint64_t *v = kmap_slot(tids, tid, &isnew);
+	if (!v)
+		return ANA_NONE;
+	if (!isnew)
+		return (uint32_t)*v;
+	uint32_t index = UINT32_MAX;
+	const char *name = NULL;
+	for (uint32_t i = 0; i < f->nthreads; i++)
+		if (f->threads[i].known && f->threads[i].tid == tid) {
+			index = i;
+			name = f->threads[i].name;
+		}
+	for (size_t i = 0; i < f->ntasks && !name; i++)
+		if (f->tasks[f->ntasks - 1 - i].tid == tid)
+			name = f->tasks[f->ntasks - 1 - i].name; /* its latest name */
+	size_t cap = p->threads_cap;
+	if (grow(&p->threads, &cap, p->nthreads, sizeof *p->threads) < 0)
+		return ANA_NONE;
+	p->threads_cap = (uint32_t)cap;
+	ana_thread *t = &p->threads[p->nthreads];
+	memset(t, 0, sizeof *t);
+	t->process = proc;
+	t->index = index;
+	t->tid = tid;
+	t->name = name ? name : "";
+	*v = p->nthreads;
+	return p->nthreads++;
+}
+
+static int cmp_sample(const void *a, const void *b)
+{
+	const ana_sample *x = a, *y = b;
+	if (x->t_ns != y->t_ns)
+		return (x->t_ns > y->t_ns) - (x->t_ns < y->t_ns);
+	return (x->thread > y->thread) - (x->thread < y->thread);
+}
+
+int ana_samples_finish(ana_profile *p)
+{
+	ana_sampling *s = &p->smp;
+	sstate *ss = s->priv;
+	int rc = FENNEC_ENOMEM;
+	fin x = {.p = p, .unknown_func = ANA_NONE, .kernel_func = ANA_NONE};
+	badmod *bad = NULL;
+	size_t nbad = 0, bad_cap = 0;
+	kmap tids = {0};
+
+	/* Sampling facts, from the headers and the last SAMPLES counters. */
+	for (uint32_t i = 0; i < p->nprocs; i++) {
+		const fmt_file *f = &p->procs[i].file;
+		if (f->sample_mode == FMT_SAMPLE_OFF && !f->samples)
+			continue;
+		if (!s->present) {
+			s->present = 1;
+			s->mode = f->sample_mode;
+			s->period_ns = f->sample_period_ns;
+			s->requested_hz = f->sample_hz;
+			s->source = f->sample_source;
+		}
+		s->taken += f->samples_taken > f->samples ? f->samples_taken : f->samples;
+		s->dropped += f->samples_dropped;
+		s->truncated += f->samples_truncated;
+	}
+	if (!s->present) {
+		sstate_free(p);
+		return 0;
+	}
+	if (sym_open(NULL, &x.sym))
+		goto out;
+
+	size_t total = 0;
+	for (size_t i = 0; ss && i < ss->nps; i++)
+		total += ss->ps[i].ns;
+	if (total && !(s->samples = malloc(total * sizeof *s->samples)))
+		goto out;
+	s->samples_cap = total;
+	for (uint32_t proc = 0; ss && proc < ss->nps && proc < p->nprocs; proc++) {
+		pstate *ps = &ss->ps[proc];
+		const fmt_file *f = &p->procs[proc].file;
+		if (!ps->ns)
+			continue;
+		if (symbolise_process(&x, proc, ps, &bad, &nbad, &bad_cap))
+			goto out;
+		for (size_t i = 0; i < ps->nrp; i++)
+			ps->rp[i].node = path_node(p, f, ps->sites + ps->rp[i].off, ps->rp[i].n);
+		kmap_free(&tids);
+		for (uint32_t t = 0; t < p->nthreads; t++)
+			if (p->threads[t].process == proc) {
+				uint64_t *v = kmap_slot(&tids, p->threads[t].tid, NULL);
+				if (!v)
+					goto out;
+				*v = t;
+			}
+		for (size_t i = 0; i < ps->ns; i++) {
+			const rsample *r = &ps->s[i];
+			uint32_t th = thread_for(p, &tids, proc, f, r->tid);
+			if (th == ANA_NONE)
+				goto out;
+			double t = fmt_ticks_to_ns(f, r->ticks);
+			s->samples[s->nsamples++] = (ana_sample){
+				.t_ns = t > 0 ? (uint64_t)llround(t) : 0,
+				.step = r->step,
+				.stack = ps->st[r->stack].stack,
+				.thread = th,
+				.node = r->path == ANA_NONE ? ANA_NONE : ps->rp[r->path].node,
+				.weight = r->weight,
+				.kind = r->kind,
+			};
+			s->weight[r->kind] += r->weight;
+		}
+		pstate_free(ps); /* the raw data is no longer needed */
+	}
+	if (s->nsamples > 1)
+		qsort(s->samples, s->nsamples, sizeof *s->samples, cmp_sample);
+
+	/* The achieved rate: on-CPU samples per second of CPU time. */
+	uint64_t cpu_samples = 0;
+	for (size_t i = 0; i < s->nsamples; i++)
+		cpu_samples += s->samples[i].kind == ANA_CPU;
+	double cpu_s = (double)(p->cpu_user_ns + p->cpu_sys_ns) / 1e9;
+	s->achieved_hz = cpu_s > 0 ? (double)cpu_samples / cpu_s : NAN;
+
+	if (ana_sample_view_build(p, NULL, &s->all))
+		goto out;
+	for (uint32_t k = 0; k < ANA_NKINDS; k++)
+		for (uint32_t i = 0; i < s->all.nfuncs[k]; i++) {
+			const ana_hot_func *h = &s->all.funcs[k][i];
+			s->funcs[h->func].self[k] = h->self;
+			s->funcs[h->func].total[k] = h->total;
+		}
+	const ana_sample_filter *flt = &p->opt.samples;
+	if (ana_sample_view_build(p, flt->pid || flt->tid || flt->region ? flt : NULL, &s->sel))
+		goto out;
+
+	/* Warnings. */
+	if (s->dropped)
+		ana_warn(p, "%llu of %llu samples were dropped (the sample buffer was full): shares are computed "
+			    "from the samples kept; record again with a lower -F or a smaller --flush-ms",
+			 (unsigned long long)s->dropped, (unsigned long long)(s->taken + s->dropped));
+	if (s->truncated) {
+		uint64_t depth = p->procs[0].file.sample_depth;
+		ana_warn(p, "%llu of %llu samples had call stacks deeper than the %llu-frame limit and lost their "
+			    "outermost frames: total shares of outer functions are low; record again with a larger "
+			    "--stack-depth",
+			 (unsigned long long)s->truncated, (unsigned long long)s->taken, (unsigned long long)depth);
+	}
+	for (size_t i = 0; i < nbad; i++) {
+		if (bad[i].status == SYM_NOSYMS)
+			ana_warn(p, "%s: no symbols (stripped); %llu samples shown as module+offset", p->names[bad[i].path],
+				 (unsigned long long)bad[i].samples);
+		else
+			ana_warn(p, "%s: %s; %llu samples unsymbolised", p->names[bad[i].path],
+				 bad[i].status == SYM_BUILDID ? "build id differs from the recording" : "missing",
+				 (unsigned long long)bad[i].samples);
+	}
+	if (s->mode == FMT_SAMPLE_CPU && s->requested_hz && cpu_samples >= 50 && isfinite(s->achieved_hz) &&
+	    s->achieved_hz < 0.5 * (double)s->requested_hz)
+		ana_warn(p, "sampled at %.0f Hz of CPU time, below the %llu Hz requested%s; shares remain unbiased "
+			    "estimates, from fewer samples",
+			 s->achieved_hz, (unsigned long long)s->requested_hz,
+			 s->source == FMT_SRC_TIMER ? " (POSIX CPU timers fire at most at the kernel tick rate)" : "");
+	rc = 0;
+out:
+	sym_close(x.sym);
+	itab_free(&x.ftab);
+	itab_free(&x.stab);
+	free(x.tmp);
+	free(bad);
+	kmap_free(&tids);
+	sstate_free(p);
+	return rc;
+}
+
+void ana_samples_free(ana_profile *p)
+{
+	ana_sampling *s = &p->smp;
+	sstate_free(p);
+	free(s->samples);
+	for (uint32_t i = 0; i < s->nstacks; i++)
+		free(s->stacks[i].locs);
+	free(s->stacks);
+	free(s->locs);
+	free(s->funcs);
+	free(s->modules);
+	ana_sample_view_free(&s->all);
+	ana_sample_view_free(&s->sel);
+	memset(s, 0, sizeof *s);
+}
+
+/* ---- views ---- */
+
+static int cmp_hot_func(const void *a, const void *b)
+{
+	const ana_hot_func *x = a, *y = b;
+	if (x->self != y->self)
+		return (x->self < y->self) - (x->self > y->self);
+	if (x->total != y->total)
+		return (x->total < y->total) - (x->total > y->total);
+	return (x->func > y->func) - (x->func < y->func);
+}
+
+static int cmp_hot_line(const void *a, const void *b)
+{
+	const ana_hot_line *x = a, *y = b;
+	if (x->self != y->self)
+		return (x->self < y->self) - (x->self > y->self);
+	if (x->file != y->file)
+		return (x->file > y->file) - (x->file < y->file);
+	return (x->line > y->line) - (x->line < y->line);
+}
+
+void ana_sample_view_free(ana_sample_view *v)
+{
+	if (!v)
+		return;
+	for (int k = 0; k < ANA_NKINDS; k++) {
+		free(v->funcs[k]);
+		free(v->lines[k]);
+	}
+	free(v->tree);
+	free(v->nodes);
+	free(v->thread_samples);
+	free(v->thread_weight);
+	memset(v, 0, sizeof *v);
+}
+
+/* Nodes selected by a region filter: those named or pathed `region`, and their descendants. */
+static uint8_t *region_selection(const ana_profile *p, const char *region)
+{
+	uint8_t *sel = calloc(p->nnodes ? p->nnodes : 1, 1);
+	if (!sel)
+		return NULL;
+	for (uint32_t n = 0; n < p->nnodes; n++)
+		for (uint32_t a = n; a != ANA_NONE && !sel[n]; a = p->nodes[a].parent)
+			sel[n] = !strcmp(p->names[p->nodes[a].name], region) || (p->nodes[a].path && !strcmp(p->nodes[a].path, region));
+	return sel;
+}
+
+/* The child of call tree node `parent` (ANA_NONE: a root) for `func`. */
+static uint32_t tree_child(ana_sample_view *v, kmap *index, uint32_t parent, uint32_t func)
+{
+	int isnew;
+	uint64_t *slot = kmap_slot(index, (uint64_t)parent << 32 | func, &isnew);
+	if (!slot)
+		return ANA_NONE;
+	if (!isnew)
+		return (uint32_t)*slot;
+	size_t cap = v->tree_cap;
+	if (grow(&v->tree, &cap, v->ntree, sizeof *v->tree) < 0)
+		return ANA_NONE;
+	v->tree_cap = (uint32_t)cap;
+	uint32_t n = v->ntree++;
+	v->tree[n] = (ana_cnode){.func = func, .parent = parent, .first_child = ANA_NONE, .next_sibling = ANA_NONE};
+	if (parent != ANA_NONE) {
+		v->tree[n].next_sibling = v->tree[parent].first_child;
+		v->tree[parent].first_child = n;
+	}
+	*slot = n;
+	return n;
+}
+
+/* Working state of one view build. Lines get dense ids; the per-kind maps are exact. */
+typedef struct vwork {
+	kmap lidx;            /* file << 32 | line -> line id */
+	uint32_t *lfile, *lline;
+	size_t nl, l_cap, l2_cap;
+	uint64_t *lw;         /* [line id * ANA_NKINDS + kind] self weight */
+	size_t lw_cap;
+	kmap flw[ANA_NKINDS]; /* func << 32 | line id -> self weight */
+	kmap cw[ANA_NKINDS];  /* callee << 32 | caller -> self weight of the callee */
+	kmap tindex;          /* call tree: parent << 32 | func -> node */
+	kmap ntop;            /* region node << 32 | func -> on-CPU self weight */
+} vwork;
+
+static void vwork_free(vwork *w)
+{
+	kmap_free(&w->lidx);
+	free(w->lfile);
+	free(w->lline);
+	free(w->lw);
+	for (int k = 0; k < ANA_NKINDS; k++) {
+		kmap_free(&w->flw[k]);
+		kmap_free(&w->cw[k]);
+	}
+	kmap_free(&w->tindex);
+	kmap_free(&w->ntop);
+}
+
+static uint32_t line_id(vwork *w, uint32_t file, uint32_t line)
+{
+	int isnew;
+	uint64_t *v = kmap_slot(&w->lidx, (uint64_t)file << 32 | line, &isnew);
+	if (!v)
+		return ANA_NONE;
+	if (!isnew)
+		return (uint32_t)*v;
+	if (grow(&w->lfile, &w->l_cap, w->nl, sizeof *w->lfile) < 0 || grow(&w->lline, &w->l2_cap, w->nl, sizeof *w->lline) < 0 ||
+	    grow(&w->lw, &w->lw_cap, (w->nl + 1) * ANA_NKINDS, sizeof *w->lw) < 0)
+		return ANA_NONE;
+	w->lfile[w->nl] = file;
+	w->lline[w->nl] = line;
+	*v = w->nl;
+	return (uint32_t)w->nl++;
+}
+
+int ana_sample_view_build(const ana_profile *p, const ana_sample_filter *flt, ana_sample_view *v)
+{
+	const ana_sampling *s = &p->smp;
+	memset(v, 0, sizeof *v);
+	if (flt)
+		v->filter = *flt;
+	int rc = FENNEC_ENOMEM;
+	vwork w = {0};
+	uint8_t *nodesel = NULL;
+	size_t nfk = (s->nfuncs ? (size_t)s->nfuncs : 1) * ANA_NKINDS;
+	uint64_t *sw = calloc(s->nstacks ? (size_t)s->nstacks * ANA_NKINDS : 1, sizeof *sw); /* per (stack, kind) */
+	uint64_t *stamp = calloc(s->nfuncs ? s->nfuncs : 1, sizeof *stamp); /* last (stack, kind) counted + 1 */
+	uint64_t *self = calloc(nfk, sizeof *self), *tot = calloc(nfk, sizeof *tot);
+	uint64_t *best = calloc(nfk, sizeof *best), *lbest = calloc(nfk, sizeof *lbest);
+	uint32_t *best_caller = malloc(nfk * sizeof *best_caller), *best_line = malloc(nfk * sizeof *best_line);
+	uint64_t *lfw = NULL;     /* per (line id, kind): weight of its best function */
+	uint32_t *lfn = NULL;     /* ... and that function */
+	v->nodes = calloc(p->nnodes ? p->nnodes : 1, sizeof *v->nodes);
+	v->thread_samples = calloc(p->nthreads ? (size_t)p->nthreads * ANA_NKINDS : 1, sizeof *v->thread_samples);
+	v->thread_weight = calloc(p->nthreads ? (size_t)p->nthreads * ANA_NKINDS : 1, sizeof *v->thread_weight);
+	if (!v->nodes || !v->thread_samples || !v->thread_weight || !sw || !stamp || !self || !tot || !best || !lbest ||
+	    !best_caller || !best_line)
+		goto out;
+	memset(best_caller, 0xff, nfk * sizeof *best_caller);
+	memset(best_line, 0xff, nfk * sizeof *best_line);
+	if (flt && flt->region && !(nodesel = region_selection(p, flt->region)))
+		goto out;
+
+	/* Pass 1, over the samples selected: per stack and kind, per thread, per region node. */
+	for (size_t i = 0; i < s->nsamples; i++) {
+		const ana_sample *x = &s->samples[i];
+		const ana_thread *t = &p->threads[x->thread];
+		if (flt) {
+			if (flt->pid && p->procs[t->process].file.pid != flt->pid)
+				continue;
+			if (flt->tid && t->tid != flt->tid)
+				continue;
+			if (flt->region && (x->node == ANA_NONE || !nodesel[x->node]))
+				continue;
+		}
+		unsigned k = x->kind;
+		v->samples[k]++;
+		v->weight[k] += x->weight;
+		sw[(size_t)x->stack * ANA_NKINDS + k] += x->weight;
+		v->thread_samples[(size_t)x->thread * ANA_NKINDS + k]++;
+		v->thread_weight[(size_t)x->thread * ANA_NKINDS + k] += x->weight;
+		const ana_stack *st = &s->stacks[x->stack];
+		uint32_t leaf = st->n ? s->locs[st->locs[st->n - 1]].func : ANA_NONE;
+		for (uint32_t n = x->node; n != ANA_NONE; n = p->nodes[n].parent) {
+			v->nodes[n].samples[k]++;
+			v->nodes[n].weight[k] += x->weight;
+			if (k == ANA_CPU && leaf != ANA_NONE) {
+				uint64_t *nw = kmap_slot(&w.ntop, (uint64_t)n << 32 | leaf, NULL);
+				if (!nw)
+					goto out;
+				*nw += x->weight;
+			}
+		}
+	}
+
+	/* Pass 2, over the distinct stacks: self and total per function (a function counted
+	 * once per stack however often it recurs), lines, callers, the call tree. */
+	for (uint32_t si = 0; si < s->nstacks; si++) {
+		const ana_stack *st = &s->stacks[si];
+		for (unsigned k = 0; k < ANA_NKINDS; k++) {
+			uint64_t wt = sw[(size_t)si * ANA_NKINDS + k];
+			if (!wt || !st->n)
+				continue;
+			uint64_t mark = (uint64_t)si * ANA_NKINDS + k + 1;
+			uint32_t node = ANA_NONE;
+			for (uint32_t j = 0; j < st->n; j++) {
+				uint32_t fn = s->locs[st->locs[j]].func;
+				if (stamp[fn] != mark) {
+					stamp[fn] = mark;
+					tot[(size_t)fn * ANA_NKINDS + k] += wt;
+				}
+				if ((node = tree_child(v, &w.tindex, node, fn)) == ANA_NONE)
+					goto out;
+				v->tree[node].total[k] += wt;
+			}
+			v->tree[node].self[k] += wt;
+			const ana_loc *leaf = &s->locs[st->locs[st->n - 1]];
+			self[(size_t)leaf->func * ANA_NKINDS + k] += wt;
+			if (leaf->file != ANA_NONE) {
+				uint32_t lid = line_id(&w, leaf->file, leaf->line);
+				uint64_t *fl = lid == ANA_NONE ? NULL : kmap_slot(&w.flw[k], (uint64_t)leaf->func << 32 | lid, NULL);
+				if (!fl)
+					goto out;
+				w.lw[(size_t)lid * ANA_NKINDS + k] += wt;
+				*fl += wt;
+			}
+			/* the caller: the nearest outer frame in another function */
+			for (uint32_t j = st->n - 1; j-- > 0;) {
+				uint32_t caller = s->locs[st->locs[j]].func;
+				if (caller == leaf->func)
+					continue;
+				uint64_t *c = kmap_slot(&w.cw[k], (uint64_t)leaf->func << 32 | caller, NULL);
+				if (!c)
+					goto out;
+				*c += wt;
+				break;
+			}
+		}
+	}
+
+	/* Per function and kind: the hottest caller and line; per line: the hottest function. */
+	lfw = calloc(w.nl ? w.nl * ANA_NKINDS : 1, sizeof *lfw);
+	lfn = malloc((w.nl ? w.nl * ANA_NKINDS : 1) * sizeof *lfn);
+	if (!lfw || !lfn)
+		goto out;
+	for (unsigned k = 0; k < ANA_NKINDS; k++) {
+		const kmap *c = &w.cw[k];
+		for (size_t i = 0; i < c->cap; i++) {
+			if (!c->used[i])
+				continue;
+			uint32_t callee = (uint32_t)(c->key[i] >> 32), caller = (uint32_t)c->key[i];
+			size_t at = (size_t)callee * ANA_NKINDS + k;
+			if (c->val[i] > best[at] || (c->val[i] == best[at] && caller < best_caller[at])) {
+				best[at] = c->val[i];
+				best_caller[at] = caller;
+			}
+		}
+		const kmap *fl = &w.flw[k];
+		for (size_t i = 0; i < fl->cap; i++) {
+			if (!fl->used[i])
+				continue;
+			uint32_t fn = (uint32_t)(fl->key[i] >> 32), lid = (uint32_t)fl->key[i];
+			size_t at = (size_t)fn * ANA_NKINDS + k, lat = (size_t)lid * ANA_NKINDS + k;
+			if (fl->val[i] > lbest[at] || (fl->val[i] == lbest[at] && lid < best_line[at])) {
+				lbest[at] = fl->val[i];
+				best_line[at] = lid;
+			}
+			if (fl->val[i] > lfw[lat] || (fl->val[i] == lfw[lat] && fn < lfn[lat])) {
+				lfw[lat] = fl->val[i];
+				lfn[lat] = fn;
+			}
+		}
+	}
+
+	/* Hot functions and hot lines per kind. */
+	for (unsigned k = 0; k < ANA_NKINDS; k++) {
+		double wk = (double)v->weight[k];
+		uint32_t n = 0;
+		for (uint32_t fn = 0; fn < s->nfuncs; fn++)
+			n += tot[(size_t)fn * ANA_NKINDS + k] > 0;
+		if (!(v->funcs[k] = calloc(n ? n : 1, sizeof *v->funcs[k])))
+			goto out;
+		for (uint32_t fn = 0; fn < s->nfuncs; fn++) {
+			size_t at = (size_t)fn * ANA_NKINDS + k;
+			if (!tot[at])
+				continue;
+			ana_hot_func *h = &v->funcs[k][v->nfuncs[k]++];
+			*h = (ana_hot_func){
+				.func = fn, .self = self[at], .total = tot[at],
+				.self_pct = wk > 0 ? 100.0 * (double)self[at] / wk : 0,
+				.total_pct = wk > 0 ? 100.0 * (double)tot[at] / wk : 0,
+				.file = s->funcs[fn].file, .line = s->funcs[fn].line, /* where first seen ... */
+				.caller = best_caller[at],
+				.caller_pct = self[at] && best_caller[at] != ANA_NONE ? 100.0 * (double)best[at] / (double)self[at] : 0,
+			};
+			if (best_line[at] != ANA_NONE) { /* ... unless its self samples have a hottest line */
+				h->file = w.lfile[best_line[at]];
+				h->line = w.lline[best_line[at]];
+			}
+		}
+		if (v->nfuncs[k] > 1)
+			qsort(v->funcs[k], v->nfuncs[k], sizeof *v->funcs[k], cmp_hot_func);
+		if (!(v->lines[k] = calloc(w.nl ? w.nl : 1, sizeof *v->lines[k])))
+			goto out;
+		for (size_t lid = 0; lid < w.nl; lid++) {
+			size_t lat = lid * ANA_NKINDS + k;
+			if (!w.lw[lat])
+				continue;
+			v->lines[k][v->nlines[k]++] = (ana_hot_line){
+				.file = w.lfile[lid], .line = w.lline[lid], .func = lfn[lat], .self = w.lw[lat],
+				.self_pct = wk > 0 ? 100.0 * (double)w.lw[lat] / wk : 0,
+			};
+		}
+		if (v->nlines[k] > 1)
+			qsort(v->lines[k], v->nlines[k], sizeof *v->lines[k], cmp_hot_line);
+	}
+
+	/* Top functions per region node (on-CPU self weight inside the region). */
+	for (size_t i = 0; i < w.ntop.cap; i++) {
+		if (!w.ntop.used[i])
+			continue;
+		uint32_t n = (uint32_t)(w.ntop.key[i] >> 32), fn = (uint32_t)w.ntop.key[i];
+		uint64_t wt = w.ntop.val[i];
+		ana_node_samples *ns = &v->nodes[n];
+		uint32_t at = ns->ntop;
+		while (at > 0 && (ns->top_weight[at - 1] < wt || (ns->top_weight[at - 1] == wt && ns->top[at - 1] > fn)))
+			at--;
+		if (at >= ANA_NODE_TOP)
+			continue;
+		for (uint32_t j = ns->ntop < ANA_NODE_TOP ? ns->ntop : ANA_NODE_TOP - 1; j > at; j--) {
+			ns->top[j] = ns->top[j - 1];
+			ns->top_weight[j] = ns->top_weight[j - 1];
+		}
+		ns->top[at] = fn;
+		ns->top_weight[at] = wt;
+		if (ns->ntop < ANA_NODE_TOP)
+			ns->ntop++;
+	}
+	for (uint32_t n = 0; n < p->nnodes; n++)
+		for (uint32_t j = 0; j < v->nodes[n].ntop; j++)
+			v->nodes[n].top_pct[j] = 100.0 * (double)v->nodes[n].top_weight[j] / (double)v->nodes[n].weight[ANA_CPU];
+	rc = 0;
+out:
+	if (rc)
+		ana_sample_view_free(v);
+	vwork_free(&w);
+	free(nodesel);
+	free(sw);
+	free(stamp);
+	free(self);
+	free(tot);
+	free(best);
+	free(lbest);
+	free(best_caller);
+	free(best_line);
+	free(lfw);
+	free(lfn);
+	return rc;
+}
+
+const char *ana_sample_kind_name(unsigned kind) { return kind == ANA_OFFCPU ? "offcpu" : "cpu"; }
+
+const char *ana_sample_mode_name(uint64_t mode)
+{
+	return mode == FMT_SAMPLE_CPU ? "cpu" : mode == FMT_SAMPLE_WALL ? "wall" : "off";
+}
+
+const char *ana_module_status_name(int status) { return sym_status_name(status); }
+
+const char *ana_sample_source_name(uint64_t source)
+{
+	return source == FMT_SRC_PERF ? "perf_event task-clock" : source == FMT_SRC_TIMER ? "POSIX CPU timer"
+			       : source == FMT_SRC_WALL ? "wall-clock thread" : "unknown";
+}
