@@ -20,6 +20,12 @@ static char *fmtstr(const char *fmt, ...)
 	return s;
 }
 
+static const char *base_name(const char *path)
+{
+	const char *s = strrchr(path, '/');
+	return s && s[1] ? s + 1 : path;
+}
+
 static ana_finding *add_finding(ana_profile *p, const char *type, ana_severity sev)
 {
 	if (p->nfindings == p->findings_cap) {
@@ -98,14 +104,116 @@ static void rule_hot_operation(ana_profile *p)
 						   "allocation) before optimising the common case.",
 						   f->subject, ana_fmt_ns(n->dist.p99, c, sizeof c),
 						   ana_fmt_ns(n->dist.p50, a, sizeof a));
-		else
-			f->recommendation = fmtstr("%s's own code dominates: profile it with a CPU sampler "
-						   "(perf record -g) to find its hot functions and lines, then "
-						   "reduce the work per call "
+		else if (p->smp.present && p->smp.all.nodes && p->smp.all.nodes[i].ntop) {
+			/* The samples inside the region say where its own code spends the time. */
+			const ana_node_samples *ns = &p->smp.all.nodes[i];
+			const ana_func *fn = &p->smp.funcs[ns->top[0]];
+			char where[512] = "";
+			if (fn->file != ANA_NONE && fn->line)
+				snprintf(where, sizeof where, " (%s:%u)", base_name(p->names[fn->file]), fn->line);
+			f->recommendation = fmtstr("%s's own code dominates, and %.0f%% of its %llu on-CPU samples are "
+						   "in %s%s: reduce the work there (algorithm, vectorisation, data "
+						   "layout) or run it in parallel. Halving the region saves about "
+						   "%.0f%% of the run.",
+						   f->subject, ns->top_pct[0], (unsigned long long)ns->samples[ANA_CPU],
+						   p->names[fn->name], where, n->share_pct / 2 > 100 ? 50.0 : n->share_pct / 2);
+		} else
+			f->recommendation = fmtstr("%s's own code dominates: record it with CPU sampling on (the "
+						   "default of fennec record; not --sample off) to see its hot "
+						   "functions and lines, then reduce the work per call "
 						   "(algorithm, vectorisation, data layout) or run it in parallel. "
 						   "Halving it saves about %.0f%% of the run.",
 						   f->subject, n->share_pct / 2 > 100 ? 50.0 : n->share_pct / 2);
 		f->expected_gain_pct = n->share_pct > 100 ? 100 : n->share_pct;
+	}
+}
+
+/*
+ * hot_function: a function whose own code (sampled self weight) is a large share of the
+ * on-CPU samples. Severity as for hot_operation: HIGH above 30 %, MEDIUM from 10 %, LOW
+ * from a configured threshold below 10 %. Needs HOT_FUNCTION_MIN_TOTAL on-CPU samples and
+ * HOT_FUNCTION_MIN_SELF in the function, so that a share is not noise; a flat profile, with
+ * no function at the threshold, gives no finding. At most HOT_FUNCTION_MAX findings.
+ */
+#define HOT_FUNCTION_MIN_TOTAL 50
+#define HOT_FUNCTION_MIN_SELF 10
+#define HOT_FUNCTION_MAX 5
+
+static void rule_hot_function(ana_profile *p)
+{
+	const ana_sampling *s = &p->smp;
+	const ana_sample_view *v = &s->all;
+	if (!s->present || v->samples[ANA_CPU] < HOT_FUNCTION_MIN_TOTAL || !v->weight[ANA_CPU])
+		return;
+	double thr = p->opt.hot_threshold_pct;
+	/* The part of the wall time that is CPU time bounds what faster code can save. */
+	double cpu = (double)(p->cpu_user_ns + p->cpu_sys_ns);
+	double cpu_frac = p->wall_ns && cpu > 0 ? cpu / (double)p->wall_ns : 1;
+	if (cpu_frac > 1)
+		cpu_frac = 1;
+	int fired = 0;
+	for (uint32_t i = 0; i < v->nfuncs[ANA_CPU] && fired < HOT_FUNCTION_MAX; i++) {
+		const ana_hot_func *h = &v->funcs[ANA_CPU][i];
+		if (h->self_pct < thr)
+			break; /* sorted by self weight */
+		const ana_func *fn = &s->funcs[h->func];
+		const char *name = p->names[fn->name];
+		if (h->self < HOT_FUNCTION_MIN_SELF || !strcmp(name, "[unknown]"))
+			continue;
+		ana_severity sev = h->self_pct > 30 ? ANA_HIGH : h->self_pct >= 10 ? ANA_MEDIUM : ANA_LOW;
+		ana_finding *f = add_finding(p, "hot_function", sev);
+		if (!f)
+			return;
+		fired++;
+		f->subject = strdup(name);
+		/* Its hottest line, and that line's share of the function's own samples. */
+		char where[512] = "", line_note[640] = "";
+		double line_pct = 0;
+		if (h->file != ANA_NONE && h->line) {
+			snprintf(where, sizeof where, "%s:%u", base_name(p->names[h->file]), h->line);
+			for (uint32_t k = 0; k < v->nlines[ANA_CPU]; k++) {
+				const ana_hot_line *l = &v->lines[ANA_CPU][k];
+				if (l->file == h->file && l->line == h->line) {
+					line_pct = h->self ? 100.0 * (double)l->self / (double)h->self : 0;
+					break;
+				}
+			}
+			snprintf(line_note, sizeof line_note, ", hottest at %s (%.0f%% of its samples)", where,
+				 line_pct > 100 ? 100.0 : line_pct);
+		}
+		const char *caller = h->caller != ANA_NONE ? p->names[s->funcs[h->caller].name] : NULL;
+		f->evidence = fmtstr("%s has %.1f%% of the on-CPU samples in its own code (%llu of %llu)%s; "
+				     "%.1f%% with what it calls%s%s",
+				     name, h->self_pct, (unsigned long long)h->self, (unsigned long long)v->weight[ANA_CPU],
+				     line_note, h->total_pct, caller ? "; called from " : "", caller ? caller : "");
+		num(f, "self_pct", h->self_pct);
+		num(f, "total_pct", h->total_pct);
+		num(f, "self_samples", (double)h->self);
+		num(f, "total_samples", (double)h->total);
+		num(f, "cpu_samples", (double)v->weight[ANA_CPU]);
+		if (h->line)
+			num(f, "line", h->line);
+		if (caller)
+			num(f, "caller_pct", h->caller_pct);
+		f->expected_gain_pct = h->self_pct * cpu_frac;
+		/* A library function (libc's memcpy, libm's expf) is rarely the thing to change:
+		 * its caller decides how often and how much. */
+		int library = caller && fn->module != s->funcs[h->caller].module;
+		if (library)
+			f->recommendation = fmtstr("%s is library code (%s), reached mostly from %s (%.0f%% of its "
+						   "samples): make %s call it less often or on more data at a time "
+						   "(batch, cache its results, pick a cheaper routine). Removing its "
+						   "time would save up to %.0f%% of the run.",
+						   name, base_name(p->names[fn->module]), caller, h->caller_pct, caller,
+						   f->expected_gain_pct);
+		else
+			f->recommendation = fmtstr("Optimise %s%s%s: reduce the work of its own code (algorithm, "
+						   "vectorisation, data layout, memory access order)%s%s%s. Halving it "
+						   "saves about %.0f%% of the run.",
+						   name, where[0] ? ", starting at " : "", where,
+						   caller ? ", or call it less from " : "", caller ? caller : "",
+						   caller ? (h->caller_pct >= 99.5 ? " (its only caller)" : " (its main caller)") : "",
+						   f->expected_gain_pct / 2);
 	}
 }
 
@@ -120,6 +228,7 @@ static int cmp_finding(const void *a, const void *b)
 void ana_rules(ana_profile *p)
 {
 	rule_hot_operation(p);
+	rule_hot_function(p);
 	if (p->nfindings > 1)
 		qsort(p->findings, p->nfindings, sizeof *p->findings, cmp_finding);
 }

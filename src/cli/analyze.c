@@ -20,8 +20,43 @@ static const char help[] =
 	"  -o, --output FILE      write the report to FILE instead of standard output\n"
 	"  --hot-threshold PCT    share of wall time above which hot_operation fires (default 10)\n"
 	"  --max-regions N        rows in the text region table (default 40, 0 = all)\n"
+	"  --top N                rows of the sample tables: hot functions, lines, regions\n"
+	"                         (default 20 in text, all in JSON)\n"
+	"  --thread TID           sample tables of this thread only\n"
+	"  --process PID          sample tables of this process only\n"
+	"  --region NAME          sample tables of the samples inside this region (a name, or a\n"
+	"                         path such as train/forward; nested regions included)\n"
 	"  --force                analyse what precedes a corrupt chunk instead of failing\n"
 	"  --color, --no-color    colour the text report (default: on a terminal, unless NO_COLOR is set)\n";
+
+/* A sample filter that names nothing in the recording is a usage error, not an empty
+ * report. Returns 0, or prints why and returns -1. */
+static int check_selection(const ana_profile *p, const ana_sample_filter *f)
+{
+	int found = !f->pid;
+	for (uint32_t k = 0; k < p->nprocs && !found; k++)
+		found = p->procs[k].file.pid == f->pid;
+	if (!found) {
+		cli_error("analyze", "--process: no process with pid %llu in the recording", (unsigned long long)f->pid);
+		return -1;
+	}
+	found = !f->tid;
+	for (uint32_t k = 0; k < p->nthreads && !found; k++)
+		found = p->threads[k].tid == f->tid && (!f->pid || p->procs[p->threads[k].process].file.pid == f->pid);
+	if (!found) {
+		cli_error("analyze", "--thread: no thread with tid %llu in the recording%s", (unsigned long long)f->tid,
+			  f->pid ? " (in that process)" : "");
+		return -1;
+	}
+	found = !f->region;
+	for (uint32_t k = 0; k < p->nnodes && !found; k++)
+		found = !strcmp(p->names[p->nodes[k].name], f->region) || (p->nodes[k].path && !strcmp(p->nodes[k].path, f->region));
+	if (!found) {
+		cli_error("analyze", "--region: no region named '%s' in the recording", f->region);
+		return -1;
+	}
+	return 0;
+}
 
 int cmd_analyze(int argc, char **argv)
 {
@@ -58,6 +93,26 @@ int cmd_analyze(int argc, char **argv)
 				return 2;
 			ro.max_regions = (int)n;
 			i++;
+		} else if (!strcmp(a, "--top")) {
+			if (cli_parse_u32("analyze", a, v, 1, 1u << 30, &opt.top) < 0)
+				return 2;
+			i++;
+		} else if (!strcmp(a, "--thread") || !strcmp(a, "--process")) {
+			unsigned id;
+			if (cli_parse_u32("analyze", a, v, 1, UINT32_MAX, &id) < 0)
+				return 2;
+			if (a[2] == 't')
+				opt.samples.tid = id;
+			else
+				opt.samples.pid = id;
+			i++;
+		} else if (!strcmp(a, "--region")) {
+			if (!v || !*v) {
+				cli_error("analyze", "--region needs a region name or path");
+				return 2;
+			}
+			opt.samples.region = v;
+			i++;
 		} else if (!strcmp(a, "--force"))
 			opt.force = 1;
 		else if (!strcmp(a, "--color"))
@@ -85,6 +140,10 @@ int cmd_analyze(int argc, char **argv)
 		fprintf(stderr, "fennec analyze: %s\n", err.msg[0] ? err.msg : fennec_strerror(rc));
 		ana_profile_free(&p);
 		return 1;
+	}
+	if (check_selection(&p, &opt.samples) < 0) {
+		ana_profile_free(&p);
+		return 2;
 	}
 	FILE *out = stdout;
 	char tmp[4096] = "";
