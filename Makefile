@@ -3,7 +3,7 @@
 # into build-tsan/), O=<dir> (build directory), V=1 (echo commands).
 
 CC      ?= cc
-DEBIAN_PACKAGES := libzstd-dev libunwind-dev clang libclang-rt-14-dev python3 jq time libdw-dev libelf-dev libiberty-dev
+DEBIAN_PACKAGES := libzstd-dev libunwind-dev clang libclang-rt-14-dev python3 jq time libdw-dev libelf-dev libiberty-dev zlib1g-dev golang-go
 
 ifeq ($(ASAN),1)
   O ?= build-asan
@@ -29,7 +29,8 @@ endif
 
 COMMON_SRC  := $(wildcard src/common/*.c)
 COLLECT_SRC := $(wildcard src/collect/*.c) src/format/writer.c
-ANALYZE_SRC := src/format/reader.c $(wildcard src/analyze/*.c) $(wildcard src/symbol/*.c) $(wildcard src/report/*.c)
+ANALYZE_SRC := src/format/reader.c $(wildcard src/analyze/*.c) $(wildcard src/symbol/*.c) $(wildcard src/report/*.c) \
+               $(wildcard src/export/*.c)
 CLI_SRC     := $(wildcard src/cli/*.c)
 
 COMMON_OBJ  := $(COMMON_SRC:%.c=$(O)/obj/%.o)
@@ -48,7 +49,7 @@ BENCHES  := $(patsubst bench/%.c,$(O)/bench/%,$(wildcard bench/*.c))
 UNIT_SRC := $(wildcard tests/unit/*.c)
 UNIT     := $(O)/tests/unit
 
-.PHONY: all lib cli examples fixtures bench deps demo test test-quick test-asan test-tsan \
+.PHONY: all lib cli examples fixtures bench deps consumers demo test test-quick test-asan test-tsan \
         fuzz fuzz-run clean
 
 all: lib cli examples fixtures $(UNIT)
@@ -125,8 +126,22 @@ demo: deps
 
 # The whole suite: plain build, then ASan+UBSan over the same tests, TSan over the
 # collector, and a short fuzz run of the reader. Prints one 'N passed, N failed' line.
-test: deps
+test: deps consumers
 	$(Q)tests/run-all
+
+# Real consumers of `fennec export` for the tests (tests/consumers/package.json, pinned by
+# its lock file): installed from npm into tests/consumers/node_modules. Node and npm come
+# from Debian when none is on the PATH.
+CONSUMERS := tests/consumers/node_modules/.fennec-installed
+consumers: $(CONSUMERS)
+$(CONSUMERS): tests/consumers/package.json tests/consumers/package-lock.json
+	@if ! command -v node >/dev/null 2>&1 || ! command -v npm >/dev/null 2>&1; then \
+		echo "fennec: installing Debian packages: nodejs npm"; \
+		SUDO=""; [ "$$(id -u)" = 0 ] || SUDO=sudo; \
+		$$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq nodejs npm >/dev/null; \
+	fi
+	$(Q)cd tests/consumers && npm ci --no-audit --no-fund --ignore-scripts --loglevel=error
+	@touch $@
 
 # The plain build's tests only (unit + integration).
 test-quick: all

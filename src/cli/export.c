@@ -1,0 +1,261 @@
+/*
+ * export.c - `fennec export FILE --format F [-o OUT]`: load a recording and write it in
+ * another tool's format (docs/export.md): folded, svg, pprof, speedscope, chrome-trace.
+ * The exporters are in src/export/; this file parses options, picks the output and turns
+ * their codes into messages. Output goes to a temporary file renamed at the end, so a
+ * failure leaves no half-written export.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "analyze/analyze.h"
+#include "cli/cli.h"
+#include "export/export.h"
+
+static const char help[] =
+	"usage: fennec export FILE|DIR --format FORMAT [-o OUT] [options]\n"
+	"\n"
+	"  --format FORMAT        folded        collapsed stacks for flamegraph.pl, speedscope, inferno\n"
+	"                         svg           an interactive flame graph (one self-contained SVG)\n"
+	"                         pprof         profile.proto, gzipped, for go tool pprof\n"
+	"                         speedscope    speedscope's JSON: samples and regions per thread\n"
+	"                         chrome-trace  trace events for Perfetto and chrome://tracing\n"
+	"  -o, --output FILE      write to FILE instead of standard output\n"
+	"  --kind cpu|offcpu|all  which samples (default: cpu for folded and svg, all for the others)\n"
+	"  --thread TID           only this thread's samples (and, in traces, its events)\n"
+	"  --region NAME          only samples taken inside this fennec region (a name, or a path a/b)\n"
+	"  --prefix WHAT          folded, svg: start each stack with the thread, the region path, or\n"
+	"                         both (WHAT = thread, region or thread,region)\n"
+	"  --title TEXT           svg: the graph's title\n"
+	"  --force                export what precedes a corrupt chunk instead of failing\n"
+	"\n"
+	"Formats, options and what each consumer expects: docs/export.md.\n";
+
+enum { F_FOLDED, F_SVG, F_PPROF, F_SPEEDSCOPE, F_CHROME };
+static const char *const formats[] = {"folded", "svg", "pprof", "speedscope", "chrome-trace"};
+
+static int parse_prefix(const char *v, exp_options *o)
+{
+	char buf[64];
+	if (!v || strlen(v) >= sizeof buf)
+		return -1;
+	strcpy(buf, v);
+	for (char *save = NULL, *tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+		if (!strcmp(tok, "thread"))
+			o->prefix_thread = 1;
+		else if (!strcmp(tok, "region"))
+			o->prefix_region = 1;
+		else
+			return -1;
+	}
+	return o->prefix_thread || o->prefix_region ? 0 : -1;
+}
+
+/* Why nothing is left to export, in words. */
+static void no_data(const char *path, int format, const ana_profile *p, const exp_options *o, int kind_given)
+{
+	if (!p->smp.nsamples) {
+		if (format == F_SPEEDSCOPE)
+			cli_error("export", "no samples and no regions in %s: record with --sample=cpu", path);
+		else
+			cli_error("export", "no samples in %s: record with --sample=cpu", path);
+		return;
+	}
+	char what[256] = "";
+	size_t n = 0;
+	if (kind_given || o->kind != EXP_KIND_ALL)
+		n += (size_t)snprintf(what + n, sizeof what - n, " --kind %s", o->kind == ANA_OFFCPU ? "offcpu" : o->kind == ANA_CPU ? "cpu" : "all");
+	if (o->has_tid && n < sizeof what)
+		n += (size_t)snprintf(what + n, sizeof what - n, " --thread %llu", (unsigned long long)o->tid);
+	if (o->region && n < sizeof what)
+		snprintf(what + n, sizeof what - n, " --region %s", o->region);
+	cli_error("export", "no samples in %s match%s (it has %zu samples%s)", path, what, p->smp.nsamples,
+		  o->kind == ANA_CPU && !p->smp.weight[ANA_CPU] && p->smp.weight[ANA_OFFCPU] ? ", all off-CPU: try --kind offcpu" : "");
+}
+
+int cmd_export(int argc, char **argv)
+{
+	const char *path = NULL, *out_path = NULL;
+	int format = -1, kind_given = 0;
+	exp_options o;
+	ana_options ao = {.hot_threshold_pct = 10};
+	exp_options_init(&o);
+	for (int i = 1; i < argc; i++) {
+		const char *a = argv[i];
+		const char *v = i + 1 < argc ? argv[i + 1] : NULL;
+		if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
+			fputs(help, stdout);
+			return 0;
+		} else if (!strcmp(a, "--format") || !strcmp(a, "-f")) {
+			format = -1;
+			for (int k = 0; v && k < (int)ARRAY_LEN(formats); k++)
+				if (!strcmp(v, formats[k]))
+					format = k;
+			if (format < 0) {
+				cli_error("export", "--format must be folded, svg, pprof, speedscope or chrome-trace, not '%s'",
+					  v ? v : "");
+				return 2;
+			}
+			i++;
+		} else if (!strcmp(a, "-o") || !strcmp(a, "--output")) {
+			if (!v) {
+				cli_error("export", "%s needs a file name", a);
+				return 2;
+			}
+			out_path = v;
+			i++;
+		} else if (!strcmp(a, "--kind")) {
+			if (v && !strcmp(v, "cpu"))
+				o.kind = ANA_CPU;
+			else if (v && !strcmp(v, "offcpu"))
+				o.kind = ANA_OFFCPU;
+			else if (v && !strcmp(v, "all"))
+				o.kind = EXP_KIND_ALL;
+			else {
+				cli_error("export", "--kind must be cpu, offcpu or all, not '%s'", v ? v : "");
+				return 2;
+			}
+			kind_given = 1;
+			i++;
+		} else if (!strcmp(a, "--thread")) {
+			char *end;
+			errno = 0;
+			unsigned long long tid = v ? strtoull(v, &end, 10) : 0;
+			if (!v || errno || end == v || *end || v[0] == '-') {
+				cli_error("export", "--thread needs a thread id (a tid), not '%s'", v ? v : "");
+				return 2;
+			}
+			o.has_tid = 1;
+			o.tid = tid;
+			i++;
+		} else if (!strcmp(a, "--region")) {
+			if (!v || !v[0]) {
+				cli_error("export", "--region needs a region name or path");
+				return 2;
+			}
+			o.region = v;
+			i++;
+		} else if (!strcmp(a, "--prefix")) {
+			if (parse_prefix(v, &o) < 0) {
+				cli_error("export", "--prefix must be thread, region or thread,region, not '%s'", v ? v : "");
+				return 2;
+			}
+			i++;
+		} else if (!strcmp(a, "--title")) {
+			if (!v) {
+				cli_error("export", "--title needs a text");
+				return 2;
+			}
+			o.title = v;
+			i++;
+		} else if (!strcmp(a, "--force"))
+			ao.force = 1;
+		else if (a[0] == '-' && a[1]) {
+			cli_error("export", "unknown option '%s' (see fennec export --help)", a);
+			return 2;
+		} else if (!path)
+			path = a;
+		else {
+			cli_error("export", "one recording at a time: '%s' and '%s'", path, a);
+			return 2;
+		}
+	}
+	if (!path) {
+		cli_error("export", "which recording? usage: fennec export FILE --format FORMAT [-o OUT]");
+		return 2;
+	}
+	if (format < 0) {
+		cli_error("export", "which format? --format folded, svg, pprof, speedscope or chrome-trace");
+		return 2;
+	}
+	if ((o.prefix_thread || o.prefix_region) && format != F_FOLDED && format != F_SVG) {
+		cli_error("export", "--prefix applies to folded and svg only");
+		return 2;
+	}
+	/* One weight per stack: a flame graph shows one kind at a time. */
+	if (format == F_FOLDED || format == F_SVG) {
+		if (!kind_given)
+			o.kind = ANA_CPU;
+		else if (o.kind == EXP_KIND_ALL) {
+			cli_error("export", "%s shows one kind of sample: --kind cpu or --kind offcpu", formats[format]);
+			return 2;
+		}
+	}
+	if (format == F_PPROF && !out_path && isatty(STDOUT_FILENO)) {
+		cli_error("export", "pprof output is binary: give -o FILE (e.g. -o profile.pb.gz)");
+		return 2;
+	}
+
+	ana_profile p;
+	fmt_error err;
+	int rc = ana_load(path, &ao, &p, &err);
+	if (rc) {
+		fprintf(stderr, "fennec export: %s\n", err.msg[0] ? err.msg : fennec_strerror(rc));
+		ana_profile_free(&p);
+		return 1;
+	}
+	/* Formats made of samples only: say so before creating any file. */
+	if (format != F_CHROME && format != F_SPEEDSCOPE && !exp_select_count(&p, &o, NULL)) {
+		no_data(path, format, &p, &o, kind_given);
+		ana_profile_free(&p);
+		return 1;
+	}
+
+	FILE *out = stdout;
+	char tmp[4096] = "";
+	if (out_path) {
+		snprintf(tmp, sizeof tmp, "%s.tmp.%d", out_path, (int)getpid());
+		out = fopen(tmp, "w");
+		if (!out) {
+			cli_error("export", "cannot write %s: %s", out_path, strerror(errno));
+			ana_profile_free(&p);
+			return 1;
+		}
+	}
+	/* Exports are large: write in big blocks. */
+	static char obuf[1 << 20];
+	setvbuf(out, obuf, _IOFBF, sizeof obuf);
+	memset(&err, 0, sizeof err);
+	switch (format) {
+	case F_FOLDED: rc = exp_folded(out, &p, &o); break;
+	case F_SVG: rc = exp_svg(out, &p, &o); break;
+	case F_PPROF: rc = exp_pprof(out, &p, &o); break;
+	case F_SPEEDSCOPE: rc = exp_speedscope(out, &p, &o, &err); break;
+	default: rc = exp_chrome_trace(out, &p, &o, &err); break;
+	}
+	int e = errno;
+	int bad = !rc && (fflush(out) || ferror(out));
+	if (bad)
+		e = errno;
+	if (out_path && fclose(out) && !rc && !bad) {
+		bad = 1;
+		e = errno;
+	}
+	if (rc == FENNEC_ENODATA)
+		no_data(path, format, &p, &o, kind_given);
+	else if (rc && err.msg[0])
+		fprintf(stderr, "fennec export: %s\n", err.msg);
+	else if (rc)
+		cli_error("export", "writing %s failed: %s", out_path ? out_path : "the export",
+			  rc == FENNEC_EIO ? strerror(e) : fennec_strerror(rc));
+	else if (bad)
+		cli_error("export", "writing %s failed: %s", out_path ? out_path : "the export", strerror(e));
+	if (out_path) {
+		if (rc || bad)
+			unlink(tmp);
+		else if (rename(tmp, out_path) < 0) {
+			cli_error("export", "cannot create %s: %s", out_path, strerror(errno));
+			unlink(tmp);
+			bad = 1;
+		}
+	} else
+		fclose(stdout); /* the buffer is static: flush before it goes */
+	if (!rc && !bad)
+		for (uint32_t i = 0; i < p.nwarnings; i++)
+			fprintf(stderr, "fennec export: warning: %s\n", p.warnings[i]);
+	ana_profile_free(&p);
+	return rc || bad ? 1 : 0;
+}

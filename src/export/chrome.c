@@ -1,0 +1,444 @@
+/*
+ * chrome.c - the Chrome trace event format (JSON Object Format: {"traceEvents": [...]}),
+ * for Perfetto, chrome://tracing and speedscope. Every region call, step and metric
+ * update is an event, so the recording's files are read again through the reader and
+ * each event is written as it is decoded: memory does not grow with the events.
+ *
+ * Regions are B/E pairs on their thread, except that a region with no other event of
+ * its thread between its begin and its end is written as one complete ("X") event: the
+ * begin is held back one event per thread, which keeps each thread's events in time
+ * order in the file and halves the size of traces made of leaf calls. Steps are instant
+ * events, metrics counter ("C") events, samples "P" events whose "sf" names a node of
+ * the top-level "stackFrames" tree. Times are microseconds since the recording started
+ * (the earliest process start), from CLOCK_MONOTONIC, so processes line up.
+ */
+#include "export/internal.h"
+
+#include <math.h>
+#include <stdlib.h>
+
+typedef struct cthread {
+	uint64_t tid;
+	int skip;              /* filtered out by --thread */
+	int known;
+	uint32_t depth;        /* open regions: written B events plus the pending one */
+	uint32_t *stack;       /* their site ids, outermost first (E events repeat the name:
+				* speedscope pairs B and E by name) */
+	uint32_t cap;
+	int pending;           /* a BEGIN not written yet */
+	uint32_t pend_site;
+	uint64_t pend_ns;      /* relative time of the pending BEGIN */
+	uint64_t last_ns;      /* relative time of the thread's latest event */
+	uint64_t steps;        /* step marks so far */
+} cthread;
+
+typedef struct cctx {
+	FILE *out;
+	const ana_profile *p;
+	const exp_options *o;
+	uint64_t t0, pid;
+	const fmt_file *f;
+	char **site_q;         /* per site id: the JSON-quoted name, made on first use */
+	uint32_t nsite_q;
+	double *counter;       /* per site id: running total of a counter */
+	cthread *th;
+	uint32_t nth;
+	uint64_t events;
+	int rc;
+} cctx;
+
+static uint64_t rel_ns(const cctx *c, uint64_t ticks)
+{
+	double ns = fmt_ticks_to_ns(c->f, ticks);
+	if (!(ns > (double)c->t0))
+		return 0;
+	return (uint64_t)llround(ns - (double)c->t0);
+}
+
+/* The quoted name of site id (or "<site N>" when the file never defined it). */
+static const char *site_q(cctx *c, uint32_t id)
+{
+	if (id >= c->nsite_q) {
+		uint32_t n = id + 1 > c->f->nsites ? id + 1 : c->f->nsites;
+		char **q = realloc(c->site_q, n * sizeof *q);
+		double *k = realloc(c->counter, n * sizeof *k);
+		if (q)
+			c->site_q = q;
+		if (k)
+			c->counter = k;
+		if (!q || !k) {
+			c->rc = FENNEC_ENOMEM;
+			return "\"?\"";
+		}
+		for (uint32_t i = c->nsite_q; i < n; i++) {
+			c->site_q[i] = NULL;
+			c->counter[i] = 0;
+		}
+		c->nsite_q = n;
+	}
+	if (!c->site_q[id]) {
+		char tmp[64];
+		const char *s = id < c->f->nsites && c->f->sites[id].defined ? c->f->sites[id].name : NULL;
+		if (!s) {
+			snprintf(tmp, sizeof tmp, "<site %u>", id);
+			s = tmp;
+		}
+		if (!(c->site_q[id] = exp_json_quote(s))) {
+			c->rc = FENNEC_ENOMEM;
+			return "\"?\"";
+		}
+	}
+	return c->site_q[id];
+}
+
+/* `{"ph":"X","pid":P,"tid":T,"ts":` : every event starts so. */
+static void head(cctx *c, const char *ph, uint64_t tid, uint64_t ns)
+{
+	fprintf(c->out, ",\n{\"ph\":\"%s\",\"pid\":%llu,\"tid\":%llu,\"ts\":", ph, (unsigned long long)c->pid,
+		(unsigned long long)tid);
+	exp_put_us(c->out, ns);
+	c->events++;
+}
+
+static void write_begin(cctx *c, cthread *t)
+{
+	head(c, "B", t->tid, t->pend_ns);
+	fprintf(c->out, ",\"cat\":\"region\",\"name\":%s}", site_q(c, t->pend_site));
+	t->pending = 0;
+}
+
+/* Any event of a thread other than its pending region's END: the region has children
+ * or company, so it opens with a B. */
+static void flush(cctx *c, cthread *t)
+{
+	if (t->pending)
+		write_begin(c, t);
+}
+
+static cthread *thread_of(cctx *c, uint32_t idx)
+{
+	if (idx >= c->nth) {
+		uint32_t n = idx + 1 > c->f->nthreads ? idx + 1 : c->f->nthreads;
+		cthread *a = realloc(c->th, n * sizeof *a);
+		if (!a) {
+			c->rc = FENNEC_ENOMEM;
+			return NULL;
+		}
+		memset(a + c->nth, 0, (n - c->nth) * sizeof *a);
+		c->th = a;
+		c->nth = n;
+	}
+	cthread *t = &c->th[idx];
+	if (!t->known) {
+		t->known = 1;
+		t->tid = idx < c->f->nthreads ? c->f->threads[idx].tid : 0;
+		t->skip = c->o->has_tid && t->tid != c->o->tid;
+	}
+	return t;
+}
+
+static void put_num(FILE *out, double v)
+{
+	if (v == floor(v) && fabs(v) < 9e15)
+		fprintf(out, "%.0f", v);
+	else
+		fprintf(out, "%.17g", v);
+}
+
+static int on_event(void *vc, const fmt_file *f, const fmt_event *ev)
+{
+	cctx *c = vc;
+	if (ev->type == FMT_EV_SAMPLE || ev->thread == UINT32_MAX)
+		return 0; /* samples come from the model, symbolised */
+	cthread *t = thread_of(c, ev->thread);
+	if (!t)
+		return c->rc;
+	if (t->skip)
+		return 0;
+	uint64_t ns = rel_ns(c, ev->ticks);
+	if (ns < t->last_ns)
+		ns = t->last_ns; /* never backwards on a thread (the clock fit is monotonic; this is a guard) */
+	t->last_ns = ns;
+	switch (ev->type) {
+	case FMT_EV_BEGIN:
+		flush(c, t);
+		if (t->depth == t->cap) {
+			uint32_t cap = t->cap ? t->cap * 2 : 16;
+			uint32_t *st = realloc(t->stack, cap * sizeof *st);
+			if (!st)
+				return c->rc = FENNEC_ENOMEM;
+			t->stack = st;
+			t->cap = cap;
+		}
+		t->stack[t->depth] = ev->id;
+		t->pending = 1;
+		t->pend_site = ev->id;
+		t->pend_ns = ns;
+		t->depth++;
+		site_q(c, ev->id);
+		break;
+	case FMT_EV_END:
+		if (!t->depth)
+			break;
+		t->depth--;
+		if (t->pending) {
+			head(c, "X", t->tid, t->pend_ns);
+			fputs(",\"dur\":", c->out);
+			exp_put_us(c->out, ns - t->pend_ns);
+			fprintf(c->out, ",\"cat\":\"region\",\"name\":%s}", site_q(c, t->pend_site));
+			t->pending = 0;
+		} else {
+			head(c, "E", t->tid, ns);
+			fprintf(c->out, ",\"cat\":\"region\",\"name\":%s}", site_q(c, t->stack[t->depth]));
+		}
+		break;
+	case FMT_EV_STEP:
+		flush(c, t);
+		head(c, "i", t->tid, ns);
+		fputs(",\"s\":\"t\",\"cat\":\"step\",\"name\":\"step\",\"args\":{", c->out);
+		/* The step this mark ends, counted on its thread from 1. */
+		fprintf(c->out, "\"step\":%llu,\"recorded\":%s", (unsigned long long)++t->steps, ev->flags & 1 ? "true" : "false");
+		if (ev->flags & 2)
+			fprintf(c->out, ",\"items\":%llu", (unsigned long long)ev->u);
+		fputs("}}", c->out);
+		break;
+	case FMT_EV_COUNTER:
+	case FMT_EV_GAUGE:
+	case FMT_EV_VALUE: {
+		const char *q = site_q(c, ev->id);
+		if (c->rc)
+			break;
+		double v;
+		if (ev->type == FMT_EV_COUNTER)
+			v = c->counter[ev->id] += (double)ev->i;
+		else
+			v = ev->f;
+		if (!isfinite(v))
+			break; /* JSON has no NaN or infinity */
+		flush(c, t);
+		head(c, "C", t->tid, ns);
+		fprintf(c->out, ",\"cat\":\"metric\",\"name\":%s,\"args\":{\"value\":", q);
+		put_num(c->out, v);
+		fputs("}}", c->out);
+		break;
+	}
+	default:
+		break;
+	}
+	if (ferror(c->out))
+		c->rc = FENNEC_EIO;
+	return c->rc;
+}
+
+/* Read process i's file again and write its events. */
+static int replay(cctx *c, uint32_t i, fmt_error *err)
+{
+	const ana_profile *p = c->p;
+	fmt_file f;
+	c->pid = p->procs[i].file.pid;
+	/* The clock fit comes with the file: use the model's copy while reading (the reader
+	 * fills its own as it goes, and fits at the end). */
+	c->f = &p->procs[i].file;
+	int rc = fmt_read(p->procs[i].file.path, &f, on_event, c, err);
+	if (rc == FENNEC_ENOMEM || c->rc)
+		rc = c->rc ? c->rc : rc;
+	else if (rc && p->opt.force)
+		rc = 0; /* --force: what precedes the damage, as the analysis did */
+	if (!rc) {
+		/* Close what is still open at the thread's end (a run cut short). */
+		for (uint32_t k = 0; k < c->nth; k++) {
+			cthread *t = &c->th[k];
+			if (!t->known || t->skip || !t->depth)
+				continue;
+			flush(c, t);
+			const fmt_thread_rec *r = k < c->f->nthreads ? &c->f->threads[k] : NULL;
+			uint64_t end = r && r->end_ticks ? r->end_ticks : c->f->last_ticks;
+			uint64_t ns = rel_ns(c, end);
+			if (ns < t->last_ns)
+				ns = t->last_ns;
+			while (t->depth) {
+				head(c, "E", t->tid, ns);
+				fprintf(c->out, ",\"cat\":\"region\",\"name\":%s,\"args\":{\"unfinished\":true}}",
+					site_q(c, t->stack[--t->depth]));
+			}
+		}
+	}
+	fmt_file_free(&f);
+	for (uint32_t k = 0; k < c->nsite_q; k++)
+		free(c->site_q[k]);
+	free(c->site_q);
+	free(c->counter);
+	for (uint32_t k = 0; k < c->nth; k++)
+		free(c->th[k].stack);
+	free(c->th);
+	c->site_q = NULL;
+	c->counter = NULL;
+	c->th = NULL;
+	c->nsite_q = c->nth = 0;
+	return rc ? rc : ferror(c->out) ? FENNEC_EIO : 0;
+}
+
+static const char *base_name(const char *path)
+{
+	const char *s = path ? strrchr(path, '/') : NULL;
+	return s ? s + 1 : path ? path : "";
+}
+
+/* Metadata: process and thread names, written before the events. */
+static void metadata(cctx *c)
+{
+	const ana_profile *p = c->p;
+	FILE *out = c->out;
+	exp_map seen = {0};
+	int first = 1;
+	for (uint32_t i = 0; i < p->nprocs; i++) {
+		const fmt_file *f = &p->procs[i].file;
+		int added;
+		/* An exec keeps the pid: the process is named after its first image. */
+		if (!exp_map_put(&seen, f->pid, 0, &added) || !added)
+			continue;
+		char name[512];
+		const char *exe = f->exe && f->exe[0] ? f->exe : f->cmdline;
+		if (f->rank >= 0)
+			snprintf(name, sizeof name, "%s (rank %lld)", base_name(exe), (long long)f->rank);
+		else
+			snprintf(name, sizeof name, "%s", base_name(exe));
+		fprintf(out, "%s{\"ph\":\"M\",\"pid\":%llu,\"tid\":0,\"name\":\"process_name\",\"args\":{\"name\":",
+			first ? "" : ",\n", (unsigned long long)f->pid);
+		rep_json_string(out, name);
+		fprintf(out, "}},\n{\"ph\":\"M\",\"pid\":%llu,\"tid\":0,\"name\":\"process_sort_index\",\"args\":{\"sort_index\":%u}}",
+			(unsigned long long)f->pid, i);
+		first = 0;
+	}
+	exp_map_free(&seen);
+	exp_sel sel;
+	if (exp_sel_init(&sel, p, c->o) == 0)
+		for (uint32_t t = 0; t < p->nthreads; t++) {
+			if (!exp_sel_thread(&sel, t))
+				continue;
+			fprintf(out, "%s{\"ph\":\"M\",\"pid\":%llu,\"tid\":%llu,\"name\":\"thread_name\",\"args\":{\"name\":",
+				first ? "" : ",\n", (unsigned long long)exp_thread_pid(p, t),
+				(unsigned long long)exp_thread_tid(p, t));
+			rep_json_string(out, exp_thread_name(p, t));
+			fputs("}}", out);
+			first = 0;
+		}
+	else
+		c->rc = FENNEC_ENOMEM;
+	exp_sel_fini(&sel);
+	if (first) /* no process at all cannot happen after ana_load; keep the array valid */
+		fputs("{\"ph\":\"M\",\"pid\":0,\"tid\":0,\"name\":\"process_name\",\"args\":{\"name\":\"fennec\"}}", out);
+}
+
+/* Samples as "P" events. The stackFrames tree's nodes are (parent, function) pairs,
+ * numbered from 1 in order of first use. */
+typedef struct sframe {
+	uint32_t parent;       /* 0: a root */
+	uint32_t func;
+} sframe;
+
+typedef struct frames {
+	sframe *v;
+	uint32_t n, cap;
+	exp_map index;         /* (parent, function) -> id */
+} frames;
+
+/* The id of the frame (parent, func), added on first use; 0 when out of memory. */
+static uint32_t frame_id(frames *t, uint32_t parent, uint32_t func)
+{
+	int added;
+	uint64_t *v = exp_map_put(&t->index, parent, func, &added);
+	if (!v)
+		return 0;
+	if (added) {
+		if (t->n == t->cap) {
+			uint32_t cap = t->cap ? t->cap * 2 : 1024;
+			sframe *a = realloc(t->v, cap * sizeof *a);
+			if (!a)
+				return 0;
+			t->v = a;
+			t->cap = cap;
+		}
+		t->v[t->n++] = (sframe){parent, func};
+		*v = t->n; /* ids from 1 */
+	}
+	return (uint32_t)*v;
+}
+
+static int samples(cctx *c, frames *t)
+{
+	const ana_profile *p = c->p;
+	exp_sel sel;
+	uint32_t *leaf = NULL; /* per stack: its leaf frame id, 0 until met */
+	int rc = exp_sel_init(&sel, p, c->o);
+	if (!rc && p->smp.nstacks && !(leaf = calloc(p->smp.nstacks, sizeof *leaf)))
+		rc = FENNEC_ENOMEM;
+	for (size_t i = 0; i < p->smp.nsamples && !rc; i++) {
+		const ana_sample *x = &p->smp.samples[i];
+		if (!exp_sel_sample(&sel, x))
+			continue;
+		if (!leaf[x->stack]) {
+			const ana_stack *s = &p->smp.stacks[x->stack];
+			uint32_t at = 0;
+			for (uint32_t j = 0; j < s->n && (j == 0 || at); j++)
+				at = frame_id(t, at, s->locs[j] < p->smp.nlocs ? p->smp.locs[s->locs[j]].func : ANA_NONE);
+			if (!s->n) /* an empty stack hangs off a root frame of its own */
+				at = frame_id(t, 0, ANA_NONE);
+			if (!at) {
+				rc = FENNEC_ENOMEM;
+				break;
+			}
+			leaf[x->stack] = at;
+		}
+		uint64_t ns = x->t_ns > c->t0 ? x->t_ns - c->t0 : 0;
+		c->pid = exp_thread_pid(p, x->thread);
+		head(c, "P", exp_thread_tid(p, x->thread), ns);
+		fprintf(c->out, ",\"cat\":\"%s\",\"name\":\"%s\",\"sf\":%u,\"args\":{\"weight\":%u}}",
+			x->kind == ANA_OFFCPU ? "offcpu" : "cpu", x->kind == ANA_OFFCPU ? "off-CPU sample" : "CPU sample",
+			leaf[x->stack], x->weight ? x->weight : 1);
+	}
+	exp_sel_fini(&sel);
+	free(leaf);
+	return rc ? rc : ferror(c->out) ? FENNEC_EIO : 0;
+}
+
+int exp_chrome_trace(FILE *out, const ana_profile *p, const exp_options *o, fmt_error *err)
+{
+	cctx c = {.out = out, .p = p, .o = o, .t0 = exp_t0_ns(p)};
+	frames fr = {0};
+	memset(err, 0, sizeof *err);
+	fputs("{\"displayTimeUnit\":\"ns\",\n\"otherData\":{\"exporter\":", out);
+	char ver[64];
+	snprintf(ver, sizeof ver, "fennec %d.%d.%d", FENNEC_VERSION_MAJOR, FENNEC_VERSION_MINOR, FENNEC_VERSION_PATCH);
+	rep_json_string(out, ver);
+	if (p->nprocs) {
+		fputs(",\"command\":", out);
+		rep_json_string(out, p->procs[0].file.cmdline);
+		fprintf(out, ",\"start_realtime_ns\":%llu", (unsigned long long)p->procs[0].file.start_real_ns);
+	}
+	fputs("},\n\"traceEvents\":[\n", out);
+	metadata(&c);
+	int rc = c.rc;
+	for (uint32_t i = 0; i < p->nprocs && !rc; i++)
+		rc = replay(&c, i, err);
+	if (!rc)
+		rc = samples(&c, &fr);
+	if (!rc) {
+		fputs("\n],\n\"stackFrames\":{", out);
+		for (uint32_t i = 0; i < fr.n; i++) {
+			uint32_t func = fr.v[i].func;
+			fprintf(out, "%s\n\"%u\":{\"name\":", i ? "," : "", i + 1);
+			rep_json_string(out, func == ANA_NONE ? "[no stack]" : exp_func_name(p, func));
+			fputs(",\"category\":", out);
+			rep_json_string(out, func == ANA_NONE ? "" : base_name(exp_func_module(p, func)));
+			if (fr.v[i].parent)
+				fprintf(out, ",\"parent\":\"%u\"", fr.v[i].parent);
+			fputc('}', out);
+		}
+		fputs("\n}}\n", out);
+		rc = ferror(out) ? FENNEC_EIO : 0;
+	}
+	free(fr.v);
+	exp_map_free(&fr.index);
+	return rc;
+}

@@ -1,0 +1,64 @@
+/*
+ * export.h - `fennec export`: the analysis model written in other tools' formats
+ * (docs/export.md): collapsed stacks, an interactive SVG flame graph, pprof's
+ * profile.proto, speedscope's JSON and the Chrome trace event format.
+ *
+ * Every exporter streams to a FILE*: output is written as it is produced, never built
+ * whole in memory. Memory grows with the distinct stacks, frames and threads of the
+ * recording, not with its samples or events. Exporters read the model only (and, for
+ * the formats that show every region call, the recording's files again through the
+ * reader); they compute no number that analyze/ does not.
+ *
+ * Errors: 0, FENNEC_ENODATA when nothing is left to export (no samples, or none that
+ * the filters select: see exp_select_count), FENNEC_ENOMEM, FENNEC_EIO when writing
+ * fails, or a reader error (with err filled in) when a file cannot be read again.
+ * Exporters print nothing; the CLI turns the codes into messages.
+ */
+#ifndef FENNEC_EXPORT_H
+#define FENNEC_EXPORT_H
+
+#include <stdio.h>
+
+#include "analyze/analyze.h"
+
+#define EXP_KIND_ALL (-1) /* exp_options.kind: on-CPU and off-CPU samples */
+
+typedef struct exp_options {
+	int kind;            /* ANA_CPU, ANA_OFFCPU or EXP_KIND_ALL */
+	int has_tid;         /* only samples (and, in traces, events) of threads with this tid */
+	uint64_t tid;
+	const char *region;  /* only samples taken inside this region: a name ("inner"), matched
+			      * at any depth, or a path from the top ("outer/inner"); NULL: all */
+	int prefix_thread;   /* folded, svg: the thread as the outermost frame */
+	int prefix_region;   /* folded, svg: the open fennec regions as frames above the stack */
+	const char *title;   /* svg: the heading (NULL: "Flame graph") */
+} exp_options;
+
+/* Defaults: all kinds, no filter, no prefix. */
+void exp_options_init(exp_options *o);
+
+/* The number of samples the filters of `o` select, and their summed weight (periods) in
+ * *weight (may be NULL). 0 also when the recording has no samples (p->smp.nsamples). */
+size_t exp_select_count(const ana_profile *p, const exp_options *o, uint64_t *weight);
+
+/* Collapsed stacks, one line per distinct stack: `frame;frame;...;leaf WEIGHT`, root
+ * first, WEIGHT in sampling periods. o->kind must be ANA_CPU or ANA_OFFCPU. */
+int exp_folded(FILE *out, const ana_profile *p, const exp_options *o);
+
+/* A self-contained interactive flame graph (SVG with inline JavaScript) of the same
+ * stacks as exp_folded. */
+int exp_svg(FILE *out, const ana_profile *p, const exp_options *o);
+
+/* profile.proto, gzip-compressed, as `go tool pprof` reads it. */
+int exp_pprof(FILE *out, const ana_profile *p, const exp_options *o);
+
+/* speedscope's file format: per thread a sampled profile (when there are samples) and an
+ * evented profile of its fennec regions (read again from the recording's files). Needs
+ * samples or regions; FENNEC_ENODATA when there are neither. */
+int exp_speedscope(FILE *out, const ana_profile *p, const exp_options *o, fmt_error *err);
+
+/* Chrome trace event JSON: regions, steps and metrics from the recording's files (read
+ * again), samples from the model. Works without samples. */
+int exp_chrome_trace(FILE *out, const ana_profile *p, const exp_options *o, fmt_error *err);
+
+#endif
