@@ -41,8 +41,9 @@ void exp_options_init(exp_options *o);
  * *weight (may be NULL). 0 also when the recording has no samples (p->smp.nsamples). */
 size_t exp_select_count(const ana_profile *p, const exp_options *o, uint64_t *weight);
 
-/* Collapsed stacks, one line per distinct stack: `frame;frame;...;leaf WEIGHT`, root
- * first, WEIGHT in sampling periods. o->kind must be ANA_CPU or ANA_OFFCPU. */
+/* Collapsed stacks: `frame;frame;...;leaf WEIGHT`, root first, WEIGHT in sampling periods,
+ * one line per distinct sequence of frame names, sorted. o->kind must be ANA_CPU or
+ * ANA_OFFCPU. */
 int exp_folded(FILE *out, const ana_profile *p, const exp_options *o);
 
 /* A self-contained interactive flame graph (SVG with inline JavaScript) of the same

@@ -84,9 +84,11 @@ def go_pprof(*args):
     return r.stdout
 
 
-def pprof_top(path, sample_index):
-    """go tool pprof -top rows: {name: (flat, flat%, cum, cum%)} in the report's unit."""
-    out = go_pprof("-top", "-nodecount=1000", "-sample_index=" + sample_index, path)
+def pprof_top(path, sample_index, *extra):
+    """go tool pprof -top rows, no node dropped: {name: (flat, flat%, cum, cum%)}, flat and
+    cum as printed (in the sample type's unit), the shares as numbers."""
+    out = go_pprof("-top", "-nodecount=100000", "-nodefraction=0", "-edgefraction=0",
+                   "-sample_index=" + sample_index, *(list(extra) + [path]))
     rows, started = {}, False
     for line in out.splitlines():
         if line.strip().startswith("flat"):
@@ -100,6 +102,15 @@ def pprof_top(path, sample_index):
         rows[name] = (flat, float(flat_pct.rstrip("%")), cum, float(cum_pct.rstrip("%")))
     assert_true(rows, "go tool pprof -top printed no rows:\n%s" % out)
     return rows, out
+
+
+def pprof_pct(value, total):
+    """A share as go tool pprof prints it (measurement.Percentage): 100 from 99.95 on, two
+    decimals from 1 %, two significant digits below."""
+    r = 100.0 * value / total
+    if 99.95 <= r <= 100.05:
+        return 100.0
+    return float("%.2f" % r) if r >= 1.0 else float("%.2g" % r)
 
 
 def read_folded(path):
@@ -447,19 +458,35 @@ def record_sampled(prog, *args, opts=("--sample", "cpu"), out="run.fnc"):
     return path
 
 
-def report_functions(rep):
-    """fennec analyze's hot functions, on-CPU: {name: self share %}, if the report has them."""
-    funcs = rep.get("functions")
-    if isinstance(funcs, dict):
-        funcs = funcs.get("cpu", [])
-    out = {}
-    for f in funcs or []:
-        pct = f.get("self_pct")
-        if pct is None and isinstance(f.get("cpu"), dict):
-            pct = f["cpu"].get("self_pct")
-        if f.get("name") is not None and pct is not None:
-            out[f["name"]] = pct
-    return out
+def check_pprof_against_report(pb, funcs, weight, index, kind=None):
+    """go tool pprof against fennec analyze's function list (functions or offcpu_functions)
+    and that kind's summed weight: for every function with at least 0.5 % of it, pprof's
+    flat and cum sample counts are the report's self_samples and total_samples, and its
+    share in the time sample type (cpu or offcpu) is the report's self share."""
+    extra = ("-tagfocus=kind=^%s$" % kind,) if kind else ()  # a regexp: cpu is in offcpu
+    counts, out = pprof_top(pb, "samples", *extra)
+    shares, _ = pprof_top(pb, index, *extra)
+    lead = [f for f in funcs if f["self_samples"] >= 0.005 * weight]
+    assert_true(lead, "%s: no function with 0.5 %% of the samples in the report" % index)
+    # pprof's -top merges functions of one name (usleep of libc and of an interposer):
+    # compare per name; a merged total is between the largest and the sum.
+    by_name = {}
+    for f in funcs:
+        by_name.setdefault(f["name"], []).append(f)
+    for f in lead:
+        name, same = f["name"], by_name[f["name"]]
+        assert_true(name in counts, "%s: %s missing from go tool pprof -top:\n%s" % (index, name, out))
+        flat, _, cum, _ = counts[name]
+        self_ = sum(g["self_samples"] for g in same)
+        assert_eq(int(flat), self_, "%s: pprof flat samples of %s vs analyze self_samples" % (index, name))
+        if len(same) == 1:
+            assert_eq(int(cum), f["total_samples"], "%s: pprof cum samples of %s vs analyze total_samples" % (
+                index, name))
+        else:
+            assert_between(int(cum), max(g["total_samples"] for g in same),
+                           sum(g["total_samples"] for g in same), "%s: pprof cum of %s (merged)" % (index, name))
+        assert_close(shares[name][1], pprof_pct(self_, weight), 1e-9,
+                     "%s: pprof flat%% of %s vs its share in the report" % (index, name), "%")
 
 
 @timeout(240)
@@ -467,41 +494,41 @@ def test_sampled_cpu_shares_all_formats():
     path = record_sampled("cpu_shares", 2000, "truth.json")
     truth = json.load(open("truth.json"))
     rep = analyze(path)
+    weight = rep["samples"]["cpu_weight"]
     stacks = read_folded(export(path, "folded"))
     total = sum(stacks.values())
-    assert_true(total > 200, "folded: enough samples (%d)" % total)
+    assert_eq(total, weight, "folded total vs analyze samples.cpu_weight")
+    assert_true(total > 200, "enough samples (%d)" % total)
 
     def self_of(name):
         return sum(n for st, n in stacks.items() if st.split(";")[-1] == name)
-    busy = truth["work_a_ns"] + truth["work_b_ns"] + truth["work_c_ns"]
+    funcs = {f["name"]: f for f in rep["functions"]}
     for fn in ("work_a", "work_b", "work_c"):
-        # sampling error for n samples: well within 5 points at this rate and duration
+        assert_eq(self_of(fn), funcs[fn]["self_samples"], "folded self of %s vs analyze self_samples" % fn)
+        # and what the program measured itself: sampling error is well within 5 points here
         assert_close(100.0 * self_of(fn) / total, 100.0 * truth[fn + "_ns"] / truth["thread_cpu_ns"], 5.0,
-                     "folded: %s share of samples vs its measured CPU share" % fn, "%")
-    assert_true(busy > 0, "truth")
+                     "folded: %s share vs its measured CPU share" % fn, "%")
 
-    # pprof: go tool pprof's flat shares are the folded ones, and fennec's own if listed
+    # pprof through go tool pprof: the same functions and shares as fennec's report
     pb = export(path, "pprof", out="cpu.pb.gz")
     with gzip.open(pb) as f:
         assert_true(len(f.read()) > 0, "pprof output inflates")
-    rows, _ = pprof_top(pb, "samples")
-    for fn in ("work_a", "work_b", "work_c"):
-        assert_close(rows[fn][1], 100.0 * self_of(fn) / total, 0.01 + 100.0 / total,
-                     "pprof flat%% of %s vs folded" % fn, "%")
-    mine = report_functions(rep)
-    for fn in ("work_a", "work_b", "work_c"):
-        if fn in mine:
-            assert_close(rows[fn][1], mine[fn], 0.1, "pprof flat%% of %s vs analyze functions" % fn, "%")
+    check_pprof_against_report(pb, rep["functions"], weight, "cpu")
 
-    # speedscope: schema-valid, imported, same total as folded (weights in ns)
+    # speedscope: schema-valid, imported, weights in ns of the recording's period
     sj = export(path, "speedscope")
     speedscope_schema_valid(sj)
     ss = speedscope_import(sj)
     cpu = [p for p in ss["profiles"] if p["name"].endswith(" CPU")]
-    period_ns = sum(p["total_weight"] for p in cpu) / float(total)
-    assert_true(period_ns > 0, "period")
-    ss_total = sum(p["total_weight"] for p in cpu)
-    assert_close(ss_total / period_ns, total, 0.5, "speedscope CPU samples vs folded")
+    assert_eq(sum(p["total_weight"] for p in cpu), weight * rep["samples"]["period_ns"],
+              "speedscope CPU ns vs cpu_weight * period_ns")
+    sframes = {}
+    for p in cpu:
+        for fr in p["frames"]:
+            sframes[fr["name"]] = sframes.get(fr["name"], 0) + fr["self"]
+    for fn in ("work_a", "work_b", "work_c"):
+        assert_eq(sframes[fn], funcs[fn]["self_samples"] * rep["samples"]["period_ns"],
+                  "speedscope self of %s" % fn)
     ssf = speedscope_import(export(path, "folded", out="again.folded"))
     assert_eq(ssf["profiles"][0]["total_weight"], total, "speedscope's reading of folded")
 
@@ -511,8 +538,28 @@ def test_sampled_cpu_shares_all_formats():
     # chrome-trace: one P event per sample, every sf in the tree
     doc = json.load(open(export(path, "chrome-trace")))
     _, _, samples, _ = check_trace(doc)
+    assert_eq(len(samples), rep["samples"]["count"], "chrome-trace P events vs samples.count")
     assert_eq(sum(s["args"]["weight"] for s in samples if s["cat"] == "cpu"), total,
               "chrome-trace sample weights vs folded")
+
+
+@timeout(240)
+def test_sampled_offcpu():
+    path = record_sampled("offcpu", 10, 100, opts=("--sample", "wall"))
+    rep = analyze(path)
+    off = read_folded(export(path, "folded", "--kind", "offcpu", out="off.folded"))
+    assert_eq(sum(off.values()), rep["samples"]["offcpu_weight"], "folded --kind offcpu total vs offcpu_weight")
+    on = read_folded(export(path, "folded", out="on.folded"))
+    assert_eq(sum(on.values()), rep["samples"]["cpu_weight"], "folded (cpu) total vs cpu_weight")
+    pb = export(path, "pprof", out="wall.pb.gz")
+    check_pprof_against_report(pb, rep["offcpu_functions"], rep["samples"]["offcpu_weight"], "offcpu", "offcpu")
+    check_pprof_against_report(pb, rep["functions"], rep["samples"]["cpu_weight"], "cpu", "cpu")
+    sj = export(path, "speedscope")
+    speedscope_schema_valid(sj)
+    ss = speedscope_import(sj)
+    offp = [p for p in ss["profiles"] if p["name"].endswith("off-CPU")]
+    assert_eq(sum(p["total_weight"] for p in offp), rep["samples"]["offcpu_weight"] * rep["samples"]["period_ns"],
+              "speedscope off-CPU ns")
 
 
 @timeout(240)
@@ -528,8 +575,11 @@ def test_sampled_regions_filter_and_prefix():
     assert_true(all(st.split(";")[0].endswith("]") for st in pre), "thread frame first: %s" % list(pre)[:3])
     fwd_fn = sum(n for st, n in fwd.items() if "forward_fn" in st.split(";"))
     assert_rel(fwd_fn, sum(fwd.values()), 0.1, "samples in region forward are in forward_fn")
-    # the thread filter keeps everything of a single-threaded program's main thread
+    # the same selection as fennec analyze --region and --thread
+    sel = analyze(path, "--region", "forward")["samples"]["selection"]
+    assert_eq(sum(fwd.values()), sel["cpu_weight"], "--region forward vs analyze --region forward")
     rep = analyze(path)
     tid = rep["threads"][0]["tid"]
     one = read_folded(export(path, "folded", "--thread", tid, out="one.folded"))
-    assert_true(sum(one.values()) > 0.9 * total, "--thread main keeps its samples")
+    sel = analyze(path, "--thread", tid)["samples"]["selection"]
+    assert_eq(sum(one.values()), sel["cpu_weight"], "--thread vs analyze --thread")
