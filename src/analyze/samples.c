@@ -364,7 +364,8 @@ static int cmp_seg(const void *a, const void *b)
 	return (x->start > y->start) - (x->start < y->start);
 }
 
-/* The segments of the modules known at the end of an epoch, each replaced module left out. */
+/* The segments of the modules known at the end of an epoch, each replaced module left out,
+ * sorted; *out is non-NULL on success. */
 static int epoch_segments(const fmt_file *f, size_t known, seg **out, size_t *nout)
 {
 	size_t n = 0, cap = 0;
@@ -383,7 +384,10 @@ static int epoch_segments(const fmt_file *f, size_t known, seg **out, size_t *no
 			v[n++] = (seg){f->modules[i].segs[k].start, f->modules[i].segs[k].end, (uint32_t)i};
 		}
 	}
-	qsort(v, n, sizeof *v, cmp_seg);
+	if (!v && !(v = malloc(sizeof *v))) /* no modules: an empty table, still non-NULL */
+		return FENNEC_ENOMEM;
+	if (n > 1)
+		qsort(v, n, sizeof *v, cmp_seg);
 	*out = v;
 	*nout = n;
 	return 0;
@@ -525,12 +529,8 @@ static int symbolise_process(fin *x, uint32_t proc, pstate *ps, badmod **bad, si
 		uint32_t e = r->epoch;
 		if (!segs[e]) {
 			size_t known = e < ps->nepochs ? ps->epoch_end[e] : f->nmodules;
-			if (epoch_segments(f, known, &segs[e], &nsegs[e]) || !segs[e]) {
-				if (!segs[e] && !nsegs[e] && (segs[e] = malloc(sizeof(seg))))
-					; /* an epoch with no modules: an empty, non-NULL table */
-				else
-					goto out;
-			}
+			if (epoch_segments(f, known, &segs[e], &nsegs[e]))
+				goto out;
 		}
 		size_t nl = 0;
 		for (uint32_t k = 0; k < r->n; k++) {

@@ -5,6 +5,7 @@
  * stripped copy and a perf map.
  */
 #include <elf.h>
+#include <math.h>
 #include <limits.h>
 #include <link.h>
 #include <stdlib.h>
@@ -386,4 +387,317 @@ UNIT_TEST(symbol_perf_map)
 	sym_close(s);
 	unlink(path);
 	rmdir(dir);
+}
+
+/* ---- samples through the whole analysis: a profile built by hand, then ana_load ---- */
+
+#include "analyze/analyze.h"
+
+typedef struct fsample {
+	uint8_t flags;
+	uint64_t tid;
+	uint32_t weight, nregions, nframes;
+	uint32_t regions[4];
+	uint64_t frames[4];
+} fsample;
+
+static void put_module(cm_buf *b, const fmt_module *m)
+{
+	cm_buf_varint(b, 0);
+	cm_buf_string(b, m->path, strlen(m->path));
+	cm_buf_string(b, (const char *)m->build_id, m->build_id_len);
+	cm_buf_varint(b, m->bias);
+	cm_buf_varint(b, m->nsegs);
+	for (uint32_t i = 0; i < m->nsegs; i++) {
+		cm_buf_varint(b, m->segs[i].start);
+		cm_buf_varint(b, m->segs[i].end);
+		cm_buf_varint(b, m->segs[i].offset);
+	}
+}
+
+/*
+ * A one-process profile (ticks are nanoseconds): regions outer/inner on thread 1234 from
+ * 0 to 1 s, the given modules and samples (one every 1 ms), task names, and an END with
+ * 1 s of CPU time. Written to `path`.
+ */
+static int write_profile(const char *path, uint64_t pid, const fmt_module *modv, size_t nmods, const fsample *s,
+			 size_t ns)
+{
+	cm_buf out = {0}, h = {0}, c = {0};
+	uint8_t pre[FMT_PREAMBLE_LEN];
+	fmt_preamble(pre);
+	cm_buf_put(&out, pre, sizeof pre);
+	fmt_hdr_varint(&h, FMT_H_RECORDING, 77);
+	fmt_hdr_varint(&h, FMT_H_PID, pid);
+	fmt_hdr_string(&h, FMT_H_CMDLINE, "synthetic", 9);
+	fmt_hdr_varint(&h, FMT_H_START_MONO, 1000);
+	fmt_hdr_varint(&h, FMT_H_START_TICKS, 0);
+	fmt_hdr_varint(&h, FMT_H_CLOCK, 1);
+	fmt_hdr_varint(&h, FMT_H_SAMPLE_MODE, FMT_SAMPLE_WALL);
+	fmt_hdr_varint(&h, FMT_H_SAMPLE_PERIOD, 1000000);
+	fmt_hdr_varint(&h, FMT_H_SAMPLE_SOURCE, FMT_SRC_WALL);
+	fmt_hdr_varint(&h, FMT_H_SAMPLE_DEPTH, 128);
+	fmt_hdr_varint(&h, FMT_H_SAMPLE_HZ, 1000);
+	fmt_chunk_append(&out, FMT_HEADER, h.data, h.len, 0, NULL);
+	const char *names[] = {NULL, "outer", "inner"};
+	for (uint32_t id = 1; id <= 2; id++) {
+		cm_buf_varint(&c, id);
+		cm_buf_u8(&c, FMT_SITE_REGION);
+		cm_buf_string(&c, names[id], strlen(names[id]));
+		cm_buf_string(&c, "x.c", 3);
+		cm_buf_varint(&c, id);
+	}
+	fmt_chunk_append(&out, FMT_SITES, c.data, c.len, 0, NULL);
+	c.len = 0;
+	cm_buf_varint(&c, 0);
+	cm_buf_varint(&c, 1234);
+	cm_buf_string(&c, "main", 4);
+	cm_buf_varint(&c, 0);
+	fmt_chunk_append(&out, FMT_THREAD, c.data, c.len, 0, NULL);
+	c.len = 0;
+	for (size_t i = 0; i < nmods; i++)
+		put_module(&c, &modv[i]);
+	if (nmods)
+		fmt_chunk_append(&out, FMT_MODULES, c.data, c.len, 0, NULL);
+	c.len = 0;
+	cm_buf_varint(&c, 5678);
+	cm_buf_string(&c, "worker", 6);
+	fmt_chunk_append(&out, FMT_TASKS, c.data, c.len, 0, NULL);
+	/* outer [0, 1 s) containing inner [1 ms, 999 ms) */
+	cm_buf ev = {0};
+	cm_buf_u8(&ev, FMT_EV_TIME);
+	cm_buf_varint(&ev, 0);
+	cm_buf_u8(&ev, FMT_EV_BEGIN | 1 << 4);
+	cm_buf_varint(&ev, 0);
+	cm_buf_u8(&ev, FMT_EV_BEGIN | 2 << 4);
+	cm_buf_varint(&ev, 1000000);
+	cm_buf_u8(&ev, FMT_EV_END);
+	cm_buf_varint(&ev, 998000000);
+	cm_buf_u8(&ev, FMT_EV_END);
+	cm_buf_varint(&ev, 1000000);
+	c.len = 0;
+	cm_buf_varint(&c, 0);
+	cm_buf_varint(&c, ev.len);
+	cm_buf_put(&c, ev.data, ev.len);
+	fmt_chunk_append(&out, FMT_EVENTS, c.data, c.len, 0, NULL);
+	c.len = 0;
+	cm_buf_varint(&c, ns);
+	cm_buf_varint(&c, 0);
+	cm_buf_varint(&c, 0);
+	for (size_t i = 0; i < ns; i++) {
+		cm_buf_u8(&c, s[i].flags);
+		cm_buf_varint(&c, s[i].tid);
+		cm_buf_varint(&c, cm_zigzag(i ? 1000000 : 2000000));
+		cm_buf_varint(&c, s[i].weight);
+		cm_buf_varint(&c, 0);
+		cm_buf_varint(&c, s[i].nregions);
+		for (uint32_t k = 0; k < s[i].nregions; k++)
+			cm_buf_varint(&c, s[i].regions[k]);
+		cm_buf_varint(&c, s[i].nframes);
+		for (uint32_t k = 0; k < s[i].nframes; k++)
+			cm_buf_varint(&c, k ? cm_zigzag((int64_t)(s[i].frames[k] - s[i].frames[k - 1])) : s[i].frames[0]);
+	}
+	fmt_chunk_append(&out, FMT_SAMPLES, c.data, c.len, 3, NULL);
+	c.len = 0;
+	uint64_t end[] = {1001000, 1000000000, 1000000000, 0, 1000, 1, 0, 0, 0};
+	for (size_t i = 0; i < ARRAY_LEN(end); i++)
+		cm_buf_varint(&c, end[i]);
+	fmt_chunk_append(&out, FMT_END, c.data, c.len, 0, NULL);
+	FILE *f = fopen(path, "wb");
+	int ok = f && fwrite(out.data, 1, out.len, f) == out.len;
+	if (f)
+		fclose(f);
+	cm_buf_free(&out);
+	cm_buf_free(&h);
+	cm_buf_free(&c);
+	cm_buf_free(&ev);
+	return ok ? 0 : -1;
+}
+
+static const ana_hot_func *hot(const ana_profile *p, const ana_sample_view *v, unsigned kind, const char *name)
+{
+	for (uint32_t i = 0; i < v->nfuncs[kind]; i++)
+		if (!strcmp(p->names[p->smp.funcs[v->funcs[kind][i].func].name], name))
+			return &v->funcs[kind][i];
+	return NULL;
+}
+
+static const ana_finding *finding(const ana_profile *p, const char *type, const char *subject)
+{
+	for (uint32_t i = 0; i < p->nfindings; i++)
+		if (!strcmp(p->findings[i].type, type) && (!subject || !strcmp(p->findings[i].subject, subject)))
+			return &p->findings[i];
+	return NULL;
+}
+
+UNIT_TEST(samples_model)
+{
+	unit_probe_outer(1);
+	uint64_t ret = captured, plain = (uint64_t)(uintptr_t)unit_probe_plain, libc = (uint64_t)(uintptr_t)&getpid;
+	mods ms;
+	mods_load(&ms);
+	fsample *s = calloc(200, sizeof *s);
+	size_t n = 0;
+	/* 60 on-CPU samples in unit_probe_plain called from the inlined probe_inner, inside
+	 * outer/inner; 30 in libc's getpid on the worker thread (no THREAD record, a TASKS name);
+	 * 10 at an address in no module; 8 off-CPU in getpid (weight 2 each). */
+	for (int i = 0; i < 60; i++)
+		s[n++] = (fsample){FMT_S_EXACT_PC, 1234, 1, 2, 2, {1, 2}, {plain + 4, ret}};
+	for (int i = 0; i < 30; i++)
+		s[n++] = (fsample){FMT_S_EXACT_PC, 5678, 1, 0, 2, {0}, {libc, ret}};
+	for (int i = 0; i < 10; i++)
+		s[n++] = (fsample){FMT_S_EXACT_PC, 1234, 1, 1, 1, {1}, {0x1000}};
+	for (int i = 0; i < 8; i++)
+		s[n++] = (fsample){FMT_S_OFFCPU | FMT_S_EXACT_PC, 1234, 2, 1, 2, {1}, {libc, ret}};
+	char dir[] = "/tmp/fennec-unit-XXXXXX", path[PATH_MAX];
+	UNIT_CHECK(mkdtemp(dir) != NULL);
+	snprintf(path, sizeof path, "%s/run.fnc", dir);
+	UNIT_CHECK_EQ(write_profile(path, 4000000001u, ms.m, ms.n, s, n), 0);
+	ana_profile p;
+	fmt_error err;
+	int rc = ana_load(path, NULL, &p, &err);
+	UNIT_CHECK_EQ(rc, 0);
+	if (rc)
+		printf("    %s\n", err.msg);
+	const ana_sampling *sm = &p.smp;
+	UNIT_CHECK(sm->present);
+	UNIT_CHECK_EQ(sm->nsamples, 108);
+	UNIT_CHECK_EQ(sm->mode, FMT_SAMPLE_WALL);
+	UNIT_CHECK_EQ(sm->weight[ANA_CPU], 100);
+	UNIT_CHECK_EQ(sm->weight[ANA_OFFCPU], 16);
+	UNIT_CHECK(fabs(sm->achieved_hz - 100.0) < 1e-9); /* 100 on-CPU samples in 1 s of CPU */
+	const ana_sample_view *v = &sm->all;
+	UNIT_CHECK_EQ(v->samples[ANA_CPU], 100);
+	UNIT_CHECK(v->nfuncs[ANA_CPU] > 0 && !strcmp(p.names[sm->funcs[v->funcs[ANA_CPU][0].func].name], "unit_probe_plain"));
+	const ana_hot_func *h = hot(&p, v, ANA_CPU, "unit_probe_plain");
+	UNIT_CHECK(h && h->self == 60 && h->total == 60 && fabs(h->self_pct - 60.0) < 1e-9);
+	UNIT_CHECK(h && h->caller != ANA_NONE && !strcmp(p.names[sm->funcs[h->caller].name], "probe_inner"));
+	UNIT_CHECK(h && h->file != ANA_NONE && ends_with(p.names[h->file], "test_symbol.c"));
+	/* the inlined function and the one it is inlined into are both on those stacks */
+	h = hot(&p, v, ANA_CPU, "probe_inner");
+	UNIT_CHECK(h && h->self == 0 && h->total == 90);
+	h = hot(&p, v, ANA_CPU, "unit_probe_outer");
+	UNIT_CHECK(h && h->self == 0 && h->total == 90 && fabs(h->total_pct - 90.0) < 1e-9);
+	h = hot(&p, v, ANA_CPU, "[unknown]");
+	UNIT_CHECK(h && h->self == 10);
+	UNIT_CHECK_EQ(sm->unknown_frames, 10);
+	h = hot(&p, v, ANA_OFFCPU, "unit_probe_outer");
+	UNIT_CHECK(h && h->total == 16 && fabs(h->total_pct - 100.0) < 1e-9);
+	/* the call tree: unit_probe_outer -> probe_inner -> {unit_probe_plain, getpid} */
+	uint32_t root = ANA_NONE;
+	for (uint32_t i = 0; i < v->ntree; i++)
+		if (v->tree[i].parent == ANA_NONE && !strcmp(p.names[sm->funcs[v->tree[i].func].name], "unit_probe_outer"))
+			root = i;
+	UNIT_CHECK(root != ANA_NONE && v->tree[root].total[ANA_CPU] == 90 && v->tree[root].self[ANA_CPU] == 0);
+	UNIT_CHECK(root != ANA_NONE && v->tree[root].first_child != ANA_NONE &&
+		   v->tree[v->tree[root].first_child].next_sibling == ANA_NONE);
+	/* regions: inner holds the 60, outer those 60 and the 10 unknown ones */
+	uint32_t outer = ana_node_find(&p, ANA_NONE, ana_intern(&p, "outer"));
+	uint32_t inner = outer == ANA_NONE ? ANA_NONE : ana_node_find(&p, outer, ana_intern(&p, "inner"));
+	UNIT_CHECK(outer != ANA_NONE && inner != ANA_NONE);
+	if (inner != ANA_NONE) {
+		UNIT_CHECK_EQ(v->nodes[inner].samples[ANA_CPU], 60);
+		UNIT_CHECK_EQ(v->nodes[outer].samples[ANA_CPU], 70);
+		UNIT_CHECK_EQ(v->nodes[outer].samples[ANA_OFFCPU], 8);
+		UNIT_CHECK(v->nodes[inner].ntop == 1 && fabs(v->nodes[inner].top_pct[0] - 100.0) < 1e-9);
+		UNIT_CHECK(v->nodes[outer].ntop == 2 && fabs(v->nodes[outer].top_pct[0] - 600.0 / 7) < 1e-9);
+	}
+	/* threads: the worker exists now, named from TASKS, with no file index */
+	uint32_t worker = ANA_NONE;
+	for (uint32_t i = 0; i < p.nthreads; i++)
+		if (p.threads[i].tid == 5678)
+			worker = i;
+	UNIT_CHECK(worker != ANA_NONE);
+	if (worker != ANA_NONE) {
+		UNIT_CHECK_STR(p.threads[worker].name, "worker");
+		UNIT_CHECK_EQ(p.threads[worker].index, UINT32_MAX);
+		UNIT_CHECK_EQ(v->thread_samples[worker * ANA_NKINDS + ANA_CPU], 30);
+	}
+	/* selections: a region, a thread */
+	ana_sample_view sel;
+	ana_sample_filter flt = {.region = "inner"};
+	UNIT_CHECK_EQ(ana_sample_view_build(&p, &flt, &sel), 0);
+	UNIT_CHECK_EQ(sel.samples[ANA_CPU], 60);
+	UNIT_CHECK(sel.nfuncs[ANA_CPU] >= 1 && fabs(sel.funcs[ANA_CPU][0].self_pct - 100.0) < 1e-9);
+	ana_sample_view_free(&sel);
+	flt = (ana_sample_filter){.tid = 5678};
+	UNIT_CHECK_EQ(ana_sample_view_build(&p, &flt, &sel), 0);
+	UNIT_CHECK_EQ(sel.samples[ANA_CPU], 30);
+	UNIT_CHECK_EQ(sel.samples[ANA_OFFCPU], 0);
+	ana_sample_view_free(&sel);
+	/* findings: unit_probe_plain is 60 % of the on-CPU samples; [unknown] never fires */
+	const ana_finding *fd = finding(&p, "hot_function", "unit_probe_plain");
+	UNIT_CHECK(fd && fd->severity == ANA_HIGH && fd->recommendation && strstr(fd->recommendation, "probe_inner"));
+	UNIT_CHECK(finding(&p, "hot_function", "[unknown]") == NULL);
+	UNIT_CHECK_EQ(p.nwarnings, 0);
+	ana_profile_free(&p);
+
+	/* The executable rebuilt since the recording: its frames are module+offset, one warning
+	 * counting every sample with a frame in it (60 + 30 + 8). */
+	fmt_module *exe = (fmt_module *)mod_of(&ms, plain);
+	if (exe && exe->build_id_len) {
+		exe->build_id[0] ^= 0xff;
+		UNIT_CHECK_EQ(write_profile(path, 4000000001u, ms.m, ms.n, s, n), 0);
+		UNIT_CHECK_EQ(ana_load(path, NULL, &p, &err), 0);
+		int warned = 0;
+		char want[PATH_MAX + 64];
+		snprintf(want, sizeof want, "%s: build id differs from the recording; 98 samples unsymbolised", exe->path);
+		for (uint32_t i = 0; i < p.nwarnings; i++)
+			warned += !strcmp(p.warnings[i], want);
+		UNIT_CHECK_EQ(warned, 1);
+		if (warned != 1)
+			for (uint32_t i = 0; i < p.nwarnings; i++)
+				printf("    warning: %s\n", p.warnings[i]);
+		UNIT_CHECK(hot(&p, &p.smp.all, ANA_CPU, "unit_probe_plain") == NULL);
+		const ana_hot_func *top = p.smp.all.nfuncs[ANA_CPU] ? &p.smp.all.funcs[ANA_CPU][0] : NULL;
+		UNIT_CHECK(top && strstr(p.names[p.smp.funcs[top->func].name], "+0x") && top->self == 60);
+		int status_seen = 0;
+		for (uint32_t i = 0; i < p.smp.nmodules; i++)
+			status_seen |= p.smp.modules[i].status == 2 && !strcmp(p.names[p.smp.modules[i].path], exe->path);
+		UNIT_CHECK(status_seen);
+		ana_profile_free(&p);
+		exe->build_id[0] ^= 0xff;
+	}
+	unlink(path);
+	rmdir(dir);
+	free(s);
+	mods_free(&ms);
+}
+
+UNIT_TEST(samples_flat_profile)
+{
+	/* JIT code of 20 functions, one perf map symbol each, sampled evenly: 5 % each. */
+	uint64_t pid = 4000000002u;
+	char map[PATH_MAX];
+	snprintf(map, sizeof map, "/tmp/perf-%llu.map", (unsigned long long)pid);
+	FILE *f = fopen(map, "w");
+	UNIT_CHECK(f != NULL);
+	if (!f)
+		return;
+	for (int i = 0; i < 20; i++)
+		fprintf(f, "%llx 100 jit_fn_%d\n", 0x7e0000000000ull + 0x1000ull * (unsigned)i, i);
+	fclose(f);
+	fsample *s = calloc(400, sizeof *s);
+	size_t n = 0;
+	for (int r = 0; r < 20; r++)
+		for (int i = 0; i < 20; i++)
+			s[n++] = (fsample){FMT_S_EXACT_PC, 1234, 1, 0, 1, {0}, {0x7e0000000000ull + 0x1000ull * (unsigned)i + 8}};
+	char dir[] = "/tmp/fennec-unit-XXXXXX", path[PATH_MAX];
+	UNIT_CHECK(mkdtemp(dir) != NULL);
+	snprintf(path, sizeof path, "%s/run.fnc", dir);
+	UNIT_CHECK_EQ(write_profile(path, pid, NULL, 0, s, n), 0);
+	ana_profile p;
+	fmt_error err;
+	UNIT_CHECK_EQ(ana_load(path, NULL, &p, &err), 0);
+	const ana_sample_view *v = &p.smp.all;
+	UNIT_CHECK_EQ(v->nfuncs[ANA_CPU], 20);
+	const ana_hot_func *h = hot(&p, v, ANA_CPU, "jit_fn_7");
+	UNIT_CHECK(h && h->self == 20 && fabs(h->self_pct - 5.0) < 1e-9);
+	UNIT_CHECK(h && ends_with(p.names[p.smp.funcs[h->func].module], "perf-4000000002.map"));
+	UNIT_CHECK(finding(&p, "hot_function", NULL) == NULL);
+	ana_profile_free(&p);
+	unlink(path);
+	rmdir(dir);
+	unlink(map);
+	free(s);
 }
