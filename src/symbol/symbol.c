@@ -15,6 +15,9 @@
 #include <libiberty/demangle.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <link.h>
+#include <sys/auxv.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -388,9 +391,8 @@ static int mod_build_id(Dwfl_Module *mod, const unsigned char **bits)
 
 /* Report `file` at the module's bias in a fresh session; keep it if its build id is the
  * recorded one (or none was recorded). Returns 1 when kept. */
-static int try_file(sym_ctx *s, smod *m, const char *file, int *seen_other)
+static int try_fd(sym_ctx *s, smod *m, const char *file, int fd, int *seen_other)
 {
-	int fd = open(file, O_RDONLY | O_CLOEXEC);
 	if (fd < 0)
 		return 0;
 	Dwfl *d = dwfl_begin(&s->cb);
@@ -402,6 +404,7 @@ static int try_file(sym_ctx *s, smod *m, const char *file, int *seen_other)
 	Dwfl_Module *mod = dwfl_report_elf(d, m->name, file, fd, m->bias, false); /* consumes fd */
 	dwfl_report_end(d, NULL, NULL);
 	if (!mod) {
+		close(fd); /* consumed only on success */
 		dwfl_end(d);
 		return 0;
 	}
@@ -419,6 +422,31 @@ static int try_file(sym_ctx *s, smod *m, const char *file, int *seen_other)
 	return 1;
 }
 
+static int try_file(sym_ctx *s, smod *m, const char *file, int *seen_other)
+{
+	return try_fd(s, m, file, open(file, O_RDONLY | O_CLOEXEC), seen_other);
+}
+
+/* The vDSO has no file, but this process has one too: when its build id is the recorded
+ * one (same kernel), a copy of it in a memory file serves. */
+static int try_own_vdso(sym_ctx *s, smod *m, int *seen_other)
+{
+	const ElfW(Ehdr) *eh = (const ElfW(Ehdr) *)getauxval(AT_SYSINFO_EHDR);
+	if (!eh || memcmp(eh->e_ident, ELFMAG, SELFMAG) || !m->build_id_len)
+		return 0;
+	size_t size = (size_t)eh->e_shoff + (size_t)eh->e_shnum * eh->e_shentsize;
+	if (size < sizeof *eh || size > (1u << 20))
+		return 0;
+	int fd = memfd_create("fennec-vdso", MFD_CLOEXEC);
+	if (fd < 0)
+		return 0;
+	if (write(fd, eh, size) != (ssize_t)size || lseek(fd, 0, SEEK_SET) != 0) {
+		close(fd);
+		return 0;
+	}
+	return try_fd(s, m, "[vdso]", fd, seen_other);
+}
+
 static void open_module(sym_ctx *s, smod *m)
 {
 	m->opened = 1;
@@ -430,6 +458,8 @@ static void open_module(sym_ctx *s, smod *m)
 	/* "[vdso]" and the like have no file. */
 	if (m->path[0] == '/' || m->path[0] == '.')
 		found = try_file(s, m, m->path, &other);
+	else if (!strcmp(m->path, "[vdso]"))
+		found = try_own_vdso(s, m, &other);
 	if (!found && m->build_id_len) {
 		/* The object at the path is gone or changed: a debug file with the recorded
 		 * build id still has its symbols, DWARF and program headers. */
@@ -618,8 +648,23 @@ static int resolve(sym_ctx *s, smod *m, uint64_t addr, uint64_t a, sym_frame *ou
 		}
 	}
 	if (!n) {
+		/* No symbol: name the place by the start of its function when the unwind tables
+		 * (present even in stripped objects) know it, so that the addresses of one
+		 * function stay one function; else by the address itself. */
+		uint64_t off = addr - m->bias;
+		Dwarf_Addr cbias = 0;
+		Dwarf_CFI *cfi = m->status == SYM_OK || m->status == SYM_NOSYMS ? dwfl_module_eh_cfi(m->mod, &cbias) : NULL;
+		if (!cfi && (m->status == SYM_OK || m->status == SYM_NOSYMS))
+			cfi = dwfl_module_dwarf_cfi(m->mod, &cbias);
+		Dwarf_Frame *frame;
+		if (cfi && dwarf_cfi_addrframe(cfi, a - cbias, &frame) == 0) {
+			Dwarf_Addr start, end;
+			if (dwarf_frame_info(frame, &start, &end, NULL) >= 0 && start + cbias >= m->bias)
+				off = start + cbias - m->bias;
+			free(frame);
+		}
 		char buf[512];
-		snprintf(buf, sizeof buf, "%s+0x%" PRIx64, m->name, addr - m->bias);
+		snprintf(buf, sizeof buf, "%s+0x%" PRIx64, m->name, off);
 		const char *name = intern(s, buf);
 		if (!name)
 			return FENNEC_ENOMEM;

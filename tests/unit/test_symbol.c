@@ -4,6 +4,7 @@
  * inlined function of this file, the demangler, a missing file, a changed build id, a
  * stripped copy and a perf map.
  */
+#include <dlfcn.h>
 #include <elf.h>
 #include <math.h>
 #include <limits.h>
@@ -305,6 +306,43 @@ UNIT_TEST(symbol_changed_build_id)
 	mods_free(&ms);
 }
 
+UNIT_TEST(symbol_vdso)
+{
+	void *h = dlopen("linux-vdso.so.1", RTLD_NOW | RTLD_NOLOAD);
+	void *fn = h ? dlsym(h, "__vdso_clock_gettime") : NULL;
+	if (!fn) {
+		printf("    (no vDSO clock_gettime here: not tested)\n");
+		return;
+	}
+	mods ms;
+	mods_load(&ms);
+	const fmt_module *vm = mod_of(&ms, (uint64_t)(uintptr_t)fn);
+	UNIT_CHECK(vm && !strcmp(vm->path, "[vdso]"));
+	sym_ctx *s;
+	UNIT_CHECK_EQ(sym_open(NULL, &s), 0);
+	uint32_t id;
+	const sym_frame *fr;
+	uint32_t n;
+	if (vm) {
+		UNIT_CHECK_EQ(sym_add_module(s, vm, &id), 0);
+		UNIT_CHECK_EQ(sym_lookup(s, id, (uint64_t)(uintptr_t)fn + 2, 1, &fr, &n), 0);
+		UNIT_CHECK(n == 1 && strstr(fr[0].func, "clock_gettime"));
+		UNIT_CHECK_EQ(sym_module_status(s, id), SYM_OK);
+		/* another kernel's vDSO (another build id): not this one's symbols */
+		fmt_module other = *vm;
+		uint8_t bid[20] = {1, 2, 3};
+		other.build_id = bid;
+		other.build_id_len = sizeof bid;
+		UNIT_CHECK_EQ(sym_add_module(s, &other, &id), 0);
+		UNIT_CHECK_EQ(sym_lookup(s, id, (uint64_t)(uintptr_t)fn, 1, &fr, &n), 0);
+		UNIT_CHECK(n == 1 && !strncmp(fr[0].func, "[vdso]+0x", 9));
+		UNIT_CHECK_EQ(sym_module_status(s, id), SYM_BUILDID);
+	}
+	sym_close(s);
+	mods_free(&ms);
+	dlclose(h);
+}
+
 UNIT_TEST(symbol_stripped)
 {
 	mods ms;
@@ -339,6 +377,11 @@ UNIT_TEST(symbol_stripped)
 		UNIT_CHECK(n == 1 && (!strcmp(fr[0].func, want) || !strcmp(fr[0].func, "unit_probe_plain")));
 		if (n == 1 && strcmp(fr[0].func, want) && strcmp(fr[0].func, "unit_probe_plain"))
 			printf("    stripped frame: %s\n", fr[0].func);
+		/* Further into the function: the same name (the function's start, from the
+		 * unwind tables, when there is no symbol). */
+		const sym_frame *fr2;
+		UNIT_CHECK_EQ(sym_lookup(s, id, addr + 3, 1, &fr2, &n), 0);
+		UNIT_CHECK(n == 1 && fr2[0].func == fr[0].func);
 		sym_close(s);
 		unlink(path);
 	}
