@@ -8,7 +8,12 @@ PREAMBLE_LEN = 16
 CHUNK_HDR_LEN = 16
 
 CHUNK_NAMES = {1: "HEADER", 2: "SITES", 3: "THREAD", 4: "EVENTS", 5: "STATS",
-               6: "THREAD_END", 7: "END"}
+               6: "THREAD_END", 7: "END", 8: "SAMPLES", 9: "MODULES", 10: "TASKS"}
+
+# SAMPLES flags (docs/format.md "Samples (1.1)")
+SAMPLE_KIND_MASK = 3        # 0 = on CPU, 1 = off CPU
+SAMPLE_TRUNCATED = 4        # the stack was cut at the depth limit
+SAMPLE_EXACT_PC = 8         # frame_0 is the interrupted instruction, not a return address
 
 # A minimal PNG: signature + IHDR of a 1x1 image + IEND.
 PNG_BYTES = bytes.fromhex(
@@ -195,10 +200,16 @@ def _string(buf, pos):
 def decode(data):
     """Decode a profile whose chunks are all stored raw (codec 0) into
     {"header": {key: value}, "sites": {id: (kind, name)}, "threads": {index: (tid, name)},
-     "events": {index: [(type, time_ticks, operand...)]}, "end": bool}.
+     "events": {index: [(type, time_ticks, operand...)]}, "end": bool,
+     "samples": [sample dict, see _samples], "sample_counts": (taken, dropped, truncated)
+     of the last SAMPLES chunk (cumulative) or None, "sample_chunks": n,
+     "modules": [{"ticks", "path", "build_id", "bias", "segs": [(start, end, offset)]}]
+     in file order, "tasks": {tid: name}}.
     Raises ValueError on compressed chunks or malformed data."""
     major, minor, chunks = parse(data)
-    out = {"header": {}, "sites": {}, "threads": {}, "events": {}, "end": False}
+    out = {"header": {}, "sites": {}, "threads": {}, "events": {}, "end": False,
+           "samples": [], "sample_counts": None, "sample_chunks": 0, "modules": [],
+           "tasks": {}}
     streams = {}
     for c in chunks:
         if c.codec != 0:
@@ -247,9 +258,81 @@ def decode(data):
                 pos += n
         elif c.type == 7:
             out["end"] = True
+        elif c.type == 8:
+            out["sample_counts"] = _samples(p, out["samples"])
+            out["sample_chunks"] += 1
+        elif c.type == 9:
+            while pos < len(p):
+                m = {}
+                m["ticks"], pos = _varint(p, pos)
+                path, pos = _string(p, pos)
+                m["path"] = path.decode(errors="replace")
+                m["build_id"], pos = _string(p, pos)
+                m["bias"], pos = _varint(p, pos)
+                nsegs, pos = _varint(p, pos)
+                m["segs"] = []
+                for _ in range(nsegs):
+                    start, pos = _varint(p, pos)
+                    end, pos = _varint(p, pos)
+                    off, pos = _varint(p, pos)
+                    m["segs"].append((start, end, off))
+                out["modules"].append(m)
+        elif c.type == 10:
+            while pos < len(p):
+                tid, pos = _varint(p, pos)
+                name, pos = _string(p, pos)
+                out["tasks"][tid] = name.decode(errors="replace")
     for idx, s in streams.items():
         out["events"][idx] = _events(bytes(s))
     return out
+
+
+def _samples(p, out):
+    """Append the samples of one SAMPLES payload to `out` as dicts {"kind" (0 on CPU, 1 off
+    CPU), "flags", "tid", "ticks", "weight", "step", "regions": [site id, outermost first],
+    "frames": [address, innermost first]}. Returns (taken, dropped, truncated)."""
+    taken, pos = _varint(p, 0)
+    dropped, pos = _varint(p, pos)
+    truncated, pos = _varint(p, pos)
+    t = 0
+    while pos < len(p):
+        flags = p[pos]
+        pos += 1
+        if flags & ~15:
+            raise ValueError("sample flags 0x%x: reserved bits set" % flags)
+        tid, pos = _varint(p, pos)
+        dt, pos = _varint(p, pos)
+        t += _unzigzag(dt)
+        weight, pos = _varint(p, pos)
+        step, pos = _varint(p, pos)
+        n, pos = _varint(p, pos)
+        regions = []
+        for _ in range(n):
+            sid, pos = _varint(p, pos)
+            regions.append(sid)
+        n, pos = _varint(p, pos)
+        frames = []
+        for i in range(n):
+            v, pos = _varint(p, pos)
+            if i == 0:
+                frames.append(v)
+            else:
+                frames.append((frames[-1] + _unzigzag(v)) & 0xFFFFFFFFFFFFFFFF)
+        out.append({"kind": flags & SAMPLE_KIND_MASK, "flags": flags, "tid": tid,
+                    "ticks": t, "weight": weight, "step": step, "regions": regions,
+                    "frames": frames})
+    return taken, dropped, truncated
+
+
+def module_of(dec, addr):
+    """The MODULES record of a decode() result that maps `addr` (the last one in file
+    order, as a later record for an overlapping range replaces an earlier one), or None."""
+    found = None
+    for m in dec["modules"]:
+        for start, end, _off in m["segs"]:
+            if start <= addr < end:
+                found = m
+    return found
 
 
 def _events(s):
