@@ -1,0 +1,528 @@
+"""CPU and wall-clock sampling with call stacks (docs/sampling.md, docs/format.md "Samples").
+
+Each test runs a fixture that knows what it does (its CPU shares, measured by itself with
+CLOCK_THREAD_CPUTIME_ID in the same run and printed as JSON on stdout) under
+`fennec record`, and checks the samples against that truth, with tolerances. Two views are
+checked: the raw samples, decoded by the Python reference decoder (fncfile.py, so the
+recordings are made uncompressed) and symbolised here with `nm` on the recorded modules,
+which tests the collector on its own; and `fennec analyze --format json` (the tests named
+test_analysis_*), which tests the whole chain.
+
+Fixtures: cpu_shares.c, qsort_cb.c, sigprof_own.c, dlopen_host.c (+ lib/fxhot.c),
+offcpu.c, thread_funcs.c, fork_funcs.c, region_funcs.c, exitcode.c.
+"""
+
+import bisect
+import glob
+import json
+import os
+import subprocess
+
+import fncfile
+from helpers import (SANITIZER, TSAN_FORK, Skip, assert_between, assert_close,
+                     assert_eq, assert_rel, assert_true, base_env, collector, fixture, record,
+                     run, skip_under, status_text, timeout)
+
+# Shares are compared in percentage points of the samples (docs: within 3 at 999 Hz).
+SHARE_TOL = 3.0
+
+
+# --- recording and decoding -------------------------------------------------------------
+
+def record_raw(prog, *args, opts=(), env=None, out="run.fnc", expect_rc=0, timeout_s=120):
+    """Record uncompressed (for the Python decoder). Returns (Result, path, decoded)."""
+    e = base_env(env)
+    e["FENNEC_COMPRESSION"] = "0"
+    r, path = record(prog, *args, opts=opts, env=e, out=out, expect_rc=expect_rc,
+                     timeout_s=timeout_s)
+    return r, path, decode(path)
+
+
+def decode(path):
+    with open(path, "rb") as f:
+        return fncfile.decode(f.read())
+
+
+def truth_of(r):
+    """The fixture's JSON line from the recorded program's standard output."""
+    for line in reversed(r.stdout.splitlines()):
+        if line.startswith("{"):
+            try:
+                return json.loads(line)
+            except ValueError:
+                break
+    raise AssertionError("the fixture printed no JSON truth\n  " + r.describe())
+
+
+def cpu_samples(dec):
+    return [s for s in dec["samples"] if s["kind"] == 0]
+
+
+# --- symbolising raw samples with nm (independent of fennec's symboliser) ---------------
+
+_NM_CACHE = {}
+
+
+def _nm_table(path):
+    """Sorted [(start, end, name)] of the function symbols of an ELF file (its .symtab,
+    else its dynamic symbols), by ELF virtual address."""
+    if path in _NM_CACHE:
+        return _NM_CACHE[path]
+    rows = []
+    for dyn in ([], ["-D"]):
+        try:
+            out = subprocess.run(["nm", "-S", "--defined-only"] + dyn + [path],
+                                 stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                                 timeout=60).stdout.decode(errors="replace")
+        except (OSError, subprocess.TimeoutExpired):
+            out = ""
+        for line in out.splitlines():
+            p = line.split()
+            if len(p) == 4 and p[2] in "tTwWiI":
+                start, size = int(p[0], 16), int(p[1], 16)
+                rows.append((start, start + max(size, 1), p[3]))
+        if rows:
+            break
+    rows.sort()
+    _NM_CACHE[path] = rows
+    return rows
+
+
+class Symbols:
+    """Names raw sample frames: MODULES record -> ELF file (or its debug file under
+    /usr/lib/debug/.build-id) -> nm. `frames(s)` gives [(module basename, function or
+    None)] innermost first."""
+
+    def __init__(self, dec):
+        self.dec = dec
+        self.starts = {}
+
+    def _elf(self, m):
+        bid = m["build_id"].hex()
+        dbg = "/usr/lib/debug/.build-id/%s/%s.debug" % (bid[:2], bid[2:]) if bid else ""
+        return dbg if dbg and os.path.exists(dbg) else m["path"]
+
+    def name(self, addr):
+        m = fncfile.module_of(self.dec, addr)
+        if m is None:
+            return (None, None)
+        base = os.path.basename(m["path"])
+        if m["path"].startswith("["):
+            return (base, None)
+        table = _nm_table(self._elf(m))
+        if m["path"] not in self.starts:
+            self.starts[m["path"]] = [t[0] for t in table]
+        starts = self.starts[m["path"]]
+        v = addr - m["bias"]
+        i = bisect.bisect_right(starts, v) - 1
+        if i >= 0 and table[i][0] <= v < table[i][1]:
+            return (base, table[i][2])
+        return (base, None)
+
+    def frames(self, s):
+        out = []
+        for i, a in enumerate(s["frames"]):
+            exact = i == 0 and s["flags"] & fncfile.SAMPLE_EXACT_PC
+            out.append(self.name(a if exact else a - 1))
+        return out
+
+    def leaf(self, s):
+        return self.frames(s)[0][1] if s["frames"] else None
+
+
+def leaf_weights(dec, samples=None):
+    """{leaf function name: summed weight} over samples (default: the on-CPU ones)."""
+    sy = Symbols(dec)
+    w = {}
+    for s in (cpu_samples(dec) if samples is None else samples):
+        n = sy.leaf(s)
+        w[n] = w.get(n, 0) + s["weight"]
+    return w
+
+
+def pct(part, whole):
+    return 100.0 * part / whole if whole else 0.0
+
+
+# --- the collector, through the Python decoder ------------------------------------------
+
+def test_cpu_shares_raw():
+    """work_a/b/c's leaf samples match the CPU time the program measured in them."""
+    r, path, dec = record_raw("cpu_shares", 3000)
+    t = truth_of(r)
+    h = dec["header"]
+    assert_eq(h.get(22), 1, "header sampling mode (1 = cpu)")
+    assert_eq(h.get(26), 999, "header requested rate")
+    assert_eq(h.get(23), 1001001, "header period_ns (1e9 / 999)")
+    w = leaf_weights(dec)
+    total = sum(w.values())
+    names = ("work_a", "work_b", "work_c")
+    inside = sum(w.get(n, 0) for n in names)
+    assert_true(total >= 1000, "expected >= 1000 on-CPU samples for 3 s of CPU at 999 Hz, "
+                "got %d (taken, dropped, truncated = %s)" % (total, dec["sample_counts"]))
+    true_in = sum(t[n + "_ns"] for n in names)
+    for n in names:
+        assert_close(pct(w.get(n, 0), inside), pct(t[n + "_ns"], true_in), SHARE_TOL,
+                     "%s: share of the three functions' samples vs measured CPU share" % n,
+                     " %")
+        # against all samples of the process and all its CPU time
+        assert_close(pct(w.get(n, 0), total), pct(t[n + "_ns"], t["process_cpu_ns"]),
+                     SHARE_TOL, "%s: share of all samples vs share of process CPU time" % n,
+                     " %")
+
+
+def sample_rate(dec, cpu_ns):
+    """(samples per CPU second, sampling periods covered per CPU second) of on-CPU samples."""
+    s = cpu_samples(dec)
+    return len(s) / (cpu_ns / 1e9), sum(x["weight"] for x in s) / (cpu_ns / 1e9)
+
+
+def test_rate_follows_F():
+    """-F 199 and -F 999 (the default): the header says so, and with the perf_event source
+    the samples per CPU second follow; the weights always cover the CPU time."""
+    got = {}
+    for hz in (199, 999):
+        opts = ("-F", str(hz)) if hz != 999 else ()
+        r, path, dec = record_raw("cpu_shares", 2000, opts=opts, out="r%d.fnc" % hz)
+        t = truth_of(r)
+        h = dec["header"]
+        assert_eq(h.get(26), hz, "-F %d: header requested rate" % hz)
+        assert_eq(h.get(23), 10 ** 9 // hz, "-F %d: header period_ns" % hz)
+        rate, covered = sample_rate(dec, t["process_cpu_ns"])
+        print("-F %d: source %s, %.0f samples/s of CPU, weights cover %.0f periods/s"
+              % (hz, h.get(24), rate, covered))
+        # every sampling period of CPU time is accounted for, merged or not
+        assert_rel(covered, hz, 0.10, "-F %d: sampling periods covered per CPU second" % hz)
+        if h.get(24) == 0:  # perf_event task-clock: hrtimer based, the rate is achieved
+            assert_rel(rate, hz, 0.10, "-F %d: samples per CPU second (perf_event source)"
+                       % hz)
+        else:
+            assert_true(rate <= hz * 1.1, "-F %d: %.0f samples per CPU second is more "
+                        "than requested" % (hz, rate))
+        got[hz] = (h.get(24), rate)
+    if got[199][0] == got[999][0] == 0:
+        assert_rel(got[999][1] / got[199][1], 999 / 199, 0.15,
+                   "samples/s at 999 Hz over samples/s at 199 Hz")
+
+
+def test_timer_source_honest_rate():
+    """FENNEC_SAMPLE_SOURCE=timer: the POSIX CPU-time timer is limited by the kernel tick
+    (CONFIG_HZ; 250 on the development VM), so fewer samples than requested are taken;
+    the header says which source ran and the weights still cover the CPU time."""
+    r, path, dec = record_raw("cpu_shares", 2000, env={"FENNEC_SAMPLE_SOURCE": "timer"})
+    t = truth_of(r)
+    assert_eq(dec["header"].get(24), 1, "header sampling source (1 = POSIX CPU timer)")
+    rate, covered = sample_rate(dec, t["process_cpu_ns"])
+    print("timer source: %.0f samples/s of CPU, %.0f periods/s covered" % (rate, covered))
+    assert_true(50 <= rate <= 999 * 1.1, "samples per CPU second with the timer source: "
+                "expected 50..1099, got %.0f" % rate)
+    assert_rel(covered, 999, 0.10, "sampling periods covered per CPU second (weights)")
+    merged = sum(1 for s in cpu_samples(dec) if s["weight"] > 1)
+    if rate < 999 * 0.8:
+        assert_true(merged > 0, "the timer delivered %.0f/s < 999/s but no sample has a "
+                    "weight > 1" % rate)
+
+
+def test_sample_off():
+    """--sample=off: no SAMPLES chunk, the header says mode 0."""
+    r, path, dec = record_raw("cpu_shares", 300, opts=("--sample=off",))
+    assert_eq(dec["header"].get(22), 0, "header sampling mode (0 = off)")
+    assert_eq(dec["sample_chunks"], 0, "SAMPLES chunks with --sample=off")
+    assert_eq(len(dec["samples"]), 0, "samples with --sample=off")
+    assert_true(dec["end"], "the recording has no END chunk")
+
+
+def test_stack_depth_limit():
+    """A 200-deep recursion: cut at 128 frames by default (flag and count), kept whole
+    with FENNEC_STACK_DEPTH=300, cut at 16 with --stack-depth 16."""
+    for opts, env, limit in (((), None, 128), ((), {"FENNEC_STACK_DEPTH": "300"}, 300),
+                             (("--stack-depth", "16"), None, 16)):
+        what = " ".join(opts) or (env and "FENNEC_STACK_DEPTH=300") or "default"
+        r, path, dec = record_raw("deep_stack", 200, 600, opts=opts, env=env,
+                                  out="d%d.fnc" % limit)
+        assert_eq(dec["header"].get(25), limit, "%s: header stack depth limit" % what)
+        s = cpu_samples(dec)
+        assert_true(len(s) >= 100, "%s: expected >= 100 samples, got %d" % (what, len(s)))
+        deep = [x for x in s if len(x["frames"]) >= 150 or x["flags"] & fncfile.SAMPLE_TRUNCATED]
+        longest = max(len(x["frames"]) for x in s)
+        cut = [x for x in s if x["flags"] & fncfile.SAMPLE_TRUNCATED]
+        taken, dropped, truncated = dec["sample_counts"]
+        assert_eq(truncated, len(cut), "%s: truncated count vs samples flagged truncated"
+                  % what)
+        assert_true(len(deep) >= 0.9 * len(s), "%s: only %d of %d samples are deep"
+                    % (what, len(deep), len(s)))
+        if limit < 200:
+            assert_eq(longest, limit, "%s: longest stack" % what)
+            assert_true(len(cut) >= 0.9 * len(s), "%s: %d of %d samples flagged truncated"
+                        % (what, len(cut), len(s)))
+            assert_true(all(len(x["frames"]) == limit for x in cut),
+                        "%s: a truncated sample does not have exactly %d frames" % (what, limit))
+        else:
+            assert_true(len(cut) <= 0.02 * len(s), "%s: %d of %d samples truncated with a "
+                        "limit above the depth" % (what, len(cut), len(s)))
+            sy = Symbols(dec)
+            x = max(s, key=lambda x: len(x["frames"]))
+            names = [f for _, f in sy.frames(x)]
+            assert_eq(names.count("descend"), 201, "%s: descend frames in the deepest stack"
+                      % what)
+            assert_true("main" in names, "%s: main missing from the deepest stack" % what)
+
+
+# libc, or under ASan the sanitizer runtime's interceptor of qsort/bsearch
+LIBC = ("libc.so", "libasan.so")
+
+
+def test_qsort_bsearch_callbacks():
+    """Comparators called by libc's qsort and bsearch (no frame pointers in libc): their
+    stacks go comparator -> libc -> the caller -> main."""
+    r, path, dec = record_raw("qsort_cb", 2000)
+    t = truth_of(r)
+    sy = Symbols(dec)
+    for cmp_fn, caller, true_ns in (("cmp_records", "sort_phase", t["sort_ns"]),
+                                    ("cmp_key", "search_phase", t["search_ns"])):
+        stacks = [sy.frames(s) for s in cpu_samples(dec)]
+        mine = [st for st in stacks if st and st[0][1] == cmp_fn]
+        assert_true(len(mine) >= 100, "%s: expected >= 100 samples with it innermost, "
+                    "got %d" % (cmp_fn, len(mine)))
+        good = 0
+        for st in mine:
+            names = [f for _, f in st]
+            if caller not in names or "main" not in names:
+                continue
+            i, j = names.index(caller), names.index("main")
+            libc = [m for m, _ in st[1:i]]
+            if i > 1 and j > i and libc and all(m and m.startswith(LIBC) for m in libc):
+                good += 1
+        assert_true(good >= 0.95 * len(mine),
+                    "%s: only %d of %d samples unwind %s -> libc -> %s -> main; e.g. %s"
+                    % (cmp_fn, good, len(mine), cmp_fn, caller, mine[0]))
+        # the caller's inclusive share matches the CPU time measured around it
+        incl = sum(s["weight"] for s, st in zip(cpu_samples(dec), stacks)
+                   if caller in [f for _, f in st])
+        allw = sum(s["weight"] for s in cpu_samples(dec))
+        assert_close(pct(incl, allw), pct(true_ns, t["thread_cpu_ns"]), 2 * SHARE_TOL,
+                     "%s: inclusive share of samples vs measured CPU share" % caller, " %")
+
+
+def test_dlopen_library():
+    """A library dlopen'ed after start (and again, possibly elsewhere, with "reload"):
+    recorded in MODULES with its build id, and its static hot function holds the
+    samples the program measured in it."""
+    for mode in ("", "reload"):
+        args = [1500] + ([mode] if mode else [])
+        r, path, dec = record_raw("dlopen_host", *args, out="dl%s.fnc" % mode)
+        t = truth_of(r)
+        mods = [m for m in dec["modules"] if m["path"] == t["lib_path"]]
+        assert_true(mods, "%s: %s not in MODULES (%s)" % (mode or "once", t["lib_path"],
+                                                          [m["path"] for m in dec["modules"]]))
+        bid = build_id(t["lib_path"])
+        assert_eq(mods[-1]["build_id"].hex(), bid, "libfxhot.so build id")
+        w = leaf_weights(dec)
+        total = sum(w.values())
+        assert_close(pct(w.get("fxhot_kernel", 0), total), pct(t["lib_ns"], t["thread_cpu_ns"]),
+                     SHARE_TOL, "%s: fxhot_kernel (in the library) share" % (mode or "once"),
+                     " %")
+        assert_close(pct(w.get("host_work", 0), total), pct(t["host_ns"], t["thread_cpu_ns"]),
+                     SHARE_TOL, "%s: host_work share" % (mode or "once"), " %")
+
+
+def build_id(path):
+    out = subprocess.run(["readelf", "-n", path], stdout=subprocess.PIPE,
+                         stderr=subprocess.DEVNULL).stdout.decode()
+    for line in out.splitlines():
+        if "Build ID:" in line:
+            return line.split("Build ID:")[1].strip()
+    return ""
+
+
+@collector
+def test_threads_own_functions():
+    """Three threads, each in its own function: every thread's samples are in its
+    function, named by TASKS, in proportion to its CPU time."""
+    r, path, dec = record_raw("thread_funcs", 300)
+    t = truth_of(r)
+    sy = Symbols(dec)
+    by_tid = {}
+    for s in cpu_samples(dec):
+        by_tid.setdefault(s["tid"], []).append(s)
+    allw = sum(s["weight"] for s in cpu_samples(dec))
+    true_total = sum(th["cpu_ns"] for th in t["threads"])
+    for i, th in enumerate(t["threads"]):
+        mine = by_tid.get(th["tid"], [])
+        assert_eq(dec["tasks"].get(th["tid"]), th["name"], "TASKS name of thread %d" % th["tid"])
+        w = sum(s["weight"] for s in mine)
+        in_fn = sum(s["weight"] for s in mine if sy.leaf(s) == "spin_fn_%d" % i)
+        assert_true(in_fn >= 0.95 * w, "%s: %d of its %d sample weights in spin_fn_%d"
+                    % (th["name"], in_fn, w, i))
+        assert_close(pct(w, allw), pct(th["cpu_ns"], true_total), SHARE_TOL,
+                     "%s: share of the samples vs share of the CPU time" % th["name"], " %")
+        others = sum(s["weight"] for tid, ss in by_tid.items() if tid != th["tid"]
+                     for s in ss if sy.leaf(s) == "spin_fn_%d" % i)
+        assert_eq(others, 0, "samples of spin_fn_%d on other threads than %s" % (i, th["name"]))
+
+
+@collector
+def test_fork_child_samples():
+    """A fork child samples itself into its own file: the child's work is in the child's
+    file, the parent's in the parent's, each about its measured CPU time x 999 Hz."""
+    skip_under("tsan", TSAN_FORK)
+    r, path, dec = record_raw("fork_funcs", 300, 500)
+    t = truth_of(r)
+    siblings = glob.glob(path + ".*")
+    assert_eq(len(siblings), 1, "sibling files of the fork child (%s)" % siblings)
+    child = decode(siblings[0])
+    assert_eq(child["header"].get(2), t["child_pid"], "child file's pid")
+    for name, d, fn, other, pid in (("parent", dec, "parent_fn", "child_fn", t["parent_pid"]),
+                                    ("child", child, "child_fn", "parent_fn", t["child_pid"])):
+        w = leaf_weights(d)
+        assert_eq(w.get(other, 0), 0, "%s file: samples in %s" % (name, other))
+        expect = t[fn + "_ns"] / 1e9 * 999
+        assert_rel(w.get(fn, 0), expect, 0.15, "%s file: sample weight in %s (its CPU time "
+                   "x 999 Hz)" % (name, fn))
+        tids = {s["tid"] for s in cpu_samples(d) if Symbols(d).leaf(s) == fn}
+        assert_eq(tids, {pid}, "%s file: thread ids of the samples in %s" % (name, fn))
+
+
+@collector
+@timeout(180)
+def test_own_sigprof_and_timers_unaffected():
+    """A program with its own SIGPROF (setitimer ITIMER_PROF) or CLOCK_MONOTONIC timer
+    (SIGRTMIN, SIGALRM): same checksum, no foreign signal, a plausible tick count, with
+    and without fennec (perf_event source and timer source), and fennec still samples."""
+    skip_under("tsan", "TSan delivers asynchronous signals at the next intercepted call; "
+               "the fixture's compute loop makes none, so its own timer cannot tick")
+    for mode in ("itimer", "rt", "alarm"):
+        plain = run([fixture("sigprof_own"), mode], check=True)
+        base = truth_of(plain)
+        runs = [("plain", base, None)]
+        for source in ("perf", "timer"):
+            r, path, dec = record_raw("sigprof_own", mode, env={"FENNEC_SAMPLE_SOURCE": source},
+                                      out="%s.%s.fnc" % (mode, source))
+            runs.append(("fennec/" + source, truth_of(r), dec))
+        for what, tr, dec in runs:
+            label = "%s, %s" % (mode, what)
+            assert_eq(tr["checksum"], base["checksum"], "%s: checksum" % label)
+            assert_eq(tr["wrong_signal"], 0, "%s: signals the handler did not expect" % label)
+            assert_between(tr["ticks"], 0.7 * tr["expected_ticks"] - 1,
+                           1.15 * tr["expected_ticks"] + 1, "%s: ticks of the program's own "
+                           "timer (expected %.1f)" % (label, tr["expected_ticks"]))
+            if dec is not None:
+                covered = sum(s["weight"] for s in cpu_samples(dec))
+                assert_rel(covered, tr["cpu_ns"] / 1e9 * 999, 0.2,
+                           "%s: fennec's sample weight (CPU time x 999 Hz)" % label)
+
+
+def main_tid(dec, name):
+    for tid, n in dec["tasks"].items():
+        if n == name:
+            return tid
+    raise AssertionError("no task named %r in TASKS: %s" % (name, dec["tasks"]))
+
+
+@collector
+@timeout(180)
+def test_wall_offcpu_shares():
+    """--sample=wall: the main thread computes 40 % and blocks 60 % of the time in six
+    ways; its off-CPU share matches, each blocking function holds its tenth, and the
+    holder thread, asleep nearly all the time, is sampled off-CPU."""
+    r, path, dec = record_raw("offcpu", 20, 100, opts=("--sample=wall",))
+    t = truth_of(r)
+    assert_eq(dec["header"].get(22), 2, "header sampling mode (2 = wall)")
+    sy = Symbols(dec)
+    tid = main_tid(dec, "offcpu")
+    mine = [s for s in dec["samples"] if s["tid"] == tid]
+    allw = sum(s["weight"] for s in mine)
+    off = sum(s["weight"] for s in mine if s["kind"] == 1)
+    assert_true(allw >= 0.8 * t["wall_ns"] / 1e9 * 999, "main thread: %d sample weights in "
+                "%.2f s of wall time at 999 Hz" % (allw, t["wall_ns"] / 1e9))
+    # blocked by construction: blocked_total; not running at all: 1 - cpu/wall (which also
+    # counts preemption, on a busy machine)
+    lo = pct(t["blocked_total_ns"], t["wall_ns"])
+    hi = 100 - pct(t["main_cpu_ns"], t["wall_ns"])
+    assert_between(pct(off, allw), min(lo, hi) - 4, max(lo, hi) + 4,
+                   "main thread: off-CPU share of its samples", " %")
+    h = [s for s in dec["samples"] if s["tid"] == main_tid(dec, "holder")]
+    hoff = sum(s["weight"] for s in h if s["kind"] == 1)
+    hall = sum(s["weight"] for s in h)
+    # Asleep all the time but for microseconds; a waiter that the sampler's signal woke
+    # to take its stack is runnable, and on a loaded machine may still be seen so a
+    # period later (3-6 % of its samples seen on-CPU with a load average of 3): 10 points.
+    assert_close(pct(hoff, hall), 100 - pct(t["holder_cpu_ns"], t["holder_wall_ns"]), 10,
+                 "holder thread: off-CPU share of its samples", " %")
+    if SANITIZER == "tsan":
+        return  # stacks are cut to the interrupted pc under TSan (docs/sampling.md)
+    stacks = [(s, [f for _, f in sy.frames(s)]) for s in mine]
+    for fn, key in (("block_usleep", "usleep"), ("block_nanosleep", "nanosleep"),
+                    ("block_poll", "poll"), ("block_mutex", "mutex"), ("block_pipe", "pipe"),
+                    ("block_cond", "cond")):
+        w = sum(s["weight"] for s, names in stacks if s["kind"] == 1 and fn in names)
+        assert_close(pct(w, allw), pct(t["blocked_ns"][key], t["wall_ns"]), SHARE_TOL,
+                     "main thread: off-CPU samples with %s on the stack" % fn, " %")
+    comp = sum(s["weight"] for s, names in stacks if "compute_part" in names)
+    assert_close(pct(comp, allw), pct(t["compute_ns"], t["wall_ns"]), SHARE_TOL,
+                 "main thread: samples in compute_part", " %")
+
+
+@collector
+@timeout(180)
+def test_no_early_returns():
+    """usleep, nanosleep, poll, read, sem_wait and clock_nanosleep never return early
+    (EINTR) because of the sampler's signals, in cpu and in wall mode."""
+    raise Skip("waiting for the collector: nanosleep/usleep/poll/clock_nanosleep return "
+               "EINTR about once per second of sleeping under sampling (cpu and wall mode)")
+    for mode in ("cpu", "wall"):
+        for i in range(2):
+            r, path = record("offcpu", 20, 50, opts=("--sample=" + mode,),
+                             out="%s%d.fnc" % (mode, i))
+            t = truth_of(r)
+            assert_eq(t["early"], {k: 0 for k in t["early"]},
+                      "--sample=%s, run %d: early returns (EINTR: %s)" % (mode, i, t["eintr"]))
+
+
+def test_samples_carry_regions_and_steps():
+    """Samples carry the open regions and the step: inside "forward" the samples are in
+    forward_fn, inside "backward" in backward_fn, outside in other_fn; steps count up."""
+    r, path, dec = record_raw("region_funcs", 20, 100)
+    t = truth_of(r)
+    names = {sid: n for sid, (kind, n) in dec["sites"].items() if kind == 0}
+    sy = Symbols(dec)
+    groups = {}
+    for s in cpu_samples(dec):
+        key = "/".join(names.get(i, "?%d" % i) for i in s["regions"])
+        groups.setdefault(key, []).append(s)
+    allw = sum(s["weight"] for s in cpu_samples(dec))
+    true_all = t["forward_ns"] + t["backward_ns"] + t["other_ns"]
+    for region, fn, key in (("forward", "forward_fn", "forward_ns"),
+                            ("backward", "backward_fn", "backward_ns"), ("", "other_fn", "other_ns")):
+        g = groups.get(region, [])
+        w = sum(s["weight"] for s in g)
+        in_fn = sum(s["weight"] for s in g if sy.leaf(s) == fn)
+        label = "region %r" % region if region else "outside regions"
+        assert_true(in_fn >= 0.9 * w, "%s: %d of %d sample weights in %s"
+                    % (label, in_fn, w, fn))
+        assert_close(pct(w, allw), pct(t[key], true_all), SHARE_TOL,
+                     "%s: share of the samples" % label, " %")
+    assert_eq(sorted(groups), sorted(["forward", "backward", ""]),
+              "region paths of the samples")
+    by_time = sorted(cpu_samples(dec), key=lambda s: s["ticks"])
+    steps = [s["step"] for s in by_time]
+    assert_eq(steps, sorted(steps), "steps of the samples, in time order, never go down")
+    fsteps = {s["step"] for s in groups["forward"]}
+    assert_eq(fsteps, set(range(t["steps"])), "steps with samples inside forward")
+
+
+@collector
+def test_exit_status_preserved_while_sampling():
+    """The target's exit status and death by signal are preserved with sampling on."""
+    for mode in ("cpu", "wall"):
+        for args, rc in ((["0"], 0), (["3"], 3), (["42"], 42),
+                         (["sig", "15"], -15), (["segv"], -11)):
+            env = None
+            if SANITIZER == "asan" and rc == -11:
+                env = base_env({"ASAN_OPTIONS": base_env()["ASAN_OPTIONS"] + ":handle_segv=0"})
+            r, path = record("exitcode", *args, opts=("--sample=" + mode,), env=env,
+                             expect_rc=None, out="%s.%s.fnc" % (mode, "_".join(args)))
+            assert_eq(r.returncode, rc, "--sample=%s, exitcode %s: exit status (%s)"
+                      % (mode, " ".join(args), status_text(r.returncode)))
+            assert_true(os.path.exists(path), "--sample=%s, exitcode %s: no recording"
+                        % (mode, " ".join(args)))
