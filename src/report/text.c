@@ -72,6 +72,58 @@ static const char *location(const ana_profile *p, uint32_t file, uint32_t line, 
 	return buf;
 }
 
+/* Copy `s` with every bracketed part opening with `open` collapsed to "<...>"/"(...)". */
+static void collapse(const char *s, char open, char close, char *out, size_t n)
+{
+	size_t k = 0;
+	int depth = 0;
+	for (; *s && k + 6 < n; s++) {
+		if (!depth && k >= 8 && !memcmp(out + k - 8, "operator", 8) && strchr("<>()", *s)) {
+			/* operator<, operator<<=, operator(), operator->: part of the name */
+			if (s[0] == '(' && s[1] == ')') {
+				out[k++] = *s++;
+				out[k++] = *s;
+			} else {
+				while (*s && strchr("<>=-", *s) && k + 6 < n)
+					out[k++] = *s++;
+				s--;
+			}
+		} else if (*s == open && !depth && s[1] == close) { /* "()": nothing to hide */
+			out[k++] = *s++;
+			out[k++] = *s;
+		} else if (*s == open) {
+			if (!depth++) {
+				out[k++] = open;
+				memcpy(out + k, "...", 3);
+				k += 3;
+			}
+		} else if (*s == close && depth > 0) {
+			if (!--depth)
+				out[k++] = close;
+		} else if (!depth)
+			out[k++] = *s;
+	}
+	out[k] = 0;
+}
+
+/* A function name that fits a table row: C++ template arguments, then parameter lists,
+ * collapsed when the name is long (the JSON report has the full names). */
+static const char *short_name(const char *name, char *buf, size_t n)
+{
+	enum { WIDTH = 90 };
+	if (strlen(name) <= WIDTH)
+		return name;
+	char tmp[1024];
+	collapse(name, '<', '>', tmp, sizeof tmp);
+	if (strlen(tmp) > WIDTH)
+		collapse(tmp, '(', ')', buf, n);
+	else
+		snprintf(buf, n, "%s", tmp);
+	if (strlen(buf) > WIDTH)
+		memcpy(buf + WIDTH - 3, "...", 4);
+	return buf;
+}
+
 static uint32_t top_rows(const ana_profile *p, uint32_t n)
 {
 	uint32_t top = p->opt.top ? p->opt.top : 20;
@@ -86,9 +138,10 @@ static void hot_functions(FILE *out, const ana_profile *p, const ana_sample_view
 	for (uint32_t i = 0; i < rows; i++) {
 		const ana_hot_func *h = &v->funcs[kind][i];
 		const ana_func *fn = &p->smp.funcs[h->func];
+		char nm[1024];
 		fprintf(out, "  %6.1f%% %6.1f%% %8llu  %-28s %-18s %s\n", h->self_pct, h->total_pct,
 			(unsigned long long)h->self, location(p, h->file, h->line, loc, sizeof loc),
-			base_name(p->names[fn->module]), p->names[fn->name]);
+			base_name(p->names[fn->module]), short_name(p->names[fn->name], nm, sizeof nm));
 	}
 	if (rows < v->nfuncs[kind])
 		fprintf(out, "  ... %u more functions (--top N shows more; JSON lists all)\n", v->nfuncs[kind] - rows);
@@ -101,8 +154,10 @@ static void hot_lines(FILE *out, const ana_profile *p, const ana_sample_view *v,
 	fprintf(out, "  %7s %8s  %-36s %s\n", "self", "samples", "line", "function");
 	for (uint32_t i = 0; i < rows; i++) {
 		const ana_hot_line *l = &v->lines[kind][i];
+		char nm[1024];
 		fprintf(out, "  %6.1f%% %8llu  %-36s %s\n", l->self_pct, (unsigned long long)l->self,
-			location(p, l->file, l->line, loc, sizeof loc), p->names[p->smp.funcs[l->func].name]);
+			location(p, l->file, l->line, loc, sizeof loc),
+			short_name(p->names[p->smp.funcs[l->func].name], nm, sizeof nm));
 	}
 	if (rows < v->nlines[kind])
 		fprintf(out, "  ... %u more lines\n", v->nlines[kind] - rows);
@@ -162,8 +217,11 @@ static void samples_text(FILE *out, const ana_profile *p, void (*head)(FILE *, c
 			if (shown > top_rows(p, p->nnodes))
 				break;
 			fprintf(out, "  %-36s %8llu samples: ", p->nodes[order[r]].path, (unsigned long long)ns->samples[ANA_CPU]);
-			for (uint32_t j = 0; j < ns->ntop && j < 3; j++)
-				fprintf(out, "%s%s %.1f%%", j ? ", " : "", p->names[p->smp.funcs[ns->top[j]].name], ns->top_pct[j]);
+			for (uint32_t j = 0; j < ns->ntop && j < 3; j++) {
+				char nm[1024];
+				fprintf(out, "%s%s %.1f%%", j ? ", " : "",
+					short_name(p->names[p->smp.funcs[ns->top[j]].name], nm, sizeof nm), ns->top_pct[j]);
+			}
 			fputc('\n', out);
 		}
 		free(order);
@@ -255,11 +313,15 @@ int rep_text(FILE *out, const ana_profile *p, const rep_options *o)
 		uint32_t shown = 0;
 		for (uint32_t i = 0; i < p->nthreads && shown < 32; i++, shown++) {
 			const ana_thread *t = &p->threads[i];
-			fprintf(out, "  %8llu %8llu %-16s %10s %10s %7.1f%% %10llu",
-				(unsigned long long)p->procs[t->process].file.pid, (unsigned long long)t->tid, t->name,
-				ana_fmt_ns((double)t->busy_ns, a, sizeof a), ana_fmt_ns((double)t->lifetime_ns, b, sizeof b),
-				t->lifetime_ns ? 100.0 * (double)t->busy_ns / (double)t->lifetime_ns : 0,
-				(unsigned long long)t->events);
+			if (t->index == UINT32_MAX) /* seen only in samples: it never used the API */
+				fprintf(out, "  %8llu %8llu %-16s %10s %10s %8s %10s", (unsigned long long)p->procs[t->process].file.pid,
+					(unsigned long long)t->tid, t->name, "-", "-", "-", "-");
+			else
+				fprintf(out, "  %8llu %8llu %-16s %10s %10s %7.1f%% %10llu",
+					(unsigned long long)p->procs[t->process].file.pid, (unsigned long long)t->tid, t->name,
+					ana_fmt_ns((double)t->busy_ns, a, sizeof a), ana_fmt_ns((double)t->lifetime_ns, b, sizeof b),
+					t->lifetime_ns ? 100.0 * (double)t->busy_ns / (double)t->lifetime_ns : 0,
+					(unsigned long long)t->events);
 			if (smp)
 				fprintf(out, " %10llu %8llu", (unsigned long long)p->smp.all.thread_samples[(size_t)i * ANA_NKINDS + ANA_CPU],
 					(unsigned long long)p->smp.all.thread_samples[(size_t)i * ANA_NKINDS + ANA_OFFCPU]);
