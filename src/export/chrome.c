@@ -9,15 +9,53 @@
  * begin is held back one event per thread, which keeps each thread's events in time
  * order in the file and halves the size of traces made of leaf calls. Steps are instant
  * events, metrics counter ("C") events, samples "P" events whose "sf" names a node of
- * the top-level "stackFrames" tree. Times are microseconds since the recording started
- * (the earliest process start), from CLOCK_MONOTONIC, so processes line up.
+ * the top-level "stackFrames" tree; a thread's samples (from the model, sorted by time)
+ * are merged into its events as they are replayed, so that on every thread the file is
+ * in time order. Times are microseconds since the recording started (the earliest
+ * process start), from CLOCK_MONOTONIC, so processes line up.
  */
 #include "export/internal.h"
 
 #include <math.h>
 #include <stdlib.h>
 
+/* Samples as "P" events. The stackFrames tree's nodes are (parent, function) pairs,
+ * numbered from 1 in order of first use. */
+typedef struct sframe {
+	uint32_t parent;       /* 0: a root */
+	uint32_t func;
+} sframe;
+
+typedef struct frames {
+	sframe *v;
+	uint32_t n, cap;
+	exp_map index;         /* (parent, function) -> id */
+} frames;
+
+/* The id of the frame (parent, func), added on first use; 0 when out of memory. */
+static uint32_t frame_id(frames *t, uint32_t parent, uint32_t func)
+{
+	int added;
+	uint64_t *v = exp_map_put(&t->index, parent, func, &added);
+	if (!v)
+		return 0;
+	if (added) {
+		if (t->n == t->cap) {
+			uint32_t cap = t->cap ? t->cap * 2 : 1024;
+			sframe *a = realloc(t->v, cap * sizeof *a);
+			if (!a)
+				return 0;
+			t->v = a;
+			t->cap = cap;
+		}
+		t->v[t->n++] = (sframe){parent, func};
+		*v = t->n; /* ids from 1 */
+	}
+	return (uint32_t)*v;
+}
+
 typedef struct cthread {
+	uint32_t g;            /* index into p->threads, ANA_NONE if the model does not know it */
 	uint64_t tid;
 	int skip;              /* filtered out by --thread */
 	int known;
@@ -38,12 +76,19 @@ typedef struct cctx {
 	const exp_options *o;
 	uint64_t t0, pid;
 	const fmt_file *f;
+	uint32_t proc;         /* index of the process being replayed */
 	char **site_q;         /* per site id: the JSON-quoted name, made on first use */
 	uint32_t nsite_q;
 	double *counter;       /* per site id: running total of a counter */
 	cthread *th;
 	uint32_t nth;
 	uint64_t events;
+	/* samples: the selected ones sorted by (thread, time); per model thread the next
+	 * one to write and the end of its run */
+	uint32_t *sidx;
+	size_t *s_next, *s_end;
+	uint32_t *leaf;        /* per stack: its leaf frame id, 0 until met */
+	frames fr;
 	int rc;
 } cctx;
 
@@ -115,6 +160,50 @@ static void flush(cctx *c, cthread *t)
 		write_begin(c, t);
 }
 
+/* The stackFrames node of sample x's stack (0 when out of memory). */
+static uint32_t leaf_of(cctx *c, const ana_sample *x)
+{
+	const ana_profile *p = c->p;
+	if (c->leaf[x->stack])
+		return c->leaf[x->stack];
+	const ana_stack *s = &p->smp.stacks[x->stack];
+	uint32_t at = 0;
+	for (uint32_t j = 0; j < s->n && (j == 0 || at); j++)
+		at = frame_id(&c->fr, at, s->locs[j] < p->smp.nlocs ? p->smp.locs[s->locs[j]].func : ANA_NONE);
+	if (!s->n) /* an empty stack hangs off a root frame of its own */
+		at = frame_id(&c->fr, 0, ANA_NONE);
+	if (!at)
+		c->rc = FENNEC_ENOMEM;
+	return c->leaf[x->stack] = at;
+}
+
+/* Write model thread g's samples up to relative time `until_ns` (UINT64_MAX: all) on its
+ * thread's track; a pending region is opened first, since its X would come after them. */
+static void samples_until(cctx *c, cthread *t, uint32_t g, uint64_t until_ns)
+{
+	if (g == ANA_NONE || !c->s_next)
+		return;
+	const ana_profile *p = c->p;
+	size_t *i = &c->s_next[g];
+	for (; *i < c->s_end[g] && !c->rc; ++*i) {
+		const ana_sample *x = &p->smp.samples[c->sidx[*i]];
+		uint64_t ns = x->t_ns > c->t0 ? x->t_ns - c->t0 : 0;
+		if (ns > until_ns)
+			break;
+		if (t) {
+			flush(c, t);
+			if (ns < t->last_ns)
+				ns = t->last_ns;
+			t->last_ns = ns;
+		}
+		uint32_t sf = leaf_of(c, x);
+		head(c, "P", exp_thread_tid(p, g), ns);
+		fprintf(c->out, ",\"cat\":\"%s\",\"name\":\"%s\",\"sf\":%u,\"args\":{\"weight\":%u}}",
+			x->kind == ANA_OFFCPU ? "offcpu" : "cpu", x->kind == ANA_OFFCPU ? "off-CPU sample" : "CPU sample", sf,
+			x->weight ? x->weight : 1);
+	}
+}
+
 static cthread *thread_of(cctx *c, uint32_t idx)
 {
 	if (idx >= c->nth) {
@@ -133,6 +222,10 @@ static cthread *thread_of(cctx *c, uint32_t idx)
 		t->known = 1;
 		t->tid = idx < c->f->nthreads ? c->f->threads[idx].tid : 0;
 		t->skip = c->o->has_tid && t->tid != c->o->tid;
+		t->g = ANA_NONE;
+		for (uint32_t g = 0; g < c->p->nthreads; g++)
+			if (c->p->threads[g].process == c->proc && c->p->threads[g].index == idx)
+				t->g = g;
 	}
 	return t;
 }
@@ -158,6 +251,7 @@ static int on_event(void *vc, const fmt_file *f, const fmt_event *ev)
 	uint64_t ns = rel_ns(c, ev->ticks);
 	if (ns < t->last_ns)
 		ns = t->last_ns; /* never backwards on a thread (the clock fit is monotonic; this is a guard) */
+	samples_until(c, t, t->g, ns);
 	t->last_ns = ns;
 	switch (ev->type) {
 	case FMT_EV_BEGIN:
@@ -236,6 +330,7 @@ static int replay(cctx *c, uint32_t i, fmt_error *err)
 	const ana_profile *p = c->p;
 	fmt_file f;
 	c->pid = p->procs[i].file.pid;
+	c->proc = i;
 	/* The clock fit comes with the file: use the model's copy while reading (the reader
 	 * fills its own as it goes, and fits at the end). */
 	c->f = &p->procs[i].file;
@@ -250,10 +345,11 @@ static int replay(cctx *c, uint32_t i, fmt_error *err)
 			cthread *t = &c->th[k];
 			if (!t->known || t->skip || !t->depth)
 				continue;
-			flush(c, t);
 			const fmt_thread_rec *r = k < c->f->nthreads ? &c->f->threads[k] : NULL;
 			uint64_t end = r && r->end_ticks ? r->end_ticks : c->f->last_ticks;
 			uint64_t ns = rel_ns(c, end);
+			samples_until(c, t, t->g, ns);
+			flush(c, t);
 			if (ns < t->last_ns)
 				ns = t->last_ns;
 			while (t->depth) {
@@ -263,6 +359,18 @@ static int replay(cctx *c, uint32_t i, fmt_error *err)
 			}
 		}
 	}
+	/* The rest of this process's samples: threads after their last event, and threads
+	 * that only were sampled. */
+	for (uint32_t g = 0; g < p->nthreads && !rc; g++)
+		if (p->threads[g].process == i) {
+			cthread *t = NULL;
+			for (uint32_t k = 0; k < c->nth; k++)
+				if (c->th[k].known && c->th[k].g == g)
+					t = &c->th[k];
+			samples_until(c, t, g, UINT64_MAX);
+		}
+	if (!rc)
+		rc = c->rc;
 	fmt_file_free(&f);
 	for (uint32_t k = 0; k < c->nsite_q; k++)
 		free(c->site_q[k]);
@@ -330,82 +438,50 @@ static void metadata(cctx *c)
 		fputs("{\"ph\":\"M\",\"pid\":0,\"tid\":0,\"name\":\"process_name\",\"args\":{\"name\":\"fennec\"}}", out);
 }
 
-/* Samples as "P" events. The stackFrames tree's nodes are (parent, function) pairs,
- * numbered from 1 in order of first use. */
-typedef struct sframe {
-	uint32_t parent;       /* 0: a root */
-	uint32_t func;
-} sframe;
-
-typedef struct frames {
-	sframe *v;
-	uint32_t n, cap;
-	exp_map index;         /* (parent, function) -> id */
-} frames;
-
-/* The id of the frame (parent, func), added on first use; 0 when out of memory. */
-static uint32_t frame_id(frames *t, uint32_t parent, uint32_t func)
+static int by_thread_time(const void *a, const void *b, void *arg)
 {
-	int added;
-	uint64_t *v = exp_map_put(&t->index, parent, func, &added);
-	if (!v)
-		return 0;
-	if (added) {
-		if (t->n == t->cap) {
-			uint32_t cap = t->cap ? t->cap * 2 : 1024;
-			sframe *a = realloc(t->v, cap * sizeof *a);
-			if (!a)
-				return 0;
-			t->v = a;
-			t->cap = cap;
-		}
-		t->v[t->n++] = (sframe){parent, func};
-		*v = t->n; /* ids from 1 */
-	}
-	return (uint32_t)*v;
+	const ana_profile *p = arg;
+	uint32_t i = *(const uint32_t *)a, j = *(const uint32_t *)b;
+	const ana_sample *x = &p->smp.samples[i], *y = &p->smp.samples[j];
+	if (x->thread != y->thread)
+		return x->thread < y->thread ? -1 : 1;
+	if (x->t_ns != y->t_ns)
+		return x->t_ns < y->t_ns ? -1 : 1;
+	return (i > j) - (i < j);
 }
 
-static int samples(cctx *c, frames *t)
+/* The samples the options select, sorted by (thread, time), and each thread's run. */
+static int select_samples(cctx *c)
 {
 	const ana_profile *p = c->p;
 	exp_sel sel;
-	uint32_t *leaf = NULL; /* per stack: its leaf frame id, 0 until met */
+	size_t n = 0;
 	int rc = exp_sel_init(&sel, p, c->o);
-	if (!rc && p->smp.nstacks && !(leaf = calloc(p->smp.nstacks, sizeof *leaf)))
-		rc = FENNEC_ENOMEM;
-	for (size_t i = 0; i < p->smp.nsamples && !rc; i++) {
-		const ana_sample *x = &p->smp.samples[i];
-		if (!exp_sel_sample(&sel, x))
-			continue;
-		if (!leaf[x->stack]) {
-			const ana_stack *s = &p->smp.stacks[x->stack];
-			uint32_t at = 0;
-			for (uint32_t j = 0; j < s->n && (j == 0 || at); j++)
-				at = frame_id(t, at, s->locs[j] < p->smp.nlocs ? p->smp.locs[s->locs[j]].func : ANA_NONE);
-			if (!s->n) /* an empty stack hangs off a root frame of its own */
-				at = frame_id(t, 0, ANA_NONE);
-			if (!at) {
-				rc = FENNEC_ENOMEM;
-				break;
-			}
-			leaf[x->stack] = at;
-		}
-		uint64_t ns = x->t_ns > c->t0 ? x->t_ns - c->t0 : 0;
-		c->pid = exp_thread_pid(p, x->thread);
-		head(c, "P", exp_thread_tid(p, x->thread), ns);
-		fprintf(c->out, ",\"cat\":\"%s\",\"name\":\"%s\",\"sf\":%u,\"args\":{\"weight\":%u}}",
-			x->kind == ANA_OFFCPU ? "offcpu" : "cpu", x->kind == ANA_OFFCPU ? "off-CPU sample" : "CPU sample",
-			leaf[x->stack], x->weight ? x->weight : 1);
+	if (!rc && p->smp.nsamples) {
+		c->sidx = malloc(p->smp.nsamples * sizeof *c->sidx);
+		c->s_next = calloc(p->nthreads ? p->nthreads : 1, sizeof *c->s_next);
+		c->s_end = calloc(p->nthreads ? p->nthreads : 1, sizeof *c->s_end);
+		c->leaf = calloc(p->smp.nstacks ? p->smp.nstacks : 1, sizeof *c->leaf);
+		if (!c->sidx || !c->s_next || !c->s_end || !c->leaf)
+			rc = FENNEC_ENOMEM;
 	}
+	for (size_t i = 0; i < p->smp.nsamples && !rc; i++)
+		if (exp_sel_sample(&sel, &p->smp.samples[i]) && p->smp.samples[i].thread < p->nthreads)
+			c->sidx[n++] = (uint32_t)i;
 	exp_sel_fini(&sel);
-	free(leaf);
-	return rc ? rc : ferror(c->out) ? FENNEC_EIO : 0;
+	if (rc || !n)
+		return rc;
+	qsort_r(c->sidx, n, sizeof *c->sidx, by_thread_time, (void *)p);
+	for (size_t i = n; i-- > 0;)
+		c->s_next[p->smp.samples[c->sidx[i]].thread] = i;
+	for (size_t i = 0; i < n; i++)
+		c->s_end[p->smp.samples[c->sidx[i]].thread] = i + 1;
+	return 0;
 }
 
 int exp_chrome_trace(FILE *out, const ana_profile *p, const exp_options *o, fmt_error *err)
 {
 	cctx c = {.out = out, .p = p, .o = o, .t0 = exp_t0_ns(p)};
-	frames fr = {0};
 	memset(err, 0, sizeof *err);
 	fputs("{\"displayTimeUnit\":\"ns\",\n\"otherData\":{\"exporter\":", out);
 	char ver[64];
@@ -419,10 +495,11 @@ int exp_chrome_trace(FILE *out, const ana_profile *p, const exp_options *o, fmt_
 	fputs("},\n\"traceEvents\":[\n", out);
 	metadata(&c);
 	int rc = c.rc;
+	if (!rc)
+		rc = select_samples(&c);
 	for (uint32_t i = 0; i < p->nprocs && !rc; i++)
 		rc = replay(&c, i, err);
-	if (!rc)
-		rc = samples(&c, &fr);
+	frames fr = c.fr;
 	if (!rc) {
 		fputs("\n],\n\"stackFrames\":{", out);
 		for (uint32_t i = 0; i < fr.n; i++) {
@@ -438,7 +515,11 @@ int exp_chrome_trace(FILE *out, const ana_profile *p, const exp_options *o, fmt_
 		fputs("\n}}\n", out);
 		rc = ferror(out) ? FENNEC_EIO : 0;
 	}
-	free(fr.v);
-	exp_map_free(&fr.index);
+	free(c.fr.v);
+	exp_map_free(&c.fr.index);
+	free(c.sidx);
+	free(c.s_next);
+	free(c.s_end);
+	free(c.leaf);
 	return rc;
 }

@@ -583,3 +583,15 @@ def test_sampled_regions_filter_and_prefix():
     one = read_folded(export(path, "folded", "--thread", tid, out="one.folded"))
     sel = analyze(path, "--thread", tid)["samples"]["selection"]
     assert_eq(sum(one.values()), sel["cpu_weight"], "--thread vs analyze --thread")
+    # chrome-trace: the samples interleave with the regions of their thread in time order
+    doc = json.load(open(export(path, "chrome-trace")))
+    threads, _, samples, _ = check_trace(doc)
+    assert_eq(region_counts(threads), {r["path"]: r["count"] + r["open"] for r in rep["regions"]},
+              "region calls per path")
+    assert_eq(len(samples), rep["samples"]["count"], "P events vs samples.count")
+    for r in ("forward", "backward"):
+        calls = [e for e in doc["traceEvents"] if e.get("name") == r and e["ph"] in "BX"]
+        assert_true(calls, "no %s events" % r)
+    ss = speedscope_import(export(path, "speedscope"))
+    names = sorted(p["name"].rsplit(" ", 1)[1] for p in ss["profiles"])
+    assert_eq(names, ["CPU", "regions"], "speedscope profiles of the thread")
