@@ -139,6 +139,16 @@ static void rule_hot_operation(ana_profile *p)
 #define HOT_FUNCTION_MIN_SELF 10
 #define HOT_FUNCTION_MAX 5
 
+/* The status of module path `path` (names index): the worst over the processes. */
+static int module_status(const ana_sampling *s, uint32_t path)
+{
+	int st = 0;
+	for (uint32_t i = 0; i < s->nmodules; i++)
+		if (s->modules[i].path == path && (s->modules[i].status == 1 || s->modules[i].status == 2))
+			st = s->modules[i].status;
+	return st;
+}
+
 static void rule_hot_function(ana_profile *p)
 {
 	const ana_sampling *s = &p->smp;
@@ -146,6 +156,45 @@ static void rule_hot_function(ana_profile *p)
 	if (!s->present || v->samples[ANA_CPU] < HOT_FUNCTION_MIN_TOTAL || !v->weight[ANA_CPU])
 		return;
 	double thr = p->opt.hot_threshold_pct;
+	/* Code of a module that could not be read (missing, or rebuilt since) has one name per
+	 * address, which says nothing: its share is judged as a whole, per module. */
+	for (uint32_t m = 0; m < s->nmodules; m++) {
+		const ana_module *mod = &s->modules[m];
+		if ((mod->status != 1 && mod->status != 2) || p->names[mod->path][0] == '[')
+			continue;
+		int first = 1;
+		for (uint32_t k = 0; k < m && first; k++)
+			first = s->modules[k].path != mod->path;
+		if (!first)
+			continue; /* the same file in another process: counted once */
+		uint64_t self = 0;
+		for (uint32_t i = 0; i < v->nfuncs[ANA_CPU]; i++)
+			if (s->funcs[v->funcs[ANA_CPU][i].func].module == mod->path)
+				self += v->funcs[ANA_CPU][i].self;
+		double pct = 100.0 * (double)self / (double)v->weight[ANA_CPU];
+		if (pct < thr || self < HOT_FUNCTION_MIN_SELF)
+			continue;
+		ana_finding *f = add_finding(p, "hot_function", pct > 30 ? ANA_HIGH : pct >= 10 ? ANA_MEDIUM : ANA_LOW);
+		if (!f)
+			return;
+		const char *path = p->names[mod->path];
+		f->subject = fmtstr("%s (not symbolised)", base_name(path));
+		f->evidence = fmtstr("%.1f%% of the on-CPU samples (%llu of %llu) are in the code of %s, which could "
+				     "not be symbolised: %s",
+				     pct, (unsigned long long)self, (unsigned long long)v->weight[ANA_CPU], path,
+				     mod->status == 2 ? "the file there now has another build id than the recorded one"
+						      : "the file is gone");
+		num(f, "self_pct", pct);
+		num(f, "self_samples", (double)self);
+		num(f, "cpu_samples", (double)v->weight[ANA_CPU]);
+		f->recommendation = fmtstr("Analyse where the recorded %s is, or install its debug file (the one "
+					   "with the recorded build id, under /usr/lib/debug/.build-id/), and run fennec "
+					   "analyze again: its hot functions will then have names and lines.",
+					   base_name(path));
+		double cpu_all = (double)(p->cpu_user_ns + p->cpu_sys_ns);
+		double frac = p->wall_ns && cpu_all > 0 && cpu_all < (double)p->wall_ns ? cpu_all / (double)p->wall_ns : 1;
+		f->expected_gain_pct = pct * frac;
+	}
 	/* The part of the wall time that is CPU time bounds what faster code can save. */
 	double cpu = (double)(p->cpu_user_ns + p->cpu_sys_ns);
 	double cpu_frac = p->wall_ns && cpu > 0 ? cpu / (double)p->wall_ns : 1;
@@ -158,7 +207,7 @@ static void rule_hot_function(ana_profile *p)
 			break; /* sorted by self weight */
 		const ana_func *fn = &s->funcs[h->func];
 		const char *name = p->names[fn->name];
-		if (h->self < HOT_FUNCTION_MIN_SELF || !strcmp(name, "[unknown]"))
+		if (h->self < HOT_FUNCTION_MIN_SELF || !strcmp(name, "[unknown]") || module_status(s, fn->module))
 			continue;
 		ana_severity sev = h->self_pct > 30 ? ANA_HIGH : h->self_pct >= 10 ? ANA_MEDIUM : ANA_LOW;
 		ana_finding *f = add_finding(p, "hot_function", sev);

@@ -698,6 +698,16 @@ UNIT_TEST(samples_model)
 		for (uint32_t i = 0; i < p.smp.nmodules; i++)
 			status_seen |= p.smp.modules[i].status == 2 && !strcmp(p.names[p.smp.modules[i].path], exe->path);
 		UNIT_CHECK(status_seen);
+		/* one finding for the module as a whole, none per address */
+		char subject[PATH_MAX];
+		const char *base = strrchr(exe->path, '/');
+		snprintf(subject, sizeof subject, "%s (not symbolised)", base ? base + 1 : exe->path);
+		const ana_finding *mf = finding(&p, "hot_function", subject);
+		UNIT_CHECK(mf && mf->severity == ANA_HIGH);
+		int per_address = 0;
+		for (uint32_t i = 0; i < p.nfindings; i++)
+			per_address += !strcmp(p.findings[i].type, "hot_function") && strstr(p.findings[i].subject, "+0x");
+		UNIT_CHECK_EQ(per_address, 0);
 		ana_profile_free(&p);
 		exe->build_id[0] ^= 0xff;
 	}
