@@ -29,7 +29,7 @@ static const char help[] =
 	"  --region NAME          only samples taken inside this fennec region (a name, or a path a/b)\n"
 	"  --prefix WHAT          folded, svg: start each stack with the thread, the region path, or\n"
 	"                         both (WHAT = thread, region or thread,region)\n"
-	"  --title TEXT           svg: the graph's title\n"
+	"  --title TEXT           svg: the graph's title (default: the file and the kind of samples)\n"
 	"  --force                export what precedes a corrupt chunk instead of failing\n"
 	"\n"
 	"Formats, options and what each consumer expects: docs/export.md.\n";
@@ -204,6 +204,13 @@ int cmd_export(int argc, char **argv)
 		return 1;
 	}
 
+	char title[512];
+	if (format == F_SVG && !o.title) {
+		const char *base = strrchr(path, '/');
+		snprintf(title, sizeof title, "%s: %s samples%s%s", base ? base + 1 : path,
+			 o.kind == ANA_OFFCPU ? "off-CPU" : "on-CPU", o.region ? " in " : "", o.region ? o.region : "");
+		o.title = title;
+	}
 	FILE *out = stdout;
 	char tmp[4096] = "";
 	if (out_path) {
