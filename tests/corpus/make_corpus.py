@@ -14,6 +14,8 @@ Files written (every one under 64 KiB, the fuzzer's -max_len):
   valid_metrics_raw.fnc metrics.c (counters, gauge, values), raw chunks
   valid_steps_raw.fnc   steps.c 20 steps, raw chunks
   valid_empty.fnc       empty.c: a header and an END chunk only
+  valid_samples_raw.fnc nested.c 50 ms sampled at 2000 Hz (SAMPLES, MODULES, TASKS), raw
+  valid_wall_raw.fnc    threads.c sampled in wall mode, raw
   torn_tail.fnc         valid_nested_raw.fnc cut inside a chunk (analysed as cut short)
   no_end.fnc            valid_nested_raw.fnc without its END chunk (cut short)
   unknown_chunk.fnc     valid_nested_raw.fnc plus a chunk of unknown type 99 (skipped)
@@ -67,6 +69,10 @@ def main():
         "valid_metrics_raw.fnc": rec("d.fnc", "metrics", env=raw_env),
         "valid_steps_raw.fnc": rec("e.fnc", "steps", 20, 1, 4, env=raw_env),
         "valid_empty.fnc": rec("f.fnc", "empty"),
+        "valid_samples_raw.fnc": rec("g.fnc", "nested", 50, env=helpers.base_env(
+            {"FENNEC_COMPRESSION": "0", "FENNEC_SAMPLE": "cpu", "FENNEC_HZ": "2000"})),
+        "valid_wall_raw.fnc": rec("h.fnc", "threads", 2, env=helpers.base_env(
+            {"FENNEC_COMPRESSION": "0", "FENNEC_SAMPLE": "wall"})),
     }
     base = files["valid_nested_raw.fnc"]
     _, _, chunks = fncfile.parse(base)
