@@ -27,7 +27,9 @@
 #include <linux/perf_event.h>
 #include <poll.h>
 #include <sys/epoll.h>
+#include <sys/msg.h>
 #include <sys/select.h>
+#include <sys/sem.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -1111,13 +1113,44 @@ static inline void blk_leave(blk *b)
 		return -1; \
 	}
 
-#define BLOCKING(call, fn, capture) \
+/*
+ * These calls are never restarted after a signal handler ran (signal(7)): a sample taken
+ * while the thread is on its way into one (a CPU-time overflow in the system call's entry,
+ * a wall-mode signal sent while it still ran) would make it fail with EINTR. So the
+ * sampling signal is blocked for the duration of the call; a sample that comes meanwhile
+ * is delivered when it returns. The program's own signals interrupt it as before.
+ */
+static int sig_block(sigset_t *old)
+{
+	if (P.mode == FMT_SAMPLE_OFF || !P.handler_installed)
+		return 0;
+	sigset_t s;
+	sigemptyset(&s);
+	sigaddset(&s, P.sig);
+	return pthread_sigmask(SIG_BLOCK, &s, old) == 0;
+}
+
+/* For calls that install a signal mask themselves: that mask, plus the sampling signal. */
+static const sigset_t *with_sig(const sigset_t *mask, sigset_t *copy)
+{
+	if (!mask || P.mode == FMT_SAMPLE_OFF || !P.handler_installed)
+		return mask;
+	*copy = *mask;
+	sigaddset(copy, P.sig);
+	return copy;
+}
+
+#define BLOCKING(call, fn, may_sleep) \
 	do { \
-		int saved_errno; \
-		blk *b_ = (capture) ? blk_enter((void *)(fn)) : NULL; \
+		int saved_errno, sleeps_ = (may_sleep); \
+		sigset_t old_; \
+		int masked_ = sleeps_ && sig_block(&old_); \
+		blk *b_ = sleeps_ ? blk_enter((void *)(fn)) : NULL; \
 		__typeof__(call) r_ = (call); \
 		saved_errno = errno; \
 		blk_leave(b_); \
+		if (masked_) \
+			pthread_sigmask(SIG_SETMASK, &old_, NULL); \
 		errno = saved_errno; \
 		return r_; \
 	} while (0)
@@ -1163,7 +1196,9 @@ FENNEC_API int poll(struct pollfd *fds, nfds_t n, int timeout)
 FENNEC_API int ppoll(struct pollfd *fds, nfds_t n, const struct timespec *ts, const sigset_t *mask)
 {
 	REAL(ppoll);
-	BLOCKING(real_ppoll(fds, n, ts, mask), real_ppoll, !ts || ts->tv_sec || ts->tv_nsec);
+	sigset_t copy;
+	const sigset_t *m = with_sig(mask, &copy);
+	BLOCKING(real_ppoll(fds, n, ts, m), real_ppoll, !ts || ts->tv_sec || ts->tv_nsec);
 }
 
 FENNEC_API int select(int n, fd_set *r, fd_set *w, fd_set *x, struct timeval *tv)
@@ -1175,7 +1210,9 @@ FENNEC_API int select(int n, fd_set *r, fd_set *w, fd_set *x, struct timeval *tv
 FENNEC_API int pselect(int n, fd_set *r, fd_set *w, fd_set *x, const struct timespec *ts, const sigset_t *mask)
 {
 	REAL(pselect);
-	BLOCKING(real_pselect(n, r, w, x, ts, mask), real_pselect, !ts || ts->tv_sec || ts->tv_nsec);
+	sigset_t copy;
+	const sigset_t *m = with_sig(mask, &copy);
+	BLOCKING(real_pselect(n, r, w, x, ts, m), real_pselect, !ts || ts->tv_sec || ts->tv_nsec);
 }
 
 FENNEC_API int epoll_wait(int fd, struct epoll_event *ev, int n, int timeout)
@@ -1187,7 +1224,59 @@ FENNEC_API int epoll_wait(int fd, struct epoll_event *ev, int n, int timeout)
 FENNEC_API int epoll_pwait(int fd, struct epoll_event *ev, int n, int timeout, const sigset_t *mask)
 {
 	REAL(epoll_pwait);
-	BLOCKING(real_epoll_pwait(fd, ev, n, timeout, mask), real_epoll_pwait, timeout != 0);
+	sigset_t copy;
+	const sigset_t *m = with_sig(mask, &copy);
+	BLOCKING(real_epoll_pwait(fd, ev, n, timeout, m), real_epoll_pwait, timeout != 0);
+}
+
+FENNEC_API int sigsuspend(const sigset_t *mask)
+{
+	REAL(sigsuspend);
+	sigset_t copy;
+	const sigset_t *m = with_sig(mask, &copy);
+	BLOCKING(real_sigsuspend(m), real_sigsuspend, 1);
+}
+
+FENNEC_API int pause(void)
+{
+	REAL(pause);
+	BLOCKING(real_pause(), real_pause, 1);
+}
+
+FENNEC_API int sigtimedwait(const sigset_t *set, siginfo_t *info, const struct timespec *ts)
+{
+	REAL(sigtimedwait);
+	BLOCKING(real_sigtimedwait(set, info, ts), real_sigtimedwait, !ts || ts->tv_sec || ts->tv_nsec);
+}
+
+FENNEC_API int sigwaitinfo(const sigset_t *set, siginfo_t *info)
+{
+	REAL(sigwaitinfo);
+	BLOCKING(real_sigwaitinfo(set, info), real_sigwaitinfo, 1);
+}
+
+FENNEC_API int semop(int id, struct sembuf *ops, size_t n)
+{
+	REAL(semop);
+	BLOCKING(real_semop(id, ops, n), real_semop, 1);
+}
+
+FENNEC_API int semtimedop(int id, struct sembuf *ops, size_t n, const struct timespec *ts)
+{
+	REAL(semtimedop);
+	BLOCKING(real_semtimedop(id, ops, n, ts), real_semtimedop, 1);
+}
+
+FENNEC_API ssize_t msgrcv(int id, void *msg, size_t size, long type, int flags)
+{
+	REAL(msgrcv);
+	BLOCKING(real_msgrcv(id, msg, size, type, flags), real_msgrcv, !(flags & IPC_NOWAIT));
+}
+
+FENNEC_API int msgsnd(int id, const void *msg, size_t size, int flags)
+{
+	REAL(msgsnd);
+	BLOCKING(real_msgsnd(id, msg, size, flags), real_msgsnd, !(flags & IPC_NOWAIT));
 }
 
 /* ---- threads created by the program ---- */

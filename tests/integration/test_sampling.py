@@ -479,8 +479,6 @@ def test_wall_offcpu_shares():
 def test_no_early_returns():
     """usleep, nanosleep, poll, read, sem_wait and clock_nanosleep never return early
     (EINTR) because of the sampler's signals, in cpu and in wall mode."""
-    raise Skip("waiting for the collector: nanosleep/usleep/poll/clock_nanosleep return "
-               "EINTR about once per second of sleeping under sampling (cpu and wall mode)")
     for mode in ("cpu", "wall"):
         for i in range(2):
             r, path = record("offcpu", 20, 50, opts=("--sample=" + mode,),
