@@ -41,6 +41,13 @@ typedef struct perf_sym {
 	uint32_t order;       /* line number in the map: later lines win */
 } perf_sym;
 
+/* A function symbol of a module, by runtime address. */
+typedef struct fsym {
+	uint64_t start, end;
+	const char *name;     /* as in the symbol table (owned by libelf) */
+	int rank;             /* preference among aliases: global 3, weak 2, local 1 */
+} fsym;
+
 typedef struct smod {
 	char *path;           /* as recorded (perf maps: the map file's path) */
 	const char *name;     /* file name without directory, for fallback frames */
@@ -55,6 +62,9 @@ typedef struct smod {
 	Dwfl_Module *mod;
 	perf_sym *syms;
 	size_t nsyms;
+	fsym *fsyms;          /* function symbols sorted by start, built on first lookup */
+	size_t nfsyms;
+	int fsyms_built;
 } smod;
 
 typedef struct centry {
@@ -228,6 +238,7 @@ void sym_close(sym_ctx *s)
 		free(s->mods[i].path);
 		free(s->mods[i].build_id);
 		free(s->mods[i].syms);
+		free(s->mods[i].fsyms);
 	}
 	free(s->mods);
 	free(s->cache);
@@ -514,6 +525,76 @@ const char *sym_status_name(int status)
 
 /* ---- lookups ---- */
 
+static int cmp_fsym(const void *a, const void *b)
+{
+	const fsym *x = a, *y = b;
+	if (x->start != y->start)
+		return (x->start > y->start) - (x->start < y->start);
+	if (x->rank != y->rank)
+		return y->rank - x->rank; /* preferred alias first */
+	return strcmp(x->name, y->name);
+}
+
+/*
+ * The module's function symbols (.symtab, else .dynsym), sorted once. libdwfl's
+ * dwfl_module_addrinfo scans the whole table on every call, which for a binary with 10^5
+ * symbols (node, a JVM, libtorch) costs milliseconds per address. Only symbols with a size
+ * are kept: a sizeless one says where a function starts, not where it ends, and naming
+ * the code after it would be a guess (the unwind tables name such code instead).
+ */
+static void build_fsyms(smod *m)
+{
+	m->fsyms_built = 1;
+	int n = dwfl_module_getsymtab(m->mod);
+	if (n <= 0)
+		return;
+	fsym *v = malloc((size_t)n * sizeof *v);
+	if (!v)
+		return;
+	size_t k = 0;
+	for (int i = 1; i < n; i++) {
+		GElf_Sym sym;
+		GElf_Addr addr;
+		GElf_Word shndx;
+		const char *name = dwfl_module_getsym_info(m->mod, i, &sym, &addr, &shndx, NULL, NULL);
+		int type = GELF_ST_TYPE(sym.st_info), bind = GELF_ST_BIND(sym.st_info);
+		if (!name || !name[0] || !sym.st_size || shndx == SHN_UNDEF ||
+		    (type != STT_FUNC && type != STT_GNU_IFUNC && type != STT_NOTYPE))
+			continue;
+		v[k++] = (fsym){addr, addr + sym.st_size, name, bind == STB_GLOBAL ? 3 : bind == STB_WEAK ? 2 : 1};
+	}
+	qsort(v, k, sizeof *v, cmp_fsym);
+	/* one entry per start: the preferred alias */
+	size_t u = 0;
+	for (size_t i = 0; i < k; i++)
+		if (!u || v[u - 1].start != v[i].start)
+			v[u++] = v[i];
+		else if (v[i].end > v[u - 1].end) /* aliases of different sizes: the largest covers */
+			v[u - 1].end = v[i].end;
+	m->fsyms = v;
+	m->nfsyms = u;
+}
+
+/* The name of the function symbol covering `a`, or NULL. */
+static const char *fsym_find(smod *m, uint64_t a)
+{
+	if (!m->fsyms_built)
+		build_fsyms(m);
+	size_t lo = 0, hi = m->nfsyms;
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+		if (m->fsyms[mid].start <= a)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	/* The nearest start below; a symbol nested in a larger one wins over it. */
+	for (size_t i = lo, seen = 0; i-- > 0 && seen < 16; seen++)
+		if (a < m->fsyms[i].end)
+			return m->fsyms[i].name;
+	return NULL;
+}
+
 /* The name of a subprogram or inlined subroutine DIE: its linkage name demangled when it
  * has one (C++, Rust), else its plain name. NULL when it has neither. */
 static const char *die_name(sym_ctx *s, Dwarf_Die *die)
@@ -596,9 +677,7 @@ static int resolve(sym_ctx *s, smod *m, uint64_t addr, uint64_t a, sym_frame *ou
 	}
 	uint32_t n = 0;
 	if (m->status == SYM_OK) {
-		GElf_Off off;
-		GElf_Sym sym;
-		const char *elf_name = dwfl_module_addrinfo(m->mod, a, &off, &sym, NULL, NULL, NULL);
+		const char *elf_name = fsym_find(m, a);
 		const char *file0 = NULL;
 		int line0 = 0;
 		Dwfl_Line *l = dwfl_module_getsrc(m->mod, a);
