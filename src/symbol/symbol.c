@@ -321,6 +321,19 @@ int sym_add_perf_map(sym_ctx *s, uint64_t pid, uint64_t since_real_ns, uint32_t 
 	return 0;
 }
 
+/* Open a regular file only: a profile is untrusted, and a path naming a FIFO or a device
+ * must not block or feed the analysis. */
+static int open_regular(const char *file)
+{
+	int fd = open(file, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+	struct stat st;
+	if (fd >= 0 && (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode))) {
+		close(fd);
+		fd = -1;
+	}
+	return fd;
+}
+
 static int cmp_perf_sym(const void *a, const void *b)
 {
 	const perf_sym *x = a, *y = b;
@@ -334,9 +347,13 @@ static int cmp_perf_sym(const void *a, const void *b)
 static void open_perf_map(sym_ctx *s, smod *m)
 {
 	m->status = SYM_MISSING;
-	FILE *fp = fopen(m->path, "re");
-	if (!fp)
+	int fd = open_regular(m->path);
+	FILE *fp = fd >= 0 ? fdopen(fd, "r") : NULL;
+	if (!fp) {
+		if (fd >= 0)
+			close(fd);
 		return;
+	}
 	struct stat st;
 	if (m->since_real_ns && fstat(fileno(fp), &st) == 0 &&
 	    (uint64_t)st.st_mtim.tv_sec * 1000000000ull + (uint64_t)st.st_mtim.tv_nsec < m->since_real_ns) {
@@ -435,7 +452,7 @@ static int try_fd(sym_ctx *s, smod *m, const char *file, int fd, int *seen_other
 
 static int try_file(sym_ctx *s, smod *m, const char *file, int *seen_other)
 {
-	return try_fd(s, m, file, open(file, O_RDONLY | O_CLOEXEC), seen_other);
+	return try_fd(s, m, file, open_regular(file), seen_other);
 }
 
 /* The vDSO has no file, but this process has one too: when its build id is the recorded

@@ -261,6 +261,21 @@ UNIT_TEST(symbol_missing_file)
 	UNIT_CHECK(fr[0].file == NULL && fr[0].line == 0 && !fr[0].symbolised);
 	UNIT_CHECK_EQ(sym_module_status(s, id), SYM_MISSING);
 	UNIT_CHECK_STR(sym_status_name(SYM_MISSING), "missing");
+	/* A FIFO or a device at the path (a crafted profile): not opened, never blocks. */
+	char dir[] = "/tmp/fennec-unit-XXXXXX", fifo[PATH_MAX];
+	if (mkdtemp(dir)) {
+		snprintf(fifo, sizeof fifo, "%s/fifo", dir);
+		UNIT_CHECK_EQ(mkfifo(fifo, 0600), 0);
+		const char *paths[] = {fifo, "/dev/zero"};
+		for (size_t i = 0; i < 2; i++) {
+			m.path = (char *)paths[i];
+			UNIT_CHECK_EQ(sym_add_module(s, &m, &id), 0);
+			UNIT_CHECK_EQ(sym_lookup(s, id, 0x7f0000001234, 0, &fr, &n), 0);
+			UNIT_CHECK_EQ(sym_module_status(s, id), SYM_MISSING);
+		}
+		unlink(fifo);
+		rmdir(dir);
+	}
 	/* A pseudo path ([vdso] of another kernel, say) is missing too, never opened. */
 	m.path = "[vdso]";
 	UNIT_CHECK_EQ(sym_add_module(s, &m, &id), 0);
