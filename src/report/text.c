@@ -163,8 +163,7 @@ static void hot_lines(FILE *out, const ana_profile *p, const ana_sample_view *v,
 		fprintf(out, "  ... %u more lines\n", v->nlines[kind] - rows);
 }
 
-static void samples_text(FILE *out, const ana_profile *p, void (*head)(FILE *, const char *, const char *),
-			 const char *bold, const char *reset)
+static void samples_text(FILE *out, const ana_profile *p, const char *bold, const char *reset)
 {
 	const ana_sampling *s = &p->smp;
 	const ana_sample_view *v = &s->sel;
@@ -193,7 +192,6 @@ static void samples_text(FILE *out, const ana_profile *p, void (*head)(FILE *, c
 		fprintf(out, ": %llu on-CPU and %llu off-CPU samples; the tables below are of these\n",
 			(unsigned long long)v->samples[ANA_CPU], (unsigned long long)v->samples[ANA_OFFCPU]);
 	}
-	(void)head;
 	if (v->samples[ANA_CPU]) {
 		fprintf(out, "\n%sHot functions%s (on-CPU; self: in the function itself, total: with its callees; "
 			     "estimates from %llu samples)\n",
@@ -303,7 +301,7 @@ int rep_text(FILE *out, const ana_profile *p, const rep_options *o)
 	}
 
 	if (p->smp.present)
-		samples_text(out, p, NULL, s.bold, s.reset);
+		samples_text(out, p, s.bold, s.reset);
 
 	if (p->nthreads > 1 || p->nprocs > 1) {
 		heading(out, &s, "Threads");
