@@ -1,0 +1,218 @@
+#!/usr/bin/env bash
+# bench/sampling.sh - the cost of CPU sampling with call stacks, fennec beside its peers, in
+# one run: slowdown of two workloads (build/bench/work_calls: deep recursion and many small
+# functions; build/bench/work_compute: a matrix multiply) under
+#   fennec      fennec record -F HZ (defaults: cpu mode, 128 frames)
+#   perf-fp     perf record -F HZ -g               (frame pointers: Debian's libc has none)
+#   perf-dwarf  perf record -F HZ --call-graph dwarf (copies 8 KiB of stack per sample)
+#   gperftools  LD_PRELOAD=libprofiler.so CPUPROFILE_FREQUENCY=HZ (setitimer: ~250/s here)
+# against the unprofiled program, as ratios. Time is taken in-process (the workload prints
+# the CLOCK_MONOTONIC and the process CPU time of its work: the CPU time includes what the
+# profiler does inside the process, its signal handlers and threads, and is robust against
+# other load on the machine) and end to end (the whole command, with the profiler's
+# start-up and write-out: wall time, and the CPU time of all its processes, the perf tool
+# included, from /usr/bin/time). Each repetition runs every variant, in a rotated order;
+# cells are the median ratio over the repetitions with [min, max]. Also: samples in each
+# profile per second of in-process CPU time, profile size, and the time to turn a profile
+# into a text report (fennec analyze, perf report --stdio, google-pprof --text), median of 3.
+# perf runs with --no-bpf-event (PERF_OPTS): without it, perf spends about 1 s at exit here
+# scanning BPF programs, which would swamp the end-to-end columns.
+# Usage: bench/sampling.sh [results_dir]
+#   env: REPS (default 5), SCALE (workload size, default 10: ~1.5 s each), HZ (default 999),
+#        WORKLOADS (default "work_calls work_compute"), PERF_OPTS (default --no-bpf-event),
+#        FENNEC_BUILD (default build), KEEP=1 keeps the profiles.
+# Writes <results_dir>/sampling.tsv (one line per run) and prints one table.
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+B=${FENNEC_BUILD:-$root/build}
+case $B in /*) ;; *) B=$root/$B ;; esac
+FENNEC=$B/bin/fennec
+results=${1:-$B/bench-results}
+REPS=${REPS:-5}
+SCALE=${SCALE:-10}
+HZ=${HZ:-999}
+WORKLOADS=${WORKLOADS:-work_calls work_compute}
+PERF_OPTS=${PERF_OPTS:---no-bpf-event}
+LIBPROFILER=${LIBPROFILER:-$(ls /usr/lib/*/libprofiler.so 2>/dev/null | head -1 || true)}
+mkdir -p "$results"
+for w in $WORKLOADS; do
+	[ -x "$B/bench/$w" ] || { echo "sampling: $B/bench/$w missing; run 'make bench'" >&2; exit 1; }
+done
+for f in "$FENNEC" /usr/bin/time; do
+	[ -x "$f" ] || { echo "sampling: $f missing; run 'make bench' (and make deps)" >&2; exit 1; }
+done
+have_perf=0
+command -v perf >/dev/null && perf record -q -o /dev/null -- true >/dev/null 2>&1 && have_perf=1
+have_gperf=0
+[ -n "$LIBPROFILER" ] && [ -f "$LIBPROFILER" ] && have_gperf=1
+tmp=$(mktemp -d /tmp/fennec-bench-smp.XXXXXX)
+if [ "${KEEP:-0}" = 1 ]; then echo "keeping $tmp"; else trap 'rm -rf "$tmp"' EXIT; fi
+
+variants=(base fennec)
+if [ $have_perf = 1 ]; then variants+=(perf-fp perf-dwarf); else echo "sampling: perf unusable here; skipped" >&2; fi
+if [ $have_gperf = 1 ]; then variants+=(gperftools); else echo "sampling: libprofiler.so not found (apt-get install libgoogle-perftools-dev); skipped" >&2; fi
+
+# Samples in a gperftools CPU profile (legacy format: 64-bit words; header 0 3 0 period 0,
+# then records count depth pc*depth, ending with the record 0 1 0).
+gperf_samples() {
+	python3 - "$1" <<'PY'
+import struct, sys
+d = open(sys.argv[1], "rb").read()
+w = lambda i: struct.unpack_from("<Q", d, 8 * i)[0]
+i, n = 5, 0
+while 8 * (i + 2) <= len(d):
+    count, depth = w(i), w(i + 1)
+    if count == 0 and depth == 1:
+        break
+    n += count
+    i += 2 + depth
+print(n)
+PY
+}
+
+# run_one VARIANT WORKLOAD PROFILE: runs once; prints
+# "inproc_ns inproc_cpu_ns e2e_ns e2e_cpu_ns" (NA where unknown)
+run_one() {
+	local v=$1 w=$2 prof=$3 exe=$B/bench/$2 out t0 t1 tm=$tmp/time.txt
+	local T=(/usr/bin/time -f '%U %S' -o "$tm")
+	rm -f "$prof" "$prof".* "$tm"
+	t0=$(date +%s%N)
+	if ! case $v in
+	base) out=$("${T[@]}" "$exe" "$SCALE") ;;
+	fennec) out=$("${T[@]}" "$FENNEC" record -q -F "$HZ" -o "$prof" -- "$exe" "$SCALE") ;;
+	perf-fp) out=$("${T[@]}" perf record -q $PERF_OPTS -F "$HZ" -g -o "$prof" -- "$exe" "$SCALE" 2>/dev/null) ;;
+	perf-dwarf) out=$("${T[@]}" perf record -q $PERF_OPTS -F "$HZ" --call-graph dwarf -o "$prof" -- "$exe" "$SCALE" 2>/dev/null) ;;
+	gperftools) out=$("${T[@]}" env LD_PRELOAD="$LIBPROFILER" CPUPROFILE="$prof" CPUPROFILE_FREQUENCY="$HZ" "$exe" "$SCALE" 2>/dev/null) ;;
+	esac; then
+		echo "sampling: $v $w failed" >&2
+		echo "NA NA NA NA"
+		return
+	fi
+	t1=$(date +%s%N)
+	local ns cns ecpu
+	ns=$(sed -n 's/.*elapsed_ns=\([0-9]*\).*/\1/p' <<<"$out")
+	cns=$(sed -n 's/.* cpu_ns=\([0-9]*\).*/\1/p' <<<"$out")
+	ecpu=$(awk 'NF == 2 { printf "%.0f", ($1 + $2) * 1e9 }' "$tm" 2>/dev/null || true)
+	echo "${ns:-NA} ${cns:-NA} $((t1 - t0)) ${ecpu:-NA}"
+}
+
+# samples_of VARIANT PROFILE: samples in the profile ("NA" if it cannot tell)
+samples_of() {
+	case $1 in
+	base) echo 0 ;;
+	fennec) "$FENNEC" analyze "$2" --format json 2>/dev/null | jq -r '.samples.count // "NA"' 2>/dev/null || echo NA ;;
+	perf-*) perf report -i "$2" --stats 2>/dev/null | awk '/SAMPLE events:/ { print $3; exit }' | grep . || echo NA ;;
+	gperftools) gperf_samples "$2" 2>/dev/null || echo NA ;;
+	esac
+}
+
+bytes_of() {
+	local total=0 f
+	for f in "$1" "$1".*; do
+		[ -f "$f" ] && total=$((total + $(stat -c %s "$f")))
+	done
+	echo "$total"
+}
+
+# analysis_s VARIANT WORKLOAD PROFILE: median of 3 timings of a text report, seconds
+analysis_s() {
+	local v=$1 exe=$B/bench/$2 prof=$3 t0 t1 times=()
+	for _ in 1 2 3; do
+		t0=$(date +%s%N)
+		case $v in
+		fennec) "$FENNEC" analyze "$prof" -o /dev/null >/dev/null 2>&1 || true ;;
+		perf-*) perf report -i "$prof" --stdio >/dev/null 2>&1 || true ;;
+		gperftools) google-pprof --text "$exe" "$prof" >/dev/null 2>&1 || true ;;
+		esac
+		t1=$(date +%s%N)
+		times+=("$((t1 - t0))")
+	done
+	printf '%s\n' "${times[@]}" | sort -n | sed -n 2p | awk '{ printf "%.3f", $1 / 1e9 }'
+}
+
+tsv=$results/sampling.tsv
+printf 'workload\trep\tvariant\tinproc_ns\tinproc_cpu_ns\te2e_ns\te2e_cpu_ns\tsamples\tbytes\tanalysis_s\n' >"$tsv"
+echo "fennec sampling: $REPS repetitions x ${#variants[@]} variants x {$WORKLOADS}, -F $HZ, scale $SCALE"
+nv=${#variants[@]}
+for w in $WORKLOADS; do
+	for rep in $(seq "$REPS"); do
+		for k in $(seq 0 $((nv - 1))); do
+			v=${variants[$(((k + rep) % nv))]}
+			prof=$tmp/$w.$v.prof
+			read -r inproc inproc_cpu e2e e2e_cpu < <(run_one "$v" "$w" "$prof")
+			samples=NA bytes=NA an=NA
+			if [ "$e2e" != NA ] && [ "$v" != base ]; then
+				samples=$(samples_of "$v" "$prof")
+				bytes=$(bytes_of "$prof")
+				[ "$rep" = "$REPS" ] && an=$(analysis_s "$v" "$w" "$prof")
+			fi
+			printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$w" "$rep" "$v" "$inproc" "$inproc_cpu" "$e2e" "$e2e_cpu" "$samples" "$bytes" "$an" >>"$tsv"
+		done
+		echo "  $w: repetition $rep done"
+	done
+done
+
+python3 - "$tsv" "$HZ" <<'PY'
+import csv, statistics, sys
+rows = list(csv.DictReader(open(sys.argv[1]), delimiter="\t"))
+hz = sys.argv[2]
+num = lambda s: None if s in (None, "", "NA") else float(s)
+order = ["base", "fennec", "perf-fp", "perf-dwarf", "gperftools"]
+label = {"base": "unprofiled", "fennec": "fennec -F %s" % hz, "perf-fp": "perf -F %s -g" % hz,
+         "perf-dwarf": "perf -F %s --call-graph dwarf" % hz,
+         "gperftools": "gperftools, CPUPROFILE_FREQUENCY=%s" % hz}
+TIMES = ["inproc_ns", "inproc_cpu_ns", "e2e_ns", "e2e_cpu_ns"]
+med = lambda x: statistics.median(x) if x else None
+
+def cell(vals, fmt="%.3f"):
+    vals = [v for v in vals if v is not None]
+    if not vals:
+        return "NA"
+    return (fmt + " [" + fmt + ", " + fmt + "]") % (med(vals), min(vals), max(vals))
+
+print()
+print("| workload | profiler | in-process wall | in-process CPU | end-to-end wall | end-to-end CPU "
+      "| samples | samples / CPU s | profile bytes | bytes / sample | text report s |")
+print("|---|---|---|---|---|---|---|---|---|---|---|")
+for w in dict.fromkeys(r["workload"] for r in rows):
+    base = {r["rep"]: r for r in rows if r["workload"] == w and r["variant"] == "base"}
+    for v in order:
+        rs = [r for r in rows if r["workload"] == w and r["variant"] == v]
+        if not rs:
+            continue
+        if v == "base":
+            cells = [cell([num(r[k]) / 1e9 for r in rs if num(r[k])], "%.2f") + " s"
+                     for k in TIMES]
+            print("| %s | %s | %s | | | | | |" % (w, label[v], " | ".join(cells)))
+            continue
+        ratios = {k: [] for k in TIMES}
+        sm, rate, by = [], [], []
+        for r in rs:
+            b = base.get(r["rep"])
+            for k in TIMES:
+                if b and num(r[k]) and num(b[k]):
+                    ratios[k].append(num(r[k]) / num(b[k]))
+            s = num(r["samples"])
+            if s is not None:
+                sm.append(s)
+                if num(r["inproc_cpu_ns"]):
+                    rate.append(s / (num(r["inproc_cpu_ns"]) / 1e9))
+            if num(r["bytes"]) is not None:
+                by.append(num(r["bytes"]))
+        an = [num(r["analysis_s"]) for r in rs if num(r["analysis_s"]) is not None]
+        s_med, b_med = med(sm), med(by)
+        print("| %s | %s | %s | %s | %s | %s | %s | %s |" % (
+            w, label[v], " | ".join(cell(ratios[k]) for k in TIMES),
+            "%d" % s_med if s_med is not None else "NA",
+            "%.0f" % med(rate) if rate else "NA",
+            "{:,.0f}".format(b_med) if b_med is not None else "NA",
+            "%.1f" % (b_med / s_med) if s_med and b_med is not None else "NA",
+            "%.3f" % an[0] if an else "NA"))
+print()
+print("time columns: profiled / unprofiled in the same repetition, median [min, max] over %d "
+      "repetitions (unprofiled rows: seconds)" % len({r["rep"] for r in rows}))
+print("in-process: the workload's own clocks around its work (CPU: all its threads);")
+print("end-to-end: the whole command; its CPU is that of all its processes (/usr/bin/time), the perf tool included")
+print("samples / CPU s: samples in the profile per second of in-process CPU time (median); text report: median of 3")
+PY
+echo "wrote $tsv"
