@@ -18,6 +18,7 @@ import json
 import os
 import shutil
 import subprocess
+import tempfile
 import time
 
 import fncfile
@@ -224,6 +225,19 @@ def test_timer_source_honest_rate():
     if rate < 999 * 0.8:
         assert_true(merged > 0, "the timer delivered %.0f/s < 999/s but no sample has a "
                     "weight > 1" % rate)
+
+
+def test_env_equivalents():
+    """FENNEC_SAMPLE, FENNEC_HZ and FENNEC_STACK_DEPTH do what the options do."""
+    r, path, dec = record_raw("cpu_shares", 300, env={"FENNEC_SAMPLE": "wall",
+                                                      "FENNEC_HZ": "199",
+                                                      "FENNEC_STACK_DEPTH": "16"})
+    h = dec["header"]
+    assert_eq((h.get(22), h.get(26), h.get(23), h.get(25)), (2, 199, 10 ** 9 // 199, 16),
+              "header (mode, requested Hz, period_ns, depth) from the environment")
+    assert_true(len(dec["samples"]) > 0, "no samples with FENNEC_SAMPLE=wall")
+    assert_true(max(len(s["frames"]) for s in dec["samples"]) <= 16,
+                "a stack deeper than FENNEC_STACK_DEPTH=16")
 
 
 def test_sample_off():
@@ -883,3 +897,45 @@ def test_analysis_sample_off_and_timer_source():
     for n in ("work_a", "work_b", "work_c"):  # weights keep the shares right
         assert_close(func(rep, n)["self_pct"], pct(t[n + "_ns"], t["process_cpu_ns"]),
                      2 * SHARE_TOL, "timer source: %s self_pct" % n, " %")
+
+
+def test_unprivileged_user():
+    """As a user without privileges (perf_event_paranoid 2: user time only), sampling
+    still works and attributes right, and sleeping calls are not cut short."""
+    if os.geteuid() == 0:
+        if not shutil.which("runuser"):
+            raise Skip("root without runuser: cannot run as another user")
+        prefix = ["runuser", "-u", "nobody", "--"]
+    else:
+        prefix = []
+    work = tempfile.mkdtemp(prefix="fennec-nobody-")
+    try:
+        os.chmod(work, 0o777)
+        for prog, args in (("cpu_shares", [2000]), ("offcpu", [20, 50])):
+            cmd, env = record_command(fixture(prog), args, out=os.path.join(work, prog + ".fnc"))
+            env["FENNEC_COMPRESSION"] = "0"
+            keep = sorted(k for k in env if k.startswith(("FENNEC_", "ASAN_", "UBSAN_", "TSAN_")))
+            full = prefix + ["env"] + ["%s=%s" % (k, env[k]) for k in keep] + cmd
+            r = run(full, env=env)
+            if r.returncode != 0 and prefix and "Permission denied" in r.stderr:
+                raise Skip("user nobody cannot reach the build: %s" % r.stderr.strip()[:200])
+            assert_eq(r.returncode, 0, "%s as an unprivileged user: exit status\n  %s"
+                      % (prog, r.describe()))
+            t = truth_of(r)
+            out = os.path.join(work, prog + ".fnc")
+            assert_true(os.stat(out).st_uid != 0, "%s was written by root" % out)
+            dec = decode(out)
+            if prog == "offcpu":
+                assert_eq(t["early"], {k: 0 for k in t["early"]},
+                          "offcpu as an unprivileged user: early returns")
+                continue
+            assert_true(dec["header"].get(24) in (0, 1), "sampling source %r"
+                        % dec["header"].get(24))
+            w = leaf_weights(dec)
+            total = sum(w.values())
+            for n in ("work_a", "work_b", "work_c"):
+                assert_close(pct(w.get(n, 0), total), pct(t[n + "_ns"], t["process_cpu_ns"]),
+                             SHARE_TOL, "unprivileged: %s share of the samples" % n, " %")
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
