@@ -9,6 +9,7 @@
 #include <dwarf.h>
 #include <elfutils/libdw.h>
 #include <elfutils/libdwfl.h>
+#include <gelf.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
@@ -65,6 +66,10 @@ typedef struct smod {
 	fsym *fsyms;          /* function symbols sorted by start, built on first lookup */
 	size_t nfsyms;
 	int fsyms_built;
+	const uint8_t *eh_table; /* .eh_frame_hdr search table: (start, fde) int32 pairs */
+	size_t eh_count;
+	uint64_t eh_vaddr;    /* the section's address, which the pairs are relative to */
+	int eh_built;
 } smod;
 
 typedef struct centry {
@@ -592,6 +597,71 @@ static void build_fsyms(smod *m)
 	m->nfsyms = u;
 }
 
+/* Find the binary search table of .eh_frame_hdr (the form GNU ld writes: count udata4,
+ * entries datarel sdata4); the table stays valid as long as the module's session. */
+static void build_eh_table(smod *m)
+{
+	m->eh_built = 1;
+	Dwarf_Addr bias;
+	Elf *elf = dwfl_module_getelf(m->mod, &bias);
+	size_t shstrndx;
+	if (!elf || elf_getshdrstrndx(elf, &shstrndx) != 0)
+		return;
+	for (Elf_Scn *scn = NULL; (scn = elf_nextscn(elf, scn));) {
+		GElf_Shdr sh;
+		const char *name;
+		if (!gelf_getshdr(scn, &sh) || sh.sh_type != SHT_PROGBITS ||
+		    !(name = elf_strptr(elf, shstrndx, sh.sh_name)) || strcmp(name, ".eh_frame_hdr"))
+			continue;
+		Elf_Data *d = elf_getdata(scn, NULL);
+		if (!d || !d->d_buf || d->d_size < 4)
+			return;
+		const uint8_t *h = d->d_buf;
+		size_t ptr_len = (h[1] & 0x0f) == 0x03 || (h[1] & 0x0f) == 0x0b ? 4 : (h[1] & 0x0f) == 0x04 || (h[1] & 0x0f) == 0x0c ? 8 : 0;
+		if (h[0] != 1 || !ptr_len || h[2] != 0x03 || h[3] != 0x3b || d->d_size < 4 + ptr_len + 4)
+			return;
+		uint32_t count;
+		memcpy(&count, h + 4 + ptr_len, 4);
+		if ((d->d_size - 8 - ptr_len) / 8 < count)
+			return;
+		m->eh_table = h + 8 + ptr_len;
+		m->eh_count = count;
+		m->eh_vaddr = sh.sh_addr;
+		return;
+	}
+}
+
+/* The start (ELF address) of the function whose unwind entry covers runtime address `a`;
+ * 0 when unknown. */
+static uint64_t function_start(smod *m, uint64_t a)
+{
+	Dwarf_Addr cbias = 0;
+	Dwarf_CFI *cfi = dwfl_module_eh_cfi(m->mod, &cbias);
+	Dwarf_Frame *frame;
+	if (!cfi || dwarf_cfi_addrframe(cfi, a - cbias, &frame) != 0)
+		return 0; /* no unwind entry covers it */
+	free(frame);
+	if (!m->eh_built)
+		build_eh_table(m);
+	/* Entries are sorted and do not overlap: the covering one starts last at or before it. */
+	int64_t rel = (int64_t)(a - m->bias - m->eh_vaddr);
+	size_t lo = 0, hi = m->eh_count;
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+		int32_t start;
+		memcpy(&start, m->eh_table + 8 * mid, 4);
+		if (start <= rel)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	if (!lo)
+		return 0;
+	int32_t start;
+	memcpy(&start, m->eh_table + 8 * (lo - 1), 4);
+	return m->eh_vaddr + (uint64_t)(int64_t)start;
+}
+
 /* The name of the function symbol covering `a`, or NULL. */
 static const char *fsym_find(smod *m, uint64_t a)
 {
@@ -748,17 +818,9 @@ static int resolve(sym_ctx *s, smod *m, uint64_t addr, uint64_t a, sym_frame *ou
 		 * (present even in stripped objects) know it, so that the addresses of one
 		 * function stay one function; else by the address itself. */
 		uint64_t off = addr - m->bias;
-		Dwarf_Addr cbias = 0;
-		Dwarf_CFI *cfi = m->status == SYM_OK || m->status == SYM_NOSYMS ? dwfl_module_eh_cfi(m->mod, &cbias) : NULL;
-		if (!cfi && (m->status == SYM_OK || m->status == SYM_NOSYMS))
-			cfi = dwfl_module_dwarf_cfi(m->mod, &cbias);
-		Dwarf_Frame *frame;
-		if (cfi && dwarf_cfi_addrframe(cfi, a - cbias, &frame) == 0) {
-			Dwarf_Addr start, end;
-			if (dwarf_frame_info(frame, &start, &end, NULL) >= 0 && start + cbias >= m->bias)
-				off = start + cbias - m->bias;
-			free(frame);
-		}
+		uint64_t start = m->status == SYM_OK || m->status == SYM_NOSYMS ? function_start(m, a) : 0;
+		if (start)
+			off = start;
 		char buf[512];
 		snprintf(buf, sizeof buf, "%s+0x%" PRIx64, m->name, off);
 		const char *name = intern(s, buf);

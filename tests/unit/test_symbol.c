@@ -321,6 +321,51 @@ UNIT_TEST(symbol_changed_build_id)
 	mods_free(&ms);
 }
 
+UNIT_TEST(symbol_debug_file_by_build_id)
+{
+	/* The recorded binary is gone, but a debug file with its build id is installed
+	 * (<dir>/.build-id/xx/yyyy.debug): its names are used, because its build id says it is
+	 * the same code. Here the "debug file" is a copy of this binary. */
+	mods ms;
+	mods_load(&ms);
+	uint64_t addr = (uint64_t)(uintptr_t)unit_probe_plain;
+	fmt_module *fm = (fmt_module *)mod_of(&ms, addr);
+	char dir[] = "/tmp/fennec-unit-XXXXXX", sub[256], file[512], cmd[1024];
+	if (!fm || fm->build_id_len < 2 || !mkdtemp(dir)) {
+		UNIT_CHECK(0);
+		mods_free(&ms);
+		return;
+	}
+	char hex[129] = "";
+	for (size_t i = 0; i < fm->build_id_len && i < 64; i++)
+		snprintf(hex + 2 * i, 3, "%02x", fm->build_id[i]);
+	snprintf(sub, sizeof sub, "%s/.build-id/%.2s", dir, hex);
+	snprintf(file, sizeof file, "%s/%s.debug", sub, hex + 2);
+	snprintf(cmd, sizeof cmd, "mkdir -p '%s' && cp '%s' '%s'", sub, fm->path, file);
+	UNIT_CHECK_EQ(system(cmd), 0);
+	free(fm->path);
+	fm->path = strdup("/nonexistent/unit-recorded");
+	sym_options o = {.debug_path = dir};
+	sym_ctx *s;
+	UNIT_CHECK_EQ(sym_open(&o, &s), 0);
+	uint32_t id;
+	const sym_frame *fr;
+	uint32_t n;
+	UNIT_CHECK_EQ(sym_add_module(s, fm, &id), 0);
+	UNIT_CHECK_EQ(sym_lookup(s, id, addr, 1, &fr, &n), 0);
+	UNIT_CHECK_EQ(sym_module_status(s, id), SYM_OK);
+	UNIT_CHECK(n == 1 && !strcmp(fr[0].func, "unit_probe_plain") && ends_with(fr[0].file, "test_symbol.c"));
+	/* with another build id recorded, the debug file is not this module's */
+	fm->build_id[0] ^= 0xff;
+	UNIT_CHECK_EQ(sym_add_module(s, fm, &id), 0);
+	UNIT_CHECK_EQ(sym_lookup(s, id, addr, 1, &fr, &n), 0);
+	UNIT_CHECK_EQ(sym_module_status(s, id), SYM_MISSING);
+	sym_close(s);
+	snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+	UNIT_CHECK_EQ(system(cmd), 0);
+	mods_free(&ms);
+}
+
 UNIT_TEST(symbol_vdso)
 {
 	void *h = dlopen("linux-vdso.so.1", RTLD_NOW | RTLD_NOLOAD);
@@ -397,6 +442,8 @@ UNIT_TEST(symbol_stripped)
 		const sym_frame *fr2;
 		UNIT_CHECK_EQ(sym_lookup(s, id, addr + 3, 1, &fr2, &n), 0);
 		UNIT_CHECK(n == 1 && fr2[0].func == fr[0].func);
+		if (n == 1 && fr2[0].func != fr[0].func)
+			printf("    %s vs %s\n", fr2[0].func, fr[0].func);
 		sym_close(s);
 		unlink(path);
 	}
