@@ -551,7 +551,7 @@ static int symbolise_process(fin *x, uint32_t proc, pstate *ps, badmod **bad, si
 			} else {
 				const sym_frame *fr = NULL;
 				uint32_t nfr = 0;
-				uint32_t modname = ANA_NONE, ana_mod = ANA_NONE;
+				uint32_t modname = ANA_NONE;
 				uint64_t rel = addr;
 				if (mi != ANA_NONE) {
 					const fmt_module *fm = &f->modules[mi];
@@ -565,7 +565,6 @@ static int symbolise_process(fin *x, uint32_t proc, pstate *ps, badmod **bad, si
 					    (pm[mi].ana = ana_module_for(p, proc, pm[mi].name, sym_module_status(x->sym, pm[mi].sym))) == ANA_NONE)
 						goto out;
 					modname = pm[mi].name;
-					ana_mod = pm[mi].ana;
 					rel = addr - fm->bias;
 				} else if (addr < 0xffff800000000000ull) {
 					if (perf_sym == ANA_NONE) {
@@ -582,7 +581,6 @@ static int symbolise_process(fin *x, uint32_t proc, pstate *ps, badmod **bad, si
 						if (perf_ana == ANA_NONE && (perf_ana = ana_module_for(p, proc, perf_path, SYM_OK)) == ANA_NONE)
 							goto out;
 						modname = perf_path;
-						ana_mod = perf_ana;
 					}
 				}
 				if (!nfr) {
@@ -619,7 +617,6 @@ static int symbolise_process(fin *x, uint32_t proc, pstate *ps, badmod **bad, si
 					}
 					cnt = nfr;
 				}
-				(void)ana_mod;
 				if (grow(&ac, &ac_cap, nac, sizeof *ac) < 0)
 					goto out;
 				ac[nac] = (acache){mi, exact, first, cnt, *head};
