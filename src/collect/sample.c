@@ -252,6 +252,8 @@ static inline uint32_t *rec_len_at(uint64_t pos)
 /* Copy into the ring at pos, wrapping. */
 static void ring_put(uint64_t pos, const void *src, size_t n)
 {
+	if (!n)
+		return; /* src may be NULL */
 	uint64_t off = pos & (RING_SIZE - 1);
 	size_t first = RING_SIZE - off < n ? RING_SIZE - off : n;
 	memcpy(P.ring + off, src, first);
@@ -1088,12 +1090,16 @@ static __attribute__((noinline)) blk *blk_enter(void *fn)
 	}
 	uint64_t f[BLK_FRAMES + 2];
 	int n = unw_backtrace((void **)f, BLK_FRAMES + 1); /* [blk_enter, the wrapper, caller...] */
-	uint32_t nf = 0;
-	b->frames[nf++] = (uintptr_t)fn;
+	/* Relaxed atomic stores: the sampler thread reads these under the sequence lock. */
+	uint32_t nf = 0, r[BLK_REGIONS];
+	__atomic_store_n(&b->frames[nf++], (uintptr_t)fn, __ATOMIC_RELAXED);
 	for (int i = 2; i < n && nf < BLK_FRAMES; i++)
-		b->frames[nf++] = f[i];
-	b->nf = nf;
-	b->nr = region_stack_n(b->regions, BLK_REGIONS);
+		__atomic_store_n(&b->frames[nf++], f[i], __ATOMIC_RELAXED);
+	uint32_t nr = region_stack_n(r, BLK_REGIONS);
+	for (uint32_t i = 0; i < nr; i++)
+		__atomic_store_n(&b->regions[i], r[i], __ATOMIC_RELAXED);
+	__atomic_store_n(&b->nf, nf, __ATOMIC_RELAXED);
+	__atomic_store_n(&b->nr, nr, __ATOMIC_RELAXED);
 	atomic_store_explicit(&b->seq, atomic_load_explicit(&b->seq, memory_order_relaxed) + 1, memory_order_release);
 	return b;
 }
