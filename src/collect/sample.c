@@ -710,8 +710,10 @@ void col_sample_start(void)
 		P.ring = m;
 	}
 	/* Warm the unwinder outside a signal handler: its first use allocates caches. */
+#if !COL_SANITIZE_THREAD
 	void *warm[8];
 	unw_backtrace(warm, 8);
+#endif
 	if (!P.handler_installed) {
 		struct sigaction sa;
 		memset(&sa, 0, sizeof sa);
@@ -1089,7 +1091,11 @@ static __attribute__((noinline)) blk *blk_enter(void *fn)
 		blk_tls = b;
 	}
 	uint64_t f[BLK_FRAMES + 2];
+#if COL_SANITIZE_THREAD
+	int n = 0; /* as in the handler: under TSan libunwind crashes at thread exit */
+#else
 	int n = unw_backtrace((void **)f, BLK_FRAMES + 1); /* [blk_enter, the wrapper, caller...] */
+#endif
 	/* Relaxed atomic stores: the sampler thread reads these under the sequence lock. */
 	uint32_t nf = 0, r[BLK_REGIONS];
 	__atomic_store_n(&b->frames[nf++], (uintptr_t)fn, __ATOMIC_RELAXED);

@@ -452,6 +452,9 @@ def test_wall_offcpu_shares():
     """--sample=wall: the main thread computes 40 % and blocks 60 % of the time in six
     ways; its off-CPU share matches, each blocking function holds its tenth, and the
     holder thread, asleep nearly all the time, is sampled off-CPU."""
+    skip_under("tsan", "shares of on- and off-CPU time under TSan's 5-15x slowdown measure TSan "
+                       "(a thread woken for its sample stays runnable longer); the wall sampler's "
+                       "threading is exercised under TSan by test_no_early_returns")
     r, path, dec = record_raw("offcpu", 20, 100, opts=("--sample=wall",))
     t = truth_of(r)
     assert_eq(dec["header"].get(22), 2, "header sampling mode (2 = wall)")
@@ -821,6 +824,9 @@ def test_analysis_fork_child():
 def test_analysis_wall_offcpu():
     """--sample=wall, the main thread selected: its off-CPU weight share and the blocking
     functions in offcpu_functions match the program's measurements."""
+    skip_under("tsan", "shares of on- and off-CPU time under TSan's 5-15x slowdown measure TSan "
+                       "(a thread woken for its sample stays runnable longer); the wall sampler's "
+                       "threading is exercised under TSan by test_no_early_returns")
     r, path = record("offcpu", 20, 100, opts=("--sample=wall",))
     t = truth_of(r)
     rep = analyze(path)
