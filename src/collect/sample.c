@@ -124,8 +124,9 @@ static struct {
 	int mod_scanned;
 	struct modkey { uintptr_t base; uint64_t ticks; char *path; } *mods;
 	size_t nmods, mods_cap;
-	pid_t *named;            /* tids already named in TASKS */
-	size_t nnamed, named_cap;
+	struct named_ent { pid_t tid; uint32_t checks; uint64_t flush; char name[16]; } *named;
+	size_t nnamed, named_cap; /* threads named in TASKS */
+	uint64_t flushes;         /* drains so far */
 	uint64_t last_taken, last_dropped, last_truncated; /* counters in the last SAMPLES chunk */
 	int counters_written;
 	cm_buf recs, modules, tasks;
@@ -933,37 +934,54 @@ static int adds_cb(struct dl_phdr_info *info, size_t size, void *arg)
 	return 1;
 }
 
-static int named(pid_t tid)
-{
-	for (size_t i = 0; i < P.nnamed; i++)
-		if (P.named[i] == tid)
-			return 1;
-	if (P.nnamed == P.named_cap) {
-		size_t cap = P.named_cap ? P.named_cap * 2 : 64;
-		pid_t *n = realloc(P.named, cap * sizeof *n);
-		if (!n)
-			return 1;
-		P.named = n;
-		P.named_cap = cap;
-	}
-	P.named[P.nnamed++] = tid;
-	return 0;
-}
+/*
+ * Thread names for TASKS. A thread is often renamed just after it starts, possibly after
+ * its first sample: its name is read again in the next few flushes in which it has
+ * samples (once per flush), and a new record is written when it changed. The reader keeps
+ * the latest.
+ */
+#define NAME_CHECKS 8
 
 static void name_task(pid_t tid)
 {
-	if (named(tid))
+	struct named_ent *e = NULL;
+	for (size_t i = 0; i < P.nnamed; i++)
+		if (P.named[i].tid == tid) {
+			e = &P.named[i];
+			break;
+		}
+	if (e && (e->flush == P.flushes || e->checks >= NAME_CHECKS))
 		return;
+	if (!e) {
+		if (P.nnamed == P.named_cap) {
+			size_t cap = P.named_cap ? P.named_cap * 2 : 64;
+			struct named_ent *n = realloc(P.named, cap * sizeof *n);
+			if (!n)
+				return;
+			P.named = n;
+			P.named_cap = cap;
+		}
+		e = &P.named[P.nnamed++];
+		memset(e, 0, sizeof *e);
+		e->tid = tid;
+	}
+	e->flush = P.flushes;
+	e->checks++;
 	char path[64], name[64] = "";
 	snprintf(path, sizeof path, "/proc/self/task/%d/comm", (int)tid);
 	int fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return; /* ended already: the THREAD record, if any, names it */
+	if (fd < 0) {
+		e->checks = NAME_CHECKS; /* ended: the THREAD record, if any, names it */
+		return;
+	}
 	ssize_t n = read(fd, name, sizeof name - 1);
 	close(fd);
 	while (n > 0 && (name[n - 1] == '\n' || name[n - 1] == 0))
 		n--;
 	name[n > 0 ? n : 0] = 0;
+	if (e->checks > 1 && !strcmp(e->name, name))
+		return;
+	snprintf(e->name, sizeof e->name, "%s", name);
 	cm_buf_varint(&P.tasks, (uint64_t)tid);
 	cm_buf_string(&P.tasks, name, strlen(name));
 }
@@ -998,6 +1016,7 @@ void col_sample_drain(void (*emit)(unsigned type, cm_buf *raw), void (*before)(v
 {
 	if (P.mode == FMT_SAMPLE_OFF || !P.ring)
 		return;
+	P.flushes++;
 	unsigned long long ad[2] = {0, 0};
 	dl_iterate_phdr(adds_cb, ad);
 	if (!P.mod_scanned || ad[0] != P.mod_adds || ad[1] != P.mod_subs) {
