@@ -132,11 +132,6 @@ static struct {
 	cm_buf recs, modules, tasks;
 } P = {.lock = PTHREAD_MUTEX_INITIALIZER, .sig = 0};
 
-static uint64_t mono_ns(void)
-{
-	return cm_mono_ns();
-}
-
 /* ---- configuration ---- */
 
 int col_sample_mode_parse(const char *s)
@@ -651,10 +646,10 @@ static void *wall_main(void *arg)
 	prctl(PR_SET_NAME, "fennec-sampler");
 	P.wall_tid = (pid_t)syscall(SYS_gettid);
 	pid_t pid = getpid();
-	uint64_t next = mono_ns();
+	uint64_t next = cm_mono_ns();
 	while (!atomic_load_explicit(&P.wall_stop, memory_order_acquire)) {
 		next += P.period_ns;
-		uint64_t now = mono_ns();
+		uint64_t now = cm_mono_ns();
 		if (next > now) {
 			struct timespec ts = {(time_t)(next / 1000000000u), (long)(next % 1000000000u)};
 			while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL) == EINTR)

@@ -48,16 +48,10 @@ int exp_folded(FILE *out, const ana_profile *p, const exp_options *o)
 	}
 	char buf[512];
 	for (size_t i = 0; i < n; i++) {
-		size_t nf = exp_agg_frames(p, &agg[i], fr, cap);
-		if (nf > cap) {
-			exp_frame *f2 = realloc(fr, nf * sizeof *fr);
-			if (!f2) {
-				rc = FENNEC_ENOMEM;
-				goto out;
-			}
-			fr = f2;
-			cap = nf;
-			exp_agg_frames(p, &agg[i], fr, cap);
+		size_t nf = exp_agg_frames_grow(p, &agg[i], &fr, &cap);
+		if (nf == SIZE_MAX) {
+			rc = FENNEC_ENOMEM;
+			goto out;
 		}
 		lines[i] = (line){text.len, agg[i].weight};
 		if (!nf)

@@ -122,6 +122,9 @@ typedef struct exp_frame {
  * then the stack. Returns how many; at most `cap` are stored. */
 size_t exp_agg_frames(const ana_profile *p, const exp_agg *a, exp_frame *f, size_t cap);
 
+/* The same into *f, grown (realloc) to hold them all; SIZE_MAX when out of memory. */
+size_t exp_agg_frames_grow(const ana_profile *p, const exp_agg *a, exp_frame **f, size_t *cap);
+
 /* The display name of a frame into buf (thread: "name [tid]"; region: "{name}"). */
 const char *exp_frame_name(const ana_profile *p, const exp_frame *f, char *buf, size_t n);
 

@@ -98,6 +98,20 @@ size_t exp_agg_frames(const ana_profile *p, const exp_agg *a, exp_frame *f, size
 	return n;
 }
 
+size_t exp_agg_frames_grow(const ana_profile *p, const exp_agg *a, exp_frame **f, size_t *cap)
+{
+	size_t n = exp_agg_frames(p, a, *f, *cap);
+	if (n > *cap) {
+		exp_frame *g = realloc(*f, n * sizeof *g);
+		if (!g)
+			return SIZE_MAX;
+		*f = g;
+		*cap = n;
+		exp_agg_frames(p, a, g, n);
+	}
+	return n;
+}
+
 const char *exp_frame_name(const ana_profile *p, const exp_frame *f, char *buf, size_t n)
 {
 	switch (f->kind) {

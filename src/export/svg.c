@@ -193,16 +193,10 @@ int exp_svg(FILE *out, const ana_profile *p, const exp_options *o)
 	t.n[0] = (tnode){{EXP_F_FUNC, UINT32_MAX}, UINT32_MAX, UINT32_MAX, UINT32_MAX, 0, total, 0};
 	t.len = 1;
 	for (size_t i = 0; i < n; i++) {
-		size_t nf = exp_agg_frames(p, &agg[i], fr, cap);
-		if (nf > cap) {
-			exp_frame *f2 = realloc(fr, nf * sizeof *fr);
-			if (!f2) {
-				rc = FENNEC_ENOMEM;
-				goto out;
-			}
-			fr = f2;
-			cap = nf;
-			exp_agg_frames(p, &agg[i], fr, cap);
+		size_t nf = exp_agg_frames_grow(p, &agg[i], &fr, &cap);
+		if (nf == SIZE_MAX) {
+			rc = FENNEC_ENOMEM;
+			goto out;
 		}
 		uint32_t at = 0;
 		for (size_t j = 0; j < nf; j++) {
