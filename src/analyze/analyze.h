@@ -36,7 +36,8 @@ typedef struct ana_node {
 	uint32_t depth;
 	uint32_t first_child, next_sibling;
 	uint64_t total_ns, self_ns, child_ns;
-	ana_u64vec durations; /* per call, ns; freed after statistics */
+	ana_u64vec durations; /* per call, ns, in no particular order; freed after statistics
+			       * unless ana_options.keep_durations */
 	ana_dist dist;        /* over calls */
 	uint32_t threads;     /* distinct threads */
 	uint64_t open;        /* calls still open at the end */
@@ -236,6 +237,7 @@ typedef struct ana_options {
 	int force;                /* analyse what could be read from a corrupt file */
 	ana_sample_filter samples; /* the selection shown by the sample views (p->smp.sel) */
 	uint32_t top;             /* rows of the sample tables in reports (0: the renderer's default) */
+	int keep_durations;       /* keep ana_node.durations after statistics (compare needs them) */
 } ana_options;
 
 typedef struct ana_profile {

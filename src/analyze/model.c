@@ -867,9 +867,11 @@ int ana_load(const char *path, const ana_options *opt, ana_profile *p, fmt_error
 		ana_node *x = &p->nodes[n];
 		x->self_ns = x->total_ns > x->child_ns ? x->total_ns - x->child_ns : 0;
 		ana_dist_compute_u64(&x->dist, x->durations.v, x->durations.n);
-		free(x->durations.v);
-		x->durations.v = NULL;
-		x->durations.n = x->durations.cap = 0;
+		if (!p->opt.keep_durations) {
+			free(x->durations.v);
+			x->durations.v = NULL;
+			x->durations.n = x->durations.cap = 0;
+		}
 		x->share_pct = p->wall_ns ? 100.0 * (double)x->total_ns / (double)p->wall_ns : 0;
 		x->self_pct = p->wall_ns ? 100.0 * (double)x->self_ns / (double)p->wall_ns : 0;
 		node_path(p, n);
