@@ -63,6 +63,12 @@ typedef struct ana_process {
 	uint32_t threads;
 } ana_process;
 
+/* One update of a metric. */
+typedef struct ana_point {
+	uint64_t t_ns;        /* CLOCK_MONOTONIC */
+	double value;         /* as recorded: a counter's increment, a gauge's or a value's value */
+} ana_point;
+
 typedef struct ana_metric {
 	uint32_t name;
 	unsigned kind; /* enum fmt_site_kind */
@@ -72,6 +78,8 @@ typedef struct ana_metric {
 	uint64_t first_ns, last_ns;
 	ana_f64vec values; /* value kind */
 	ana_dist dist;
+	ana_point *points; /* every update, all processes, sorted by time (16 bytes each) */
+	size_t npoints, points_cap;
 } ana_metric;
 
 /*
@@ -260,6 +268,8 @@ typedef struct ana_profile {
 	uint32_t nwarnings, warnings_cap;
 	/* steps, on the stepping thread of the first process */
 	ana_u64vec step_ns;
+	ana_u64vec step_start_ns; /* each step's start: the previous mark, or the process start (CLOCK_MONOTONIC) */
+	ana_u64vec step_items;    /* each step's items (0 when none were given) */
 	uint64_t steps, steps_recorded, items;
 	int has_items;
 	ana_dist step_dist;

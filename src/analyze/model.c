@@ -3,7 +3,8 @@
  * replays each thread's events through a region stack into a call tree keyed by
  * nesting path, collects steps, metrics, threads and processes, then computes the
  * statistics (exact percentiles by selection, not sorting). Streaming: memory grows
- * with the number of region calls (8 bytes each), not with the file.
+ * with the number of region calls (8 bytes each) and metric updates (16 bytes each),
+ * not with the file.
  */
 #include "analyze/analyze.h"
 
@@ -407,6 +408,15 @@ static int on_event(void *vc, const fmt_file *f, const fmt_event *ev)
 			m->max = v;
 		if (ev->type == FMT_EV_VALUE && f64_push(&m->values, v) < 0)
 			goto oom;
+		if (m->npoints == m->points_cap) {
+			size_t cap = m->points_cap ? m->points_cap * 2 : 16;
+			ana_point *pts = realloc(m->points, cap * sizeof *pts);
+			if (!pts)
+				goto oom;
+			m->points = pts;
+			m->points_cap = cap;
+		}
+		m->points[m->npoints++] = (ana_point){now, v};
 		break;
 	}
 	default:
@@ -532,6 +542,12 @@ void ana_dist_compute(ana_dist *d, double *v, size_t n)
 	d->p99 = v[rank_of(n, 0.99)];
 }
 
+static int cmp_point(const void *a, const void *b)
+{
+	uint64_t x = ((const ana_point *)a)->t_ns, y = ((const ana_point *)b)->t_ns;
+	return (x > y) - (x < y);
+}
+
 static char *node_path(ana_profile *p, uint32_t n)
 {
 	if (p->nodes[n].path)
@@ -602,6 +618,8 @@ static int load_file(ana_profile *p, const char *path, fmt_error *err)
 				for (size_t k = 0; k < best->step_ticks.n; k++) {
 					uint64_t tk = best->step_ticks.v[k];
 					u64_push(&p->step_ns, (uint64_t)llround(fmt_dticks_to_ns(f, tk > prev ? tk - prev : 0)));
+					u64_push(&p->step_start_ns, (uint64_t)llround(fmt_ticks_to_ns(f, prev)));
+					u64_push(&p->step_items, best->step_items.v[k]);
 					prev = tk;
 					p->items += best->step_items.v[k];
 					if (best->step_flags.v[k] & 2)
@@ -880,6 +898,12 @@ int ana_load(const char *path, const ana_options *opt, ana_profile *p, fmt_error
 		ana_metric *m = &p->metrics[i];
 		if (m->kind == FMT_SITE_VALUE)
 			ana_dist_compute(&m->dist, m->values.v, m->values.n);
+		/* Threads and processes interleave: put the series in time order. */
+		size_t k = 1;
+		while (k < m->npoints && m->points[k - 1].t_ns <= m->points[k].t_ns)
+			k++;
+		if (k < m->npoints)
+			qsort(m->points, m->npoints, sizeof *m->points, cmp_point);
 	}
 	/* Samples: symbolised and aggregated now that the region nodes are final. */
 	if (ana_samples_finish(p)) {
@@ -906,8 +930,10 @@ void ana_profile_free(ana_profile *p)
 		fmt_file_free(&p->procs[i].file);
 	free(p->procs);
 	free(p->threads);
-	for (uint32_t i = 0; i < p->nmetrics; i++)
+	for (uint32_t i = 0; i < p->nmetrics; i++) {
 		free(p->metrics[i].values.v);
+		free(p->metrics[i].points);
+	}
 	free(p->metrics);
 	for (uint32_t i = 0; i < p->nfindings; i++) {
 		free(p->findings[i].subject);
@@ -919,6 +945,8 @@ void ana_profile_free(ana_profile *p)
 		free(p->warnings[i]);
 	free(p->warnings);
 	free(p->step_ns.v);
+	free(p->step_start_ns.v);
+	free(p->step_items.v);
 	ana_samples_free(p);
 	map_free(p->name_index);
 	map_free(p->node_index);
