@@ -1,6 +1,7 @@
 /*
  * export.c - `fennec export FILE --format F [-o OUT]`: load a recording and write it in
- * another tool's format (docs/export.md): folded, svg, pprof, speedscope, chrome-trace.
+ * another tool's format (docs/export.md): folded, svg, pprof, speedscope, chrome-trace,
+ * csv.
  * The exporters are in src/export/; this file parses options, picks the output and turns
  * their codes into messages. Output goes to a temporary file renamed at the end, so a
  * failure leaves no half-written export.
@@ -23,6 +24,7 @@ static const char help[] =
 	"                         pprof         profile.proto, gzipped, for go tool pprof\n"
 	"                         speedscope    speedscope's JSON: samples and regions per thread\n"
 	"                         chrome-trace  trace events for Perfetto and chrome://tracing\n"
+	"                         csv           a table for spreadsheets and scripts (see --table)\n"
 	"  -o, --output FILE      write to FILE instead of standard output\n"
 	"  --kind cpu|offcpu|all  which samples (default: cpu for folded and svg, all for the others)\n"
 	"  --thread TID           only this thread's samples (and, in traces, its events)\n"
@@ -30,12 +32,13 @@ static const char help[] =
 	"  --prefix WHAT          folded, svg: start each stack with the thread, the region path, or\n"
 	"                         both (WHAT = thread, region or thread,region)\n"
 	"  --title TEXT           svg: the graph's title (default: the file and the kind of samples)\n"
+	"  --table T              csv: regions (default), steps, metrics, samples or threads\n"
 	"  --force                export what precedes a corrupt chunk instead of failing\n"
 	"\n"
 	"Formats, options and what each consumer expects: docs/export.md.\n";
 
-enum { F_FOLDED, F_SVG, F_PPROF, F_SPEEDSCOPE, F_CHROME };
-static const char *const formats[] = {"folded", "svg", "pprof", "speedscope", "chrome-trace"};
+enum { F_FOLDED, F_SVG, F_PPROF, F_SPEEDSCOPE, F_CHROME, F_CSV };
+static const char *const formats[] = {"folded", "svg", "pprof", "speedscope", "chrome-trace", "csv"};
 
 static int parse_prefix(const char *v, exp_options *o)
 {
@@ -55,8 +58,19 @@ static int parse_prefix(const char *v, exp_options *o)
 }
 
 /* Why nothing is left to export, in words. */
-static void no_data(const char *path, int format, const ana_profile *p, const exp_options *o, int kind_given)
+static void no_data(const char *path, int format, const ana_profile *p, const exp_options *o, int kind_given,
+		    int table)
 {
+	if (format == F_CSV && table != EXP_CSV_SAMPLES) {
+		static const char *const why[] = {
+			[EXP_CSV_REGIONS] = "no regions in %s: the program marked none (fennec_region_begin)",
+			[EXP_CSV_STEPS] = "no steps in %s: the program never called fennec_step()",
+			[EXP_CSV_METRICS] = "no metrics in %s: the program recorded none (fennec_counter_add, fennec_gauge_set, fennec_value_record)",
+			[EXP_CSV_THREADS] = "no threads in %s",
+		};
+		cli_error("export", why[table], path);
+		return;
+	}
 	if (!p->smp.nsamples) {
 		if (format == F_SPEEDSCOPE)
 			cli_error("export", "no samples and no regions in %s: record with --sample=cpu", path);
@@ -79,7 +93,7 @@ static void no_data(const char *path, int format, const ana_profile *p, const ex
 int cmd_export(int argc, char **argv)
 {
 	const char *path = NULL, *out_path = NULL;
-	int format = -1, kind_given = 0;
+	int format = -1, kind_given = 0, table = -1;
 	exp_options o;
 	ana_options ao = {.hot_threshold_pct = 10};
 	exp_options_init(&o);
@@ -95,7 +109,7 @@ int cmd_export(int argc, char **argv)
 				if (!strcmp(v, formats[k]))
 					format = k;
 			if (format < 0) {
-				cli_error("export", "--format must be folded, svg, pprof, speedscope or chrome-trace, not '%s'",
+				cli_error("export", "--format must be folded, svg, pprof, speedscope, chrome-trace or csv, not '%s'",
 					  v ? v : "");
 				return 2;
 			}
@@ -151,6 +165,13 @@ int cmd_export(int argc, char **argv)
 			}
 			o.title = v;
 			i++;
+		} else if (!strcmp(a, "--table")) {
+			if ((table = exp_csv_table_parse(v)) < 0) {
+				cli_error("export", "--table must be regions, steps, metrics, samples or threads, not '%s'",
+					  v ? v : "");
+				return 2;
+			}
+			i++;
 		} else if (!strcmp(a, "--force"))
 			ao.force = 1;
 		else if (a[0] == '-' && a[1]) {
@@ -168,8 +189,23 @@ int cmd_export(int argc, char **argv)
 		return 2;
 	}
 	if (format < 0) {
-		cli_error("export", "which format? --format folded, svg, pprof, speedscope or chrome-trace");
+		cli_error("export", "which format? --format folded, svg, pprof, speedscope, chrome-trace or csv");
 		return 2;
+	}
+	if (table >= 0 && format != F_CSV) {
+		cli_error("export", "--table applies to csv only");
+		return 2;
+	}
+	if (format == F_CSV) {
+		table = table < 0 ? EXP_CSV_REGIONS : table;
+		if (table != EXP_CSV_SAMPLES && (kind_given || o.has_tid || o.region)) {
+			cli_error("export", "--kind, --thread and --region select samples: use them with --table samples");
+			return 2;
+		}
+		if (o.title) {
+			cli_error("export", "--title applies to svg only");
+			return 2;
+		}
 	}
 	if ((o.prefix_thread || o.prefix_region) && format != F_FOLDED && format != F_SVG) {
 		cli_error("export", "--prefix applies to folded and svg only");
@@ -198,8 +234,9 @@ int cmd_export(int argc, char **argv)
 		return 1;
 	}
 	/* Formats made of samples only: say so before creating any file. */
-	if (format != F_CHROME && format != F_SPEEDSCOPE && !exp_select_count(&p, &o, NULL)) {
-		no_data(path, format, &p, &o, kind_given);
+	if (format != F_CHROME && format != F_SPEEDSCOPE && (format != F_CSV || table == EXP_CSV_SAMPLES) &&
+	    !exp_select_count(&p, &o, NULL)) {
+		no_data(path, format, &p, &o, kind_given, table);
 		ana_profile_free(&p);
 		return 1;
 	}
@@ -231,6 +268,7 @@ int cmd_export(int argc, char **argv)
 	case F_SVG: rc = exp_svg(out, &p, &o); break;
 	case F_PPROF: rc = exp_pprof(out, &p, &o); break;
 	case F_SPEEDSCOPE: rc = exp_speedscope(out, &p, &o, &err); break;
+	case F_CSV: rc = exp_csv(out, &p, &o, table); break;
 	default: rc = exp_chrome_trace(out, &p, &o, &err); break;
 	}
 	int e = errno;
@@ -242,7 +280,7 @@ int cmd_export(int argc, char **argv)
 		e = errno;
 	}
 	if (rc == FENNEC_ENODATA)
-		no_data(path, format, &p, &o, kind_given);
+		no_data(path, format, &p, &o, kind_given, table);
 	else if (rc && err.msg[0])
 		fprintf(stderr, "fennec export: %s\n", err.msg);
 	else if (rc)

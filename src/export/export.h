@@ -1,7 +1,7 @@
 /*
  * export.h - `fennec export`: the analysis model written in other tools' formats
  * (docs/export.md): collapsed stacks, an interactive SVG flame graph, pprof's
- * profile.proto, speedscope's JSON and the Chrome trace event format.
+ * profile.proto, speedscope's JSON, the Chrome trace event format and CSV tables.
  *
  * Every exporter streams to a FILE*: output is written as it is produced, never built
  * whole in memory. Memory grows with the distinct stacks, frames and threads of the
@@ -57,6 +57,18 @@ int exp_pprof(FILE *out, const ana_profile *p, const exp_options *o);
  * evented profile of its fennec regions (read again from the recording's files). Needs
  * samples or regions; FENNEC_ENODATA when there are neither. */
 int exp_speedscope(FILE *out, const ana_profile *p, const exp_options *o, fmt_error *err);
+
+/* CSV tables (RFC 4180, a header row, CRLF): one table of the model per call. */
+enum exp_csv_table { EXP_CSV_REGIONS, EXP_CSV_STEPS, EXP_CSV_METRICS, EXP_CSV_SAMPLES, EXP_CSV_THREADS };
+
+/* The table named "regions", "steps", "metrics", "samples" or "threads"; -1 for others. */
+int exp_csv_table_parse(const char *name);
+const char *exp_csv_table_name(int table);
+
+/* Write one table: regions (the JSON report's statistics, by total time), steps (one row
+ * per step), metrics (one row per update), samples (one row per sample the filters of `o`
+ * select) or threads. FENNEC_ENODATA when the table would have no rows. */
+int exp_csv(FILE *out, const ana_profile *p, const exp_options *o, int table);
 
 /* Chrome trace event JSON: regions, steps and metrics from the recording's files (read
  * again), samples from the model. Works without samples. */
