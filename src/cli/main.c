@@ -16,7 +16,8 @@ static const char usage[] =
 	"commands:\n"
 	"  record [options] -- PROGRAM [ARGS...]   run PROGRAM and record a profile (default fennec.fnc)\n"
 	"  analyze FILE [options]                  report on a recording: text (default) or --format json\n"
-	"  export FILE --format F [-o OUT]         write a recording as folded, svg, pprof, speedscope or chrome-trace\n"
+	"  compare A B [options]                   compare two recordings: speedups with significance, functions, findings\n"
+	"  export FILE --format F [-o OUT]         write a recording as folded, svg, diff-svg, pprof, speedscope or chrome-trace\n"
 	"  version                                 print the version\n"
 	"\n"
 	"`fennec <command> --help` describes a command's options. Documentation: docs/.\n";
@@ -70,6 +71,8 @@ int main(int argc, char **argv)
 		return cmd_analyze(argc - 1, argv + 1);
 	if (!strcmp(cmd, "export"))
 		return cmd_export(argc - 1, argv + 1);
+	if (!strcmp(cmd, "compare"))
+		return cmd_compare(argc - 1, argv + 1);
 	if (!strcmp(cmd, "version") || !strcmp(cmd, "--version")) {
 		printf("fennec %d.%d.%d (profile format 1.0)\n", FENNEC_VERSION_MAJOR, FENNEC_VERSION_MINOR,
 		       FENNEC_VERSION_PATCH);

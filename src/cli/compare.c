@@ -1,0 +1,181 @@
+/*
+ * compare.c - `fennec compare A B`: load two recordings (keeping every region call's
+ * duration), compare them (src/analyze/compare.c) and render text or JSON
+ * (src/report/compare_*.c, docs/compare.md) to stdout or -o FILE. A recording that cannot
+ * be read exits 1 with the reader's message; a usage error exits 2.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "analyze/compare.h"
+#include "cli/cli.h"
+#include "report/compare.h"
+
+static const char help[] =
+	"usage: fennec compare A B [options]     (A: before, B: after; files or directories)\n"
+	"\n"
+	"  --format text|json     report format (default text; json schema: docs/compare.md)\n"
+	"  -o, --output FILE      write the report to FILE instead of standard output\n"
+	"  --threshold PCT        smallest change called significant (default 2): a speedup\n"
+	"                         within 1/(1+PCT/100) .. 1+PCT/100 is noise\n"
+	"  --alpha P              significance level of the tests (default 0.05)\n"
+	"  --resamples N          bootstrap resamples (default 2000)\n"
+	"  --max-regions N        rows in the text region table (default 40, 0 = all)\n"
+	"  --top N                rows in the text function table (default 20, 0 = all)\n"
+	"  --force                compare what precedes a corrupt chunk instead of failing\n"
+	"  --color, --no-color    colour the text report (default: on a terminal, unless NO_COLOR is set)\n"
+	"\n"
+	"speedup = A / B: 2.00x means B takes half the time of A. A differential flame graph:\n"
+	"fennec export B --format diff-svg --base A -o diff.svg\n";
+
+/* Load one side; prints why it failed. */
+static int load(const char *path, const ana_options *opt, ana_profile *p)
+{
+	fmt_error err;
+	int rc = ana_load(path, opt, p, &err);
+	if (rc)
+		fprintf(stderr, "fennec compare: %s\n", err.msg[0] ? err.msg : fennec_strerror(rc));
+	return rc;
+}
+
+/* Write the report to out_path (through a temporary file renamed at the end, so a
+ * failure leaves no half report) or stdout. Returns 0 or 1. */
+static int write_report(const char *out_path, int json, const ana_compare_result *r, const rep_compare_options *ro)
+{
+	FILE *out = stdout;
+	char tmp[4096] = "";
+	if (out_path) {
+		snprintf(tmp, sizeof tmp, "%s.tmp.%d", out_path, (int)getpid());
+		out = fopen(tmp, "w");
+		if (!out) {
+			cli_error("compare", "cannot write %s: %s", out_path, strerror(errno));
+			return 1;
+		}
+	}
+	int rc = json ? rep_compare_json(out, r, ro) : rep_compare_text(out, r, ro);
+	if (!out_path) {
+		if (rc || fflush(stdout) || ferror(stdout)) {
+			cli_error("compare", "writing the report failed: %s", strerror(errno));
+			return 1;
+		}
+		return 0;
+	}
+	int bad = rc || fflush(out) || ferror(out);
+	int e = errno;
+	if (fclose(out) || bad) {
+		cli_error("compare", "writing %s failed: %s", out_path, strerror(bad ? e : errno));
+		unlink(tmp);
+		return 1;
+	}
+	if (rename(tmp, out_path) < 0) {
+		cli_error("compare", "cannot create %s: %s", out_path, strerror(errno));
+		unlink(tmp);
+		return 1;
+	}
+	return 0;
+}
+
+int cmd_compare(int argc, char **argv)
+{
+	const char *path[2] = {NULL, NULL}, *out_path = NULL;
+	int json = 0;
+	ana_options opt = {.hot_threshold_pct = 10, .keep_durations = 1};
+	ana_compare_options co;
+	ana_compare_options_init(&co);
+	rep_compare_options ro = {.color = -1, .max_regions = 40, .max_funcs = 20};
+	for (int i = 1; i < argc; i++) {
+		const char *a = argv[i];
+		const char *v = i + 1 < argc ? argv[i + 1] : NULL;
+		unsigned n;
+		if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
+			fputs(help, stdout);
+			return 0;
+		} else if (!strcmp(a, "--format") || !strcmp(a, "-f")) {
+			if (!v || (strcmp(v, "text") && strcmp(v, "json"))) {
+				cli_error("compare", "--format must be text or json, not '%s'", v ? v : "");
+				return 2;
+			}
+			json = !strcmp(v, "json");
+			i++;
+		} else if (!strcmp(a, "-o") || !strcmp(a, "--output")) {
+			if (!v) {
+				cli_error("compare", "%s needs a file name", a);
+				return 2;
+			}
+			out_path = v;
+			i++;
+		} else if (!strcmp(a, "--threshold")) {
+			if (cli_parse_double("compare", a, v, 0, 1000, &co.threshold_pct) < 0)
+				return 2;
+			i++;
+		} else if (!strcmp(a, "--alpha")) {
+			if (cli_parse_double("compare", a, v, 1e-12, 0.5, &co.alpha) < 0)
+				return 2;
+			i++;
+		} else if (!strcmp(a, "--resamples")) {
+			if (cli_parse_u32("compare", a, v, 100, 1000000, &co.resamples) < 0)
+				return 2;
+			i++;
+		} else if (!strcmp(a, "--max-regions") || !strcmp(a, "--top")) {
+			if (cli_parse_u32("compare", a, v, 0, 1u << 30, &n) < 0)
+				return 2;
+			*(a[2] == 'm' ? &ro.max_regions : &ro.max_funcs) = (int)n;
+			i++;
+		} else if (!strcmp(a, "--force"))
+			opt.force = 1;
+		else if (!strcmp(a, "--color"))
+			ro.color = 1;
+		else if (!strcmp(a, "--no-color"))
+			ro.color = 0;
+		else if (a[0] == '-' && a[1]) {
+			cli_error("compare", "unknown option '%s' (see fennec compare --help)", a);
+			return 2;
+		} else if (!path[0])
+			path[0] = a;
+		else if (!path[1])
+			path[1] = a;
+		else {
+			cli_error("compare", "two recordings, not three: '%s', '%s' and '%s'", path[0], path[1], a);
+			return 2;
+		}
+	}
+	if (!path[1]) {
+		cli_error("compare", "which recordings? usage: fennec compare A B (see fennec compare --help)");
+		return 2;
+	}
+	ana_profile pa, pb;
+	memset(&pb, 0, sizeof pb);
+	if (load(path[0], &opt, &pa)) {
+		ana_profile_free(&pa);
+		return 1;
+	}
+	if (load(path[1], &opt, &pb)) {
+		ana_profile_free(&pa);
+		ana_profile_free(&pb);
+		return 1;
+	}
+	ana_compare_result r;
+	int rc = ana_compare(&pa, &pb, &co, &r);
+	if (rc)
+		cli_error("compare", "%s", fennec_strerror(rc));
+	else {
+		ro.a_name = path[0];
+		ro.b_name = path[1];
+		if (ro.color < 0)
+			ro.color = !json && !out_path && isatty(STDOUT_FILENO) && !getenv("NO_COLOR");
+		rc = write_report(out_path, json, &r, &ro);
+	}
+	/* The recordings' own warnings (cut short, dropped events) go to stderr. */
+	for (int k = 0; !rc && k < 2; k++) {
+		const ana_profile *p = k ? &pb : &pa;
+		for (uint32_t i = 0; i < p->nwarnings; i++)
+			fprintf(stderr, "fennec compare: warning: %s\n", p->warnings[i]);
+	}
+	ana_compare_free(&r);
+	ana_profile_free(&pa);
+	ana_profile_free(&pb);
+	return rc ? 1 : 0;
+}
