@@ -3,7 +3,7 @@
 # into build-tsan/), O=<dir> (build directory), V=1 (echo commands).
 
 CC      ?= cc
-DEBIAN_PACKAGES := libzstd-dev libunwind-dev clang libclang-rt-14-dev python3 jq time libdw-dev libelf-dev libiberty-dev zlib1g-dev golang-go
+DEBIAN_PACKAGES := libzstd-dev libunwind-dev clang libclang-rt-14-dev python3 jq time libdw-dev libelf-dev libiberty-dev zlib1g-dev golang-go libcairo2-dev
 
 ifeq ($(ASAN),1)
   O ?= build-asan
@@ -21,7 +21,7 @@ WARN     := -Wall -Wextra -Wshadow -Wstrict-prototypes -Wno-unused-parameter
 CFLAGS   += -std=gnu11 -g $(OPT) $(WARN) -fPIC -D_GNU_SOURCE $(SANFLAGS) -Iinclude -Isrc
 LDFLAGS  += $(SANFLAGS)
 LIBS_COL := -lzstd -lunwind -lpthread -ldl
-LIBS_ANA := -lzstd -lz -lm -lpthread -ldw -lelf -liberty
+LIBS_ANA := -lzstd -lz -lm -lpthread -ldw -lelf -liberty -lcairo
 
 ifneq ($(V),1)
   Q := @
@@ -30,7 +30,7 @@ endif
 COMMON_SRC  := $(wildcard src/common/*.c)
 COLLECT_SRC := $(wildcard src/collect/*.c) src/format/writer.c
 ANALYZE_SRC := src/format/reader.c $(wildcard src/analyze/*.c) $(wildcard src/symbol/*.c) $(wildcard src/report/*.c) \
-               $(wildcard src/export/*.c)
+               $(wildcard src/export/*.c) $(wildcard src/plot/*.c)
 CLI_SRC     := $(wildcard src/cli/*.c)
 
 COMMON_OBJ  := $(COMMON_SRC:%.c=$(O)/obj/%.o)

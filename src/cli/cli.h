@@ -8,6 +8,7 @@
 int cmd_record(int argc, char **argv);
 int cmd_analyze(int argc, char **argv);
 int cmd_export(int argc, char **argv);
+int cmd_plot(int argc, char **argv);
 int cmd_compare(int argc, char **argv);
 
 /* Print "fennec <cmd>: <message>" to stderr. */

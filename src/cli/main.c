@@ -18,6 +18,7 @@ static const char usage[] =
 	"  analyze FILE [options]                  report on a recording: text (default) or --format json\n"
 	"  compare A B [options]                   compare two recordings: speedups with significance, functions, findings\n"
 	"  export FILE --format F [-o OUT]         write a recording as folded, svg, diff-svg, pprof, speedscope or chrome-trace\n"
+	"  plot FILE --kind K -o OUT.svg|OUT.png   a chart for a slide: timing, steps, metrics or memory\n"
 	"  version                                 print the version\n"
 	"\n"
 	"`fennec <command> --help` describes a command's options. Documentation: docs/.\n";
@@ -71,6 +72,8 @@ int main(int argc, char **argv)
 		return cmd_analyze(argc - 1, argv + 1);
 	if (!strcmp(cmd, "export"))
 		return cmd_export(argc - 1, argv + 1);
+	if (!strcmp(cmd, "plot"))
+		return cmd_plot(argc - 1, argv + 1);
 	if (!strcmp(cmd, "compare"))
 		return cmd_compare(argc - 1, argv + 1);
 	if (!strcmp(cmd, "version") || !strcmp(cmd, "--version")) {
