@@ -1,6 +1,6 @@
 /*
  * export.c - `fennec export FILE --format F [-o OUT]`: load a recording and write it in
- * another tool's format (docs/export.md): folded, svg, pprof, speedscope, chrome-trace,
+ * another tool's format (docs/export.md): folded, svg, diff-svg, pprof, speedscope, chrome-trace,
  * csv.
  * The exporters are in src/export/; this file parses options, picks the output and turns
  * their codes into messages. Output goes to a temporary file renamed at the end, so a
@@ -21,6 +21,7 @@ static const char help[] =
 	"\n"
 	"  --format FORMAT        folded        collapsed stacks for flamegraph.pl, speedscope, inferno\n"
 	"                         svg           an interactive flame graph (one self-contained SVG)\n"
+	"                         diff-svg      FILE's flame graph coloured by the change from --base\n"
 	"                         pprof         profile.proto, gzipped, for go tool pprof\n"
 	"                         speedscope    speedscope's JSON: samples and regions per thread\n"
 	"                         chrome-trace  trace events for Perfetto and chrome://tracing\n"
@@ -32,13 +33,15 @@ static const char help[] =
 	"  --prefix WHAT          folded, svg: start each stack with the thread, the region path, or\n"
 	"                         both (WHAT = thread, region or thread,region)\n"
 	"  --title TEXT           svg: the graph's title (default: the file and the kind of samples)\n"
+	"  --base A               diff-svg: the recording FILE is compared with (red: larger share in\n"
+	"                         FILE, blue: smaller; docs/compare.md)\n"
 	"  --table T              csv: regions (default), steps, metrics, samples or threads\n"
 	"  --force                export what precedes a corrupt chunk instead of failing\n"
 	"\n"
 	"Formats, options and what each consumer expects: docs/export.md.\n";
 
-enum { F_FOLDED, F_SVG, F_PPROF, F_SPEEDSCOPE, F_CHROME, F_CSV };
-static const char *const formats[] = {"folded", "svg", "pprof", "speedscope", "chrome-trace", "csv"};
+enum { F_FOLDED, F_SVG, F_PPROF, F_SPEEDSCOPE, F_CHROME, F_CSV, F_DIFF_SVG };
+static const char *const formats[] = {"folded", "svg", "pprof", "speedscope", "chrome-trace", "csv", "diff-svg"};
 
 static int parse_prefix(const char *v, exp_options *o)
 {
@@ -92,7 +95,7 @@ static void no_data(const char *path, int format, const ana_profile *p, const ex
 
 int cmd_export(int argc, char **argv)
 {
-	const char *path = NULL, *out_path = NULL;
+	const char *path = NULL, *out_path = NULL, *base_path = NULL;
 	int format = -1, kind_given = 0, table = -1;
 	exp_options o;
 	ana_options ao = {.hot_threshold_pct = 10};
@@ -109,7 +112,7 @@ int cmd_export(int argc, char **argv)
 				if (!strcmp(v, formats[k]))
 					format = k;
 			if (format < 0) {
-				cli_error("export", "--format must be folded, svg, pprof, speedscope, chrome-trace or csv, not '%s'",
+				cli_error("export", "--format must be folded, svg, diff-svg, pprof, speedscope, chrome-trace or csv, not '%s'",
 					  v ? v : "");
 				return 2;
 			}
@@ -165,6 +168,13 @@ int cmd_export(int argc, char **argv)
 			}
 			o.title = v;
 			i++;
+		} else if (!strcmp(a, "--base")) {
+			if (!v || !v[0]) {
+				cli_error("export", "--base needs the recording to compare with");
+				return 2;
+			}
+			base_path = v;
+			i++;
 		} else if (!strcmp(a, "--table")) {
 			if ((table = exp_csv_table_parse(v)) < 0) {
 				cli_error("export", "--table must be regions, steps, metrics, samples or threads, not '%s'",
@@ -189,7 +199,7 @@ int cmd_export(int argc, char **argv)
 		return 2;
 	}
 	if (format < 0) {
-		cli_error("export", "which format? --format folded, svg, pprof, speedscope, chrome-trace or csv");
+		cli_error("export", "which format? --format folded, svg, diff-svg, pprof, speedscope, chrome-trace or csv");
 		return 2;
 	}
 	if (table >= 0 && format != F_CSV) {
@@ -207,12 +217,16 @@ int cmd_export(int argc, char **argv)
 			return 2;
 		}
 	}
-	if ((o.prefix_thread || o.prefix_region) && format != F_FOLDED && format != F_SVG) {
-		cli_error("export", "--prefix applies to folded and svg only");
+	if ((format == F_DIFF_SVG) != !!base_path) {
+		cli_error("export", base_path ? "--base applies to diff-svg only" : "diff-svg needs --base A, the recording to compare with");
+		return 2;
+	}
+	if ((o.prefix_thread || o.prefix_region) && format != F_FOLDED && format != F_SVG && format != F_DIFF_SVG) {
+		cli_error("export", "--prefix applies to folded, svg and diff-svg only");
 		return 2;
 	}
 	/* One weight per stack: a flame graph shows one kind at a time. */
-	if (format == F_FOLDED || format == F_SVG) {
+	if (format == F_FOLDED || format == F_SVG || format == F_DIFF_SVG) {
 		if (!kind_given)
 			o.kind = ANA_CPU;
 		else if (o.kind == EXP_KIND_ALL) {
@@ -233,10 +247,27 @@ int cmd_export(int argc, char **argv)
 		ana_profile_free(&p);
 		return 1;
 	}
+	ana_profile bp;
+	memset(&bp, 0, sizeof bp);
+	if (base_path) {
+		if ((rc = ana_load(base_path, &ao, &bp, &err)) != 0) {
+			fprintf(stderr, "fennec export: %s\n", err.msg[0] ? err.msg : fennec_strerror(rc));
+			ana_profile_free(&bp);
+			ana_profile_free(&p);
+			return 1;
+		}
+		if (!exp_select_count(&bp, &o, NULL)) {
+			no_data(base_path, format, &bp, &o, kind_given, table);
+			ana_profile_free(&bp);
+			ana_profile_free(&p);
+			return 1;
+		}
+	}
 	/* Formats made of samples only: say so before creating any file. */
 	if (format != F_CHROME && format != F_SPEEDSCOPE && (format != F_CSV || table == EXP_CSV_SAMPLES) &&
 	    !exp_select_count(&p, &o, NULL)) {
 		no_data(path, format, &p, &o, kind_given, table);
+		ana_profile_free(&bp);
 		ana_profile_free(&p);
 		return 1;
 	}
@@ -247,6 +278,11 @@ int cmd_export(int argc, char **argv)
 		snprintf(title, sizeof title, "%s: %s samples%s%s", base ? base + 1 : path,
 			 o.kind == ANA_OFFCPU ? "off-CPU" : "on-CPU", o.region ? " in " : "", o.region ? o.region : "");
 		o.title = title;
+	} else if (format == F_DIFF_SVG && !o.title) {
+		snprintf(title, sizeof title, "%s against %s: red = larger share of %s samples, blue = smaller",
+			 strrchr(path, '/') ? strrchr(path, '/') + 1 : path,
+			 strrchr(base_path, '/') ? strrchr(base_path, '/') + 1 : base_path, o.kind == ANA_OFFCPU ? "off-CPU" : "on-CPU");
+		o.title = title;
 	}
 	FILE *out = stdout;
 	char tmp[4096] = "";
@@ -255,6 +291,7 @@ int cmd_export(int argc, char **argv)
 		out = fopen(tmp, "w");
 		if (!out) {
 			cli_error("export", "cannot write %s: %s", out_path, strerror(errno));
+			ana_profile_free(&bp);
 			ana_profile_free(&p);
 			return 1;
 		}
@@ -266,6 +303,7 @@ int cmd_export(int argc, char **argv)
 	switch (format) {
 	case F_FOLDED: rc = exp_folded(out, &p, &o); break;
 	case F_SVG: rc = exp_svg(out, &p, &o); break;
+	case F_DIFF_SVG: rc = exp_diff_svg(out, &bp, &p, &o); break;
 	case F_PPROF: rc = exp_pprof(out, &p, &o); break;
 	case F_SPEEDSCOPE: rc = exp_speedscope(out, &p, &o, &err); break;
 	case F_CSV: rc = exp_csv(out, &p, &o, table); break;
@@ -301,6 +339,7 @@ int cmd_export(int argc, char **argv)
 	if (!rc && !bad)
 		for (uint32_t i = 0; i < p.nwarnings; i++)
 			fprintf(stderr, "fennec export: warning: %s\n", p.warnings[i]);
+	ana_profile_free(&bp);
 	ana_profile_free(&p);
 	return rc || bad ? 1 : 0;
 }

@@ -50,6 +50,12 @@ int exp_folded(FILE *out, const ana_profile *p, const exp_options *o);
  * stacks as exp_folded. */
 int exp_svg(FILE *out, const ana_profile *p, const exp_options *o);
 
+/* A differential flame graph: p's flame graph (widths from p) with each frame coloured by
+ * the change of its self share from `base` (red: larger in p, blue: smaller; shares of
+ * each run's own total), frames matched by name path. FENNEC_ENODATA when either has no
+ * selected samples. */
+int exp_diff_svg(FILE *out, const ana_profile *base, const ana_profile *p, const exp_options *o);
+
 /* profile.proto, gzip-compressed, as `go tool pprof` reads it. */
 int exp_pprof(FILE *out, const ana_profile *p, const exp_options *o);
 

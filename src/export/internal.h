@@ -128,4 +128,43 @@ size_t exp_agg_frames_grow(const ana_profile *p, const exp_agg *a, exp_frame **f
 /* The display name of a frame into buf (thread: "name [tid]"; region: "{name}"). */
 const char *exp_frame_name(const ana_profile *p, const exp_frame *f, char *buf, size_t n);
 
+/* ---- flame graphs (svg.c): shared by svg and diff-svg ---- */
+
+/* A frame of the merged tree; n[0] is the root ("all"). Children are created after their
+ * parent, so a node's index is larger than its parent's. */
+typedef struct exp_flame_node {
+	exp_frame f;
+	uint32_t parent, first, next; /* tree links; first/next: UINT32_MAX at the end */
+	uint32_t depth;
+	uint64_t weight;              /* sampling periods with this frame path */
+	uint64_t x;                   /* offset from the left in weight units (set by the writer) */
+} exp_flame_node;
+
+typedef struct exp_flame {
+	const ana_profile *p;
+	exp_flame_node *n;
+	uint32_t len, cap;
+	uint64_t total;               /* the root's weight */
+	exp_map kids;                 /* (parent, kind << 32 | id) -> node, while building */
+} exp_flame;
+
+/* The collapsed stacks the options select merged into a tree. Returns 0, FENNEC_ENODATA
+ * (nothing selected) or FENNEC_ENOMEM; exp_flame_free() either way. */
+int exp_flame_build(exp_flame *t, const ana_profile *p, const exp_options *o);
+void exp_flame_free(exp_flame *t);
+
+/* What a flame graph writer asks of its caller per frame (node index into t->n). */
+typedef struct exp_flame_style {
+	/* the frame's fill colour, "rgb(r,g,b)"; NULL: hashed from module and function */
+	void (*fill)(void *ctx, const exp_flame *t, uint32_t node, char *buf, size_t n);
+	/* text added to the frame's tooltip and details line ("" for none); NULL: none */
+	void (*note)(void *ctx, const exp_flame *t, uint32_t node, char *buf, size_t n);
+	void *ctx;
+} exp_flame_style;
+
+/* Lay out t (children by name; frames narrower than a tenth of a pixel left out) and write
+ * it as a self-contained interactive SVG titled `title` (NULL: "Flame graph"). Relinks the
+ * children of t in name order. Returns 0, FENNEC_ENOMEM or FENNEC_EIO. */
+int exp_flame_write(FILE *out, exp_flame *t, const char *title, const exp_flame_style *st);
+
 #endif

@@ -5,7 +5,8 @@
  * of stacks.c merged into a tree; children are ordered by name, widths are sample
  * weights. Colours are a hash of the module (hue) and the function (shade), so a function
  * has the same colour in every graph. Frames narrower than EXP_SVG_MIN_PX are left out
- * (their weight still counts in their parent's width).
+ * (their weight still counts in their parent's width). The tree and the writer are shared
+ * with the differential flame graph (diffsvg.c), which colours frames its own way.
  */
 #include "export/internal.h"
 
@@ -18,22 +19,7 @@
 #define BOTTOM_H 36 /* details line */
 #define EXP_SVG_MIN_PX 0.1
 
-typedef struct tnode {
-	exp_frame f;
-	uint32_t parent, first, next; /* tree links; first/next: UINT32_MAX at the end */
-	uint32_t depth;
-	uint64_t weight;
-	uint64_t x;        /* offset from the left, in weight units */
-} tnode;
-
-typedef struct tree {
-	const ana_profile *p;
-	tnode *n;
-	uint32_t len, cap;
-	exp_map kids;      /* (parent, kind << 32 | id) -> node */
-} tree;
-
-static uint32_t tree_child(tree *t, uint32_t parent, const exp_frame *f)
+static uint32_t tree_child(exp_flame *t, uint32_t parent, const exp_frame *f)
 {
 	int added;
 	uint64_t *slot = exp_map_put(&t->kids, parent, (uint64_t)f->kind << 32 | f->id, &added);
@@ -43,7 +29,7 @@ static uint32_t tree_child(tree *t, uint32_t parent, const exp_frame *f)
 		return (uint32_t)*slot;
 	if (t->len == t->cap) {
 		uint32_t cap = t->cap ? t->cap * 2 : 1024;
-		tnode *n = realloc(t->n, cap * sizeof *n);
+		exp_flame_node *n = realloc(t->n, cap * sizeof *n);
 		if (!n)
 			return UINT32_MAX;
 		t->n = n;
@@ -51,7 +37,7 @@ static uint32_t tree_child(tree *t, uint32_t parent, const exp_frame *f)
 	}
 	uint32_t id = t->len++;
 	*slot = id;
-	t->n[id] = (tnode){*f, parent, UINT32_MAX, UINT32_MAX, t->n[parent].depth + 1, 0, 0};
+	t->n[id] = (exp_flame_node){*f, parent, UINT32_MAX, UINT32_MAX, t->n[parent].depth + 1, 0, 0};
 	t->n[id].next = t->n[parent].first;
 	t->n[parent].first = id;
 	return id;
@@ -115,7 +101,7 @@ static void put_xml(FILE *out, const char *s)
 
 typedef struct sort_ctx {
 	const ana_profile *p;
-	const tnode *n;
+	const exp_flame_node *n;
 } sort_ctx;
 
 static int by_name(const void *a, const void *b, void *arg)
@@ -134,7 +120,7 @@ static const char script[] =
 	"var det=document.getElementById('details'),matched=document.getElementById('matched'),\n"
 	"    reset=document.getElementById('reset'),search=document.getElementById('search');\n"
 	"function pct(s){return (100*s/TOTAL).toFixed(2);}\n"
-	"function show(f){det.textContent=f?f.n+' ('+f.s+' samples, '+pct(f.s)+'%%)':' ';}\n"
+	"function show(f){det.textContent=f?f.n+' ('+f.s+' samples, '+pct(f.s)+'%%)'+(f.t?' '+f.t:''):' ';}\n"
 	"function label(g){var f=g._f,t=g._t,w=+g._r.getAttribute('width'),c=Math.floor((w-6)/7);\n"
 	"  t.textContent=c<3?'':f.n.length<=c?f.n:f.n.slice(0,c-2)+'..';}\n"
 	"function place(g,x0,w0){var f=g._f,x=PAD+(f.x-x0)/w0*FW,w=f.s/w0*FW;\n"
@@ -158,7 +144,8 @@ static const char script[] =
 	"  matched.textContent=q?'Matched: '+pct(sum)+'%%':'';}\n"
 	"frames.forEach(function(g){g._r=g.getElementsByTagName('rect')[0];g._t=g.getElementsByTagName('text')[0];\n"
 	"  g._c=g._r.getAttribute('fill');\n"
-	"  g._f={n:g.getAttribute('data-n'),s:+g.getAttribute('data-s'),x:+g.getAttribute('data-x'),d:+g.getAttribute('data-d')};\n"
+	"  g._f={n:g.getAttribute('data-n'),s:+g.getAttribute('data-s'),x:+g.getAttribute('data-x'),d:+g.getAttribute('data-d'),\n"
+	"    t:g.getAttribute('data-t')};\n"
 	"  g.addEventListener('mouseover',function(){show(g._f);});\n"
 	"  g.addEventListener('mouseout',function(){show(null);});\n"
 	"  g.addEventListener('click',function(){zoom(g);});});\n"
@@ -168,11 +155,13 @@ static const char script[] =
 	"  if(e.key==='Escape'){unzoom();search.value='';find('');}\n"
 	"  else if((e.ctrlKey||e.metaKey)&&e.key==='f'){e.preventDefault();search.focus();}});\n";
 
-int exp_svg(FILE *out, const ana_profile *p, const exp_options *o)
+int exp_flame_build(exp_flame *t, const ana_profile *p, const exp_options *o)
 {
 	exp_agg *agg;
 	size_t n;
 	uint64_t total;
+	memset(t, 0, sizeof *t);
+	t->p = p;
 	int rc = exp_aggregate(p, o, &agg, &n, &total);
 	if (rc)
 		return rc;
@@ -180,18 +169,17 @@ int exp_svg(FILE *out, const ana_profile *p, const exp_options *o)
 		free(agg);
 		return FENNEC_ENODATA;
 	}
-	tree t = {.p = p};
 	size_t cap = 256;
 	exp_frame *fr = malloc(cap * sizeof *fr);
-	uint32_t *kids = NULL, *stack = NULL;
-	t.n = malloc(1024 * sizeof *t.n);
-	t.cap = 1024;
-	if (!fr || !t.n) {
+	t->n = malloc(1024 * sizeof *t->n);
+	t->cap = 1024;
+	if (!fr || !t->n) {
 		rc = FENNEC_ENOMEM;
 		goto out;
 	}
-	t.n[0] = (tnode){{EXP_F_FUNC, UINT32_MAX}, UINT32_MAX, UINT32_MAX, UINT32_MAX, 0, total, 0};
-	t.len = 1;
+	t->n[0] = (exp_flame_node){{EXP_F_FUNC, UINT32_MAX}, UINT32_MAX, UINT32_MAX, UINT32_MAX, 0, total, 0};
+	t->len = 1;
+	t->total = total;
 	for (size_t i = 0; i < n; i++) {
 		size_t nf = exp_agg_frames_grow(p, &agg[i], &fr, &cap);
 		if (nf == SIZE_MAX) {
@@ -200,56 +188,77 @@ int exp_svg(FILE *out, const ana_profile *p, const exp_options *o)
 		}
 		uint32_t at = 0;
 		for (size_t j = 0; j < nf; j++) {
-			if ((at = tree_child(&t, at, &fr[j])) == UINT32_MAX) {
+			if ((at = tree_child(t, at, &fr[j])) == UINT32_MAX) {
 				rc = FENNEC_ENOMEM;
 				goto out;
 			}
-			t.n[at].weight += agg[i].weight;
+			t->n[at].weight += agg[i].weight;
 		}
 	}
-	exp_map_free(&t.kids);
+out:
+	exp_map_free(&t->kids);
+	free(fr);
+	free(agg);
+	return rc;
+}
+
+void exp_flame_free(exp_flame *t)
+{
+	if (!t)
+		return;
+	exp_map_free(&t->kids);
+	free(t->n);
+	memset(t, 0, sizeof *t);
+}
+
+int exp_flame_write(FILE *out, exp_flame *tr, const char *title, const exp_flame_style *st)
+{
+	const ana_profile *p = tr->p;
+	exp_flame_node *tn = tr->n;
+	uint64_t total = tr->total;
+	int rc = 0;
+	uint32_t *kids = NULL, *stack = NULL;
 
 	/* Lay out: children by name, each after its previous siblings; depth-first with an
 	 * explicit stack (stacks can be deep). Frames below the minimum width are cut. */
 	double px_per = (double)(SVG_WIDTH - 2 * SVG_PAD) / (double)total;
 	uint32_t max_depth = 0;
-	kids = malloc(t.len * sizeof *kids);
-	stack = malloc(t.len * sizeof *stack);
-	uint8_t *drawn = calloc(t.len, 1);
+	kids = malloc(tr->len * sizeof *kids);
+	stack = malloc(tr->len * sizeof *stack);
+	uint8_t *drawn = calloc(tr->len, 1);
 	if (!kids || !stack || !drawn) {
 		free(drawn);
 		rc = FENNEC_ENOMEM;
 		goto out;
 	}
-	sort_ctx sc = {p, t.n};
+	sort_ctx sc = {p, tn};
 	size_t sp = 0;
 	stack[sp++] = 0;
 	while (sp) {
 		uint32_t v = stack[--sp];
-		if ((double)t.n[v].weight * px_per < EXP_SVG_MIN_PX && v)
+		if ((double)tn[v].weight * px_per < EXP_SVG_MIN_PX && v)
 			continue;
 		drawn[v] = 1;
-		if (t.n[v].depth > max_depth)
-			max_depth = t.n[v].depth;
+		if (tn[v].depth > max_depth)
+			max_depth = tn[v].depth;
 		size_t nk = 0;
-		for (uint32_t k = t.n[v].first; k != UINT32_MAX; k = t.n[k].next)
+		for (uint32_t k = tn[v].first; k != UINT32_MAX; k = tn[k].next)
 			kids[nk++] = k;
 		qsort_r(kids, nk, sizeof *kids, by_name, &sc);
-		uint64_t x = t.n[v].x;
+		uint64_t x = tn[v].x;
 		for (size_t k = 0; k < nk; k++) {
-			t.n[kids[k]].x = x;
-			x += t.n[kids[k]].weight;
+			tn[kids[k]].x = x;
+			x += tn[kids[k]].weight;
 			/* Relink in name order for the output pass. */
-			t.n[kids[k]].next = k + 1 < nk ? kids[k + 1] : UINT32_MAX;
+			tn[kids[k]].next = k + 1 < nk ? kids[k + 1] : UINT32_MAX;
 		}
-		t.n[v].first = nk ? kids[0] : UINT32_MAX;
+		tn[v].first = nk ? kids[0] : UINT32_MAX;
 		/* Push in reverse so the first child is drawn first. */
 		for (size_t k = nk; k-- > 0;)
 			stack[sp++] = kids[k];
 	}
 
 	int height = TOP_H + BOTTOM_H + (int)(max_depth + 1) * FRAME_H;
-	const char *title = o->title ? o->title : "Flame graph";
 	fprintf(out,
 		"<?xml version=\"1.0\" standalone=\"no\"?>\n"
 		"<svg version=\"1.1\" xmlns=\"http://www.w3.org/2000/svg\" width=\"%d\" height=\"%d\" "
@@ -260,7 +269,7 @@ int exp_svg(FILE *out, const ana_profile *p, const exp_options *o)
 	      "</style>\n", out);
 	fprintf(out, "<rect x=\"0\" y=\"0\" width=\"%d\" height=\"%d\" fill=\"#f8f8f4\"/>\n", SVG_WIDTH, height);
 	fprintf(out, "<text id=\"title\" x=\"%d\" y=\"24\" text-anchor=\"middle\">", SVG_WIDTH / 2);
-	put_xml(out, title);
+	put_xml(out, title ? title : "Flame graph");
 	fprintf(out, "</text>\n<text id=\"reset\" class=\"btn\" x=\"%d\" y=\"48\" style=\"display:none\">Reset zoom</text>\n",
 		SVG_PAD);
 	fprintf(out,
@@ -272,28 +281,44 @@ int exp_svg(FILE *out, const ana_profile *p, const exp_options *o)
 	fprintf(out, "<text id=\"details\" x=\"%d\" y=\"%d\"> </text>\n", SVG_PAD, height - 12);
 
 	/* Emit depth-first again, so the file reads in the order of the graph. */
-	char name[512], fill[32];
+	char name[512], fill[32], note[256];
 	sp = 0;
 	stack[sp++] = 0;
 	while (sp) {
 		uint32_t v = stack[--sp];
 		if (!drawn[v])
 			continue;
-		const tnode *x = &t.n[v];
+		const exp_flame_node *x = &tn[v];
 		const char *nm = v ? exp_frame_name(p, &x->f, name, sizeof name) : "all";
-		if (v)
+		if (st && st->fill)
+			st->fill(st->ctx, tr, v, fill, sizeof fill);
+		else if (v)
 			frame_fill(p, &x->f, fill, sizeof fill);
 		else
 			snprintf(fill, sizeof fill, "rgb(200,200,200)");
+		note[0] = 0;
+		if (st && st->note)
+			st->note(st->ctx, tr, v, note, sizeof note);
 		double px = SVG_PAD + (double)x->x * px_per, pw = (double)x->weight * px_per;
 		int py = height - BOTTOM_H - (int)(x->depth + 1) * FRAME_H;
 		fputs("<g class=\"f\" data-n=\"", out);
 		put_xml(out, nm);
-		fprintf(out, "\" data-s=\"%llu\" data-x=\"%llu\" data-d=\"%u\"><title>", (unsigned long long)x->weight,
+		fprintf(out, "\" data-s=\"%llu\" data-x=\"%llu\" data-d=\"%u\"", (unsigned long long)x->weight,
 			(unsigned long long)x->x, x->depth);
+		if (note[0]) {
+			fputs(" data-t=\"", out);
+			put_xml(out, note);
+			fputc('"', out);
+		}
+		fputs("><title>", out);
 		put_xml(out, nm);
-		fprintf(out, " (%llu samples, %.2f%%)</title><rect x=\"%.2f\" y=\"%d\" width=\"%.2f\" height=\"%d\" fill=\"%s\" rx=\"2\"/>",
-			(unsigned long long)x->weight, 100.0 * (double)x->weight / (double)total, px, py, pw, FRAME_H - 1, fill);
+		fprintf(out, " (%llu samples, %.2f%%)", (unsigned long long)x->weight, 100.0 * (double)x->weight / (double)total);
+		if (note[0]) {
+			fputc(' ', out);
+			put_xml(out, note);
+		}
+		fprintf(out, "</title><rect x=\"%.2f\" y=\"%d\" width=\"%.2f\" height=\"%d\" fill=\"%s\" rx=\"2\"/>", px, py, pw,
+			FRAME_H - 1, fill);
 		fprintf(out, "<text x=\"%.2f\" y=\"%d\">", px + 3, py + FRAME_H - 4);
 		int fit = (int)((pw - 6) / 7);
 		size_t len = strlen(nm);
@@ -312,7 +337,7 @@ int exp_svg(FILE *out, const ana_profile *p, const exp_options *o)
 		}
 		fputs("</text></g>\n", out);
 		size_t nk = 0;
-		for (uint32_t k = x->first; k != UINT32_MAX; k = t.n[k].next)
+		for (uint32_t k = x->first; k != UINT32_MAX; k = tn[k].next)
 			kids[nk++] = k;
 		for (size_t k = nk; k-- > 0;)
 			stack[sp++] = kids[k];
@@ -323,11 +348,17 @@ int exp_svg(FILE *out, const ana_profile *p, const exp_options *o)
 	fputs("]]></script>\n</svg>\n", out);
 	rc = ferror(out) ? FENNEC_EIO : 0;
 out:
-	exp_map_free(&t.kids);
-	free(t.n);
-	free(fr);
 	free(kids);
 	free(stack);
-	free(agg);
+	return rc;
+}
+
+int exp_svg(FILE *out, const ana_profile *p, const exp_options *o)
+{
+	exp_flame t;
+	int rc = exp_flame_build(&t, p, o);
+	if (!rc)
+		rc = exp_flame_write(out, &t, o->title, NULL);
+	exp_flame_free(&t);
 	return rc;
 }
