@@ -6,12 +6,14 @@
  *
  * Coordinates are pixels from the top left; colours are 0xRRGGBB. `cls` names what an
  * element is (SVG class attribute: "series", "bar", ...; the tests find elements by it)
- * and `tip` is a tooltip (SVG <title>); the PNG backend ignores both. Errors are sticky:
+ * and `tip` is a tooltip (SVG <title>); the PNG backend ignores both. Text may be any
+ * bytes: backends pass it through plot_utf8(). Errors are sticky:
  * a failed primitive sets `failed` and later ones do nothing; finish() reports it.
  */
 #ifndef FENNEC_PLOT_CANVAS_H
 #define FENNEC_PLOT_CANVAS_H
 
+#include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 
@@ -40,6 +42,37 @@ struct plot_canvas {
 	double width, height;
 	int failed;           /* sticky FENNEC_E* code */
 };
+
+/* s with every byte that is not part of valid UTF-8 replaced by '?', into buf (cut to
+ * fit): region and metric names come from the profiled program, and both an XML parser
+ * and cairo reject invalid UTF-8. Returns buf. */
+static inline const char *plot_utf8(const char *s, char *buf, size_t n)
+{
+	const unsigned char *p = (const unsigned char *)(s ? s : "");
+	size_t o = 0;
+	while (*p && o + 5 < n) {
+		int len = p[0] < 0x80 ? 1 : (p[0] >> 5) == 6 ? 2 : (p[0] >> 4) == 14 ? 3 : (p[0] >> 3) == 30 ? 4 : 0;
+		int ok = len > 0 && !(len == 2 && p[0] < 0xc2) && !(len == 4 && p[0] > 0xf4);
+		for (int i = 1; ok && i < len; i++)
+			ok = (p[i] >> 6) == 2;
+		/* overlong forms, UTF-16 surrogates, beyond U+10FFFF, and U+FFFE/U+FFFF (not XML) */
+		if (ok && len == 3)
+			ok = !(p[0] == 0xe0 && p[1] < 0xa0) && !(p[0] == 0xed && p[1] >= 0xa0) &&
+			     !(p[0] == 0xef && p[1] == 0xbf && p[2] >= 0xbe);
+		if (ok && len == 4)
+			ok = !(p[0] == 0xf0 && p[1] < 0x90) && !(p[0] == 0xf4 && p[1] >= 0x90);
+		if (!ok) {
+			buf[o++] = '?';
+			p++;
+			continue;
+		}
+		for (int i = 0; i < len; i++)
+			buf[o++] = (char)p[i];
+		p += len;
+	}
+	buf[o] = 0;
+	return buf;
+}
 
 /* A canvas of width x height pixels writing to `out` (an SVG document as it is drawn; a
  * PNG file at finish). Returns 0 or FENNEC_ENOMEM; free with c->ops->free(c). */

@@ -63,10 +63,12 @@ static void cr_polyline(plot_canvas *c, const double *xy, size_t n, uint32_t col
 	stroke(cr, color, width, 0);
 }
 
-static void cr_text(plot_canvas *c, double x, double y, const char *s, double size, int anchor, uint32_t color,
+static void cr_text(plot_canvas *c, double x, double y, const char *text, double size, int anchor, uint32_t color,
 		    int bold, int vertical)
 {
 	cairo_t *cr = ((cairo_canvas *)c)->cr;
+	char buf[1024];
+	const char *s = plot_utf8(text, buf, sizeof buf);
 	cairo_text_extents_t ext;
 	cairo_select_font_face(cr, "sans-serif", CAIRO_FONT_SLANT_NORMAL,
 			       bold ? CAIRO_FONT_WEIGHT_BOLD : CAIRO_FONT_WEIGHT_NORMAL);

@@ -15,9 +15,10 @@ typedef struct svg_canvas {
 	FILE *out;
 } svg_canvas;
 
-static void esc(FILE *out, const char *s)
+static void esc(FILE *out, const char *text)
 {
-	for (; s && *s; s++) {
+	char buf[1024];
+	for (const char *s = plot_utf8(text, buf, sizeof buf); *s; s++) {
 		switch (*s) {
 		case '&': fputs("&amp;", out); break;
 		case '<': fputs("&lt;", out); break;

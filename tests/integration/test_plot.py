@@ -238,6 +238,16 @@ def test_plot_one_metric_needs_no_name():
     assert_eq(len(pts), 5, "tokens: one update per step")
 
 
+def test_plot_title_from_any_bytes():
+    # The default title names the recording's file, whose name can be any bytes: the SVG
+    # stays well-formed XML and cairo draws it (both need valid UTF-8).
+    name = os.fsdecode(b"a&<\"\xff.fnc")
+    _, path = record("steps", 3, 10, 32, out=name, opts=("--sample", "off"))
+    root = read_svg(plot(path, "steps", "t.svg"), 960, 540)
+    assert_true('a&<"?.fnc: step duration' in texts(root), "title: %s" % texts(root)[:3])
+    read_png(plot(path, "steps", "t.png", "--title", os.fsdecode(b"x\xc0\xafy")), 960, 540)
+
+
 def test_plot_memory_without_memory_data():
     _, path = record("nested", 100, opts=("--sample", "off"))
     r = plot_raw(path, "--kind", "memory", "-o", "mem.png")
