@@ -193,8 +193,23 @@ static const char *tick_label(const axis *a, double v, char *buf, size_t n)
 	return buf;
 }
 
-/* The first tick at or above a->lo. */
-static double first_tick(const axis *a) { return ceil(a->lo / a->step - 1e-9) * a->step; }
+#define MAX_TICKS 64
+
+/* The ticks of an axis into t (at most MAX_TICKS: a range below the resolution of its
+ * magnitude could otherwise repeat one value forever); returns how many. */
+static int ticks(const axis *a, double *t)
+{
+	double first = ceil(a->lo / a->step - 1e-9) * a->step;
+	int n = 0;
+	for (int i = 0; n < MAX_TICKS; i++) {
+		double v = first + i * a->step;
+		if (v > a->hi + a->step * 1e-9)
+			break;
+		if (!n || v > t[n - 1])
+			t[n++] = v;
+	}
+	return n;
+}
 
 static double px(const chart *ch, double v) { return ch->x0 + (v - ch->ax.lo) / (ch->ax.hi - ch->ax.lo) * (ch->x1 - ch->x0); }
 static double py(const chart *ch, double v) { return ch->y1 - (v - ch->ay.lo) / (ch->ay.hi - ch->ay.lo) * (ch->y1 - ch->y0); }
@@ -219,9 +234,9 @@ static void header(chart *ch, int legend)
 static void left_edge(chart *ch)
 {
 	char buf[64];
-	double wmax = 0;
-	for (double t = first_tick(&ch->ay); t <= ch->ay.hi + ch->ay.step * 1e-9; t += ch->ay.step)
-		wmax = fmax(wmax, text_w(tick_label(&ch->ay, t, buf, sizeof buf), 11 * ch->k));
+	double wmax = 0, t[MAX_TICKS];
+	for (int i = 0, n = ticks(&ch->ay, t); i < n; i++)
+		wmax = fmax(wmax, text_w(tick_label(&ch->ay, t[i], buf, sizeof buf), 11 * ch->k));
 	ch->x0 = 12 * ch->k + 16 * ch->k + wmax + 8 * ch->k;
 	ch->legend_x = ch->x0;
 }
@@ -250,20 +265,20 @@ static void legend(chart *ch, uint32_t color, int box, int dashed, const char *l
 static void axes(chart *ch, const char *xtitle, const char *ytitle, int ylines)
 {
 	plot_canvas *c = ch->c;
-	double k = ch->k, eps = 1e-9;
+	double k = ch->k, t[MAX_TICKS];
 	char buf[64];
 	if (ylines)
-		for (double t = first_tick(&ch->ay); t <= ch->ay.hi + ch->ay.step * eps; t += ch->ay.step) {
-			double y = py(ch, t);
+		for (int i = 0, n = ticks(&ch->ay, t); i < n; i++) {
+			double y = py(ch, t[i]);
 			c->ops->line(c, ch->x0, y, ch->x1, y, C_GRID, 1, 0, "grid");
-			c->ops->text(c, ch->x0 - 6 * k, y + 4 * k, tick_label(&ch->ay, t, buf, sizeof buf), 11 * k,
+			c->ops->text(c, ch->x0 - 6 * k, y + 4 * k, tick_label(&ch->ay, t[i], buf, sizeof buf), 11 * k,
 				     PLOT_ANCHOR_END, C_SUBTLE, 0, 0);
 		}
 	/* x ticks: skip labels that would run into the previous one. */
 	double last_end = -1e300;
-	for (double t = first_tick(&ch->ax); t <= ch->ax.hi + ch->ax.step * eps; t += ch->ax.step) {
-		double x = px(ch, t);
-		const char *s = tick_label(&ch->ax, t, buf, sizeof buf);
+	for (int i = 0, n = ticks(&ch->ax, t); i < n; i++) {
+		double x = px(ch, t[i]);
+		const char *s = tick_label(&ch->ax, t[i], buf, sizeof buf);
 		double tw = text_w(s, 11 * k);
 		if (!ylines)
 			c->ops->line(c, x, ch->y0, x, ch->y1, C_GRID, 1, 0, "grid");
