@@ -132,7 +132,7 @@ double ana_mann_whitney(const double *x, size_t nx, const double *y, size_t ny, 
  * resampling (same result, bounded time). Returns 0, FENNEC_EINVAL for an empty side or a
  * resample mean of y that is 0, FENNEC_ENOMEM.
  */
-#define ANA_BOOTSTRAP_EXACT 4096
+#define ANA_BOOTSTRAP_EXACT 1024
 int ana_bootstrap_ratio(const double *x, size_t nx, const double *y, size_t ny, uint32_t resamples,
 			double confidence, uint64_t seed, double *lo, double *hi);
 
