@@ -20,7 +20,7 @@ OPT      ?= -O2
 WARN     := -Wall -Wextra -Wshadow -Wstrict-prototypes -Wno-unused-parameter
 CFLAGS   += -std=gnu11 -g $(OPT) $(WARN) -fPIC -D_GNU_SOURCE $(SANFLAGS) -Iinclude -Isrc
 LDFLAGS  += $(SANFLAGS)
-LIBS_COL := -lzstd -lunwind -lpthread -ldl
+LIBS_COL := -lzstd -lunwind -lpthread -ldl -lm
 LIBS_ANA := -lzstd -lz -lm -lpthread -ldw -lelf -liberty -lcairo
 
 ifneq ($(V),1)

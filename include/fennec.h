@@ -70,6 +70,7 @@ FENNEC_API const char *fennec_strerror(int err);
  * that. Strings are borrowed for the duration of fennec_start() only.
  */
 enum fennec_sample_mode { FENNEC_SAMPLE_OFF = 0, FENNEC_SAMPLE_CPU = 1, FENNEC_SAMPLE_WALL = 2 };
+enum fennec_memory_mode { FENNEC_MEMORY_OFF = 0, FENNEC_MEMORY_SAMPLED = 1, FENNEC_MEMORY_FULL = 2 };
 
 typedef struct fennec_config {
 	uint32_t size;              /* sizeof(fennec_config); set by fennec_config_init() */
@@ -94,6 +95,14 @@ typedef struct fennec_config {
 	int sample_mode;
 	uint32_t sample_hz;         /* samples per second of CPU (or wall) time; default 999 */
 	uint32_t stack_depth;       /* deepest stack kept, frames; default 128, max 512 */
+	/* Heap profiling (docs/memory.md): 0 = off, 1 = sampled (exact totals, stacks of
+	 * allocations picked by Poisson sampling over bytes), 2 = full (every allocation and
+	 * free with its stack). Needs the allocator interposed: libfennec.so preloaded or
+	 * linked. Default $FENNEC_MEMORY ("off", "sampled", "full"), else off; `fennec record`
+	 * turns sampled on. */
+	int memory_mode;
+	uint64_t memory_rate;       /* sampled: mean bytes allocated between two sampled allocations; default 512 KiB */
+	uint32_t memory_interval_ms; /* heap and RSS timeline period, ms (default 50); also at every step */
 } fennec_config;
 
 /* Defaults plus FENNEC_* environment variables. */
@@ -157,6 +166,28 @@ FENNEC_API void fennec_step_items(uint64_t items);
 FENNEC_API void fennec_counter_add(const char *name, int64_t delta);
 FENNEC_API void fennec_gauge_set(const char *name, double value);
 FENNEC_API void fennec_value_record(const char *name, double value);
+
+/*
+ * Memory. When libfennec.so is preloaded (`fennec record`) or linked, it interposes the
+ * malloc family and keeps exact heap counters from the start of the process, with or
+ * without a recording. Heap bytes are the allocator's usable sizes of the live blocks
+ * (malloc_usable_size: the requested size rounded up to the allocator's granule). RSS is
+ * read from /proc/self. `tracking` is 0 when the allocator is not interposed (libfennec
+ * loaded with dlopen, or the heap counters disabled with FENNEC_MEMORY=none): the heap
+ * fields are then 0. Returns 0, or FENNEC_EINVAL for a NULL or too small struct.
+ */
+typedef struct fennec_mem_stats {
+	uint32_t size;              /* sizeof(fennec_mem_stats), set by the caller */
+	int tracking;               /* 1 when heap counters run */
+	uint64_t heap_bytes;        /* live heap now */
+	uint64_t heap_peak_bytes;   /* highest live heap since the process started */
+	uint64_t allocations, frees; /* calls since the process started (realloc counts as both) */
+	uint64_t allocated_bytes;   /* requested bytes, summed */
+	uint64_t largest_bytes;     /* largest single request */
+	uint64_t rss_bytes;         /* resident set now */
+	uint64_t rss_peak_bytes;    /* highest resident set (VmHWM) */
+} fennec_mem_stats;
+FENNEC_API int fennec_memory_stats(fennec_mem_stats *out);
 
 #define FENNEC__CAT2(a, b) a##b
 #define FENNEC__CAT(a, b) FENNEC__CAT2(a, b)

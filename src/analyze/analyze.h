@@ -218,9 +218,73 @@ typedef struct ana_sampling {
 	uint32_t nmodules, modules_cap;
 	void *priv;           /* samples.c working state */
 	uint64_t unknown_frames; /* frames in no module and no perf map */
+	struct { uint32_t *stack; uint32_t n; } *rawmap; /* per process: raw stack handle -> stacks index */
+	uint32_t nrawmap;
 	ana_sample_view all;  /* every sample */
 	ana_sample_view sel;  /* the samples of opt.samples (a copy of `all`'s numbers when no filter) */
 } ana_sampling;
+
+/*
+ * The heap profile (src/analyze/memory.c, docs/memory.md): HEAP chunks replayed. Full mode
+ * gives exact requested bytes; sampled mode estimates per-stack numbers from the sampled
+ * allocations (each stands for 1 / (1 - exp(-size / rate)) allocations of its size) while
+ * the totals stay exact counters.
+ */
+typedef struct ana_mem_point {
+	uint64_t t_ns;          /* CLOCK_MONOTONIC */
+	uint64_t step;          /* steps completed */
+	uint64_t live_bytes;    /* heap (usable bytes of live blocks) */
+	uint64_t rss_bytes;     /* 0: unknown */
+	uint64_t allocs, frees, alloc_bytes; /* since the session started */
+	uint32_t process;
+	uint8_t reason;         /* enum fmt_snap_reason */
+} ana_mem_point;
+
+/* An allocation stack of one process. */
+typedef struct ana_mem_site {
+	uint32_t process;
+	uint32_t raw;           /* handle for ana_samples_stack_of */
+	uint32_t stack;         /* p->smp.stacks index once symbolised, or ANA_NONE */
+	uint32_t node;          /* innermost open region node at the allocations, or ANA_NONE */
+	double allocs, bytes;   /* allocations made here (sampled: estimated) */
+	double live_count, live_bytes; /* unfreed at the end of the recording */
+	double peak_count, peak_bytes; /* live at the process's peak */
+	uint64_t temporary;     /* full mode: freed before the thread allocated anything else */
+	int runtime;            /* the C runtime's or fennec's own: never a leak */
+	/* replay state */
+	uint64_t mod, at_peak_p;
+	double at_peak_count, at_peak_bytes;
+} ana_mem_site;
+
+typedef struct ana_memory {
+	int present;
+	unsigned mode;          /* enum fmt_mem_mode (of the first process with heap data) */
+	uint64_t rate;          /* sampled: mean bytes between sampled allocations */
+	uint64_t allocs, frees, alloc_bytes, largest_bytes; /* exact, summed over processes */
+	uint64_t peak_bytes;    /* full: requested bytes; sampled: usable bytes (largest process) */
+	uint64_t peak_usable_bytes; /* the in-process counter's peak (usable bytes) */
+	uint64_t peak_t_ns;     /* CLOCK_MONOTONIC */
+	uint64_t peak_step;
+	uint32_t peak_process;
+	uint32_t peak_node;     /* region node active at the peak, or ANA_NONE */
+	uint32_t peak_region;   /* names index of its innermost region, or ANA_NONE */
+	uint64_t peak_rss_bytes; /* largest RSS seen (timeline, else getrusage) */
+	uint64_t records, dropped, untracked;
+	double leaked_bytes, leaked_count;   /* unfreed at the end, runtime excluded */
+	double runtime_bytes, runtime_count; /* unfreed at the end by the runtime */
+	uint64_t temporary;
+	double allocs_per_step;  /* NAN without steps */
+	double alloc_rate_per_s;
+	ana_mem_point *points;   /* the timeline, in time order */
+	size_t npoints, points_cap;
+	ana_mem_site *sites;
+	uint32_t nsites, sites_cap;
+	/* growth: live bytes regressed on steps (or seconds without steps) */
+	int has_trend, trend_per_step;
+	double slope, intercept, r2;
+	uint32_t trend_points;
+	void *priv;              /* replay state while reading */
+} ana_memory;
 
 typedef enum ana_severity { ANA_LOW = 1, ANA_MEDIUM = 2, ANA_HIGH = 3 } ana_severity;
 
@@ -245,6 +309,7 @@ typedef struct ana_options {
 	int force;                /* analyse what could be read from a corrupt file */
 	ana_sample_filter samples; /* the selection shown by the sample views (p->smp.sel) */
 	uint32_t top;             /* rows of the sample tables in reports (0: the renderer's default) */
+	double leak_threshold_bytes; /* memory_leak growth fires from this slope per step (or per second); default 10 MB */
 	int keep_durations;       /* keep ana_node.durations after statistics (compare needs them) */
 } ana_options;
 
@@ -274,6 +339,7 @@ typedef struct ana_profile {
 	int has_items;
 	ana_dist step_dist;
 	ana_sampling smp;
+	ana_memory mem;
 	/* summary */
 	uint64_t wall_ns, cpu_user_ns, cpu_sys_ns, dropped, events;
 	int cut_short;
@@ -318,6 +384,31 @@ uint32_t ana_node_find(const ana_profile *p, uint32_t parent, uint32_t name);
  */
 int ana_samples_event(ana_profile *p, uint32_t proc, const fmt_file *f, const fmt_event *ev);
 int ana_samples_finish(ana_profile *p);
+/* Intern a raw stack of process `proc` (return addresses, innermost first; heap stacks)
+ * for symbolisation by ana_samples_finish, in *handle. After the finish,
+ * ana_samples_stack_of() gives its index in p->smp.stacks (ANA_NONE if unknown). */
+int ana_samples_intern_stack(ana_profile *p, uint32_t proc, const fmt_file *f, const uint64_t *frames, uint32_t n,
+			     int truncated, uint32_t *handle);
+uint32_t ana_samples_stack_of(const ana_profile *p, uint32_t proc, uint32_t handle);
+/* The region node of a path of region site ids of file f (outermost first): the deepest
+ * node found, ANA_NONE when the first is unknown. */
+uint32_t ana_path_node(ana_profile *p, const fmt_file *f, const uint32_t *sites, uint32_t n);
+
+/*
+ * Heap (src/analyze/memory.c). ana_load passes every ALLOC, FREE and HEAP_SNAP event to
+ * ana_memory_event while reading, ana_memory_end_process after each file, and calls
+ * ana_memory_finish after ana_samples_finish. Return 0 or FENNEC_ENOMEM.
+ */
+int ana_memory_event(ana_profile *p, uint32_t proc, const fmt_file *f, const fmt_event *ev);
+int ana_memory_end_process(ana_profile *p, uint32_t proc, const fmt_file *f);
+int ana_memory_finish(ana_profile *p);
+/* Forget what was read of process `proc` (its file failed to load and is skipped). */
+void ana_memory_discard(ana_profile *p, uint32_t proc);
+void ana_memory_free(ana_profile *p);
+/* A site's frames, outermost first, are p->smp.stacks[site->stack]; its leaf function name
+ * (the first frame outside the allocator), or "[unknown]". */
+const char *ana_mem_site_name(const ana_profile *p, const ana_mem_site *s);
+
 /* Forget the samples kept for process `proc` (its file failed to load and is skipped). */
 void ana_samples_discard(ana_profile *p, uint32_t proc);
 /* Free p->smp (called by ana_profile_free). */

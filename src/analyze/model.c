@@ -325,6 +325,8 @@ static int on_event(void *vc, const fmt_file *f, const fmt_event *ev)
 	ana_profile *p = c->p;
 	if (ev->type == FMT_EV_SAMPLE) /* not a thread-stream event: samples.c keeps it */
 		return ana_samples_event(p, c->proc, f, ev) ? (c->oom = 1, FENNEC_ENOMEM) : 0;
+	if (ev->type >= FMT_EV_ALLOC && ev->type <= FMT_EV_HEAP_SNAP) /* heap: memory.c */
+		return ana_memory_event(p, c->proc, f, ev) ? (c->oom = 1, FENNEC_ENOMEM) : 0;
 	lthread *t = thread_of(c, f, ev->thread);
 	if (!t)
 		goto oom;
@@ -654,9 +656,12 @@ static int load_file(ana_profile *p, const char *path, fmt_error *err)
 		if (f->lost_bytes)
 			ana_warn(p, "%s: the collector could not write %llu bytes (disk full or I/O error); data is missing",
 				 f->path, (unsigned long long)f->lost_bytes);
+		if (ana_memory_end_process(p, c.proc, f))
+			rc = FENNEC_ENOMEM;
 	} else {
 		fmt_file_free(f);
 		ana_samples_discard(p, c.proc);
+		ana_memory_discard(p, c.proc);
 	}
 	for (uint32_t i = 0; i < c.nth; i++) {
 		free(c.th[i].stack);
@@ -906,7 +911,7 @@ int ana_load(const char *path, const ana_options *opt, ana_profile *p, fmt_error
 			qsort(m->points, m->npoints, sizeof *m->points, cmp_point);
 	}
 	/* Samples: symbolised and aggregated now that the region nodes are final. */
-	if (ana_samples_finish(p)) {
+	if (ana_samples_finish(p) || ana_memory_finish(p)) {
 		snprintf(err->msg, sizeof err->msg, "%s: out of memory while symbolising samples", path);
 		return err->code = FENNEC_ENOMEM;
 	}
@@ -948,6 +953,7 @@ void ana_profile_free(ana_profile *p)
 	free(p->step_start_ns.v);
 	free(p->step_items.v);
 	ana_samples_free(p);
+	ana_memory_free(p);
 	map_free(p->name_index);
 	map_free(p->node_index);
 	memset(p, 0, sizeof *p);

@@ -216,16 +216,22 @@ static int mods_overlap(const fmt_module *a, const fmt_module *b)
 	return 0;
 }
 
-int ana_samples_event(ana_profile *p, uint32_t proc, const fmt_file *f, const fmt_event *ev)
+/* The process state of `proc`, made on first use; NULL when out of memory. */
+static pstate *pstate_of(ana_profile *p, uint32_t proc)
 {
 	sstate *ss = p->smp.priv;
 	if (!ss && !(ss = p->smp.priv = calloc(1, sizeof *ss)))
-		return FENNEC_ENOMEM;
+		return NULL;
 	if (grow(&ss->ps, &ss->ps_cap, proc, sizeof *ss->ps) < 0)
-		return FENNEC_ENOMEM;
+		return NULL;
 	if (proc >= ss->nps)
 		ss->nps = proc + 1;
-	pstate *ps = &ss->ps[proc];
+	return &ss->ps[proc];
+}
+
+/* Intern a raw stack of the process in *sid. Returns 0 or FENNEC_ENOMEM. */
+static int intern_raw(pstate *ps, const fmt_file *f, const uint64_t *frames, uint32_t n, uint8_t sflags, uint32_t *sid_out)
+{
 	/* New modules: does one replace an earlier one? Then an epoch ends. */
 	for (; ps->nmods_seen < f->nmodules; ps->nmods_seen++) {
 		size_t j = ps->nmods_seen;
@@ -238,9 +244,7 @@ int ana_samples_event(ana_profile *p, uint32_t proc, const fmt_file *f, const fm
 				break;
 			}
 	}
-	uint8_t sflags = ev->flags & (FMT_S_EXACT_PC | FMT_S_TRUNCATED);
-	/* Intern the raw stack. */
-	uint64_t h = hash_u64s(ev->frames, ev->nframes, (uint64_t)ps->epoch << 8 | sflags);
+	uint64_t h = hash_u64s(frames, n, (uint64_t)ps->epoch << 8 | sflags);
 	if (itab_reserve(&ps->stab) < 0)
 		return FENNEC_ENOMEM;
 	size_t slot = h & (ps->stab.cap - 1);
@@ -249,25 +253,52 @@ int ana_samples_event(ana_profile *p, uint32_t proc, const fmt_file *f, const fm
 		if (ps->stab.h[slot] != h)
 			continue;
 		rstack *r = &ps->st[ps->stab.id[slot]];
-		if (r->n == ev->nframes && r->epoch == ps->epoch && r->flags == sflags &&
-		    !memcmp(ps->frames + r->off, ev->frames, ev->nframes * sizeof *ev->frames)) {
+		if (r->n == n && r->epoch == ps->epoch && r->flags == sflags &&
+		    !memcmp(ps->frames + r->off, frames, n * sizeof *frames)) {
 			sid = ps->stab.id[slot];
 			break;
 		}
 	}
 	if (sid == ANA_NONE) {
 		if (ps->nst >= UINT32_MAX - 1 || grow(&ps->st, &ps->st_cap, ps->nst, sizeof *ps->st) < 0 ||
-		    (ev->nframes && grow(&ps->frames, &ps->frames_cap, ps->nframes + ev->nframes, sizeof *ps->frames) < 0))
+		    (n && grow(&ps->frames, &ps->frames_cap, ps->nframes + n, sizeof *ps->frames) < 0))
 			return FENNEC_ENOMEM;
 		sid = (uint32_t)ps->nst++;
-		ps->st[sid] = (rstack){ps->nframes, ev->nframes, ps->epoch, sflags, ANA_NONE, 0};
-		if (ev->nframes)
-			memcpy(ps->frames + ps->nframes, ev->frames, ev->nframes * sizeof *ev->frames);
-		ps->nframes += ev->nframes;
+		ps->st[sid] = (rstack){ps->nframes, n, ps->epoch, sflags, ANA_NONE, 0};
+		if (n)
+			memcpy(ps->frames + ps->nframes, frames, n * sizeof *frames);
+		ps->nframes += n;
 		ps->stab.id[slot] = sid;
 		ps->stab.h[slot] = h;
 		ps->stab.n++;
 	}
+	*sid_out = sid;
+	return 0;
+}
+
+int ana_samples_intern_stack(ana_profile *p, uint32_t proc, const fmt_file *f, const uint64_t *frames, uint32_t n,
+			     int truncated, uint32_t *handle)
+{
+	pstate *ps = pstate_of(p, proc);
+	if (!ps)
+		return FENNEC_ENOMEM;
+	return intern_raw(ps, f, frames, n, truncated ? FMT_S_TRUNCATED : 0, handle);
+}
+
+uint32_t ana_samples_stack_of(const ana_profile *p, uint32_t proc, uint32_t handle)
+{
+	const ana_sampling *s = &p->smp;
+	return proc < s->nrawmap && handle < s->rawmap[proc].n ? s->rawmap[proc].stack[handle] : ANA_NONE;
+}
+
+int ana_samples_event(ana_profile *p, uint32_t proc, const fmt_file *f, const fmt_event *ev)
+{
+	pstate *ps = pstate_of(p, proc);
+	if (!ps)
+		return FENNEC_ENOMEM;
+	uint32_t sid;
+	if (intern_raw(ps, f, ev->frames, ev->nframes, ev->flags & (FMT_S_EXACT_PC | FMT_S_TRUNCATED), &sid))
+		return FENNEC_ENOMEM;
 	ps->st[sid].count++;
 	/* Intern the region path. */
 	uint32_t pid = ANA_NONE;
@@ -277,7 +308,7 @@ int ana_samples_event(ana_profile *p, uint32_t proc, const fmt_file *f, const fm
 			ph = mix(ph ^ ev->regions[i]) + i;
 		if (itab_reserve(&ps->ptab) < 0)
 			return FENNEC_ENOMEM;
-		slot = ph & (ps->ptab.cap - 1);
+		size_t slot = ph & (ps->ptab.cap - 1);
 		for (; ps->ptab.id[slot] != UINT32_MAX; slot = (slot + 1) & (ps->ptab.cap - 1)) {
 			if (ps->ptab.h[slot] != ph)
 				continue;
@@ -684,7 +715,7 @@ out:
 
 /* The region node of a path of site ids: the deepest node of the path that exists (a
  * region whose begin was dropped has none; its samples go to its parent). */
-static uint32_t path_node(ana_profile *p, const fmt_file *f, const uint32_t *sites, uint32_t n)
+uint32_t ana_path_node(ana_profile *p, const fmt_file *f, const uint32_t *sites, uint32_t n)
 {
 	uint32_t node = ANA_NONE;
 	for (uint32_t i = 0; i < n; i++) {
@@ -769,10 +800,16 @@ int ana_samples_finish(ana_profile *p)
 		s->dropped += f->samples_dropped;
 		s->truncated += f->samples_truncated;
 	}
-	if (!s->present) {
+	size_t raw = 0;
+	for (size_t i = 0; ss && i < ss->nps; i++)
+		raw += ss->ps[i].nst;
+	if (!s->present && !raw) {
 		sstate_free(p);
 		return 0;
 	}
+	if (ss && ss->nps && !(s->rawmap = calloc(ss->nps, sizeof *s->rawmap)))
+		goto out;
+	s->nrawmap = ss ? (uint32_t)ss->nps : 0;
 	if (sym_open(NULL, &x.sym))
 		goto out;
 
@@ -785,12 +822,18 @@ int ana_samples_finish(ana_profile *p)
 	for (uint32_t proc = 0; ss && proc < ss->nps && proc < p->nprocs; proc++) {
 		pstate *ps = &ss->ps[proc];
 		const fmt_file *f = &p->procs[proc].file;
-		if (!ps->ns)
+		if (!ps->nst)
 			continue;
 		if (symbolise_process(&x, proc, ps, &bad, &nbad, &bad_cap))
 			goto out;
+		/* Heap stacks (src/analyze/memory.c) are resolved through this map later. */
+		if (!(s->rawmap[proc].stack = malloc(ps->nst * sizeof *s->rawmap[proc].stack)))
+			goto out;
+		for (size_t i = 0; i < ps->nst; i++)
+			s->rawmap[proc].stack[i] = ps->st[i].stack;
+		s->rawmap[proc].n = (uint32_t)ps->nst;
 		for (size_t i = 0; i < ps->nrp; i++)
-			ps->rp[i].node = path_node(p, f, ps->sites + ps->rp[i].off, ps->rp[i].n);
+			ps->rp[i].node = ana_path_node(p, f, ps->sites + ps->rp[i].off, ps->rp[i].n);
 		kmap_free(&tids);
 		for (uint32_t t = 0; t < p->nthreads; t++)
 			if (p->threads[t].process == proc) {
@@ -890,6 +933,9 @@ void ana_samples_free(ana_profile *p)
 	free(s->locs);
 	free(s->funcs);
 	free(s->modules);
+	for (uint32_t i = 0; i < s->nrawmap; i++)
+		free(s->rawmap[i].stack);
+	free(s->rawmap);
 	ana_sample_view_free(&s->all);
 	ana_sample_view_free(&s->sel);
 	memset(s, 0, sizeof *s);

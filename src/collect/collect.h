@@ -92,10 +92,34 @@ void col_sample_start(void);
 void col_sample_poll(void);
 void col_sample_stop(void);
 void col_sample_atfork_child(void);
-void col_sample_drain(void (*emit)(unsigned type, cm_buf *raw), void (*before)(void), uint64_t now_ticks);
+void col_sample_drain(void (*emit)(unsigned type, cm_buf *raw), void (*before)(void));
+void col_modules_drain(void (*emit)(unsigned type, cm_buf *raw), uint64_t now_ticks);
 void col_sample_thread_begin(void);
 void col_sample_thread_end(void);
 int col_pthread_create_real(pthread_t *th, void *(*fn)(void *), void *arg);
+
+/* The calling thread's open region site ids, outermost first, at most `max` (async-signal-safe). */
+uint32_t col_region_stack(uint32_t *out, uint32_t max);
+
+/* Heap profiling (memory.c). The allocator wrappers run from process start; a session
+ * turns recording on (prepare, start) and off (stop). */
+typedef struct col_mem_info {
+	unsigned mode;           /* enum fmt_mem_mode */
+	uint64_t rate;           /* sampled: mean bytes between sampled allocations */
+	uint64_t interval_ns;    /* timeline period */
+} col_mem_info;
+int col_mem_mode_parse(const char *s); /* "off" | "sampled" | "full"; -1 if neither */
+void col_mem_prepare(int mode, uint64_t rate, uint32_t interval_ms, uint32_t depth, col_mem_info *info);
+void col_mem_start(void);
+void col_mem_stop(void);
+void col_mem_step(void);                 /* a timeline point at each step */
+void col_mem_tick(uint64_t now_ns);      /* writer: a timeline point when the period is over */
+unsigned col_mem_fill_pct(void);
+void col_mem_drain(void (*emit)(unsigned type, cm_buf *raw), void (*before)(void));
+void col_mem_atfork_child(void);
+/* Mark the calling thread's allocations as fennec's own (never counted nor recorded);
+ * returns the previous mark. */
+int col_mem_internal(int on);
 
 /* Site table, read by the writer. */
 typedef struct col_site {

@@ -14,6 +14,7 @@
  * sample into one shared lock-free ring that the writer drains.
  */
 #include "collect/collect.h"
+#include "collect/ring.h"
 
 #define UNW_LOCAL_ONLY
 #include <dirent.h>
@@ -57,13 +58,12 @@
 
 #define RING_SIZE (8u << 20)     /* shared sample ring, bytes (power of two) */
 #define REC_HDR 32               /* record header bytes */
-#define REC_READY (1u << 31)
 #define MAX_TIDS 16384
 #define WALL_MAGIC 0x46e0
 
 /* One sample as it sits in the ring (host byte order), followed by frames and regions. */
 typedef struct rec {
-	uint32_t len;      /* whole record, a multiple of 8; REC_READY once complete */
+	uint32_t len;      /* whole record, a multiple of 8; COL_RING_READY once complete */
 	uint32_t tid;
 	uint64_t ticks;
 	uint64_t step;
@@ -106,9 +106,7 @@ static struct {
 	int exclude_kernel;
 	_Atomic int active;      /* the handler records while set */
 	int handler_installed;
-	uint8_t *ring;
-	_Atomic uint64_t tail;   /* reserved up to */
-	_Atomic uint64_t head;   /* consumed up to (writer) */
+	col_ring ring;           /* samples, drained by the writer */
 	_Atomic uint64_t taken, dropped, truncated;
 	pthread_mutex_t lock;    /* the tid table; never taken in the handler */
 	tid_ent *tids;
@@ -240,57 +238,22 @@ void col_sample_prepare(int mode, uint32_t hz, uint32_t depth, col_sample_info *
 
 /* ---- the ring ---- */
 
-static inline uint32_t *rec_len_at(uint64_t pos)
-{
-	return (uint32_t *)(P.ring + (pos & (RING_SIZE - 1)));
-}
-
-/* Copy into the ring at pos, wrapping. */
-static void ring_put(uint64_t pos, const void *src, size_t n)
-{
-	if (!n)
-		return; /* src may be NULL */
-	uint64_t off = pos & (RING_SIZE - 1);
-	size_t first = RING_SIZE - off < n ? RING_SIZE - off : n;
-	memcpy(P.ring + off, src, first);
-	memcpy(P.ring, (const uint8_t *)src + first, n - first);
-}
-
-static void ring_get(uint64_t pos, void *dst, size_t n)
-{
-	uint64_t off = pos & (RING_SIZE - 1);
-	size_t first = RING_SIZE - off < n ? RING_SIZE - off : n;
-	memcpy(dst, P.ring + off, first);
-	memcpy((uint8_t *)dst + first, P.ring, n - first);
-}
-
-static void ring_zero(uint64_t pos, size_t n)
-{
-	uint64_t off = pos & (RING_SIZE - 1);
-	size_t first = RING_SIZE - off < n ? RING_SIZE - off : n;
-	memset(P.ring + off, 0, first);
-	memset(P.ring, 0, n - first);
-}
-
 /* Reserve, fill and publish one record. Async-signal-safe (atomics and memcpy only). */
 static void ring_write(pid_t tid, unsigned flags, uint32_t weight, const uint64_t *frames, uint32_t nf,
 		       const uint32_t *regions, uint32_t nr)
 {
 	uint32_t len = (uint32_t)((REC_HDR + 8 * nf + 4 * nr + 7) & ~7u);
-	uint64_t pos = atomic_load_explicit(&P.tail, memory_order_relaxed);
-	do {
-		if (pos + len - atomic_load_explicit(&P.head, memory_order_acquire) > RING_SIZE) {
-			atomic_fetch_add_explicit(&P.dropped, 1, memory_order_relaxed);
-			return;
-		}
-	} while (!atomic_compare_exchange_weak_explicit(&P.tail, &pos, pos + len, memory_order_relaxed,
-							 memory_order_relaxed));
+	uint64_t pos;
+	if (col_ring_reserve(&P.ring, len, &pos) < 0) {
+		atomic_fetch_add_explicit(&P.dropped, 1, memory_order_relaxed);
+		return;
+	}
 	rec r = {0, (uint32_t)tid, col_ticks(), col_step_index(), (uint16_t)(weight < 65535 ? weight : 65535),
 		 (uint16_t)flags, (uint16_t)nf, (uint16_t)nr};
-	ring_put(pos + 4, (const uint8_t *)&r + 4, REC_HDR - 4);
-	ring_put(pos + REC_HDR, frames, 8 * (size_t)nf);
-	ring_put(pos + REC_HDR + 8 * (uint64_t)nf, regions, 4 * (size_t)nr);
-	__atomic_store_n(rec_len_at(pos), len | REC_READY, __ATOMIC_RELEASE);
+	col_ring_put(&P.ring, pos + 4, (const uint8_t *)&r + 4, REC_HDR - 4);
+	col_ring_put(&P.ring, pos + REC_HDR, frames, 8 * (size_t)nf);
+	col_ring_put(&P.ring, pos + REC_HDR + 8 * (uint64_t)nf, regions, 4 * (size_t)nr);
+	col_ring_publish(&P.ring, pos, len);
 	atomic_fetch_add_explicit(&P.taken, 1, memory_order_relaxed);
 	if (flags & FMT_S_TRUNCATED)
 		atomic_fetch_add_explicit(&P.truncated, 1, memory_order_relaxed);
@@ -298,7 +261,7 @@ static void ring_write(pid_t tid, unsigned flags, uint32_t weight, const uint64_
 
 /* ---- the handler ---- */
 
-static uint32_t region_stack_n(uint32_t *out, uint32_t max)
+uint32_t col_region_stack(uint32_t *out, uint32_t max)
 {
 	col_thread *t = col_tls;
 	if (!t || t->gen != atomic_load_explicit(&col_on, memory_order_relaxed))
@@ -311,7 +274,7 @@ static uint32_t region_stack_n(uint32_t *out, uint32_t max)
 
 static uint32_t region_stack(uint32_t *out)
 {
-	return region_stack_n(out, COL_MAX_DEPTH);
+	return col_region_stack(out, COL_MAX_DEPTH);
 }
 
 static void on_signal(int sig, siginfo_t *si, void *ucv)
@@ -644,6 +607,7 @@ static void *wall_main(void *arg)
 {
 	in_sampler = 1;
 	prctl(PR_SET_NAME, "fennec-sampler");
+	col_mem_internal(1);
 	P.wall_tid = (pid_t)syscall(SYS_gettid);
 	pid_t pid = getpid();
 	uint64_t next = cm_mono_ns();
@@ -697,13 +661,9 @@ void col_sample_start(void)
 {
 	if (P.mode == FMT_SAMPLE_OFF)
 		return;
-	if (!P.ring) {
-		void *m = mmap(NULL, RING_SIZE, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-		if (m == MAP_FAILED) {
-			P.mode = FMT_SAMPLE_OFF;
-			return;
-		}
-		P.ring = m;
+	if (col_ring_init(&P.ring, RING_SIZE) < 0) {
+		P.mode = FMT_SAMPLE_OFF;
+		return;
 	}
 	/* Warm the unwinder outside a signal handler: its first use allocates caches. */
 #if !COL_SANITIZE_THREAD
@@ -808,10 +768,7 @@ void col_sample_atfork_child(void)
 	P.ntids = 0;
 	P.wall_running = 0;
 	P.wall_tid = 0;
-	if (P.ring)
-		memset(P.ring, 0, RING_SIZE);
-	atomic_store(&P.tail, 0);
-	atomic_store(&P.head, 0);
+	col_ring_reset(&P.ring);
 	atomic_store(&P.taken, 0);
 	atomic_store(&P.dropped, 0);
 	atomic_store(&P.truncated, 0);
@@ -1002,16 +959,9 @@ static void emit_samples(void (*emit)(unsigned type, cm_buf *raw), void (*before
 	body->len = 0;
 }
 
-/*
- * Drain the sample ring into chunk payloads: MODULES (new objects since the last call),
- * TASKS and SAMPLES, handed to `emit` in that order. `final`: the last call of the
- * session (every thread has stopped sampling).
- */
-void col_sample_drain(void (*emit)(unsigned type, cm_buf *raw), void (*before)(void), uint64_t now_ticks)
+/* MODULES: the objects loaded since the last call (samples and heap stacks need them). */
+void col_modules_drain(void (*emit)(unsigned type, cm_buf *raw), uint64_t now_ticks)
 {
-	if (P.mode == FMT_SAMPLE_OFF || !P.ring)
-		return;
-	P.flushes++;
 	unsigned long long ad[2] = {0, 0};
 	dl_iterate_phdr(adds_cb, ad);
 	if (!P.mod_scanned || ad[0] != P.mod_adds || ad[1] != P.mod_subs) {
@@ -1023,27 +973,35 @@ void col_sample_drain(void (*emit)(unsigned type, cm_buf *raw), void (*before)(v
 		if (P.modules.len)
 			emit(FMT_MODULES, &P.modules);
 	}
-	uint64_t head = atomic_load_explicit(&P.head, memory_order_relaxed);
+}
+
+/*
+ * Drain the sample ring into chunk payloads: TASKS and SAMPLES, handed to `emit` in that
+ * order (after col_modules_drain has written the MODULES they need).
+ */
+void col_sample_drain(void (*emit)(unsigned type, cm_buf *raw), void (*before)(void))
+{
+	if (P.mode == FMT_SAMPLE_OFF || !P.ring.buf)
+		return;
+	P.flushes++;
+	uint64_t head = atomic_load_explicit(&P.ring.head, memory_order_relaxed);
 	uint64_t prev = 0;
 	int any = 0;
 	uint64_t frames[COL_SAMPLE_MAX_DEPTH];
 	uint32_t regions[COL_MAX_DEPTH];
 	cm_buf body = {0};
 	for (;;) {
-		uint32_t len = __atomic_load_n(rec_len_at(head), __ATOMIC_ACQUIRE);
-		if (!(len & REC_READY))
+		uint32_t len = col_ring_ready(&P.ring, head);
+		if (!len)
 			break;
-		len &= ~REC_READY;
 		rec r;
-		ring_get(head, &r, REC_HDR);
+		col_ring_get(&P.ring, head, &r, REC_HDR);
 		uint64_t step = r.step;
 		uint32_t nf = r.nframes <= COL_SAMPLE_MAX_DEPTH ? r.nframes : 0;
 		uint32_t nr = r.nregions <= COL_MAX_DEPTH ? r.nregions : 0;
-		ring_get(head + REC_HDR, frames, 8 * (size_t)nf);
-		ring_get(head + REC_HDR + 8 * (uint64_t)nf, regions, 4 * (size_t)nr);
-		ring_zero(head, len);
-		head += len;
-		atomic_store_explicit(&P.head, head, memory_order_release);
+		col_ring_get(&P.ring, head + REC_HDR, frames, 8 * (size_t)nf);
+		col_ring_get(&P.ring, head + REC_HDR + 8 * (uint64_t)nf, regions, 4 * (size_t)nr);
+		col_ring_consume(&P.ring, &head, len);
 		name_task((pid_t)r.tid);
 		cm_buf_u8(&body, (uint8_t)r.flags);
 		cm_buf_varint(&body, r.tid);
@@ -1115,7 +1073,7 @@ static __attribute__((noinline)) blk *blk_enter(void *fn)
 	__atomic_store_n(&b->frames[nf++], (uintptr_t)fn, __ATOMIC_RELAXED);
 	for (int i = 2; i < n && nf < BLK_FRAMES; i++)
 		__atomic_store_n(&b->frames[nf++], f[i], __ATOMIC_RELAXED);
-	uint32_t nr = region_stack_n(r, BLK_REGIONS);
+	uint32_t nr = col_region_stack(r, BLK_REGIONS);
 	for (uint32_t i = 0; i < nr; i++)
 		__atomic_store_n(&b->regions[i], r[i], __ATOMIC_RELAXED);
 	__atomic_store_n(&b->nf, nf, __ATOMIC_RELAXED);

@@ -70,6 +70,7 @@ static struct {
 	cm_buf out, raw, threads, ends;
 	ZSTD_CCtx *zctx;
 	col_sample_info sample;
+	col_mem_info mem;
 } S = {.fd = -1};
 
 /* ---- clock ---- */
@@ -172,6 +173,10 @@ API void fennec_config_init(fennec_config *cfg)
 	cfg->sample_mode = mode > 0 ? mode : FENNEC_SAMPLE_OFF;
 	cfg->sample_hz = (uint32_t)env_u64("FENNEC_HZ", 999);
 	cfg->stack_depth = (uint32_t)env_u64("FENNEC_STACK_DEPTH", 128);
+	int mem = col_mem_mode_parse(getenv("FENNEC_MEMORY"));
+	cfg->memory_mode = mem > 0 ? mem : FENNEC_MEMORY_OFF;
+	cfg->memory_rate = env_u64("FENNEC_MEMORY_RATE", 512 * 1024);
+	cfg->memory_interval_ms = (uint32_t)env_u64("FENNEC_MEMORY_INTERVAL_MS", 50);
 	const char *frac = getenv("FENNEC_STEP_FRACTION");
 	if (frac && *frac) {
 		double f = strtod(frac, NULL);
@@ -284,7 +289,9 @@ API uint32_t fennec_intern(const char *name)
 			goto out;
 		}
 	size_t n = strlen(name);
+	int was = col_mem_internal(1);
 	struct interned *e = malloc(sizeof *e + n + 1);
+	col_mem_internal(was);
 	if (!e)
 		goto out;
 	memcpy(e->name, name, n + 1);
@@ -496,6 +503,11 @@ static void write_header(uint64_t start_mono, uint64_t start_ticks, uint64_t sta
 		fmt_hdr_varint(&h, FMT_H_SAMPLE_DEPTH, S.sample.depth);
 		fmt_hdr_varint(&h, FMT_H_SAMPLE_HZ, S.sample.hz);
 	}
+	if (S.mem.mode) {
+		fmt_hdr_varint(&h, FMT_H_MEM_MODE, S.mem.mode);
+		fmt_hdr_varint(&h, FMT_H_MEM_RATE, S.mem.rate);
+		fmt_hdr_varint(&h, FMT_H_MEM_INTERVAL, S.mem.interval_ns);
+	}
 	uint8_t pre[FMT_PREAMBLE_LEN];
 	fmt_preamble(pre);
 	cm_buf_put(&S.out, pre, sizeof pre);
@@ -646,7 +658,10 @@ static void flush_locked(int final, unsigned exit_reason)
 	emit_events();
 	if (!final)
 		col_sample_poll();
-	col_sample_drain(emit_chunk, emit_sites, col_ticks()); /* SITES first: samples name regions */
+	if (S.sample.mode || S.mem.mode)
+		col_modules_drain(emit_chunk, col_ticks());
+	col_sample_drain(emit_chunk, emit_sites); /* SITES first: samples name regions */
+	col_mem_drain(emit_chunk, emit_sites);
 	if (S.ends.len)
 		emit_chunk(FMT_THREAD_END, &S.ends);
 	cm_buf st = {0};
@@ -691,12 +706,14 @@ static unsigned max_fill_pct(void)
 static void *writer_main(void *arg)
 {
 	prctl(PR_SET_NAME, "fennec-writer");
+	col_mem_internal(1);
 	uint64_t interval_ns = (uint64_t)S.cfg.flush_interval_ms * 1000000u;
 	uint64_t next = cm_mono_ns() + 10000000u; /* an early calibration point */
 	pthread_mutex_lock(&flush_lock);
 	while (!S.stop_writer) {
 		uint64_t now = cm_mono_ns();
-		if (now < next && max_fill_pct() < 25) {
+		col_mem_tick(now);
+		if (now < next && max_fill_pct() < 25 && col_mem_fill_pct() < 25) {
 			uint64_t wait = next - now < WRITER_SLICE_NS ? next - now : WRITER_SLICE_NS;
 			struct timespec ts;
 			clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -764,6 +781,7 @@ static int session_begin(void)
 	S.sites_written = 1; /* id 0 is never written */
 	atomic_store(&S.next_index, 0);
 	col_sample_prepare(S.cfg.sample_mode, S.cfg.sample_hz, S.cfg.stack_depth, &S.sample);
+	col_mem_prepare(S.cfg.memory_mode, S.cfg.memory_rate, S.cfg.memory_interval_ms, S.cfg.stack_depth, &S.mem);
 	write_header(mono, ticks, real);
 	S.gen++;
 	if (S.gen == 0)
@@ -777,10 +795,22 @@ static int session_begin(void)
 	}
 	atomic_store_explicit(&col_on, S.gen, memory_order_release);
 	col_sample_start();
+	col_mem_start();
 	return 0;
 }
 
+static int start(const fennec_config *cfg);
+
+/* fennec's own allocations (buffers, the compressor) are never counted as the program's. */
 API int fennec_start(const fennec_config *cfg)
+{
+	int was = col_mem_internal(1);
+	int rc = start(cfg);
+	col_mem_internal(was);
+	return rc;
+}
+
+static int start(const fennec_config *cfg)
 {
 	static int atfork_done;
 	if (atomic_load(&col_on))
@@ -853,6 +883,7 @@ static int session_end(unsigned exit_reason)
 		return FENNEC_ENOTRUNNING;
 	}
 	col_sample_stop();
+	col_mem_stop();
 	atomic_store(&col_on, 0);
 	S.stop_writer = 1;
 	pthread_cond_broadcast(&flush_cond);
@@ -871,7 +902,13 @@ static int session_end(unsigned exit_reason)
 	return rc;
 }
 
-API int fennec_stop(void) { return session_end(0); }
+API int fennec_stop(void)
+{
+	int was = col_mem_internal(1);
+	int rc = session_end(0);
+	col_mem_internal(was);
+	return rc;
+}
 
 API int fennec_is_running(void) { return atomic_load(&col_on) != 0; }
 
@@ -895,6 +932,7 @@ static void atfork_child(void)
 {
 	pthread_mutex_unlock(&intern_lock);
 	pthread_mutex_unlock(&reg_lock);
+	col_mem_atfork_child();
 	if (!atomic_load(&col_on)) {
 		pthread_mutex_unlock(&flush_lock);
 		return;
@@ -1116,6 +1154,9 @@ __attribute__((constructor)) static void col_autostart(void)
 
 __attribute__((destructor)) static void col_atexit(void)
 {
-	if (atomic_load(&col_on) && S.pid == getpid())
+	if (atomic_load(&col_on) && S.pid == getpid()) {
+		col_mem_internal(1);
 		session_end(1);
+		col_mem_internal(0);
+	}
 }

@@ -9,7 +9,7 @@
 
 #define FMT_MAGIC "\x89" "FNC\r\n\x1a\n"
 #define FMT_MAJOR 1
-#define FMT_MINOR 1
+#define FMT_MINOR 2
 #define FMT_PREAMBLE_LEN 16
 #define FMT_CHUNK_HDR_LEN 16
 #define FMT_MAX_RAW (64u << 20)
@@ -25,6 +25,7 @@ enum fmt_chunk_type {
 	FMT_SAMPLES = 8,
 	FMT_MODULES = 9,
 	FMT_TASKS = 10,
+	FMT_HEAP = 11,
 };
 
 enum fmt_codec { FMT_RAW = 0, FMT_ZSTD = 1 };
@@ -39,6 +40,9 @@ enum fmt_ev_type {
 	FMT_EV_TIME = 7,
 	FMT_EV_STACK = 8,
 	FMT_EV_SAMPLE = 16, /* not a stream event: a SAMPLES record as delivered by the reader */
+	FMT_EV_ALLOC = 17,  /* HEAP records as delivered by the reader */
+	FMT_EV_FREE = 18,
+	FMT_EV_HEAP_SNAP = 19,
 };
 
 /* SAMPLES flags (docs/format.md) */
@@ -63,8 +67,13 @@ enum fmt_hkey {
 	FMT_H_PARENT_PID, FMT_H_ORIGIN, FMT_H_BUFFER, FMT_H_STEP_WAIT, FMT_H_STEP_WARMUP,
 	FMT_H_STEP_ACTIVE, FMT_H_STEP_REPEAT, FMT_H_STEP_FRACTION, FMT_H_VERSION,
 	FMT_H_TICKS_PER_NS, FMT_H_SAMPLE_MODE, FMT_H_SAMPLE_PERIOD, FMT_H_SAMPLE_SOURCE,
-	FMT_H_SAMPLE_DEPTH, FMT_H_SAMPLE_HZ,
+	FMT_H_SAMPLE_DEPTH, FMT_H_SAMPLE_HZ, FMT_H_MEM_MODE, FMT_H_MEM_RATE, FMT_H_MEM_INTERVAL,
 };
+
+/* HEAP records (docs/format.md) */
+enum fmt_heap_rec { FMT_HR_STACK = 1, FMT_HR_ALLOC = 2, FMT_HR_FREE = 3, FMT_HR_SNAP = 4 };
+enum fmt_mem_mode { FMT_MEM_OFF = 0, FMT_MEM_SAMPLED = 1, FMT_MEM_FULL = 2 };
+enum fmt_snap_reason { FMT_SNAP_TIMER = 0, FMT_SNAP_STEP = 1, FMT_SNAP_FINAL = 2 };
 
 enum fmt_kind { FMT_K_VARINT = 0, FMT_K_STRING = 1, FMT_K_ZIGZAG = 2, FMT_K_F64 = 3 };
 

@@ -204,6 +204,9 @@ static int decode_header(rd *r, cur *c)
 		case FMT_H_SAMPLE_SOURCE: f->sample_source = v; break;
 		case FMT_H_SAMPLE_DEPTH: f->sample_depth = v; break;
 		case FMT_H_SAMPLE_HZ: f->sample_hz = v; break;
+		case FMT_H_MEM_MODE: f->mem_mode = v; break;
+		case FMT_H_MEM_RATE: f->mem_rate = v; break;
+		case FMT_H_MEM_INTERVAL: f->mem_interval_ns = v; break;
 		default: break; /* a newer minor version's key */
 		}
 		free(s);
@@ -583,6 +586,120 @@ static int decode_tasks(rd *r, cur *c)
 	return 0;
 }
 
+#define MAX_HEAP_STACKS (1u << 24)
+
+static int heap_stack(rd *r, cur *c, const uint8_t *at, const uint8_t *base)
+{
+	fmt_file *f = r->f;
+	uint64_t id = cur_varint(c);
+	unsigned trunc = cur_u8(c);
+	uint64_t nr = cur_varint(c);
+	if (c->bad || id == 0 || id >= MAX_HEAP_STACKS || trunc > 1 || nr > FMT_MAX_REGIONS)
+		return fail(r, FENNEC_ECORRUPT, r->chunk_off, "HEAP: bad stack record at payload byte %td", at - base);
+	if (grow((void **)&f->heap_stacks, &f->nheap_stacks, (uint32_t)id + 1, sizeof *f->heap_stacks, MAX_HEAP_STACKS) < 0)
+		return fail(r, FENNEC_ENOMEM, r->chunk_off, "out of memory");
+	fmt_heap_stack *st = &f->heap_stacks[id];
+	if (st->defined)
+		return fail(r, FENNEC_ECORRUPT, r->chunk_off, "HEAP: stack %llu defined twice", (unsigned long long)id);
+	st->regions = malloc(sizeof *st->regions * (nr ? nr : 1));
+	if (!st->regions)
+		return fail(r, FENNEC_ENOMEM, r->chunk_off, "out of memory");
+	for (uint64_t k = 0; k < nr; k++) {
+		uint64_t s = cur_varint(c);
+		if (s == 0 || s >= f->nsites || !f->sites[s].defined || f->sites[s].kind != FMT_SITE_REGION)
+			c->bad = 1;
+		st->regions[k] = (uint32_t)s;
+	}
+	st->nregions = (uint32_t)nr;
+	uint64_t nf = cur_varint(c);
+	if (c->bad || nf > FMT_MAX_FRAMES)
+		return fail(r, FENNEC_ECORRUPT, r->chunk_off, "HEAP: bad region or frame count in the stack at payload byte %td", at - base);
+	st->frames = malloc(sizeof *st->frames * (nf ? nf : 1));
+	if (!st->frames)
+		return fail(r, FENNEC_ENOMEM, r->chunk_off, "out of memory");
+	uint64_t a = 0;
+	for (uint64_t k = 0; k < nf; k++) {
+		uint64_t v = cur_varint(c);
+		a = k ? a + (uint64_t)cm_unzigzag(v) : v;
+		st->frames[k] = a;
+	}
+	st->nframes = (uint32_t)nf;
+	st->truncated = (int)trunc;
+	st->defined = 1;
+	return c->bad ? fail(r, FENNEC_ECORRUPT, r->chunk_off, "HEAP: stack at payload byte %td runs past the end of the chunk", at - base) : 0;
+}
+
+static int decode_heap(rd *r, cur *c)
+{
+	fmt_file *f = r->f;
+	fmt_heap_counters *h = &f->heap;
+	uint64_t *cv[] = {&h->allocs, &h->frees, &h->alloc_bytes, &h->live_bytes, &h->peak_bytes, &h->peak_ticks,
+			  &h->peak_step, &h->peak_site, &h->largest_bytes, &h->records, &h->dropped, &h->truncated,
+			  &h->untracked};
+	for (size_t i = 0; i < sizeof cv / sizeof cv[0]; i++)
+		*cv[i] = cur_varint(c);
+	if (c->bad)
+		return fail(r, FENNEC_ECORRUPT, r->chunk_off, "HEAP: counters run past the end of the chunk");
+	f->has_heap = 1;
+	uint64_t t = 0;
+	const uint8_t *base = c->p;
+	while (c->p < c->end && !c->bad) {
+		const uint8_t *at = c->p;
+		unsigned type = cur_u8(c);
+		fmt_event ev = {.thread = UINT32_MAX};
+		switch (type) {
+		case FMT_HR_STACK: {
+			int rc = heap_stack(r, c, at, base);
+			if (rc)
+				return rc;
+			continue;
+		}
+		case FMT_HR_ALLOC:
+			ev.type = FMT_EV_ALLOC;
+			ev.tid = cur_varint(c);
+			t += (uint64_t)cm_unzigzag(cur_varint(c));
+			ev.u = cur_varint(c);
+			ev.addr = cur_varint(c);
+			ev.size = cur_varint(c);
+			uint64_t id = cur_varint(c);
+			if (!c->bad && !fmt_heap_stack_get(f, id))
+				return fail(r, FENNEC_ECORRUPT, r->chunk_off, "HEAP: allocation at payload byte %td names undefined stack %llu",
+					    at - base, (unsigned long long)id);
+			ev.id = (uint32_t)id;
+			break;
+		case FMT_HR_FREE:
+			ev.type = FMT_EV_FREE;
+			ev.tid = cur_varint(c);
+			t += (uint64_t)cm_unzigzag(cur_varint(c));
+			ev.addr = cur_varint(c);
+			break;
+		case FMT_HR_SNAP:
+			ev.type = FMT_EV_HEAP_SNAP;
+			t += (uint64_t)cm_unzigzag(cur_varint(c));
+			ev.u = cur_varint(c);
+			for (int k = 0; k < 5; k++)
+				ev.heap[k] = cur_varint(c);
+			ev.flags = cur_u8(c);
+			if (ev.flags > FMT_SNAP_FINAL)
+				c->bad = 1;
+			break;
+		default:
+			return fail(r, FENNEC_ECORRUPT, r->chunk_off, "HEAP: unknown record type %u at payload byte %td", type, at - base);
+		}
+		if (c->bad || (int64_t)t < 0)
+			return fail(r, FENNEC_ECORRUPT, r->chunk_off, "HEAP: bad record at payload byte %td", at - base);
+		ev.ticks = t;
+		if (t > f->last_ticks)
+			f->last_ticks = t;
+		if (r->fn) {
+			int rc = r->fn(r->ctx, f, &ev);
+			if (rc)
+				return rc;
+		}
+	}
+	return c->bad ? fail(r, FENNEC_ECORRUPT, r->chunk_off, "HEAP: record runs past the end of the chunk") : 0;
+}
+
 const fmt_module *fmt_module_at(const fmt_file *f, uint64_t addr, uint64_t ticks)
 {
 	const fmt_module *best = NULL, *any = NULL;
@@ -716,6 +833,7 @@ static int read_chunks(rd *r, const uint8_t *data, size_t len)
 		case FMT_SAMPLES: rc = decode_samples(r, &c); break;
 		case FMT_MODULES: rc = decode_modules(r, &c); break;
 		case FMT_TASKS: rc = decode_tasks(r, &c); break;
+		case FMT_HEAP: rc = decode_heap(r, &c); break;
 		default: break; /* newer chunk type */
 		}
 		if (rc)
@@ -848,6 +966,11 @@ static void fmt_file_free_records(fmt_file *f)
 	}
 	for (size_t i = 0; i < f->ntasks; i++)
 		free(f->tasks[i].name);
+	for (uint32_t i = 0; i < f->nheap_stacks; i++) {
+		free(f->heap_stacks[i].frames);
+		free(f->heap_stacks[i].regions);
+	}
+	free(f->heap_stacks);
 	free(f->modules);
 	free(f->tasks);
 	free(f->sites);

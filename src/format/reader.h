@@ -58,6 +58,23 @@ typedef struct fmt_task {
 	char *name;
 } fmt_task;
 
+/* A HEAP STACK record: the stack and open regions of allocations (docs/format.md). */
+typedef struct fmt_heap_stack {
+	uint64_t *frames;      /* innermost first (return addresses) */
+	uint32_t nframes;
+	uint32_t *regions;     /* open region site ids, outermost first */
+	uint32_t nregions;
+	int truncated;
+	int defined;
+} fmt_heap_stack;
+
+/* HEAP counters as of the last HEAP chunk (cumulative since the session started). */
+typedef struct fmt_heap_counters {
+	uint64_t allocs, frees, alloc_bytes, live_bytes, peak_bytes;
+	uint64_t peak_ticks, peak_step, peak_site, largest_bytes;
+	uint64_t records, dropped, truncated, untracked;
+} fmt_heap_counters;
+
 typedef struct fmt_file {
 	char *path;
 	uint64_t size;
@@ -93,6 +110,12 @@ typedef struct fmt_file {
 	size_t nmodules, modules_cap;
 	fmt_task *tasks;
 	size_t ntasks, tasks_cap;
+	/* heap profiling (header keys 27-29, HEAP chunks) */
+	uint64_t mem_mode, mem_rate, mem_interval_ns;
+	int has_heap;            /* a HEAP chunk was read */
+	fmt_heap_counters heap;
+	fmt_heap_stack *heap_stacks; /* indexed by stack id (0 unused) */
+	uint32_t nheap_stacks;       /* size of the table */
 	/* clock fit: mono_ns = a + b * ticks */
 	double fit_a, fit_b;
 	uint64_t last_ticks;    /* latest event or calibration time */
@@ -107,6 +130,10 @@ typedef struct fmt_event {
 	uint64_t u;         /* STEP items; SAMPLE: step */
 	int64_t i;          /* COUNTER delta; SAMPLE: weight (periods) */
 	double f;           /* GAUGE, VALUE */
+	/* ALLOC: addr, size, id = stack id, u = step; FREE: addr; HEAP_SNAP: u = step,
+	 * heap[] = live bytes, RSS bytes, allocations, frees, allocated bytes; flags = reason */
+	uint64_t addr, size;
+	uint64_t heap[5];
 	/* SAMPLE only; the arrays live until the callback returns */
 	uint64_t tid;
 	const uint64_t *frames;  /* innermost first */
@@ -114,6 +141,12 @@ typedef struct fmt_event {
 	const uint32_t *regions; /* open region site ids, outermost first */
 	uint32_t nregions;
 } fmt_event;
+
+/* The stack of HEAP stack id `id`, or NULL when no STACK record defined it. */
+static inline const fmt_heap_stack *fmt_heap_stack_get(const fmt_file *f, uint64_t id)
+{
+	return id < f->nheap_stacks && f->heap_stacks[id].defined ? &f->heap_stacks[id] : NULL;
+}
 
 /* Return nonzero from the callback to stop reading (fmt_read then returns that value). */
 typedef int (*fmt_event_fn)(void *ctx, const fmt_file *f, const fmt_event *ev);

@@ -219,6 +219,124 @@ static void region_samples(FILE *out, const ana_profile *p, uint32_t node, int *
 	fputc(']', out);
 }
 
+/* A heap site's stack: strings "function file:line", innermost first, allocator frames kept. */
+static void mem_stack(FILE *out, const ana_profile *p, const ana_mem_site *s)
+{
+	fputs("[", out);
+	if (s->stack != ANA_NONE) {
+		const ana_stack *st = &p->smp.stacks[s->stack];
+		for (uint32_t k = 0; k < st->n && k < 64; k++) {
+			const ana_loc *l = &p->smp.locs[st->locs[st->n - 1 - k]];
+			char buf[1024];
+			const char *fn = p->names[p->smp.funcs[l->func].name];
+			if (l->file != ANA_NONE && l->line)
+				snprintf(buf, sizeof buf, "%s %s:%u", fn, p->names[l->file], l->line);
+			else
+				snprintf(buf, sizeof buf, "%s", fn);
+			if (k)
+				fputs(", ", out);
+			rep_json_string(out, buf);
+		}
+	}
+	fputs("]", out);
+}
+
+static void mem_sites(FILE *out, const ana_profile *p, const char *name, int by, uint32_t max, int *first)
+{
+	uint32_t idx[64];
+	uint32_t n = rep_mem_top(p, by, idx, max < 64 ? max : 64);
+	key(out, name, first);
+	fputs("[", out);
+	for (uint32_t i = 0; i < n; i++) {
+		const ana_mem_site *s = &p->mem.sites[idx[i]];
+		int f1 = 1;
+		fputs(i ? ",\n    {" : "\n    {", out);
+		double count = by == REP_MEM_LIVE ? s->live_count : by == REP_MEM_PEAK ? s->peak_count : by == REP_MEM_TEMP ? (double)s->temporary : s->allocs;
+		double bytes = by == REP_MEM_LIVE ? s->live_bytes : by == REP_MEM_PEAK ? s->peak_bytes : s->bytes;
+		knum(out, "bytes", p->mem.mode == FMT_MEM_FULL ? bytes : round(bytes), &f1);
+		knum(out, "count", p->mem.mode == FMT_MEM_FULL ? count : round(count), &f1);
+		kstr(out, "function", ana_mem_site_name(p, s), &f1);
+		key(out, "region", &f1);
+		if (s->node == ANA_NONE)
+			fputs("null", out);
+		else
+			rep_json_string(out, p->nodes[s->node].path);
+		knum(out, "process", (double)p->procs[s->process].file.pid, &f1);
+		key(out, "stack", &f1);
+		mem_stack(out, p, s);
+		fputs("}", out);
+	}
+	fputs(n ? "\n  ]" : "]", out);
+}
+
+static void memory_json(FILE *out, const ana_profile *p)
+{
+	const ana_memory *m = &p->mem;
+	if (!m->present)
+		return;
+	int f1 = 1, full = m->mode == FMT_MEM_FULL;
+	fputs("  \"memory\": {", out);
+	kstr(out, "mode", full ? "full" : "sampled", &f1);
+	knum(out, "sample_rate_bytes", full ? NAN : (double)m->rate, &f1);
+	knum(out, "peak_bytes", (double)m->peak_bytes, &f1);
+	kstr(out, "peak_basis", full ? "requested" : "usable", &f1);
+	knum(out, "peak_usable_bytes", (double)m->peak_usable_bytes, &f1);
+	knum(out, "peak_t_ns", (double)(m->peak_t_ns > p->procs[0].file.start_mono_ns ? m->peak_t_ns - p->procs[0].file.start_mono_ns : 0), &f1);
+	knum(out, "peak_step", (double)m->peak_step, &f1);
+	key(out, "peak_region", &f1);
+	if (m->peak_node == ANA_NONE && m->peak_region == ANA_NONE)
+		fputs("null", out);
+	else
+		rep_json_string(out, m->peak_node != ANA_NONE ? p->nodes[m->peak_node].path : p->names[m->peak_region]);
+	knum(out, "peak_rss_bytes", (double)m->peak_rss_bytes, &f1);
+	knum(out, "allocations", (double)m->allocs, &f1);
+	knum(out, "frees", (double)m->frees, &f1);
+	knum(out, "allocated_bytes", (double)m->alloc_bytes, &f1);
+	knum(out, "largest_bytes", (double)m->largest_bytes, &f1);
+	knum(out, "allocations_per_step", m->allocs_per_step, &f1);
+	knum(out, "allocation_rate_per_s", m->alloc_rate_per_s, &f1);
+	knum(out, "temporary_allocations", full ? (double)m->temporary : NAN, &f1);
+	knum(out, "leaked_bytes", full ? m->leaked_bytes : round(m->leaked_bytes), &f1);
+	knum(out, "leaked_count", full ? m->leaked_count : round(m->leaked_count), &f1);
+	key(out, "leaks_estimated", &f1);
+	fputs(full ? "false" : "true", out);
+	knum(out, "runtime_bytes", full ? m->runtime_bytes : round(m->runtime_bytes), &f1);
+	knum(out, "heap_records", (double)m->records, &f1);
+	knum(out, "dropped_records", (double)m->dropped, &f1);
+	key(out, "trend", &f1);
+	if (!m->has_trend) {
+		fputs("null", out);
+	} else {
+		int f2 = 1;
+		fputs("{", out);
+		kstr(out, "basis", m->trend_per_step ? "step" : "second", &f2);
+		knum(out, m->trend_per_step ? "slope_bytes_per_step" : "slope_bytes_per_s", m->slope, &f2);
+		knum(out, "intercept_bytes", m->intercept, &f2);
+		knum(out, "r2", m->r2, &f2);
+		knum(out, "points", m->trend_points, &f2);
+		knum(out, "threshold_bytes", p->opt.leak_threshold_bytes > 0 ? p->opt.leak_threshold_bytes : 10e6, &f2);
+		fputs("}", out);
+	}
+	mem_sites(out, p, "leaks", REP_MEM_LIVE, rows(p, 20), &f1);
+	mem_sites(out, p, "top_allocators", REP_MEM_BYTES, rows(p, 20), &f1);
+	mem_sites(out, p, "at_peak", REP_MEM_PEAK, rows(p, 20), &f1);
+	if (full)
+		mem_sites(out, p, "temporary", REP_MEM_TEMP, rows(p, 20), &f1);
+	key(out, "timeline", &f1);
+	/* At most 2000 points, evenly thinned; step points are what the trend used. */
+	size_t n = m->npoints, stride = n > 2000 ? (n + 1999) / 2000 : 1;
+	uint64_t t0 = p->procs[0].file.start_mono_ns;
+	fputs("[", out);
+	for (size_t i = 0, k = 0; i < n; i += stride, k++) {
+		const ana_mem_point *pt = &m->points[i];
+		fprintf(out, "%s{\"t_ns\": %llu, \"live_bytes\": %llu, \"rss_bytes\": %llu, \"step\": %llu, \"process\": %llu}",
+			k ? ",\n    " : "\n    ", (unsigned long long)(pt->t_ns > t0 ? pt->t_ns - t0 : 0),
+			(unsigned long long)pt->live_bytes, (unsigned long long)pt->rss_bytes, (unsigned long long)pt->step,
+			(unsigned long long)p->procs[pt->process].file.pid);
+	}
+	fputs(n ? "\n  ]\n  },\n" : "]\n  },\n", out);
+}
+
 int rep_json(FILE *out, const ana_profile *p, const rep_options *o)
 {
 	(void)o;
@@ -377,6 +495,7 @@ int rep_json(FILE *out, const ana_profile *p, const rep_options *o)
 	fputs(p->nmetrics ? "\n  ],\n" : "],\n", out);
 
 	samples_json(out, p);
+	memory_json(out, p);
 
 	fputs("  \"findings\": [", out);
 	for (uint32_t i = 0; i < p->nfindings; i++) {

@@ -8,7 +8,8 @@ PREAMBLE_LEN = 16
 CHUNK_HDR_LEN = 16
 
 CHUNK_NAMES = {1: "HEADER", 2: "SITES", 3: "THREAD", 4: "EVENTS", 5: "STATS",
-               6: "THREAD_END", 7: "END", 8: "SAMPLES", 9: "MODULES", 10: "TASKS"}
+               6: "THREAD_END", 7: "END", 8: "SAMPLES", 9: "MODULES", 10: "TASKS",
+               11: "HEAP"}
 
 # SAMPLES flags (docs/format.md "Samples (1.1)")
 SAMPLE_KIND_MASK = 3        # 0 = on CPU, 1 = off CPU
@@ -204,12 +205,12 @@ def decode(data):
      "samples": [sample dict, see _samples], "sample_counts": (taken, dropped, truncated)
      of the last SAMPLES chunk (cumulative) or None, "sample_chunks": n,
      "modules": [{"ticks", "path", "build_id", "bias", "segs": [(start, end, offset)]}]
-     in file order, "tasks": {tid: name}}.
+     in file order, "tasks": {tid: name}, "heap": see _heap, or None}.
     Raises ValueError on compressed chunks or malformed data."""
     major, minor, chunks = parse(data)
     out = {"header": {}, "sites": {}, "threads": {}, "events": {}, "end": False,
            "samples": [], "sample_counts": None, "sample_chunks": 0, "modules": [],
-           "tasks": {}}
+           "tasks": {}, "heap": None}
     streams = {}
     for c in chunks:
         if c.codec != 0:
@@ -282,6 +283,10 @@ def decode(data):
                 tid, pos = _varint(p, pos)
                 name, pos = _string(p, pos)
                 out["tasks"][tid] = name.decode(errors="replace")
+        elif c.type == 11:
+            if out["heap"] is None:
+                out["heap"] = {"counters": None, "stacks": {}, "records": []}
+            _heap(p, out["heap"])
     for idx, s in streams.items():
         out["events"][idx] = _events(bytes(s))
     return out
@@ -322,6 +327,74 @@ def _samples(p, out):
                     "ticks": t, "weight": weight, "step": step, "regions": regions,
                     "frames": frames})
     return taken, dropped, truncated
+
+
+HEAP_COUNTERS = ("allocs", "frees", "alloc_bytes", "live_bytes", "peak_bytes", "peak_ticks",
+                 "peak_step", "peak_site", "largest_bytes", "records", "dropped", "truncated",
+                 "untracked")
+
+
+def _heap(p, heap):
+    """Decode one HEAP payload into heap = {"counters": {name: value} (the latest chunk's),
+    "stacks": {id: {"truncated", "regions", "frames" (innermost first)}}, "records": [
+    ("alloc", tid, ticks, step, addr, size, stack) | ("free", tid, ticks, addr) |
+    ("snap", ticks, step, live, rss, allocs, frees, alloc_bytes, reason)]}."""
+    pos = 0
+    counters = {}
+    for name in HEAP_COUNTERS:
+        counters[name], pos = _varint(p, pos)
+    heap["counters"] = counters
+    t = 0
+    while pos < len(p):
+        rtype = p[pos]
+        pos += 1
+        if rtype == 1:
+            sid, pos = _varint(p, pos)
+            trunc = p[pos]
+            pos += 1
+            n, pos = _varint(p, pos)
+            regions = []
+            for _ in range(n):
+                r, pos = _varint(p, pos)
+                regions.append(r)
+            n, pos = _varint(p, pos)
+            frames = []
+            for i in range(n):
+                v, pos = _varint(p, pos)
+                frames.append(v if i == 0 else (frames[-1] + _unzigzag(v)) & 0xFFFFFFFFFFFFFFFF)
+            if sid in heap["stacks"]:
+                raise ValueError("HEAP stack %d defined twice" % sid)
+            heap["stacks"][sid] = {"truncated": trunc, "regions": regions, "frames": frames}
+        elif rtype == 2:
+            tid, pos = _varint(p, pos)
+            dt, pos = _varint(p, pos)
+            t += _unzigzag(dt)
+            vals = []
+            for _ in range(4):
+                v, pos = _varint(p, pos)
+                vals.append(v)
+            step, addr, size, sid = vals
+            if sid not in heap["stacks"]:
+                raise ValueError("HEAP allocation names undefined stack %d" % sid)
+            heap["records"].append(("alloc", tid, t, step, addr, size, sid))
+        elif rtype == 3:
+            tid, pos = _varint(p, pos)
+            dt, pos = _varint(p, pos)
+            t += _unzigzag(dt)
+            addr, pos = _varint(p, pos)
+            heap["records"].append(("free", tid, t, addr))
+        elif rtype == 4:
+            dt, pos = _varint(p, pos)
+            t += _unzigzag(dt)
+            vals = []
+            for _ in range(6):
+                v, pos = _varint(p, pos)
+                vals.append(v)
+            reason = p[pos]
+            pos += 1
+            heap["records"].append(("snap", t) + tuple(vals) + (reason,))
+        else:
+            raise ValueError("HEAP record type %d" % rtype)
 
 
 def module_of(dec, addr):

@@ -1,0 +1,606 @@
+/*
+ * memory.c - the heap profile in the analysis model. HEAP records are replayed in file
+ * order (which is the order the collector reserved them in, so a free always follows the
+ * allocation it frees): allocations and frees are matched by address, aggregated per
+ * allocation stack, and the live set at the peak is kept without copying it, by stamping
+ * each stack with the last moment it changed. Stacks are symbolised with the samples' own
+ * machinery (samples.c). Design notes: docs/memory.md.
+ */
+#include "analyze/analyze.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+/* A live block: address -> (site, size, weight). Open addressing, backward-shift deletion. */
+typedef struct blk {
+	uint64_t addr;          /* 0: empty */
+	uint64_t size;
+	double w;               /* allocations it stands for (1 in full mode) */
+	uint32_t site;
+} blk;
+
+typedef struct bmap {
+	blk *b;
+	size_t cap, n;
+} bmap;
+
+static size_t bslot(const bmap *m, uint64_t addr)
+{
+	uint64_t k = addr >> 4;
+	k ^= k >> 33;
+	k *= 0xff51afd7ed558ccdull;
+	k ^= k >> 33;
+	return k & (m->cap - 1);
+}
+
+static blk *bmap_find(bmap *m, uint64_t addr)
+{
+	if (!m->n)
+		return NULL;
+	for (size_t i = bslot(m, addr); m->b[i].addr; i = (i + 1) & (m->cap - 1))
+		if (m->b[i].addr == addr)
+			return &m->b[i];
+	return NULL;
+}
+
+static int bmap_put(bmap *m, const blk *e)
+{
+	if ((m->n + 1) * 4 > m->cap * 3) {
+		size_t cap = m->cap ? m->cap * 2 : 1024;
+		bmap nm = {calloc(cap, sizeof(blk)), cap, m->n};
+		if (!nm.b)
+			return -1;
+		for (size_t i = 0; i < m->cap; i++) {
+			if (!m->b[i].addr)
+				continue;
+			size_t j = bslot(&nm, m->b[i].addr);
+			while (nm.b[j].addr)
+				j = (j + 1) & (cap - 1);
+			nm.b[j] = m->b[i];
+		}
+		free(m->b);
+		*m = nm;
+	}
+	size_t i = bslot(m, e->addr);
+	while (m->b[i].addr)
+		i = (i + 1) & (m->cap - 1);
+	m->b[i] = *e;
+	m->n++;
+	return 0;
+}
+
+static void bmap_del(bmap *m, blk *e)
+{
+	size_t i = (size_t)(e - m->b), j = i;
+	for (;;) {
+		j = (j + 1) & (m->cap - 1);
+		if (!m->b[j].addr)
+			break;
+		size_t k = bslot(m, m->b[j].addr);
+		/* move j back to i when its home is not in (i, j] */
+		if ((j > i && (k <= i || k > j)) || (j < i && (k <= i && k > j))) {
+			m->b[i] = m->b[j];
+			i = j;
+		}
+	}
+	m->b[i].addr = 0;
+	m->n--;
+}
+
+/* Replay state of the file being read. */
+typedef struct rstate {
+	uint32_t proc;
+	int sampled;
+	double rate;
+	uint32_t *site_of;       /* HEAP stack id -> site index + 1 */
+	size_t site_of_cap;
+	bmap live;
+	double live_bytes, peak_bytes;
+	uint64_t ordinal, P;     /* events so far; the one at which the latest peak was reached */
+	uint64_t peak_ticks, peak_step;
+	uint32_t peak_site;
+	int peak_marked;         /* sampled: the counters' peak time was passed */
+	struct { uint64_t tid, addr; } last[64]; /* a thread's last allocation (temporaries) */
+} rstate;
+
+static int grow(void *arr, size_t *cap, size_t n, size_t elem)
+{
+	if (n < *cap)
+		return 0;
+	size_t c = *cap ? *cap * 2 : 64;
+	while (c <= n)
+		c *= 2;
+	void *a = realloc(*(void **)arr, c * elem);
+	if (!a)
+		return -1;
+	memset((char *)a + *cap * elem, 0, (c - *cap) * elem);
+	*(void **)arr = a;
+	*cap = c;
+	return 0;
+}
+
+static void rstate_free(rstate *r)
+{
+	if (!r)
+		return;
+	free(r->site_of);
+	free(r->live.b);
+	free(r);
+}
+
+static rstate *state(ana_profile *p, uint32_t proc, const fmt_file *f)
+{
+	rstate *r = p->mem.priv;
+	if (r && r->proc == proc)
+		return r;
+	rstate_free(r);
+	r = p->mem.priv = calloc(1, sizeof *r);
+	if (!r)
+		return NULL;
+	r->proc = proc;
+	r->sampled = f->mem_mode == FMT_MEM_SAMPLED;
+	r->rate = f->mem_rate ? (double)f->mem_rate : 524288.0;
+	r->peak_site = ANA_NONE;
+	return r;
+}
+
+/* The site of HEAP stack `id`, made on first use. */
+static ana_mem_site *site_for(ana_profile *p, rstate *r, const fmt_file *f, uint32_t id, uint32_t *index)
+{
+	ana_memory *m = &p->mem;
+	if (grow(&r->site_of, &r->site_of_cap, id, sizeof *r->site_of) < 0)
+		return NULL;
+	if (r->site_of[id]) {
+		*index = r->site_of[id] - 1;
+		return &m->sites[*index];
+	}
+	const fmt_heap_stack *st = fmt_heap_stack_get(f, id);
+	uint32_t raw;
+	if (!st || ana_samples_intern_stack(p, r->proc, f, st->frames, st->nframes, st->truncated, &raw))
+		return NULL;
+	size_t cap = m->sites_cap;
+	if (grow(&m->sites, &cap, m->nsites, sizeof *m->sites) < 0)
+		return NULL;
+	m->sites_cap = (uint32_t)cap;
+	*index = m->nsites;
+	ana_mem_site *s = &m->sites[m->nsites++];
+	memset(s, 0, sizeof *s);
+	s->process = r->proc;
+	s->raw = raw;
+	s->stack = ANA_NONE;
+	s->node = id; /* the HEAP stack id until the file ends (regions are resolved then) */
+	r->site_of[id] = *index + 1;
+	return s;
+}
+
+/* Before a site's live numbers change: if the latest peak came after its last change,
+ * its current numbers are its numbers at that peak. */
+static void touch(rstate *r, ana_mem_site *s)
+{
+	if (r->P >= s->mod) {
+		s->at_peak_count = s->live_count;
+		s->at_peak_bytes = s->live_bytes;
+		s->at_peak_p = r->P;
+	}
+	s->mod = r->ordinal;
+}
+
+static void remember_alloc(rstate *r, uint64_t tid, uint64_t addr)
+{
+	size_t i = (size_t)(tid * 0x9e3779b97f4a7c15ull >> 58);
+	r->last[i].tid = tid;
+	r->last[i].addr = addr;
+}
+
+static int was_last_alloc(rstate *r, uint64_t tid, uint64_t addr)
+{
+	size_t i = (size_t)(tid * 0x9e3779b97f4a7c15ull >> 58);
+	return r->last[i].tid == tid && r->last[i].addr == addr;
+}
+
+static void on_free(ana_profile *p, rstate *r, blk *b)
+{
+	ana_mem_site *s = &p->mem.sites[b->site];
+	r->ordinal++;
+	touch(r, s);
+	s->live_count -= b->w;
+	s->live_bytes -= (double)b->size * b->w;
+	r->live_bytes -= (double)b->size * b->w;
+	bmap_del(&r->live, b);
+}
+
+int ana_memory_event(ana_profile *p, uint32_t proc, const fmt_file *f, const fmt_event *ev)
+{
+	ana_memory *m = &p->mem;
+	if (ev->type == FMT_EV_HEAP_SNAP) {
+		if (grow(&m->points, &m->points_cap, m->npoints, sizeof *m->points) < 0)
+			return FENNEC_ENOMEM;
+		double t = fmt_ticks_to_ns(f, ev->ticks);
+		m->points[m->npoints++] = (ana_mem_point){t > 0 ? (uint64_t)llround(t) : 0, ev->u, ev->heap[0], ev->heap[1],
+							   ev->heap[2], ev->heap[3], ev->heap[4], proc, (uint8_t)ev->flags};
+		return 0;
+	}
+	rstate *r = state(p, proc, f);
+	if (!r)
+		return FENNEC_ENOMEM;
+	if (r->sampled && !r->peak_marked && ev->ticks > f->heap.peak_ticks && f->heap.peak_ticks) {
+		r->P = r->ordinal; /* the live set at the counters' peak is the one before this event */
+		r->peak_marked = 1;
+	}
+	blk *b = bmap_find(&r->live, ev->addr);
+	if (ev->type == FMT_EV_FREE) {
+		if (!b)
+			return 0; /* allocated before the session, or not sampled */
+		if (!r->sampled && was_last_alloc(r, ev->tid, ev->addr))
+			m->sites[b->site].temporary++;
+		on_free(p, r, b);
+		return 0;
+	}
+	if (b)
+		on_free(p, r, b); /* a free we never saw (dropped): the address was reused */
+	uint32_t si;
+	ana_mem_site *s = site_for(p, r, f, ev->id, &si);
+	if (!s)
+		return FENNEC_ENOMEM;
+	double w = 1;
+	if (r->sampled) {
+		double sz = ev->size ? (double)ev->size : 1;
+		w = 1 / -expm1(-sz / r->rate);
+	}
+	r->ordinal++;
+	touch(r, s);
+	s->allocs += w;
+	s->bytes += (double)ev->size * w;
+	s->live_count += w;
+	s->live_bytes += (double)ev->size * w;
+	r->live_bytes += (double)ev->size * w;
+	blk e = {ev->addr, ev->size, w, si};
+	if (bmap_put(&r->live, &e) < 0)
+		return FENNEC_ENOMEM;
+	remember_alloc(r, ev->tid, ev->addr);
+	if (!r->sampled && r->live_bytes > r->peak_bytes) {
+		r->peak_bytes = r->live_bytes;
+		r->P = r->ordinal;
+		r->peak_ticks = ev->ticks;
+		r->peak_step = ev->u;
+		r->peak_site = si;
+	}
+	return 0;
+}
+
+int ana_memory_end_process(ana_profile *p, uint32_t proc, const fmt_file *f)
+{
+	ana_memory *m = &p->mem;
+	rstate *r = p->mem.priv;
+	if (!f->has_heap) {
+		rstate_free(r);
+		p->mem.priv = NULL;
+		return 0;
+	}
+	if (!m->present) {
+		m->present = 1;
+		m->mode = (unsigned)f->mem_mode;
+		m->rate = f->mem_rate;
+		m->peak_node = m->peak_region = ANA_NONE;
+	}
+	const fmt_heap_counters *h = &f->heap;
+	m->allocs += h->allocs;
+	m->frees += h->frees;
+	m->alloc_bytes += h->alloc_bytes;
+	if (h->largest_bytes > m->largest_bytes)
+		m->largest_bytes = h->largest_bytes;
+	m->records += h->records;
+	m->dropped += h->dropped;
+	m->untracked += h->untracked;
+	if (r && r->proc != proc)
+		r = NULL;
+	if (r && r->sampled && !r->peak_marked)
+		r->P = r->ordinal;
+	/* Each site of this file: its numbers at the peak, its region node. */
+	for (uint32_t i = 0; i < m->nsites; i++) {
+		ana_mem_site *s = &m->sites[i];
+		if (s->process != proc || !r)
+			continue;
+		if (r->P >= s->mod) {
+			s->peak_count = s->live_count;
+			s->peak_bytes = s->live_bytes;
+		} else {
+			s->peak_count = s->at_peak_count;
+			s->peak_bytes = s->at_peak_bytes;
+		}
+		const fmt_heap_stack *st = fmt_heap_stack_get(f, s->node);
+		s->node = st && st->nregions ? ana_path_node(p, f, st->regions, st->nregions) : ANA_NONE;
+	}
+	/* The process's peak: exact requested bytes in full mode, the counter otherwise. */
+	uint64_t peak = r && !r->sampled ? (uint64_t)llround(r->peak_bytes) : h->peak_bytes;
+	if (!m->peak_bytes || peak > m->peak_bytes) {
+		m->peak_bytes = peak;
+		m->peak_usable_bytes = h->peak_bytes;
+		m->peak_process = proc;
+		m->peak_node = m->peak_region = ANA_NONE;
+		if (r && !r->sampled && r->peak_site != ANA_NONE) {
+			double t = fmt_ticks_to_ns(f, r->peak_ticks);
+			m->peak_t_ns = t > 0 ? (uint64_t)llround(t) : 0;
+			m->peak_step = r->peak_step;
+			m->peak_node = m->sites[r->peak_site].node;
+			if (m->peak_node != ANA_NONE)
+				m->peak_region = p->nodes[m->peak_node].name;
+		} else {
+			double t = fmt_ticks_to_ns(f, h->peak_ticks);
+			m->peak_t_ns = t > 0 ? (uint64_t)llround(t) : 0;
+			m->peak_step = h->peak_step;
+			uint64_t site = h->peak_site;
+			if (site && site < f->nsites && f->sites[site].defined && f->sites[site].name) {
+				m->peak_region = ana_intern(p, f->sites[site].name);
+				/* the node: the top-level or nested region of that name with the most time */
+				for (uint32_t n = 0; n < p->nnodes; n++)
+					if (p->nodes[n].name == m->peak_region &&
+					    (m->peak_node == ANA_NONE || p->nodes[n].total_ns > p->nodes[m->peak_node].total_ns))
+						m->peak_node = n;
+			}
+		}
+	}
+	rstate_free(r);
+	p->mem.priv = NULL;
+	return 0;
+}
+
+/* ---- after symbolisation ---- */
+
+static const char *func_name(const ana_profile *p, uint32_t loc)
+{
+	const ana_loc *l = &p->smp.locs[loc];
+	return p->names[p->smp.funcs[l->func].name];
+}
+
+static int is_allocator(const char *fn)
+{
+	static const char *const names[] = {"operator new", "strdup", "__strdup", "strndup", "__strndup",
+					    "xmalloc", "xcalloc", "xrealloc", "reallocarray", "__libc_reallocarray"};
+	for (size_t i = 0; i < ARRAY_LEN(names); i++)
+		if (!strncmp(fn, names[i], strlen(names[i])))
+			return 1;
+	return 0;
+}
+
+/* Allocations the C runtime or fennec make for themselves and free at exit, or never:
+ * stdio buffers, the loader's and the locale's tables, atexit lists, thread-local storage. */
+static int is_runtime(const ana_profile *p, const ana_stack *st)
+{
+	static const char *const prefixes[] = {"_IO_file_doallocate", "_dl_", "_nl_", "__new_exitfn", "__tzfile_read",
+					       "tzset", "__gconv", "__nss_", "__res_", "__libc_early_init",
+					       "__cxa_thread_atexit", "_IO_vasprintf", "__libc_dlopen"};
+	for (uint32_t i = 0; i < st->n; i++) {
+		const ana_loc *l = &p->smp.locs[st->locs[i]];
+		const char *mod = p->names[p->smp.funcs[l->func].module];
+		const char *b = strrchr(mod, '/');
+		if (!strncmp(b ? b + 1 : mod, "libfennec", 9))
+			return 1;
+	}
+	/* Only the innermost few frames: a runtime routine called from the program's own
+	 * code (fopen without fclose) is the program's allocation. */
+	for (uint32_t k = 0; k < st->n && k < 4; k++) {
+		const char *fn = func_name(p, st->locs[st->n - 1 - k]);
+		for (size_t i = 0; i < ARRAY_LEN(prefixes); i++)
+			if (!strncmp(fn, prefixes[i], strlen(prefixes[i])))
+				return 1;
+	}
+	return 0;
+}
+
+const char *ana_mem_site_name(const ana_profile *p, const ana_mem_site *s)
+{
+	if (s->stack == ANA_NONE || !p->smp.stacks[s->stack].n)
+		return "[unknown]";
+	const ana_stack *st = &p->smp.stacks[s->stack];
+	for (uint32_t k = 0; k < st->n; k++) {
+		const char *fn = func_name(p, st->locs[st->n - 1 - k]);
+		if (!is_allocator(fn) || k + 1 == st->n)
+			return fn;
+	}
+	return "[unknown]";
+}
+
+static int cmp_point(const void *a, const void *b)
+{
+	const ana_mem_point *x = a, *y = b;
+	return (x->t_ns > y->t_ns) - (x->t_ns < y->t_ns);
+}
+
+/* Least squares of y on x: slope, intercept, r^2. */
+static void fit(const double *x, const double *y, size_t n, double *slope, double *icpt, double *r2)
+{
+	double mx = 0, my = 0;
+	for (size_t i = 0; i < n; i++) {
+		mx += x[i];
+		my += y[i];
+	}
+	mx /= (double)n;
+	my /= (double)n;
+	double sxx = 0, sxy = 0, syy = 0;
+	for (size_t i = 0; i < n; i++) {
+		sxx += (x[i] - mx) * (x[i] - mx);
+		sxy += (x[i] - mx) * (y[i] - my);
+		syy += (y[i] - my) * (y[i] - my);
+	}
+	*slope = sxx > 0 ? sxy / sxx : 0;
+	*icpt = my - *slope * mx;
+	*r2 = sxx > 0 && syy > 0 ? sxy * sxy / (sxx * syy) : (syy == 0 ? 1 : 0);
+}
+
+static int trend(ana_profile *p)
+{
+	ana_memory *m = &p->mem;
+	uint32_t proc = m->peak_process;
+	size_t n = 0;
+	for (size_t i = 0; i < m->npoints; i++)
+		n += m->points[i].process == proc && m->points[i].reason == FMT_SNAP_STEP;
+	int per_step = n >= 3;
+	if (!per_step) {
+		n = 0;
+		for (size_t i = 0; i < m->npoints; i++)
+			n += m->points[i].process == proc;
+	}
+	if (n < 3)
+		return 0;
+	double *x = malloc(n * sizeof *x), *y = malloc(n * sizeof *y);
+	if (!x || !y) {
+		free(x);
+		free(y);
+		return FENNEC_ENOMEM;
+	}
+	size_t k = 0;
+	uint64_t t0 = 0;
+	for (size_t i = 0; i < m->npoints; i++) {
+		const ana_mem_point *pt = &m->points[i];
+		if (pt->process != proc || (per_step && pt->reason != FMT_SNAP_STEP))
+			continue;
+		if (!k)
+			t0 = pt->t_ns;
+		x[k] = per_step ? (double)pt->step : (double)(pt->t_ns - t0) / 1e9;
+		y[k++] = (double)pt->live_bytes;
+	}
+	fit(x, y, k, &m->slope, &m->intercept, &m->r2);
+	m->has_trend = 1;
+	m->trend_per_step = per_step;
+	m->trend_points = (uint32_t)k;
+	free(x);
+	free(y);
+	return 0;
+}
+
+/* Whether two sites have the same source-level stack (function, file, line per frame) in
+ * the same process and region: different return addresses of one source line (an
+ * unrolled loop, inlined copies) are one allocation site to the reader. */
+static int same_site(const ana_profile *p, const ana_mem_site *a, const ana_mem_site *b)
+{
+	if (a->process != b->process || a->node != b->node || a->stack == ANA_NONE || b->stack == ANA_NONE)
+		return a->stack == b->stack && a->process == b->process && a->node == b->node;
+	const ana_stack *x = &p->smp.stacks[a->stack], *y = &p->smp.stacks[b->stack];
+	if (x->n != y->n)
+		return 0;
+	for (uint32_t i = 0; i < x->n; i++) {
+		const ana_loc *u = &p->smp.locs[x->locs[i]], *v = &p->smp.locs[y->locs[i]];
+		if (u->func != v->func || u->file != v->file || u->line != v->line)
+			return 0;
+	}
+	return 1;
+}
+
+static uint64_t site_hash(const ana_profile *p, const ana_mem_site *a)
+{
+	uint64_t h = (uint64_t)a->process * 31 + a->node;
+	if (a->stack == ANA_NONE)
+		return h ^ 0x5bd1e995;
+	const ana_stack *x = &p->smp.stacks[a->stack];
+	for (uint32_t i = 0; i < x->n; i++) {
+		const ana_loc *u = &p->smp.locs[x->locs[i]];
+		h = (h ^ ((uint64_t)u->func << 32 | u->line)) * 0x100000001b3ull;
+	}
+	return h;
+}
+
+/* Fold sites with the same source-level stack into one. */
+static int merge_sites(ana_profile *p)
+{
+	ana_memory *m = &p->mem;
+	size_t cap = 16;
+	while (cap < (size_t)m->nsites * 2)
+		cap *= 2;
+	uint32_t *tab = malloc(cap * sizeof *tab);
+	if (!tab)
+		return FENNEC_ENOMEM;
+	memset(tab, 0xff, cap * sizeof *tab);
+	uint32_t k = 0;
+	for (uint32_t i = 0; i < m->nsites; i++) {
+		ana_mem_site *s = &m->sites[i];
+		size_t j = site_hash(p, s) & (cap - 1);
+		for (; tab[j] != UINT32_MAX; j = (j + 1) & (cap - 1))
+			if (same_site(p, &m->sites[tab[j]], s))
+				break;
+		if (tab[j] == UINT32_MAX) {
+			m->sites[k] = *s;
+			tab[j] = k++;
+			continue;
+		}
+		ana_mem_site *d = &m->sites[tab[j]];
+		d->allocs += s->allocs;
+		d->bytes += s->bytes;
+		d->live_count += s->live_count;
+		d->live_bytes += s->live_bytes;
+		d->peak_count += s->peak_count;
+		d->peak_bytes += s->peak_bytes;
+		d->temporary += s->temporary;
+	}
+	m->nsites = k;
+	free(tab);
+	return 0;
+}
+
+int ana_memory_finish(ana_profile *p)
+{
+	ana_memory *m = &p->mem;
+	rstate_free(m->priv);
+	m->priv = NULL;
+	if (!m->present)
+		return 0;
+	for (uint32_t i = 0; i < m->nsites; i++)
+		m->sites[i].stack = ana_samples_stack_of(p, m->sites[i].process, m->sites[i].raw);
+	if (merge_sites(p))
+		return FENNEC_ENOMEM;
+	for (uint32_t i = 0; i < m->nsites; i++) {
+		ana_mem_site *s = &m->sites[i];
+		s->runtime = s->stack != ANA_NONE && is_runtime(p, &p->smp.stacks[s->stack]);
+		if (s->live_count > 0.5) {
+			if (s->runtime) {
+				m->runtime_bytes += s->live_bytes;
+				m->runtime_count += s->live_count;
+			} else {
+				m->leaked_bytes += s->live_bytes;
+				m->leaked_count += s->live_count;
+			}
+		}
+		m->temporary += s->temporary;
+	}
+	if (m->npoints > 1)
+		qsort(m->points, m->npoints, sizeof *m->points, cmp_point);
+	for (size_t i = 0; i < m->npoints; i++)
+		if (m->points[i].rss_bytes > m->peak_rss_bytes)
+			m->peak_rss_bytes = m->points[i].rss_bytes;
+	for (uint32_t i = 0; i < p->nprocs; i++)
+		if (p->procs[i].file.max_rss_kb * 1024 > m->peak_rss_bytes)
+			m->peak_rss_bytes = p->procs[i].file.max_rss_kb * 1024;
+	m->allocs_per_step = p->steps ? (double)m->allocs / (double)p->steps : NAN;
+	m->alloc_rate_per_s = p->wall_ns ? (double)m->allocs / ((double)p->wall_ns / 1e9) : NAN;
+	if (m->dropped)
+		ana_warn(p, "%llu heap events were dropped (the heap buffer stayed full for a second): leaks and "
+			    "per-stack numbers are incomplete; the totals are exact",
+			 (unsigned long long)m->dropped);
+	return trend(p);
+}
+
+void ana_memory_discard(ana_profile *p, uint32_t proc)
+{
+	ana_memory *m = &p->mem;
+	rstate_free(m->priv);
+	m->priv = NULL;
+	uint32_t k = 0;
+	for (uint32_t i = 0; i < m->nsites; i++)
+		if (m->sites[i].process != proc)
+			m->sites[k++] = m->sites[i];
+	m->nsites = k;
+	size_t n = 0;
+	for (size_t i = 0; i < m->npoints; i++)
+		if (m->points[i].process != proc)
+			m->points[n++] = m->points[i];
+	m->npoints = n;
+}
+
+void ana_memory_free(ana_profile *p)
+{
+	rstate_free(p->mem.priv);
+	free(p->mem.points);
+	free(p->mem.sites);
+	memset(&p->mem, 0, sizeof p->mem);
+}

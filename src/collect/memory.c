@@ -1,0 +1,1039 @@
+/*
+ * memory.c - the heap profiler. libfennec interposes the malloc family (malloc, calloc,
+ * realloc, reallocarray, free, posix_memalign, aligned_alloc, memalign, valloc, pvalloc)
+ * and keeps exact counters from the start of the process: per-thread slots for counts, one
+ * atomic for live bytes and the peak. During a recording it also writes heap events into a
+ * shared ring (ring.h): in sampled mode the allocations picked by Poisson sampling over
+ * bytes, with their stacks, and the frees of those; in full mode every allocation and free.
+ * The writer interns the stacks and writes HEAP chunks (docs/format.md). Design notes:
+ * docs/internals/memory.md.
+ */
+#include <dlfcn.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <malloc.h>
+#include <math.h>
+#include <pthread.h>
+#include <sched.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <libunwind.h>
+
+#include "collect/collect.h"
+#include "collect/ring.h"
+#include "fennec.h"
+
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+#define MEM_SANITIZER 1 /* the sanitizer owns malloc: libfennec does not interpose it */
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
+#define MEM_SANITIZER 1
+#endif
+#endif
+#ifndef MEM_SANITIZER
+#define MEM_SANITIZER 0
+#endif
+
+#define API FENNEC_API
+#define MEM_SLOTS 1024                  /* threads with counters of their own */
+#define SET_SIZE (1u << 16)             /* sampled live blocks tracked (sampled mode) */
+#define SET_PROBES 64
+#define FILTER_SIZE (1u << 13)          /* counting filter in front of the set */
+#define SET_TOMB ((uintptr_t)1)
+#define RING_SAMPLED (4u << 20)
+#define RING_FULL (64u << 20)
+#define REC_HDR 48
+#define BOOT_SIZE (256u << 10)          /* allocations made while dlsym resolves the allocator */
+
+typedef void *(*malloc_fn)(size_t);
+typedef void *(*calloc_fn)(size_t, size_t);
+typedef void *(*realloc_fn)(void *, size_t);
+typedef void *(*reallocarray_fn)(void *, size_t, size_t);
+typedef void (*free_fn)(void *);
+typedef void *(*memalign_fn)(size_t, size_t);
+typedef int (*posix_memalign_fn)(void **, size_t, size_t);
+typedef void *(*valloc_fn)(size_t);
+typedef size_t (*usable_fn)(void *);
+
+extern void *__libc_malloc(size_t);
+extern void *__libc_calloc(size_t, size_t);
+extern void *__libc_realloc(void *, size_t);
+extern void __libc_free(void *);
+extern void *__libc_memalign(size_t, size_t);
+extern void *__libc_valloc(size_t);
+extern void *__libc_pvalloc(size_t);
+
+static struct {
+	malloc_fn malloc;
+	calloc_fn calloc;
+	realloc_fn realloc;
+	reallocarray_fn reallocarray;
+	free_fn free;
+	memalign_fn memalign, aligned_alloc;
+	posix_memalign_fn posix_memalign;
+	valloc_fn valloc, pvalloc;
+	usable_fn usable;
+} R;
+static _Atomic int resolved; /* 0: not yet, 1: resolving, 2: done */
+static int counting;         /* heap counters on (not FENNEC_MEMORY=none) */
+
+/* Counters of one thread: written by their owner only (plain load + store), summed by
+ * readers. Threads beyond MEM_SLOTS, and threads after their exit, use `shared`. */
+typedef struct mem_slot {
+	_Atomic uint64_t allocs, frees, bytes, largest;
+	_Atomic int used;
+} __attribute__((aligned(64))) mem_slot;
+
+static mem_slot slots[MEM_SLOTS];
+static mem_slot shared, retired; /* atomically updated */
+static _Atomic uint32_t slots_hwm;
+static _Atomic int64_t live;      /* usable bytes of live blocks */
+static _Atomic uint64_t peak;     /* highest `live` since the process (or session) started */
+static _Atomic uint64_t peak_ticks, peak_step;
+static _Atomic uint32_t peak_site;
+static pthread_key_t slot_key;
+static pthread_once_t key_once = PTHREAD_ONCE_INIT;
+static int key_ok;
+
+typedef struct mem_tls {
+	mem_slot *slot;      /* NULL until the first allocation */
+	int busy;            /* inside a wrapper's recording path: re-entry passes through */
+	int internal;        /* fennec's own allocations */
+	int resolving;       /* this thread runs dlsym for the real allocator */
+	int64_t countdown;   /* sampled mode: bytes until the next sampled allocation */
+	uint64_t rng;
+} mem_tls;
+static __thread mem_tls T;
+
+/* Recording state of the session. */
+static struct {
+	_Atomic int mode;          /* enum fmt_mem_mode while recording, else FMT_MEM_OFF */
+	int session_mode;
+	uint64_t rate;
+	uint64_t interval_ns;
+	uint32_t depth;
+	col_ring ring;
+	_Atomic uint64_t records, dropped, truncated, untracked;
+	uint64_t base_allocs, base_frees, base_bytes; /* totals at session start */
+	int statm_fd;
+	long page;
+	uint64_t next_snap_ns;
+	/* sampled mode: addresses of sampled live blocks, with a counting filter in front */
+	_Atomic uintptr_t set[SET_SIZE];
+	_Atomic uint16_t filter[FILTER_SIZE];
+	_Atomic uint32_t set_live;
+	/* writer side */
+	struct stk { uint64_t hash; uint32_t id; uint32_t off; } *stacks;
+	uint32_t nstacks, stacks_cap;  /* open addressing, cap a power of two */
+	cm_buf stack_data;             /* interned stacks: nf, nr, flags, frames, regions */
+	cm_buf body, chunk;
+	uint64_t prev_ticks;
+	int counters_written;
+	uint64_t last_records, last_dropped, last_allocs, last_frees;
+} M = {.statm_fd = -1};
+
+/* One heap event as it sits in the ring (host byte order), followed by frames and
+ * region ids (ALLOC) or three counters (SNAP). */
+typedef struct mrec {
+	uint32_t len;
+	uint8_t type;      /* enum fmt_heap_rec */
+	uint8_t flags;     /* ALLOC: 1 = stack truncated; SNAP: enum fmt_snap_reason */
+	uint16_t nframes;
+	uint32_t tid;
+	uint16_t nregions;
+	uint16_t pad;
+	uint64_t ticks;
+	uint64_t step;
+	uint64_t a;        /* ALLOC, FREE: address; SNAP: live bytes */
+	uint64_t b;        /* ALLOC: size; SNAP: RSS bytes */
+} mrec;
+_Static_assert(sizeof(mrec) == REC_HDR, "heap record header");
+
+/* ---- resolving the real allocator ---- */
+
+static _Alignas(16) uint8_t boot[BOOT_SIZE];
+static _Atomic size_t boot_used;
+
+/* dlsym may allocate before the real allocator is known: serve it from a static arena
+ * (never freed; 16 bytes of header hold the size for realloc). */
+static void *boot_alloc(size_t n, size_t align)
+{
+	if (align < 16)
+		align = 16;
+	size_t used = atomic_load(&boot_used), start, end;
+	do {
+		start = (used + 16 + align - 1) & ~(align - 1);
+		end = start + n;
+		if (end > BOOT_SIZE || n > BOOT_SIZE)
+			return NULL;
+	} while (!atomic_compare_exchange_weak(&boot_used, &used, end));
+	*(size_t *)(boot + start - 16) = n;
+	return boot + start; /* static storage: already zero */
+}
+
+static inline int in_boot(const void *p)
+{
+	return (const uint8_t *)p >= boot && (const uint8_t *)p < boot + BOOT_SIZE;
+}
+
+static void *sym(const char *name, void *fallback)
+{
+	void *f = dlsym(RTLD_NEXT, name);
+	return f ? f : fallback;
+}
+
+static void resolve(void)
+{
+	int expect = 0;
+	if (!atomic_compare_exchange_strong(&resolved, &expect, 1)) {
+		while (atomic_load(&resolved) != 2)
+			sched_yield();
+		return;
+	}
+	T.resolving = 1;
+	R.malloc = (malloc_fn)sym("malloc", (void *)__libc_malloc);
+	R.calloc = (calloc_fn)sym("calloc", (void *)__libc_calloc);
+	R.realloc = (realloc_fn)sym("realloc", (void *)__libc_realloc);
+	R.reallocarray = (reallocarray_fn)sym("reallocarray", NULL);
+	R.free = (free_fn)sym("free", (void *)__libc_free);
+	R.memalign = (memalign_fn)sym("memalign", (void *)__libc_memalign);
+	R.aligned_alloc = (memalign_fn)sym("aligned_alloc", (void *)__libc_memalign);
+	R.posix_memalign = (posix_memalign_fn)sym("posix_memalign", NULL);
+	R.valloc = (valloc_fn)sym("valloc", (void *)__libc_valloc);
+	R.pvalloc = (valloc_fn)sym("pvalloc", (void *)__libc_pvalloc);
+	R.usable = (usable_fn)sym("malloc_usable_size", NULL);
+	const char *e = getenv("FENNEC_MEMORY");
+	counting = R.usable && !(e && !strcmp(e, "none"));
+	T.resolving = 0;
+	atomic_store(&resolved, 2);
+}
+
+static inline int ready(void)
+{
+	if (likely(atomic_load_explicit(&resolved, memory_order_acquire) == 2))
+		return 1;
+	if (T.resolving)
+		return 0;
+	resolve();
+	return 1;
+}
+
+/* ---- counters ---- */
+
+static void slot_release(void *arg)
+{
+	mem_slot *s = arg;
+	atomic_fetch_add(&retired.allocs, atomic_load(&s->allocs));
+	atomic_fetch_add(&retired.frees, atomic_load(&s->frees));
+	atomic_fetch_add(&retired.bytes, atomic_load(&s->bytes));
+	uint64_t l = atomic_load(&s->largest), r = atomic_load(&retired.largest);
+	while (l > r && !atomic_compare_exchange_weak(&retired.largest, &r, l))
+		;
+	atomic_store(&s->allocs, 0);
+	atomic_store(&s->frees, 0);
+	atomic_store(&s->bytes, 0);
+	atomic_store(&s->largest, 0);
+	atomic_store_explicit(&s->used, 0, memory_order_release);
+}
+
+static void thread_gone(void *arg)
+{
+	slot_release(arg);
+	T.slot = &shared; /* frees by later destructors of this thread */
+}
+
+static void make_key(void)
+{
+	key_ok = pthread_key_create(&slot_key, thread_gone) == 0;
+}
+
+static __attribute__((noinline)) mem_slot *claim_slot(void)
+{
+	T.slot = &shared; /* while claiming: pthread_setspecific may allocate */
+	pthread_once(&key_once, make_key);
+	if (!key_ok)
+		return &shared;
+	for (uint32_t i = 0; i < MEM_SLOTS; i++) {
+		int z = 0;
+		if (atomic_load_explicit(&slots[i].used, memory_order_relaxed) ||
+		    !atomic_compare_exchange_strong(&slots[i].used, &z, 1))
+			continue;
+		uint32_t h = atomic_load(&slots_hwm);
+		while (h < i + 1 && !atomic_compare_exchange_weak(&slots_hwm, &h, i + 1))
+			;
+		if (pthread_setspecific(slot_key, &slots[i]) != 0) {
+			atomic_store(&slots[i].used, 0);
+			return &shared;
+		}
+		T.slot = &slots[i];
+		return &slots[i];
+	}
+	return &shared;
+}
+
+static inline void bump(mem_slot *s, _Atomic uint64_t *f, uint64_t v)
+{
+	if (likely(s != &shared))
+		atomic_store_explicit(f, atomic_load_explicit(f, memory_order_relaxed) + v, memory_order_relaxed);
+	else
+		atomic_fetch_add_explicit(f, v, memory_order_relaxed);
+}
+
+static inline mem_slot *my_slot(void)
+{
+	mem_slot *s = T.slot;
+	return likely(s != NULL) ? s : claim_slot();
+}
+
+static void raise_peak(uint64_t now)
+{
+	uint64_t p = atomic_load_explicit(&peak, memory_order_relaxed);
+	while (now > p) {
+		if (atomic_compare_exchange_weak_explicit(&peak, &p, now, memory_order_relaxed, memory_order_relaxed)) {
+			if (atomic_load_explicit(&M.mode, memory_order_relaxed)) {
+				uint32_t r[COL_MAX_DEPTH];
+				uint32_t nr = col_region_stack(r, COL_MAX_DEPTH);
+				atomic_store_explicit(&peak_ticks, col_ticks(), memory_order_relaxed);
+				atomic_store_explicit(&peak_step, col_step_index(), memory_order_relaxed);
+				atomic_store_explicit(&peak_site, nr ? r[nr - 1] : 0, memory_order_relaxed);
+			}
+			return;
+		}
+	}
+}
+
+static inline void count_alloc(size_t size, size_t usable)
+{
+	mem_slot *s = my_slot();
+	bump(s, &s->allocs, 1);
+	bump(s, &s->bytes, size);
+	if (size > atomic_load_explicit(&s->largest, memory_order_relaxed)) {
+		if (s != &shared) {
+			atomic_store_explicit(&s->largest, size, memory_order_relaxed);
+		} else {
+			uint64_t l = atomic_load(&s->largest);
+			while (size > l && !atomic_compare_exchange_weak(&s->largest, &l, size))
+				;
+		}
+	}
+	int64_t now = atomic_fetch_add_explicit(&live, (int64_t)usable, memory_order_relaxed) + (int64_t)usable;
+	if (now > 0 && (uint64_t)now > atomic_load_explicit(&peak, memory_order_relaxed))
+		raise_peak((uint64_t)now);
+}
+
+static inline void count_free(size_t usable)
+{
+	mem_slot *s = my_slot();
+	bump(s, &s->frees, 1);
+	atomic_fetch_sub_explicit(&live, (int64_t)usable, memory_order_relaxed);
+}
+
+typedef struct totals {
+	uint64_t allocs, frees, bytes, largest;
+} totals;
+
+static void sum_totals(totals *t)
+{
+	const mem_slot *all[3] = {&shared, &retired, NULL};
+	memset(t, 0, sizeof *t);
+	uint32_t n = atomic_load(&slots_hwm);
+	for (uint32_t i = 0; i < n + 2; i++) {
+		const mem_slot *s = i < n ? &slots[i] : all[i - n];
+		t->allocs += atomic_load_explicit(&s->allocs, memory_order_relaxed);
+		t->frees += atomic_load_explicit(&s->frees, memory_order_relaxed);
+		t->bytes += atomic_load_explicit(&s->bytes, memory_order_relaxed);
+		uint64_t l = atomic_load_explicit(&s->largest, memory_order_relaxed);
+		if (l > t->largest)
+			t->largest = l;
+	}
+}
+
+static uint64_t live_now(void)
+{
+	int64_t l = atomic_load_explicit(&live, memory_order_relaxed);
+	return l > 0 ? (uint64_t)l : 0;
+}
+
+/* ---- heap events ---- */
+
+static inline uint64_t rng_next(void)
+{
+	uint64_t x = T.rng;
+	if (!x)
+		x = (uint64_t)(uintptr_t)&T ^ col_ticks() ^ 0x9e3779b97f4a7c15ull;
+	x ^= x << 13;
+	x ^= x >> 7;
+	x ^= x << 17;
+	T.rng = x;
+	return x;
+}
+
+/* Bytes until the next sampled allocation: exponential with mean M.rate, so every byte
+ * has the same chance 1/rate of being the one sampled (a Poisson process over bytes). */
+static int64_t next_countdown(void)
+{
+	double u = (double)((rng_next() >> 11) + 1) / 9007199254740993.0; /* (0, 1] */
+	double v = -log(u) * (double)M.rate;
+	return v < 1 ? 1 : v > 4e18 ? (int64_t)4e18 : (int64_t)v;
+}
+
+static inline uint32_t addr_hash(uintptr_t p)
+{
+	return (uint32_t)(((uint64_t)p >> 4) * 0x9e3779b97f4a7c15ull >> 40);
+}
+
+static void set_insert(uintptr_t p)
+{
+	uint32_t h = addr_hash(p);
+	for (uint32_t i = 0; i < SET_PROBES; i++) {
+		_Atomic uintptr_t *e = &M.set[(h + i) & (SET_SIZE - 1)];
+		uintptr_t cur = atomic_load_explicit(e, memory_order_relaxed);
+		while (cur == 0 || cur == SET_TOMB) {
+			if (atomic_compare_exchange_weak(e, &cur, p)) {
+				atomic_fetch_add(&M.filter[h & (FILTER_SIZE - 1)], 1);
+				atomic_fetch_add(&M.set_live, 1);
+				return;
+			}
+		}
+	}
+	atomic_fetch_add(&M.untracked, 1); /* its free will not be seen */
+}
+
+/* Whether p is a sampled live block; removes it. */
+static int set_remove(uintptr_t p)
+{
+	uint32_t h = addr_hash(p);
+	if (!atomic_load_explicit(&M.filter[h & (FILTER_SIZE - 1)], memory_order_relaxed))
+		return 0;
+	for (uint32_t i = 0; i < SET_PROBES; i++) {
+		_Atomic uintptr_t *e = &M.set[(h + i) & (SET_SIZE - 1)];
+		uintptr_t cur = atomic_load_explicit(e, memory_order_relaxed);
+		if (cur == 0)
+			return 0;
+		if (cur == p && atomic_compare_exchange_strong(e, &cur, SET_TOMB)) {
+			atomic_fetch_sub(&M.filter[h & (FILTER_SIZE - 1)], 1);
+			atomic_fetch_sub(&M.set_live, 1);
+			return 1;
+		}
+	}
+	return 0;
+}
+
+/* Reserve room for a record; in full mode wait (up to about a second) for the writer
+ * rather than lose an event, since a lost free would show as a leak. */
+static int reserve(uint32_t len, uint64_t *pos)
+{
+	for (int tries = 0; col_ring_reserve(&M.ring, len, pos) < 0; tries++) {
+		if (atomic_load_explicit(&M.mode, memory_order_relaxed) != FMT_MEM_FULL || tries >= 2000) {
+			atomic_fetch_add_explicit(&M.dropped, 1, memory_order_relaxed);
+			return -1;
+		}
+		struct timespec ts = {0, 500000};
+		if (tries < 20)
+			sched_yield();
+		else
+			syscall(SYS_nanosleep, &ts, NULL);
+	}
+	return 0;
+}
+
+static void put_rec(const mrec *r, const void *tail1, size_t n1, const void *tail2, size_t n2)
+{
+	uint32_t len = (uint32_t)((REC_HDR + n1 + n2 + 7) & ~(size_t)7);
+	uint64_t pos;
+	if (reserve(len, &pos) < 0)
+		return;
+	mrec h = *r;
+	h.ticks = col_ticks();
+	col_ring_put(&M.ring, pos + 4, (const uint8_t *)&h + 4, REC_HDR - 4);
+	col_ring_put(&M.ring, pos + REC_HDR, tail1, n1);
+	col_ring_put(&M.ring, pos + REC_HDR + n1, tail2, n2);
+	col_ring_publish(&M.ring, pos, len);
+	atomic_fetch_add_explicit(&M.records, 1, memory_order_relaxed);
+}
+
+static __attribute__((noinline)) void record_alloc(void *p, size_t size, void *ra)
+{
+	T.busy = 1;
+	uint64_t frames[COL_SAMPLE_MAX_DEPTH + 16];
+	int n = 0;
+#if !MEM_SANITIZER
+	n = unw_backtrace((void **)frames, (int)M.depth + 16);
+#endif
+	/* Drop fennec's own frames: the stack starts at the return address of the wrapper. */
+	int from = -1;
+	for (int i = 0; i < n && i < 16; i++)
+		if (frames[i] == (uint64_t)(uintptr_t)ra) {
+			from = i;
+			break;
+		}
+	uint8_t flags = 0;
+	uint32_t nf = 0;
+	if (from < 0) {
+		frames[0] = (uint64_t)(uintptr_t)ra;
+		nf = 1;
+		flags = 1;
+	} else {
+		nf = (uint32_t)(n - from) < M.depth ? (uint32_t)(n - from) : M.depth;
+		if (n - from > (int)M.depth || n == (int)M.depth + 16)
+			flags = 1;
+	}
+	if (flags)
+		atomic_fetch_add_explicit(&M.truncated, 1, memory_order_relaxed);
+	uint32_t regions[COL_MAX_DEPTH];
+	uint32_t nr = col_region_stack(regions, COL_MAX_DEPTH);
+	mrec r = {0, FMT_HR_ALLOC, flags, (uint16_t)nf, (uint32_t)syscall(SYS_gettid), (uint16_t)nr, 0, 0,
+		  col_step_index(), (uint64_t)(uintptr_t)p, size};
+	if (atomic_load_explicit(&M.mode, memory_order_relaxed) == FMT_MEM_SAMPLED)
+		set_insert((uintptr_t)p); /* before the caller can free it */
+	put_rec(&r, frames + (from < 0 ? 0 : from), 8 * (size_t)nf, regions, 4 * (size_t)nr);
+	T.busy = 0;
+}
+
+static __attribute__((noinline)) void record_free(void *p)
+{
+	T.busy = 1;
+	mrec r = {0, FMT_HR_FREE, 0, 0, (uint32_t)syscall(SYS_gettid), 0, 0, 0, 0, (uint64_t)(uintptr_t)p, 0};
+	put_rec(&r, NULL, 0, NULL, 0);
+	T.busy = 0;
+}
+
+/* After a successful allocation of `size` bytes at p. */
+static inline void on_alloc(void *p, size_t size, void *ra)
+{
+	if (!p || T.busy || T.internal || !counting)
+		return;
+	count_alloc(size, R.usable(p));
+	int mode = atomic_load_explicit(&M.mode, memory_order_relaxed);
+	if (likely(mode == FMT_MEM_OFF))
+		return;
+	if (mode == FMT_MEM_SAMPLED) {
+		if (!T.countdown)
+			T.countdown = next_countdown();
+		T.countdown -= (int64_t)(size ? size : 1);
+		if (likely(T.countdown > 0))
+			return;
+		T.countdown = next_countdown();
+	}
+	record_alloc(p, size, ra);
+}
+
+/* Before p is handed back to the allocator. */
+static inline void on_free(void *p)
+{
+	if (T.busy || T.internal || !counting)
+		return;
+	count_free(R.usable(p));
+	int mode = atomic_load_explicit(&M.mode, memory_order_relaxed);
+	if (likely(mode == FMT_MEM_OFF))
+		return;
+	if (mode == FMT_MEM_FULL ||
+	    (atomic_load_explicit(&M.set_live, memory_order_relaxed) && set_remove((uintptr_t)p)))
+		record_free(p);
+}
+
+/* ---- the interposed functions ---- */
+#if !MEM_SANITIZER
+
+#define RA() __builtin_extract_return_addr(__builtin_return_address(0))
+
+API void *malloc(size_t n)
+{
+	if (unlikely(!ready()))
+		return boot_alloc(n, 16);
+	void *p = R.malloc(n);
+	on_alloc(p, n, RA());
+	return p;
+}
+
+API void *calloc(size_t n, size_t size)
+{
+	if (unlikely(!ready())) {
+		size_t total;
+		return __builtin_mul_overflow(n, size, &total) ? NULL : boot_alloc(total, 16);
+	}
+	void *p = R.calloc(n, size);
+	on_alloc(p, n * size, RA());
+	return p;
+}
+
+API void free(void *p)
+{
+	if (!p || in_boot(p))
+		return;
+	if (unlikely(!ready()))
+		return; /* cannot happen: only boot blocks exist before the allocator is known */
+	on_free(p);
+	R.free(p);
+}
+
+static void *realloc_impl(void *p, size_t n, void *ra)
+{
+	if (in_boot(p)) {
+		void *q = malloc(n);
+		if (q) {
+			size_t old = *(size_t *)((uint8_t *)p - 16);
+			memcpy(q, p, old < n ? old : n);
+		}
+		return q;
+	}
+	if (unlikely(!ready()))
+		return NULL;
+	if (!p) {
+		void *q = R.malloc(n);
+		on_alloc(q, n, ra);
+		return q;
+	}
+	/* The old block is accounted as freed before the call: once realloc returns, another
+	 * thread may already have been given its address. */
+	int skip = T.busy || T.internal || !counting;
+	size_t old = skip ? 0 : R.usable(p);
+	if (!skip)
+		on_free(p);
+	void *q = R.realloc(p, n);
+	if (!q && n) {
+		if (!skip) { /* failed: the old block stays */
+			count_alloc(0, old);
+			mem_slot *s = my_slot();
+			bump(s, &s->frees, (uint64_t)-1);
+			bump(s, &s->allocs, (uint64_t)-1);
+		}
+		return NULL;
+	}
+	on_alloc(q, n, ra);
+	return q;
+}
+
+API void *realloc(void *p, size_t n) { return realloc_impl(p, n, RA()); }
+
+API void *reallocarray(void *p, size_t n, size_t size)
+{
+	size_t total;
+	if (__builtin_mul_overflow(n, size, &total)) {
+		errno = ENOMEM;
+		return NULL;
+	}
+	return realloc_impl(p, total, RA());
+}
+
+static void *aligned_impl(memalign_fn fn, size_t align, size_t n, void *ra)
+{
+	if (unlikely(!ready()))
+		return boot_alloc(n, align);
+	void *p = fn(align, n);
+	on_alloc(p, n, ra);
+	return p;
+}
+
+API void *memalign(size_t align, size_t n) { return aligned_impl(R.memalign, align, n, RA()); }
+
+API void *aligned_alloc(size_t align, size_t n)
+{
+	if (unlikely(!ready()))
+		return boot_alloc(n, align);
+	return aligned_impl(R.aligned_alloc, align, n, RA());
+}
+
+API int posix_memalign(void **out, size_t align, size_t n)
+{
+	if (unlikely(!ready())) {
+		*out = boot_alloc(n, align);
+		return *out ? 0 : ENOMEM;
+	}
+	int rc = R.posix_memalign ? R.posix_memalign(out, align, n) : (*out = R.memalign(align, n)) ? 0 : ENOMEM;
+	if (rc == 0)
+		on_alloc(*out, n, RA());
+	return rc;
+}
+
+API void *valloc(size_t n)
+{
+	if (unlikely(!ready()))
+		return boot_alloc(n, 4096);
+	void *p = R.valloc(n);
+	on_alloc(p, n, RA());
+	return p;
+}
+
+API void *pvalloc(size_t n)
+{
+	if (unlikely(!ready()))
+		return boot_alloc(n, 4096);
+	void *p = R.pvalloc(n);
+	on_alloc(p, n, RA());
+	return p;
+}
+
+#endif /* !MEM_SANITIZER */
+
+/* ---- the public counters ---- */
+
+static uint64_t rss_now(void)
+{
+	if (M.statm_fd < 0)
+		return 0;
+	char buf[128];
+	ssize_t n = pread(M.statm_fd, buf, sizeof buf - 1, 0);
+	if (n <= 0)
+		return 0;
+	buf[n] = 0;
+	char *s = strchr(buf, ' ');
+	return s ? strtoull(s + 1, NULL, 10) * (uint64_t)M.page : 0;
+}
+
+static void open_statm(void)
+{
+	if (M.statm_fd < 0)
+		M.statm_fd = open("/proc/self/statm", O_RDONLY | O_CLOEXEC);
+	M.page = sysconf(_SC_PAGESIZE);
+}
+
+API int fennec_memory_stats(fennec_mem_stats *out)
+{
+	if (!out || out->size < sizeof(uint32_t) + sizeof(int))
+		return FENNEC_EINVAL;
+	fennec_mem_stats s;
+	memset(&s, 0, sizeof s);
+	s.size = sizeof s;
+	int was = col_mem_internal(1);
+	s.tracking = atomic_load(&resolved) == 2 && counting;
+	if (s.tracking) {
+		totals t;
+		sum_totals(&t);
+		s.heap_bytes = live_now();
+		s.heap_peak_bytes = atomic_load(&peak);
+		s.allocations = t.allocs;
+		s.frees = t.frees;
+		s.allocated_bytes = t.bytes;
+		s.largest_bytes = t.largest;
+	}
+	/* VmRSS and VmHWM from /proc/self/status */
+	int fd = open("/proc/self/status", O_RDONLY | O_CLOEXEC);
+	if (fd >= 0) {
+		char buf[4096];
+		ssize_t n = read(fd, buf, sizeof buf - 1);
+		close(fd);
+		if (n > 0) {
+			buf[n] = 0;
+			char *q = strstr(buf, "VmRSS:");
+			if (q)
+				s.rss_bytes = strtoull(q + 6, NULL, 10) * 1024;
+			q = strstr(buf, "VmHWM:");
+			if (q)
+				s.rss_peak_bytes = strtoull(q + 6, NULL, 10) * 1024;
+		}
+	}
+	col_mem_internal(was);
+	uint32_t size = out->size < sizeof s ? out->size : (uint32_t)sizeof s;
+	memcpy(out, &s, size);
+	out->size = size;
+	return 0;
+}
+
+int col_mem_internal(int on)
+{
+	int was = T.internal;
+	T.internal = on;
+	return was;
+}
+
+/* ---- the session ---- */
+
+int col_mem_mode_parse(const char *s)
+{
+	if (!s || !*s || !strcmp(s, "off") || !strcmp(s, "none"))
+		return s && *s ? FMT_MEM_OFF : -1;
+	if (!strcmp(s, "sampled"))
+		return FMT_MEM_SAMPLED;
+	if (!strcmp(s, "full"))
+		return FMT_MEM_FULL;
+	return -1;
+}
+
+void col_mem_prepare(int mode, uint64_t rate, uint32_t interval_ms, uint32_t depth, col_mem_info *info)
+{
+	ready();
+	if (MEM_SANITIZER || !counting)
+		mode = FMT_MEM_OFF; /* nothing interposed: no heap data */
+	M.session_mode = mode;
+	M.rate = rate ? rate : 512 * 1024;
+	M.interval_ns = (uint64_t)(interval_ms ? interval_ms : 50) * 1000000u;
+	M.depth = depth < 1 ? 1 : depth > COL_SAMPLE_MAX_DEPTH ? COL_SAMPLE_MAX_DEPTH : depth;
+	info->mode = (unsigned)mode;
+	info->rate = M.rate;
+	info->interval_ns = M.interval_ns;
+}
+
+static void snapshot(unsigned reason)
+{
+	totals t;
+	sum_totals(&t);
+	uint64_t c[3] = {t.allocs - M.base_allocs, t.frees - M.base_frees, t.bytes - M.base_bytes};
+	mrec r = {0, FMT_HR_SNAP, (uint8_t)reason, 0, (uint32_t)syscall(SYS_gettid), 0, 0, 0, col_step_index(),
+		  live_now(), rss_now()};
+	put_rec(&r, c, sizeof c, NULL, 0);
+}
+
+void col_mem_start(void)
+{
+	if (M.session_mode == FMT_MEM_OFF)
+		return;
+	if (col_ring_init(&M.ring, M.session_mode == FMT_MEM_FULL ? RING_FULL : RING_SAMPLED) < 0) {
+		M.session_mode = FMT_MEM_OFF;
+		return;
+	}
+	open_statm();
+#if !MEM_SANITIZER
+	void *warm[8];
+	unw_backtrace(warm, 8); /* the unwinder's first use allocates its caches */
+#endif
+	totals t;
+	sum_totals(&t);
+	M.base_allocs = t.allocs;
+	M.base_frees = t.frees;
+	M.base_bytes = t.bytes;
+	atomic_store(&peak, live_now());
+	atomic_store(&peak_ticks, col_ticks());
+	atomic_store(&peak_step, 0);
+	atomic_store(&peak_site, 0);
+	atomic_store(&M.records, 0);
+	atomic_store(&M.dropped, 0);
+	atomic_store(&M.truncated, 0);
+	atomic_store(&M.untracked, 0);
+	M.next_snap_ns = 0;
+	atomic_store_explicit(&M.mode, M.session_mode, memory_order_release);
+	snapshot(FMT_SNAP_TIMER);
+}
+
+void col_mem_stop(void)
+{
+	if (!atomic_load(&M.mode))
+		return;
+	snapshot(FMT_SNAP_FINAL);
+	atomic_store_explicit(&M.mode, FMT_MEM_OFF, memory_order_release);
+}
+
+void col_mem_step(void)
+{
+	if (atomic_load_explicit(&M.mode, memory_order_relaxed))
+		snapshot(FMT_SNAP_STEP);
+}
+
+void col_mem_tick(uint64_t now_ns)
+{
+	if (!atomic_load_explicit(&M.mode, memory_order_relaxed) || now_ns < M.next_snap_ns)
+		return;
+	if (M.next_snap_ns)
+		snapshot(FMT_SNAP_TIMER);
+	M.next_snap_ns = now_ns + M.interval_ns;
+}
+
+unsigned col_mem_fill_pct(void)
+{
+	return M.ring.buf ? (unsigned)(col_ring_used(&M.ring) * 100 / M.ring.size) : 0;
+}
+
+void col_mem_atfork_child(void)
+{
+	/* Counters of threads that do not exist here are history: fold them. */
+	uint32_t n = atomic_load(&slots_hwm);
+	for (uint32_t i = 0; i < n; i++)
+		if (&slots[i] != T.slot && atomic_load(&slots[i].used))
+			slot_release(&slots[i]);
+	atomic_store(&M.mode, FMT_MEM_OFF);
+	col_ring_reset(&M.ring);
+	M.nstacks = 0;
+	if (M.stacks)
+		memset(M.stacks, 0, sizeof *M.stacks * M.stacks_cap);
+	M.stack_data.len = 0;
+	M.body.len = 0;
+	M.counters_written = 0;
+	M.statm_fd = -1; /* close-on-exec, and still ours: reopened at start */
+}
+
+/* ---- the writer's side ---- */
+
+static uint64_t hash_bytes(const uint8_t *p, size_t n)
+{
+	uint64_t h = 1469598103934665603ull;
+	for (size_t i = 0; i < n; i++)
+		h = (h ^ p[i]) * 1099511628211ull;
+	return h | 1; /* 0 marks a free table entry */
+}
+
+/* The id of the stack (flags, frames, regions) in `key` (n bytes), interned; *is_new set
+ * when it was not known. 0 when out of memory. */
+static uint32_t intern_stack(const uint8_t *key, size_t n, int *is_new)
+{
+	*is_new = 0;
+	if (M.nstacks * 2 >= M.stacks_cap) {
+		uint32_t cap = M.stacks_cap ? M.stacks_cap * 2 : 4096;
+		struct stk *t = calloc(cap, sizeof *t);
+		if (!t)
+			return 0;
+		for (uint32_t i = 0; i < M.stacks_cap; i++) {
+			if (!M.stacks[i].hash)
+				continue;
+			uint32_t j = (uint32_t)M.stacks[i].hash & (cap - 1);
+			while (t[j].hash)
+				j = (j + 1) & (cap - 1);
+			t[j] = M.stacks[i];
+		}
+		free(M.stacks);
+		M.stacks = t;
+		M.stacks_cap = cap;
+	}
+	uint64_t h = hash_bytes(key, n);
+	uint32_t j = (uint32_t)h & (M.stacks_cap - 1);
+	for (; M.stacks[j].hash; j = (j + 1) & (M.stacks_cap - 1)) {
+		if (M.stacks[j].hash != h)
+			continue;
+		uint32_t len;
+		memcpy(&len, M.stack_data.data + M.stacks[j].off, 4);
+		if (len == n && !memcmp(M.stack_data.data + M.stacks[j].off + 4, key, n))
+			return M.stacks[j].id;
+	}
+	uint32_t off = (uint32_t)M.stack_data.len, len = (uint32_t)n;
+	cm_buf_put(&M.stack_data, &len, 4);
+	cm_buf_put(&M.stack_data, key, n);
+	if (M.stack_data.failed)
+		return 0;
+	M.stacks[j].hash = h;
+	M.stacks[j].id = ++M.nstacks;
+	M.stacks[j].off = off;
+	*is_new = 1;
+	return M.nstacks;
+}
+
+static void emit_heap(void (*emit)(unsigned type, cm_buf *raw), void (*before)(void))
+{
+	before(); /* SITES first: stacks name regions */
+	totals t;
+	sum_totals(&t);
+	cm_buf *b = &M.chunk;
+	b->len = 0;
+	cm_buf_varint(b, t.allocs - M.base_allocs);
+	cm_buf_varint(b, t.frees - M.base_frees);
+	cm_buf_varint(b, t.bytes - M.base_bytes);
+	cm_buf_varint(b, live_now());
+	cm_buf_varint(b, atomic_load(&peak));
+	cm_buf_varint(b, atomic_load(&peak_ticks));
+	cm_buf_varint(b, atomic_load(&peak_step));
+	cm_buf_varint(b, atomic_load(&peak_site));
+	cm_buf_varint(b, t.largest);
+	M.last_records = atomic_load(&M.records);
+	M.last_dropped = atomic_load(&M.dropped);
+	cm_buf_varint(b, M.last_records);
+	cm_buf_varint(b, M.last_dropped);
+	cm_buf_varint(b, atomic_load(&M.truncated));
+	cm_buf_varint(b, atomic_load(&M.untracked));
+	cm_buf_put(b, M.body.data, M.body.len);
+	emit(FMT_HEAP, b);
+	M.body.len = 0;
+	M.prev_ticks = 0;
+	M.counters_written = 1;
+	M.last_allocs = t.allocs;
+	M.last_frees = t.frees;
+	if (b->cap > (16u << 20))
+		cm_buf_free(b);
+}
+
+static void encode(const mrec *r, const uint64_t *frames, const uint32_t *regions, const uint64_t *c)
+{
+	cm_buf *b = &M.body;
+	if (r->type == FMT_HR_ALLOC) {
+		uint8_t key[8 + 8 * COL_SAMPLE_MAX_DEPTH + 4 * COL_MAX_DEPTH];
+		size_t n = 0;
+		key[n++] = r->flags;
+		memcpy(key + n, &r->nframes, 2), n += 2;
+		memcpy(key + n, &r->nregions, 2), n += 2;
+		memcpy(key + n, frames, 8 * (size_t)r->nframes), n += 8 * (size_t)r->nframes;
+		memcpy(key + n, regions, 4 * (size_t)r->nregions), n += 4 * (size_t)r->nregions;
+		int is_new;
+		uint32_t id = intern_stack(key, n, &is_new);
+		if (!id)
+			return;
+		if (is_new) {
+			cm_buf_u8(b, FMT_HR_STACK);
+			cm_buf_varint(b, id);
+			cm_buf_u8(b, r->flags & 1);
+			cm_buf_varint(b, r->nregions);
+			for (uint32_t i = 0; i < r->nregions; i++)
+				cm_buf_varint(b, regions[i]);
+			cm_buf_varint(b, r->nframes);
+			for (uint32_t i = 0; i < r->nframes; i++)
+				cm_buf_varint(b, i ? cm_zigzag((int64_t)(frames[i] - frames[i - 1])) : frames[i]);
+		}
+		cm_buf_u8(b, FMT_HR_ALLOC);
+		cm_buf_varint(b, r->tid);
+		cm_buf_varint(b, cm_zigzag((int64_t)(r->ticks - M.prev_ticks)));
+		cm_buf_varint(b, r->step);
+		cm_buf_varint(b, r->a);
+		cm_buf_varint(b, r->b);
+		cm_buf_varint(b, id);
+	} else if (r->type == FMT_HR_FREE) {
+		cm_buf_u8(b, FMT_HR_FREE);
+		cm_buf_varint(b, r->tid);
+		cm_buf_varint(b, cm_zigzag((int64_t)(r->ticks - M.prev_ticks)));
+		cm_buf_varint(b, r->a);
+	} else {
+		cm_buf_u8(b, FMT_HR_SNAP);
+		cm_buf_varint(b, cm_zigzag((int64_t)(r->ticks - M.prev_ticks)));
+		cm_buf_varint(b, r->step);
+		cm_buf_varint(b, r->a);
+		cm_buf_varint(b, r->b);
+		for (int i = 0; i < 3; i++)
+			cm_buf_varint(b, c[i]);
+		cm_buf_u8(b, r->flags);
+	}
+	M.prev_ticks = r->ticks;
+}
+
+/*
+ * Drain the heap ring into HEAP chunks, handed to `emit` after `before` (which writes the
+ * SITES the stacks name). Writes a chunk when records were drained or the counters moved.
+ */
+void col_mem_drain(void (*emit)(unsigned type, cm_buf *raw), void (*before)(void))
+{
+	if (M.session_mode == FMT_MEM_OFF || !M.ring.buf)
+		return;
+	uint64_t head = atomic_load_explicit(&M.ring.head, memory_order_relaxed);
+	uint64_t frames[COL_SAMPLE_MAX_DEPTH];
+	uint32_t regions[COL_MAX_DEPTH];
+	uint64_t c[3];
+	int any = 0;
+	for (uint32_t len; (len = col_ring_ready(&M.ring, head));) {
+		mrec r;
+		col_ring_get(&M.ring, head, &r, REC_HDR);
+		if (r.type == FMT_HR_ALLOC) {
+			if (r.nframes > COL_SAMPLE_MAX_DEPTH)
+				r.nframes = 0;
+			if (r.nregions > COL_MAX_DEPTH)
+				r.nregions = 0;
+			col_ring_get(&M.ring, head + REC_HDR, frames, 8 * (size_t)r.nframes);
+			col_ring_get(&M.ring, head + REC_HDR + 8 * (uint64_t)r.nframes, regions, 4 * (size_t)r.nregions);
+		} else if (r.type == FMT_HR_SNAP) {
+			col_ring_get(&M.ring, head + REC_HDR, c, sizeof c);
+		}
+		col_ring_consume(&M.ring, &head, len);
+		encode(&r, frames, regions, c);
+		any = 1;
+		if (M.body.len > (4u << 20)) {
+			emit_heap(emit, before);
+			any = 0;
+		}
+	}
+	totals t;
+	sum_totals(&t);
+	if (any || !M.counters_written || M.last_records != atomic_load(&M.records) ||
+	    M.last_dropped != atomic_load(&M.dropped) || M.last_allocs != t.allocs || M.last_frees != t.frees)
+		emit_heap(emit, before);
+	if (M.body.cap > (16u << 20))
+		cm_buf_free(&M.body);
+}

@@ -1,0 +1,73 @@
+/*
+ * ring.h - a multi-producer, single-consumer byte ring for variable-length records, shared
+ * by every thread of the process: CPU samples (sample.c) and heap events (memory.c).
+ * Producers reserve with one CAS on the tail, fill, then publish the record's length word
+ * with a release store; the writer thread consumes in reservation order. Producers never
+ * block and never allocate, so they may run in signal handlers and inside malloc.
+ */
+#ifndef FENNEC_RING_H
+#define FENNEC_RING_H
+
+#include <stdatomic.h>
+#include <stdint.h>
+#include <stddef.h>
+
+#define COL_RING_READY (1u << 31) /* in a record's first word: the record is complete */
+
+typedef struct col_ring {
+	uint8_t *buf;              /* NULL until col_ring_init */
+	uint64_t size;             /* bytes, a power of two */
+	_Atomic uint64_t tail;     /* reserved up to (producers) */
+	_Atomic uint64_t head;     /* consumed up to (the writer) */
+} col_ring;
+
+/* Map a ring of `size` bytes (a power of two). Returns 0, or -1 when mmap fails. */
+int col_ring_init(col_ring *r, uint64_t size);
+
+/* Reserve `len` bytes (a multiple of 8, at least 8) at *pos. Returns 0, or -1 when the ring
+ * lacks the room (nothing is reserved). Async-signal-safe. */
+static inline int col_ring_reserve(col_ring *r, uint32_t len, uint64_t *pos)
+{
+	uint64_t p = atomic_load_explicit(&r->tail, memory_order_relaxed);
+	do {
+		if (p + len - atomic_load_explicit(&r->head, memory_order_acquire) > r->size)
+			return -1;
+	} while (!atomic_compare_exchange_weak_explicit(&r->tail, &p, p + len, memory_order_relaxed,
+							 memory_order_relaxed));
+	*pos = p;
+	return 0;
+}
+
+/* Copy into (out of) the ring at pos, wrapping. The first 4 bytes of a record are its
+ * length word: producers fill from pos + 4 and publish last. */
+void col_ring_put(col_ring *r, uint64_t pos, const void *src, size_t n);
+void col_ring_get(const col_ring *r, uint64_t pos, void *dst, size_t n);
+
+static inline void col_ring_publish(col_ring *r, uint64_t pos, uint32_t len)
+{
+	__atomic_store_n((uint32_t *)(r->buf + (pos & (r->size - 1))), len | COL_RING_READY, __ATOMIC_RELEASE);
+}
+
+/* The length of the complete record at the writer's position *head, or 0 when the next
+ * record is not published yet (or the ring is empty). */
+static inline uint32_t col_ring_ready(const col_ring *r, uint64_t head)
+{
+	uint32_t len = __atomic_load_n((uint32_t *)(r->buf + (head & (r->size - 1))), __ATOMIC_ACQUIRE);
+	return len & COL_RING_READY ? len & ~COL_RING_READY : 0;
+}
+
+/* The writer is done with the record of `len` bytes at *head: clear it, advance. */
+void col_ring_consume(col_ring *r, uint64_t *head, uint32_t len);
+
+/* Bytes reserved and not yet consumed. */
+static inline uint64_t col_ring_used(col_ring *r)
+{
+	return atomic_load_explicit(&r->tail, memory_order_relaxed) -
+	       atomic_load_explicit(&r->head, memory_order_relaxed);
+}
+
+/* In a fork child: records of threads that do not exist here may never be published;
+ * empty the ring. */
+void col_ring_reset(col_ring *r);
+
+#endif
