@@ -3,7 +3,8 @@
 # into build-tsan/), O=<dir> (build directory), V=1 (echo commands).
 
 CC      ?= cc
-DEBIAN_PACKAGES := libzstd-dev libunwind-dev clang libclang-rt-14-dev python3 jq time libdw-dev libelf-dev libiberty-dev zlib1g-dev golang-go libcairo2-dev
+DEBIAN_PACKAGES := libzstd-dev libunwind-dev clang libclang-rt-14-dev python3 jq time libdw-dev libelf-dev libiberty-dev zlib1g-dev golang-go libcairo2-dev \
+                   libmicrohttpd-dev chromium wrk
 
 ifeq ($(ASAN),1)
   O ?= build-asan
@@ -22,6 +23,7 @@ CFLAGS   += -std=gnu11 -g $(OPT) $(WARN) -fPIC -D_GNU_SOURCE $(SANFLAGS) -Iinclu
 LDFLAGS  += $(SANFLAGS)
 LIBS_COL := -lzstd -lunwind -lpthread -ldl -lm
 LIBS_ANA := -lzstd -lz -lm -lpthread -ldw -lelf -liberty -lcairo
+LIBS_VIEW := -lmicrohttpd
 
 ifneq ($(V),1)
   Q := @
@@ -31,7 +33,7 @@ COMMON_SRC  := $(wildcard src/common/*.c)
 COLLECT_SRC := $(wildcard src/collect/*.c) src/format/writer.c
 ANALYZE_SRC := src/format/reader.c $(wildcard src/analyze/*.c) $(wildcard src/symbol/*.c) $(wildcard src/report/*.c) \
                $(wildcard src/export/*.c) $(wildcard src/plot/*.c)
-CLI_SRC     := $(wildcard src/cli/*.c)
+CLI_SRC     := $(wildcard src/cli/*.c) $(wildcard src/view/*.c)
 
 COMMON_OBJ  := $(COMMON_SRC:%.c=$(O)/obj/%.o)
 COLLECT_OBJ := $(COLLECT_SRC:%.c=$(O)/obj/%.o)
@@ -78,9 +80,34 @@ $(ANALIB): $(ANALYZE_OBJ) $(COMMON_OBJ)
 	@mkdir -p $(dir $@)
 	$(Q)rm -f $@ && ar rcs $@ $^
 
-$(FENNEC): $(CLI_OBJ) $(ANALIB)
+$(FENNEC): $(CLI_OBJ) $(O)/obj/web_assets.o $(ANALIB)
 	@mkdir -p $(dir $@)
-	$(Q)$(CC) $(LDFLAGS) $^ -o $@ $(LIBS_ANA)
+	$(Q)$(CC) $(LDFLAGS) $^ -o $@ $(LIBS_ANA) $(LIBS_VIEW)
+
+# The web front end (web/, docs/html.md): our template, style and script, and Apache
+# ECharts from npm (web/package-lock.json, installed into $(O)/web at build time, nothing
+# third-party in the tree), assembled into the binary with .incbin. Node and npm come from
+# Debian when none is on the PATH.
+WEB_NPM    := $(O)/web/node_modules/.fennec-installed
+WEB_CHARTS := $(O)/web/node_modules/echarts/dist/echarts.min.js
+WEB_FILES  := page:web/index.html style:web/fennec.css app:web/fennec.js charts:$(WEB_CHARTS)
+$(WEB_NPM): web/package.json web/package-lock.json
+	@if ! command -v node >/dev/null 2>&1 || ! command -v npm >/dev/null 2>&1; then \
+		echo "fennec: installing Debian packages: nodejs npm"; \
+		SUDO=""; [ "$$(id -u)" = 0 ] || SUDO=sudo; \
+		$$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq nodejs npm >/dev/null; \
+	fi
+	@mkdir -p $(O)/web
+	$(Q)cp web/package.json web/package-lock.json $(O)/web/
+	$(Q)cd $(O)/web && npm ci --no-audit --no-fund --ignore-scripts --loglevel=error
+	@touch $@
+$(O)/obj/web_assets.o: web/index.html web/fennec.css web/fennec.js $(WEB_NPM)
+	@mkdir -p $(dir $@)
+	$(Q){ echo '.section .rodata'; for f in $(WEB_FILES); do n=$${f%%:*}; \
+		printf '.globl cli_web_%s\n.globl cli_web_%s_end\ncli_web_%s:\n.incbin "%s"\ncli_web_%s_end:\n.byte 0\n' \
+			$$n $$n $$n "$${f#*:}" $$n; done; \
+		echo '.section .note.GNU-stack,"",@progbits'; } > $(O)/obj/web_assets.s
+	$(Q)$(CC) -c $(O)/obj/web_assets.s -o $@
 
 # Programs that use the API link the shared collector and find it next to themselves.
 PROG_LINK = $(CC) $(CFLAGS) $(LDFLAGS) $< -o $@ -L$(O)/lib -lfennec -Wl,-rpath,'$$ORIGIN/../lib' -lm -lpthread

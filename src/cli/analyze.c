@@ -16,7 +16,8 @@
 static const char help[] =
 	"usage: fennec analyze FILE|DIR [options]\n"
 	"\n"
-	"  --format text|json     report format (default text; json schema: docs/json.md)\n"
+	"  --format F             text (default), json (schema: docs/json.md) or html (one\n"
+	"                         self-contained page with charts and tables: docs/html.md)\n"
 	"  -o, --output FILE      write the report to FILE instead of standard output\n"
 	"  --hot-threshold PCT    share of wall time above which hot_operation fires (default 10)\n"
 	"  --max-regions N        rows in the text region table (default 40, 0 = all)\n"
@@ -26,6 +27,8 @@ static const char help[] =
 	"  --process PID          sample tables of this process only\n"
 	"  --region NAME          sample tables of the samples inside this region (a name, or a\n"
 	"                         path such as train/forward; nested regions included)\n"
+	"  --timeline-max N       html: intervals on the thread timeline (default 50000; more\n"
+	"                         calls are merged into blocks, and the page says so)\n"
 	"  --force                analyse what precedes a corrupt chunk instead of failing\n"
 	"  --color, --no-color    colour the text report (default: on a terminal, unless NO_COLOR is set)\n";
 
@@ -63,6 +66,7 @@ int cmd_analyze(int argc, char **argv)
 	const char *path = NULL, *out_path = NULL, *format = "text";
 	ana_options opt = {.hot_threshold_pct = 10};
 	rep_options ro = {.color = -1, .max_regions = 40};
+	rep_page_options po = {0};
 	for (int i = 1; i < argc; i++) {
 		const char *a = argv[i];
 		const char *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -70,8 +74,8 @@ int cmd_analyze(int argc, char **argv)
 			fputs(help, stdout);
 			return 0;
 		} else if (!strcmp(a, "--format") || !strcmp(a, "-f")) {
-			if (!v || (strcmp(v, "text") && strcmp(v, "json"))) {
-				cli_error("analyze", "--format must be text or json, not '%s'", v ? v : "");
+			if (!v || (strcmp(v, "text") && strcmp(v, "json") && strcmp(v, "html"))) {
+				cli_error("analyze", "--format must be text, json or html, not '%s'", v ? v : "");
 				return 2;
 			}
 			format = v;
@@ -112,6 +116,12 @@ int cmd_analyze(int argc, char **argv)
 				return 2;
 			}
 			opt.samples.region = v;
+			i++;
+		} else if (!strcmp(a, "--timeline-max")) {
+			unsigned n;
+			if (cli_parse_u32("analyze", a, v, 1000, 10000000, &n) < 0)
+				return 2;
+			po.max_intervals = n;
 			i++;
 		} else if (!strcmp(a, "--force"))
 			opt.force = 1;
@@ -159,7 +169,12 @@ int cmd_analyze(int argc, char **argv)
 	}
 	if (ro.color < 0)
 		ro.color = !out_path && isatty(STDOUT_FILENO) && !getenv("NO_COLOR");
-	rc = !strcmp(format, "json") ? rep_json(out, &p, &ro) : rep_text(out, &p, &ro);
+	if (!strcmp(format, "html")) {
+		rep_web web;
+		cli_web(&web);
+		rc = rep_html(out, &p, &ro, &web, &po);
+	} else
+		rc = !strcmp(format, "json") ? rep_json(out, &p, &ro) : rep_text(out, &p, &ro);
 	if (out_path) {
 		int bad = rc || fflush(out) || ferror(out);
 		int e = errno;

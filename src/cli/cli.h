@@ -10,6 +10,11 @@ int cmd_analyze(int argc, char **argv);
 int cmd_export(int argc, char **argv);
 int cmd_plot(int argc, char **argv);
 int cmd_compare(int argc, char **argv);
+int cmd_view(int argc, char **argv);
+
+/* The web front end embedded into the binary (web.c; struct rep_web: report/report.h). */
+struct rep_web;
+void cli_web(struct rep_web *w);
 
 /* Print "fennec <cmd>: <message>" to stderr. */
 void cli_error(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));

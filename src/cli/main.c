@@ -15,10 +15,11 @@ static const char usage[] =
 	"\n"
 	"commands:\n"
 	"  record [options] -- PROGRAM [ARGS...]   run PROGRAM and record a profile (default fennec.fnc)\n"
-	"  analyze FILE [options]                  report on a recording: text (default) or --format json\n"
+	"  analyze FILE [options]                  report on a recording: text (default), --format json or html\n"
 	"  compare A B [options]                   compare two recordings: speedups with significance, functions, findings\n"
 	"  export FILE --format F [-o OUT]         write a recording as folded, svg, diff-svg, pprof, speedscope or chrome-trace\n"
 	"  plot FILE --kind K -o OUT.svg|OUT.png   a chart for a slide: timing, steps, metrics or memory\n"
+	"  view FILE [--port 8051]                 web dashboard of a recording, also of one in progress\n"
 	"  version                                 print the version\n"
 	"\n"
 	"`fennec <command> --help` describes a command's options. Documentation: docs/.\n";
@@ -76,6 +77,8 @@ int main(int argc, char **argv)
 		return cmd_plot(argc - 1, argv + 1);
 	if (!strcmp(cmd, "compare"))
 		return cmd_compare(argc - 1, argv + 1);
+	if (!strcmp(cmd, "view"))
+		return cmd_view(argc - 1, argv + 1);
 	if (!strcmp(cmd, "version") || !strcmp(cmd, "--version")) {
 		printf("fennec %d.%d.%d (profile format 1.0)\n", FENNEC_VERSION_MAJOR, FENNEC_VERSION_MINOR,
 		       FENNEC_VERSION_PATCH);

@@ -29,4 +29,43 @@ uint32_t rep_mem_top(const ana_profile *p, int by, uint32_t *idx, uint32_t max);
 /* JSON string literal with escapes. */
 void rep_json_string(FILE *out, const char *s);
 
+/*
+ * The web front end (web/): our page template, style and script, and the charting library
+ * (Apache ECharts, from npm at build time). The CLI embeds them into the binary and passes
+ * them in; the report layer only assembles. Borrowed: nothing here is freed.
+ */
+typedef struct rep_web {
+	const char *page;     /* web/index.html, with @@NAME@@ markers */
+	size_t page_len;
+	const char *style;    /* web/fennec.css */
+	size_t style_len;
+	const char *app;      /* web/fennec.js */
+	size_t app_len;
+	const char *charts;   /* echarts.min.js */
+	size_t charts_len;
+} rep_web;
+
+typedef struct rep_page_options {
+	size_t max_intervals;     /* timeline intervals sent to the page (0: 50,000) */
+	uint32_t max_depth;       /* deepest region depth on the timeline (0: 15) */
+	uint32_t max_flame_nodes; /* nodes of the sampled call tree (0: 20,000) */
+	int live;                 /* served by `fennec view`: the page polls the server */
+} rep_page_options;
+
+/*
+ * The data of the HTML report and the dashboard (docs/html.md): one JSON object with the
+ * analysis exactly as rep_json writes it under "analysis", plus what only the page needs
+ * (the thread timeline, the sampled call tree), each bounded and saying how it was
+ * reduced. Returns 0, FENNEC_ENOMEM or FENNEC_EIO.
+ */
+int rep_page_data(FILE *out, const ana_profile *p, const rep_options *o, const rep_page_options *po);
+
+/* The self-contained HTML report: the template with the style, the scripts and the page
+ * data inlined (no network needed to open it). Returns 0, FENNEC_ENOMEM or FENNEC_EIO. */
+int rep_html(FILE *out, const ana_profile *p, const rep_options *o, const rep_web *w, const rep_page_options *po);
+
+/* The same page around page data already rendered (`fennec view`): `data` is the output of
+ * rep_page_data, or NULL for a page that loads it from the server. */
+int rep_html_page(FILE *out, const rep_web *w, const char *data, size_t data_len, int live);
+
 #endif

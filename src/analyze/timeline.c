@@ -1,0 +1,398 @@
+/*
+ * timeline.c - region calls as per-thread intervals (timeline.h). A second pass over the
+ * recording's files replays each thread's region stack; every completed call goes to the
+ * lane of its thread and depth, where calls shorter than the resolution are merged with
+ * their short neighbours into blocks no longer than the resolution. The resolution starts at 0 (every call exact) and
+ * doubles whenever the intervals kept exceed the budget, so memory stays bounded however
+ * many events the recording has.
+ */
+#include "analyze/timeline.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct open_call {
+	uint32_t site;
+	uint64_t start_ticks;
+} open_call;
+
+/* The block being built in one lane (thread, depth); valid when count > 0. */
+typedef struct lane {
+	ana_interval iv;
+	uint64_t longest_ns;  /* its longest call, whose name it carries */
+} lane;
+
+typedef struct tthread {
+	uint32_t g;           /* index into p->threads; ANA_NONE: not in the model, skipped */
+	int mapped;
+	open_call *stack;
+	uint32_t depth, cap;
+	lane *lanes;          /* max_depth + 1, allocated on first use */
+} tthread;
+
+typedef struct tctx {
+	const ana_profile *p;
+	ana_timeline *tl;
+	uint32_t proc;
+	size_t budget;        /* intervals kept before the resolution is raised */
+	size_t max_intervals;
+	uint32_t max_depth;
+	double t0_ns;         /* the first process's start */
+	uint64_t span_est_ns; /* the model's span of the recording: first raise of the resolution */
+	tthread *th;
+	uint32_t nth;
+	uint32_t *site_name;  /* per site id of this file: index into tl->names, ANA_NONE unresolved */
+	uint32_t nsites;
+	int oom;
+} tctx;
+
+static int push(ana_timeline *tl, const ana_interval *x)
+{
+	if (tl->n == tl->cap) {
+		size_t cap = tl->cap ? tl->cap * 2 : 1024;
+		ana_interval *a = realloc(tl->iv, cap * sizeof *a);
+		if (!a)
+			return -1;
+		tl->iv = a;
+		tl->cap = cap;
+	}
+	tl->iv[tl->n++] = *x;
+	uint64_t end = x->start_ns + x->dur_ns;
+	if (end > tl->span_ns)
+		tl->span_ns = end;
+	return 0;
+}
+
+static uint32_t name_index(ana_timeline *tl, const char *s)
+{
+	for (uint32_t i = 0; i < tl->nnames; i++)
+		if (!strcmp(tl->names[i], s))
+			return i;
+	if (tl->nnames == tl->names_cap) {
+		uint32_t cap = tl->names_cap ? tl->names_cap * 2 : 64;
+		char **a = realloc(tl->names, cap * sizeof *a);
+		if (!a)
+			return ANA_NONE;
+		tl->names = a;
+		tl->names_cap = cap;
+	}
+	if (!(tl->names[tl->nnames] = strdup(s)))
+		return ANA_NONE;
+	return tl->nnames++;
+}
+
+/* The name of site `id` of file `f`, interned; a site not (yet) defined gets a
+ * placeholder that is looked up again next time. */
+static uint32_t site_name(tctx *c, const fmt_file *f, uint32_t id)
+{
+	if (id >= c->nsites) {
+		uint32_t n = id + 64;
+		uint32_t *a = realloc(c->site_name, n * sizeof *a);
+		if (!a)
+			return ANA_NONE;
+		for (uint32_t i = c->nsites; i < n; i++)
+			a[i] = ANA_NONE;
+		c->site_name = a;
+		c->nsites = n;
+	}
+	if (c->site_name[id] != ANA_NONE)
+		return c->site_name[id];
+	if (id < f->nsites && f->sites[id].defined && f->sites[id].name)
+		return c->site_name[id] = name_index(c->tl, f->sites[id].name);
+	char tmp[32];
+	snprintf(tmp, sizeof tmp, "<site %u>", id);
+	return name_index(c->tl, tmp);
+}
+
+static int mergeable(const ana_interval *x, uint64_t res)
+{
+	return !x->open && (x->count > 1 || x->dur_ns < res);
+}
+
+static int cmp_iv(const void *a, const void *b)
+{
+	const ana_interval *x = a, *y = b;
+	if (x->thread != y->thread)
+		return x->thread < y->thread ? -1 : 1;
+	if (x->depth != y->depth)
+		return x->depth < y->depth ? -1 : 1;
+	return (x->start_ns > y->start_ns) - (x->start_ns < y->start_ns);
+}
+
+/* Sort, and merge neighbours in a lane that are both short (or blocks) with a gap
+ * shorter than the resolution, into blocks that span at most the resolution: a block is
+ * one "pixel" of the timeline at that resolution. A block keeps its longest part's name. */
+static void merge_all(ana_timeline *tl)
+{
+	if (!tl->n)
+		return;
+	qsort(tl->iv, tl->n, sizeof *tl->iv, cmp_iv);
+	uint64_t res = tl->resolution_ns;
+	size_t o = 0;
+	uint64_t longest = tl->iv[0].count > 1 ? tl->iv[0].busy_ns / tl->iv[0].count : tl->iv[0].dur_ns;
+	for (size_t i = 1; i < tl->n; i++) {
+		ana_interval *a = &tl->iv[o], *b = &tl->iv[i];
+		uint64_t a_end = a->start_ns + a->dur_ns;
+		uint64_t b_long = b->count > 1 ? b->busy_ns / b->count : b->dur_ns;
+		uint64_t b_end = b->start_ns + b->dur_ns;
+		if (a->thread == b->thread && a->depth == b->depth && mergeable(a, res) && mergeable(b, res) &&
+		    b->start_ns < a_end + res && b_end <= a->start_ns + res) {
+			if (b_end > a_end)
+				a->dur_ns = b_end - a->start_ns;
+			a->count += b->count;
+			a->busy_ns += b->busy_ns;
+			if (b_long > longest) {
+				longest = b_long;
+				a->name = b->name;
+			}
+		} else {
+			tl->iv[++o] = *b;
+			longest = b_long;
+		}
+	}
+	tl->n = o + 1;
+}
+
+/* Raise the resolution until the intervals kept fit in `limit`, or every lane is one
+ * block (more lanes than the limit: nothing more can be merged). */
+static void coarsen(tctx *c, size_t limit)
+{
+	ana_timeline *tl = c->tl;
+	while (tl->n > limit) {
+		uint64_t span = tl->span_ns > c->span_est_ns ? tl->span_ns : c->span_est_ns;
+		if (tl->resolution_ns > 2 * span + 1)
+			break;
+		if (!tl->resolution_ns) {
+			/* Start fine: merging leaves far fewer blocks than span / resolution, and
+			 * doubling from here stops at the first resolution that fits. */
+			uint64_t r = span / (16 * c->max_intervals);
+			tl->resolution_ns = r > 100 ? r : 100;
+		} else
+			tl->resolution_ns *= 2;
+		merge_all(tl);
+	}
+}
+
+static int emit(tctx *c, const ana_interval *x)
+{
+	if (push(c->tl, x) < 0)
+		return -1;
+	if (c->tl->n > c->budget)
+		coarsen(c, c->budget / 2);
+	return 0;
+}
+
+static int flush_lane(tctx *c, lane *l)
+{
+	if (!l->iv.count)
+		return 0;
+	int rc = emit(c, &l->iv);
+	l->iv.count = 0;
+	return rc;
+}
+
+/* A completed (or still open) call of thread t at depth d. */
+static int add_call(tctx *c, tthread *t, uint32_t d, uint32_t name, uint64_t start_ns, uint64_t dur_ns, int open)
+{
+	ana_timeline *tl = c->tl;
+	tl->calls++;
+	if (!t->lanes) {
+		t->lanes = calloc(c->max_depth + 1, sizeof *t->lanes);
+		if (!t->lanes)
+			return -1;
+	}
+	lane *l = &t->lanes[d];
+	ana_interval x = {.start_ns = start_ns, .dur_ns = dur_ns, .thread = t->g, .name = name, .depth = d,
+			  .count = 1, .busy_ns = dur_ns, .open = open};
+	uint64_t res = tl->resolution_ns;
+	if (!mergeable(&x, res)) {
+		if (flush_lane(c, l) < 0)
+			return -1;
+		return emit(c, &x);
+	}
+	uint64_t end = start_ns + dur_ns;
+	if (l->iv.count && start_ns < l->iv.start_ns + l->iv.dur_ns + res && end <= l->iv.start_ns + res) {
+		if (end > l->iv.start_ns + l->iv.dur_ns)
+			l->iv.dur_ns = end - l->iv.start_ns;
+		l->iv.count++;
+		l->iv.busy_ns += dur_ns;
+		if (dur_ns > l->longest_ns) {
+			l->longest_ns = dur_ns;
+			l->iv.name = name;
+		}
+		return 0;
+	}
+	if (flush_lane(c, l) < 0)
+		return -1;
+	l->iv = x;
+	l->longest_ns = dur_ns;
+	return 0;
+}
+
+static tthread *thread_of(tctx *c, uint32_t idx)
+{
+	if (idx >= c->nth) {
+		uint32_t n = idx + 16;
+		tthread *a = realloc(c->th, n * sizeof *a);
+		if (!a)
+			return NULL;
+		memset(a + c->nth, 0, (n - c->nth) * sizeof *a);
+		c->th = a;
+		c->nth = n;
+	}
+	tthread *t = &c->th[idx];
+	if (!t->mapped) {
+		t->mapped = 1;
+		t->g = ANA_NONE;
+		for (uint32_t i = 0; i < c->p->nthreads; i++)
+			if (c->p->threads[i].process == c->proc && c->p->threads[i].index == idx) {
+				t->g = i;
+				break;
+			}
+	}
+	return t;
+}
+
+static uint64_t rel_ns(tctx *c, const fmt_file *f, uint64_t ticks)
+{
+	double ns = fmt_ticks_to_ns(f, ticks) - c->t0_ns;
+	return ns > 0 ? (uint64_t)llround(ns) : 0;
+}
+
+static int on_event(void *vc, const fmt_file *f, const fmt_event *ev)
+{
+	tctx *c = vc;
+	if (ev->type != FMT_EV_BEGIN && ev->type != FMT_EV_END)
+		return 0;
+	tthread *t = thread_of(c, ev->thread);
+	if (!t)
+		goto oom;
+	if (t->g == ANA_NONE)
+		return 0; /* a thread the model has not seen (the file grew since): left out */
+	if (ev->type == FMT_EV_BEGIN) {
+		if (t->depth == t->cap) {
+			uint32_t cap = t->cap ? t->cap * 2 : 16;
+			open_call *s = realloc(t->stack, cap * sizeof *s);
+			if (!s)
+				goto oom;
+			t->stack = s;
+			t->cap = cap;
+		}
+		t->stack[t->depth++] = (open_call){ev->id, ev->ticks};
+		return 0;
+	}
+	if (!t->depth)
+		return 0;
+	open_call oc = t->stack[--t->depth];
+	if (t->depth > c->max_depth) {
+		c->tl->deep_calls++;
+		return 0;
+	}
+	uint32_t name = site_name(c, f, oc.site);
+	if (name == ANA_NONE)
+		goto oom;
+	uint64_t s = rel_ns(c, f, oc.start_ticks);
+	uint64_t e = rel_ns(c, f, ev->ticks);
+	if (add_call(c, t, t->depth, name, s, e > s ? e - s : 0, 0) < 0)
+		goto oom;
+	return 0;
+oom:
+	c->oom = 1;
+	return FENNEC_ENOMEM;
+}
+
+/* End of a file: flush every lane, and show the calls still open up to the file's end. */
+static int finish_file(tctx *c, const fmt_file *f)
+{
+	for (uint32_t i = 0; i < c->nth; i++) {
+		tthread *t = &c->th[i];
+		if (t->g == ANA_NONE)
+			continue;
+		if (t->lanes)
+			for (uint32_t d = 0; d <= c->max_depth; d++)
+				if (flush_lane(c, &t->lanes[d]) < 0)
+					return -1;
+		uint64_t end = rel_ns(c, f, f->last_ticks);
+		for (uint32_t d = 0; d < t->depth; d++) {
+			if (d > c->max_depth) {
+				c->tl->deep_calls++;
+				continue;
+			}
+			uint32_t name = site_name(c, f, t->stack[d].site);
+			if (name == ANA_NONE)
+				return -1;
+			uint64_t s = rel_ns(c, f, t->stack[d].start_ticks);
+			if (add_call(c, t, d, name, s, end > s ? end - s : 0, 1) < 0)
+				return -1;
+		}
+	}
+	return 0;
+}
+
+static void free_file_state(tctx *c)
+{
+	for (uint32_t i = 0; i < c->nth; i++) {
+		free(c->th[i].stack);
+		free(c->th[i].lanes);
+	}
+	free(c->th);
+	free(c->site_name);
+	c->th = NULL;
+	c->nth = 0;
+	c->site_name = NULL;
+	c->nsites = 0;
+}
+
+int ana_timeline_build(const ana_profile *p, size_t max_intervals, uint32_t max_depth, ana_timeline *tl)
+{
+	memset(tl, 0, sizeof *tl);
+	if (max_intervals < 1000)
+		max_intervals = 1000;
+	tl->max_depth = max_depth;
+	if (!p->nprocs)
+		return 0;
+	tctx c = {.p = p, .tl = tl, .max_intervals = max_intervals, .budget = 2 * max_intervals,
+		  .max_depth = max_depth, .t0_ns = (double)p->procs[0].start_ns};
+	for (uint32_t i = 0; i < p->nprocs; i++) {
+		uint64_t e = p->procs[i].end_ns > p->procs[0].start_ns ? p->procs[i].end_ns - p->procs[0].start_ns : 0;
+		if (e > c.span_est_ns)
+			c.span_est_ns = e;
+	}
+	int rc = 0;
+	for (uint32_t i = 0; i < p->nprocs && !rc; i++) {
+		fmt_file f;
+		fmt_error err;
+		c.proc = i;
+		int r = fmt_read(p->procs[i].file.path, &f, on_event, &c, &err);
+		if (c.oom || r == FENNEC_ENOMEM)
+			rc = FENNEC_ENOMEM;
+		else {
+			if (r)
+				tl->files_failed++;
+			if (finish_file(&c, &f) < 0)
+				rc = FENNEC_ENOMEM;
+		}
+		fmt_file_free(&f);
+		free_file_state(&c);
+	}
+	if (!rc) {
+		merge_all(tl);
+		coarsen(&c, max_intervals);
+	}
+	if (rc)
+		ana_timeline_free(tl);
+	return rc;
+}
+
+void ana_timeline_free(ana_timeline *tl)
+{
+	if (!tl)
+		return;
+	free(tl->iv);
+	for (uint32_t i = 0; i < tl->nnames; i++)
+		free(tl->names[i]);
+	free(tl->names);
+	memset(tl, 0, sizeof *tl);
+}

@@ -1,0 +1,52 @@
+/*
+ * timeline.h - region calls as intervals per thread, for the timelines of the HTML report
+ * and the dashboard. The model keeps no per-call data (memory grows with calls, 8 bytes
+ * each), so this reads the recording's files again and reduces what it finds to a bounded
+ * number of intervals: calls shorter than a resolution are merged with their neighbours
+ * at the same depth of the same thread into blocks, at most a resolution long, that say
+ * how many calls they stand for.
+ *
+ * Ownership: an ana_timeline owns its arrays and names; ana_timeline_free() releases them.
+ */
+#ifndef FENNEC_TIMELINE_H
+#define FENNEC_TIMELINE_H
+
+#include "analyze/analyze.h"
+
+/* One drawn interval: a call, or a block of merged neighbouring calls. */
+typedef struct ana_interval {
+	uint64_t start_ns;    /* from the first process's start (ana_process.start_ns) */
+	uint64_t dur_ns;      /* a block: from its first call's start to its last call's end */
+	uint32_t thread;      /* index into p->threads */
+	uint32_t name;        /* index into ana_timeline.names; a block: its longest call's region */
+	uint32_t depth;       /* 0 for a top-level region */
+	uint32_t count;       /* calls it stands for: 1 is one call, exactly */
+	uint64_t busy_ns;     /* time inside the calls (< dur_ns for a block with gaps) */
+	int open;             /* still open when the file ended (a run in progress or cut short) */
+} ana_interval;
+
+typedef struct ana_timeline {
+	ana_interval *iv;     /* sorted by thread, depth, start */
+	size_t n, cap;
+	char **names;         /* region names, distinct */
+	uint32_t nnames, names_cap;
+	uint64_t calls;       /* calls seen (completed and open) at shown depths */
+	uint64_t deep_calls;  /* calls deeper than max_depth: not shown */
+	uint32_t max_depth;   /* deepest depth shown */
+	uint64_t resolution_ns; /* calls and gaps shorter than this were merged into blocks (0: none) */
+	uint64_t span_ns;     /* end of the latest interval */
+	uint32_t files_failed; /* files that could not be read again (changed or removed) */
+} ana_timeline;
+
+/*
+ * Read the files of `p` again (p->procs[i].file.path) and fill *tl with at most
+ * `max_intervals` intervals (the resolution is raised until they fit; at least 1000) of
+ * calls at depths 0..max_depth. A file that fails to read is counted in files_failed and
+ * what it gave up to the failure is kept. Returns 0 or FENNEC_ENOMEM (*tl is then freed).
+ */
+int ana_timeline_build(const ana_profile *p, size_t max_intervals, uint32_t max_depth, ana_timeline *tl);
+
+/* Release what *tl owns; ana_timeline_free(NULL) is a no-op. */
+void ana_timeline_free(ana_timeline *tl);
+
+#endif

@@ -1,0 +1,513 @@
+/*
+ * server.c - `fennec view`'s HTTP server (view.h). The page is rendered once (it loads its
+ * data from the API); the API's answers are rendered after each analysis into
+ * reference-counted buffers that responses share, so a request costs no rendering and no
+ * copy. Every request is checked before it is answered: method, size, path and, when bound
+ * to loopback, the Host header (a page elsewhere cannot read the profile by DNS rebinding).
+ */
+#include "view/view.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <microhttpd.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#define MAX_URL 1024
+
+/* An immutable rendered answer, shared by the responses that send it. */
+typedef struct blob {
+	atomic_int refs;
+	size_t len;
+	char data[];
+} blob;
+
+struct view_server {
+	struct MHD_Daemon *d;
+	int fd;
+	unsigned port;
+	int loopback;             /* bound to a loopback address: check Host */
+	char *path;
+	ana_options ana;
+	size_t max_body;
+	char *page;               /* the dashboard HTML */
+	size_t page_len;
+	pthread_mutex_t lock;     /* guards the fields below */
+	blob *analysis, *pagedata;
+	uint64_t generation;      /* analyses swapped in */
+	uint64_t events, size_bytes;
+	int cut_short;
+	double analysis_ms;
+	char *error;              /* the last analysis's failure, or NULL */
+	uint64_t sig;             /* the files' sizes and times at the last analysis */
+	char **files;             /* the files of the last analysis */
+	uint32_t nfiles;
+	double changed_at;        /* monotonic seconds of the last change seen */
+	atomic_uint_fast64_t counts[3];
+};
+
+static double mono_s(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+static blob *blob_new(const char *data, size_t len)
+{
+	blob *b = malloc(sizeof *b + len + 1);
+	if (!b)
+		return NULL;
+	atomic_init(&b->refs, 1);
+	b->len = len;
+	memcpy(b->data, data, len);
+	b->data[len] = 0;
+	return b;
+}
+
+static void blob_unref(void *p)
+{
+	blob *b = p;
+	if (b && atomic_fetch_sub(&b->refs, 1) == 1)
+		free(b);
+}
+
+/* Render into a blob with a renderer that writes to a FILE*. */
+#define RENDER(bp, call)                                                                \
+	do {                                                                            \
+		char *buf_ = NULL;                                                      \
+		size_t len_ = 0;                                                        \
+		FILE *out = open_memstream(&buf_, &len_);                               \
+		int rc_ = out ? (call) : FENNEC_ENOMEM;                                 \
+		if (out && fclose(out) && !rc_)                                         \
+			rc_ = FENNEC_ENOMEM;                                            \
+		*(bp) = rc_ ? NULL : blob_new(buf_, len_);                              \
+		free(buf_);                                                             \
+	} while (0)
+
+static void stat_sig(uint64_t *h, const char *path)
+{
+	struct stat st;
+	uint64_t v[3] = {0, 0, 0};
+	if (stat(path, &st) == 0) {
+		v[0] = (uint64_t)st.st_size;
+		v[1] = (uint64_t)st.st_mtim.tv_sec;
+		v[2] = (uint64_t)st.st_mtim.tv_nsec;
+	}
+	for (int i = 0; i < 3; i++)
+		*h = (*h ^ v[i]) * 1099511628211ull;
+}
+
+/* A signature of the recording's files: the named path, its directory (new sibling
+ * files change it) and every file of the last analysis. */
+static uint64_t files_sig(view_server *s)
+{
+	uint64_t h = 1469598103934665603ull;
+	stat_sig(&h, s->path);
+	char *dir = strdup(s->path);
+	if (dir) {
+		char *slash = strrchr(dir, '/');
+		if (slash)
+			*slash = 0;
+		stat_sig(&h, slash ? (*dir ? dir : "/") : ".");
+		free(dir);
+	}
+	for (uint32_t i = 0; i < s->nfiles; i++)
+		if (strcmp(s->files[i], s->path)) /* the named file is in already */
+			stat_sig(&h, s->files[i]);
+	return h;
+}
+
+static void set_error(view_server *s, const char *msg)
+{
+	pthread_mutex_lock(&s->lock);
+	free(s->error);
+	s->error = msg ? strdup(msg) : NULL;
+	pthread_mutex_unlock(&s->lock);
+}
+
+/* Analyse the recording and swap the results in. Returns 0 or a FENNEC_E* code with the
+ * message in err (also kept for /api/status). */
+static int analyse(view_server *s, view_error *err)
+{
+	ana_profile p;
+	fmt_error fe;
+	double t0 = mono_s();
+	int rc = ana_load(s->path, &s->ana, &p, &fe);
+	if (rc) {
+		err->code = rc;
+		snprintf(err->msg, sizeof err->msg, "%s", fe.msg[0] ? fe.msg : fennec_strerror(rc));
+		set_error(s, err->msg);
+		ana_profile_free(&p);
+		return rc;
+	}
+	rep_options ro = {0};
+	rep_page_options po = {.live = 1};
+	blob *json, *page;
+	RENDER(&json, rep_json(out, &p, &ro));
+	RENDER(&page, rep_page_data(out, &p, &ro, &po));
+	char **files = calloc(p.nprocs ? p.nprocs : 1, sizeof *files);
+	uint64_t size = 0;
+	if (!json || !page || !files) {
+		blob_unref(json);
+		blob_unref(page);
+		free(files);
+		ana_profile_free(&p);
+		err->code = FENNEC_ENOMEM;
+		snprintf(err->msg, sizeof err->msg, "%s: out of memory while rendering the analysis", s->path);
+		set_error(s, err->msg);
+		return FENNEC_ENOMEM;
+	}
+	for (uint32_t i = 0; i < p.nprocs; i++) {
+		files[i] = strdup(p.procs[i].file.path);
+		size += p.procs[i].file.size;
+	}
+	pthread_mutex_lock(&s->lock);
+	blob_unref(s->analysis);
+	blob_unref(s->pagedata);
+	s->analysis = json;
+	s->pagedata = page;
+	s->generation++;
+	s->events = p.events;
+	s->size_bytes = size;
+	s->cut_short = p.cut_short;
+	s->analysis_ms = (mono_s() - t0) * 1e3;
+	free(s->error);
+	s->error = NULL;
+	for (uint32_t i = 0; i < s->nfiles; i++)
+		free(s->files[i]);
+	free(s->files);
+	s->files = files;
+	s->nfiles = p.nprocs;
+	pthread_mutex_unlock(&s->lock);
+	ana_profile_free(&p);
+	return 0;
+}
+
+/* ---- requests ---- */
+
+static enum MHD_Result send_blob(struct MHD_Connection *c, unsigned status, blob *b, const char *type)
+{
+	struct MHD_Response *r = MHD_create_response_from_buffer_with_free_callback_cls(b->len, b->data, blob_unref, b);
+	if (!r) {
+		blob_unref(b);
+		return MHD_NO;
+	}
+	MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, type);
+	MHD_add_response_header(r, MHD_HTTP_HEADER_CACHE_CONTROL, "no-store");
+	MHD_add_response_header(r, "X-Content-Type-Options", "nosniff");
+	MHD_add_response_header(r, "Referrer-Policy", "no-referrer");
+	MHD_add_response_header(r, "Content-Security-Policy",
+				"default-src 'none'; script-src 'unsafe-inline'; style-src 'unsafe-inline'; "
+				"img-src data:; connect-src 'self'; frame-ancestors 'none'");
+	if (status == MHD_HTTP_METHOD_NOT_ALLOWED)
+		MHD_add_response_header(r, MHD_HTTP_HEADER_ALLOW, "GET, HEAD");
+	enum MHD_Result ok = MHD_queue_response(c, status, r);
+	MHD_destroy_response(r);
+	return ok;
+}
+
+static enum MHD_Result send_text(view_server *s, struct MHD_Connection *c, unsigned status, const char *text,
+				 const char *type)
+{
+	blob *b = blob_new(text, strlen(text));
+	if (!b)
+		return MHD_NO;
+	atomic_fetch_add(&s->counts[status >= 500 ? 2 : status >= 400 ? 1 : 0], 1);
+	return send_blob(c, status, b, type);
+}
+
+static enum MHD_Result send_error(view_server *s, struct MHD_Connection *c, unsigned status, const char *why)
+{
+	char buf[512];
+	snprintf(buf, sizeof buf, "{\"error\": \"%s\", \"status\": %u}\n", why, status);
+	return send_text(s, c, status, buf, "application/json");
+}
+
+static void json_str(FILE *out, const char *v)
+{
+	if (v)
+		rep_json_string(out, v);
+	else
+		fputs("null", out);
+}
+
+static enum MHD_Result send_status(view_server *s, struct MHD_Connection *c)
+{
+	char *buf = NULL;
+	size_t len = 0;
+	FILE *out = open_memstream(&buf, &len);
+	if (!out)
+		return MHD_NO;
+	pthread_mutex_lock(&s->lock);
+	int growing = s->cut_short && mono_s() - s->changed_at < 5;
+	fputs("{\"schema\": \"fennec.view/1\", \"file\": ", out);
+	json_str(out, s->path);
+	fprintf(out, ", \"generation\": %llu, \"size_bytes\": %llu, \"events\": %llu, \"cut_short\": %s, "
+		"\"growing\": %s, \"analysis_ms\": %.1f, \"error\": ",
+		(unsigned long long)s->generation, (unsigned long long)s->size_bytes, (unsigned long long)s->events,
+		s->cut_short ? "true" : "false", growing ? "true" : "false", s->analysis_ms);
+	json_str(out, s->error);
+	fputs("}\n", out);
+	pthread_mutex_unlock(&s->lock);
+	int bad = fclose(out);
+	enum MHD_Result r = bad ? MHD_NO : send_text(s, c, MHD_HTTP_OK, buf, "application/json");
+	free(buf);
+	return r;
+}
+
+static enum MHD_Result send_shared(view_server *s, struct MHD_Connection *c, blob **slot)
+{
+	pthread_mutex_lock(&s->lock);
+	blob *b = *slot;
+	if (b)
+		atomic_fetch_add(&b->refs, 1);
+	pthread_mutex_unlock(&s->lock);
+	if (!b)
+		return send_error(s, c, MHD_HTTP_SERVICE_UNAVAILABLE, "no analysis yet");
+	atomic_fetch_add(&s->counts[0], 1);
+	return send_blob(c, MHD_HTTP_OK, b, "application/json");
+}
+
+/* Host header of a loopback server: a loopback name with our port, or none (HTTP/1.0). */
+static int host_ok(view_server *s, const char *host)
+{
+	if (!host || !s->loopback)
+		return 1;
+	char want[64];
+	const char *names[] = {"127.0.0.1", "localhost", "[::1]"};
+	for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+		snprintf(want, sizeof want, "%s:%u", names[i], s->port);
+		if (!strcasecmp(host, want) || (s->port == 80 && !strcasecmp(host, names[i])))
+			return 1;
+	}
+	return 0;
+}
+
+static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const char *url, const char *method,
+				  const char *version, const char *upload_data, size_t *upload_data_size,
+				  void **req_cls)
+{
+	view_server *s = cls;
+	(void)version;
+	(void)upload_data;
+	if (*req_cls) {
+		/* A body we accepted (small): read and ignore it. */
+		*upload_data_size = 0;
+		return MHD_YES;
+	}
+	int get = !strcmp(method, MHD_HTTP_METHOD_GET), head = !strcmp(method, MHD_HTTP_METHOD_HEAD);
+	const char *cl = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
+	if (cl && strtoull(cl, NULL, 10) > s->max_body)
+		return send_error(s, c, MHD_HTTP_CONTENT_TOO_LARGE, "request body too large");
+	if (MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_TRANSFER_ENCODING))
+		return send_error(s, c, MHD_HTTP_CONTENT_TOO_LARGE, "request bodies are not accepted");
+	if (!get && !head)
+		return send_error(s, c, MHD_HTTP_METHOD_NOT_ALLOWED, "only GET and HEAD");
+	if (!host_ok(s, MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_HOST)))
+		return send_error(s, c, MHD_HTTP_FORBIDDEN, "unexpected Host header");
+	size_t n = strlen(url);
+	if (n > MAX_URL)
+		return send_error(s, c, MHD_HTTP_URI_TOO_LONG, "URL too long");
+	/* The URL arrives decoded: no parent references, backslashes or control bytes. */
+	if (url[0] != '/' || strstr(url, "..") || strchr(url, '\\') || strstr(url, "//"))
+		return send_error(s, c, MHD_HTTP_BAD_REQUEST, "bad path");
+	for (const unsigned char *p = (const unsigned char *)url; *p; p++)
+		if (*p < 0x20 || *p == 0x7f)
+			return send_error(s, c, MHD_HTTP_BAD_REQUEST, "bad path");
+	if (cl && strtoull(cl, NULL, 10) > 0)
+		*req_cls = s; /* let MHD read the small body; the next call answers */
+	if (!strcmp(url, "/") || !strcmp(url, "/index.html")) {
+		atomic_fetch_add(&s->counts[0], 1);
+		struct MHD_Response *r = MHD_create_response_from_buffer(s->page_len, s->page, MHD_RESPMEM_PERSISTENT);
+		if (!r)
+			return MHD_NO;
+		MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, "text/html; charset=utf-8");
+		MHD_add_response_header(r, MHD_HTTP_HEADER_CACHE_CONTROL, "no-store");
+		MHD_add_response_header(r, "X-Content-Type-Options", "nosniff");
+		MHD_add_response_header(r, "Content-Security-Policy",
+					"default-src 'none'; script-src 'unsafe-inline'; style-src 'unsafe-inline'; "
+					"img-src data:; connect-src 'self'; frame-ancestors 'none'");
+		enum MHD_Result ok = MHD_queue_response(c, MHD_HTTP_OK, r);
+		MHD_destroy_response(r);
+		return ok;
+	}
+	if (!strcmp(url, "/api/status"))
+		return send_status(s, c);
+	if (!strcmp(url, "/api/analysis"))
+		return send_shared(s, c, &s->analysis);
+	if (!strcmp(url, "/api/page"))
+		return send_shared(s, c, &s->pagedata);
+	if (!strcmp(url, "/favicon.ico"))
+		return send_text(s, c, MHD_HTTP_NO_CONTENT, "", "text/plain");
+	return send_error(s, c, MHD_HTTP_NOT_FOUND, "not found");
+}
+
+/* ---- life cycle ---- */
+
+static int listen_on(const char *host, unsigned port, int *loopback, view_error *err)
+{
+	struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM, .ai_flags = AI_PASSIVE | AI_NUMERICSERV};
+	struct addrinfo *ai = NULL;
+	char ps[16];
+	snprintf(ps, sizeof ps, "%u", port);
+	int g = getaddrinfo(host, ps, &hints, &ai);
+	if (g) {
+		err->code = FENNEC_EINVAL;
+		snprintf(err->msg, sizeof err->msg, "cannot resolve host '%s': %s", host, gai_strerror(g));
+		return -1;
+	}
+	int fd = -1, e = 0;
+	for (struct addrinfo *a = ai; a; a = a->ai_next) {
+		fd = socket(a->ai_family, a->ai_socktype | SOCK_CLOEXEC, a->ai_protocol);
+		if (fd < 0) {
+			e = errno;
+			continue;
+		}
+		int one = 1;
+		setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+		if (bind(fd, a->ai_addr, a->ai_addrlen) == 0 && listen(fd, 128) == 0) {
+			if (a->ai_family == AF_INET)
+				*loopback = (ntohl(((struct sockaddr_in *)a->ai_addr)->sin_addr.s_addr) >> 24) == 127;
+			else if (a->ai_family == AF_INET6)
+				*loopback = IN6_IS_ADDR_LOOPBACK(&((struct sockaddr_in6 *)a->ai_addr)->sin6_addr);
+			break;
+		}
+		e = errno;
+		close(fd);
+		fd = -1;
+	}
+	freeaddrinfo(ai);
+	if (fd < 0) {
+		err->code = FENNEC_EIO;
+		err->sys_errno = e;
+		snprintf(err->msg, sizeof err->msg, "cannot listen on %s port %u: %s", host, port, strerror(e));
+	}
+	return fd;
+}
+
+static unsigned bound_port(int fd)
+{
+	struct sockaddr_storage ss;
+	socklen_t len = sizeof ss;
+	if (getsockname(fd, (struct sockaddr *)&ss, &len) < 0)
+		return 0;
+	if (ss.ss_family == AF_INET)
+		return ntohs(((struct sockaddr_in *)&ss)->sin_port);
+	if (ss.ss_family == AF_INET6)
+		return ntohs(((struct sockaddr_in6 *)&ss)->sin6_port);
+	return 0;
+}
+
+int view_open(const view_options *o, view_server **out, view_error *err)
+{
+	memset(err, 0, sizeof *err);
+	*out = NULL;
+	view_server *s = calloc(1, sizeof *s);
+	if (!s || !(s->path = strdup(o->path))) {
+		free(s);
+		err->code = FENNEC_ENOMEM;
+		snprintf(err->msg, sizeof err->msg, "out of memory");
+		return FENNEC_ENOMEM;
+	}
+	s->fd = -1;
+	s->ana = o->ana;
+	s->max_body = o->max_body_bytes ? o->max_body_bytes : 4096;
+	pthread_mutex_init(&s->lock, NULL);
+	s->sig = files_sig(s);
+	s->changed_at = mono_s();
+	int rc = analyse(s, err);
+	if (rc)
+		goto fail;
+	/* The page: the template with the scripts, loading its data from the API. */
+	FILE *pg = open_memstream(&s->page, &s->page_len);
+	rc = pg ? rep_html_page(pg, o->web, NULL, 0, 1) : FENNEC_ENOMEM;
+	if (pg && fclose(pg) && !rc)
+		rc = FENNEC_ENOMEM;
+	if (rc) {
+		err->code = rc;
+		snprintf(err->msg, sizeof err->msg, "cannot render the page: %s", fennec_strerror(rc));
+		goto fail;
+	}
+	s->fd = listen_on(o->host ? o->host : "127.0.0.1", o->port, &s->loopback, err);
+	if (s->fd < 0) {
+		rc = err->code;
+		goto fail;
+	}
+	s->port = bound_port(s->fd);
+	s->d = MHD_start_daemon(MHD_USE_AUTO_INTERNAL_THREAD, 0, NULL, NULL, on_request, s,
+				MHD_OPTION_LISTEN_SOCKET, s->fd,
+				MHD_OPTION_THREAD_POOL_SIZE, (unsigned)2,
+				MHD_OPTION_CONNECTION_LIMIT, (unsigned)256,
+				MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)15,
+				MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)32768,
+				MHD_OPTION_END);
+	if (!s->d) {
+		rc = err->code = FENNEC_EIO;
+		snprintf(err->msg, sizeof err->msg, "cannot start the HTTP server on port %u", s->port);
+		goto fail;
+	}
+	s->fd = -1; /* the daemon owns the socket now and closes it */
+	*out = s;
+	return 0;
+fail:
+	view_close(s);
+	return rc;
+}
+
+unsigned view_port(const view_server *s) { return s->port; }
+
+int view_refresh(view_server *s, int *changed)
+{
+	if (changed)
+		*changed = 0;
+	uint64_t sig = files_sig(s);
+	if (sig == s->sig)
+		return 0;
+	s->sig = sig;
+	pthread_mutex_lock(&s->lock);
+	s->changed_at = mono_s();
+	pthread_mutex_unlock(&s->lock);
+	view_error err;
+	int rc = analyse(s, &err);
+	/* s->sig stays the signature from before the analysis: a change during it (or new
+	 * files it found) is seen by the next call. */
+	if (rc == 0 && changed)
+		*changed = 1;
+	return rc == FENNEC_ENOMEM ? rc : 0;
+}
+
+void view_counts(const view_server *s, uint64_t counts[3])
+{
+	for (int i = 0; i < 3; i++)
+		counts[i] = atomic_load(&((view_server *)s)->counts[i]);
+}
+
+void view_close(view_server *s)
+{
+	if (!s)
+		return;
+	if (s->d)
+		MHD_stop_daemon(s->d);
+	if (s->fd >= 0)
+		close(s->fd);
+	blob_unref(s->analysis);
+	blob_unref(s->pagedata);
+	for (uint32_t i = 0; i < s->nfiles; i++)
+		free(s->files[i]);
+	free(s->files);
+	free(s->error);
+	free(s->page);
+	free(s->path);
+	pthread_mutex_destroy(&s->lock);
+	free(s);
+}
