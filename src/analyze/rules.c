@@ -5,6 +5,7 @@
  */
 #include "analyze/analyze.h"
 
+#include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -266,6 +267,204 @@ static void rule_hot_function(ana_profile *p)
 	}
 }
 
+/* Bytes for reading: "12.3 MiB". */
+static const char *fmt_bytes(double b, char *buf, size_t n)
+{
+	static const char *const unit[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+	int u = 0;
+	double v = b < 0 ? -b : b;
+	while (v >= 1024 && u < 4) {
+		v /= 1024;
+		u++;
+	}
+	snprintf(buf, n, u ? "%s%.1f %s" : "%s%.0f %s", b < 0 ? "-" : "", v, unit[u]);
+	return buf;
+}
+
+/* "function (file:line)" of a heap site's allocation point, into buf. */
+static const char *site_where(const ana_profile *p, const ana_mem_site *s, char *buf, size_t n)
+{
+	const char *fn = ana_mem_site_name(p, s);
+	if (s->stack != ANA_NONE) {
+		const ana_stack *st = &p->smp.stacks[s->stack];
+		for (uint32_t k = st->n; k-- > 0;) {
+			const ana_loc *l = &p->smp.locs[st->locs[k]];
+			if (!strcmp(p->names[p->smp.funcs[l->func].name], fn)) {
+				if (l->file != ANA_NONE && l->line) {
+					snprintf(buf, n, "%s (%s:%u)", fn, base_name(p->names[l->file]), l->line);
+					return buf;
+				}
+				break;
+			}
+		}
+	}
+	snprintf(buf, n, "%s", fn);
+	return buf;
+}
+
+/* The function that called a heap site's allocating function, or NULL. */
+static const char *site_caller(const ana_profile *p, const ana_mem_site *s)
+{
+	if (s->stack == ANA_NONE)
+		return NULL;
+	const char *fn = ana_mem_site_name(p, s);
+	const ana_stack *st = &p->smp.stacks[s->stack];
+	for (uint32_t k = st->n; k-- > 1;)
+		if (!strcmp(p->names[p->smp.funcs[p->smp.locs[st->locs[k]].func].name], fn))
+			return p->names[p->smp.funcs[p->smp.locs[st->locs[k - 1]].func].name];
+	return NULL;
+}
+
+/* The site with the largest `live` (unfreed) bytes, runtime excluded; NULL if none. */
+static const ana_mem_site *top_live_site(const ana_profile *p)
+{
+	const ana_mem_site *best = NULL;
+	for (uint32_t i = 0; i < p->mem.nsites; i++) {
+		const ana_mem_site *s = &p->mem.sites[i];
+		if (!s->runtime && s->live_count >= 0.5 && (!best || s->live_bytes > best->live_bytes))
+			best = s;
+	}
+	return best;
+}
+
+#define LEAK_MAX 5
+/*
+ * memory_leak, two ways. Growth: live heap regressed on steps (or seconds without steps)
+ * grows at least the threshold (default 10 MB) per step with r^2 >= 0.8 over 3 or more
+ * points; HIGH when r^2 >= 0.9 and the growth over the run is half the peak or more.
+ * Unfreed at exit (full mode exact; sampled mode an estimate, said so): one finding per
+ * allocation stack, the largest LEAK_MAX; HIGH from 10% of the peak heap or 100 MiB,
+ * MEDIUM from 1 MiB, else LOW. Memory findings save memory, not time: expected gain 0.
+ */
+static void rule_memory_leak(ana_profile *p)
+{
+	const ana_memory *m = &p->mem;
+	if (!m->present)
+		return;
+	char a[32], b[32], c[64], w[512];
+	double thr = p->opt.leak_threshold_bytes > 0 ? p->opt.leak_threshold_bytes : 10e6;
+	if (m->has_trend && m->trend_points >= 3 && m->slope >= thr && m->r2 >= 0.8) {
+		double span = 0;
+		for (size_t i = 0; i < m->npoints; i++)
+			if (m->points[i].process == m->peak_process)
+				span = m->trend_per_step ? (double)m->points[i].step
+							 : (double)(m->points[i].t_ns - m->points[0].t_ns) / 1e9;
+		double growth = m->slope * span;
+		ana_severity sev = m->r2 >= 0.9 && growth >= 0.5 * (double)m->peak_bytes ? ANA_HIGH : ANA_MEDIUM;
+		ana_finding *f = add_finding(p, "memory_leak", sev);
+		if (!f)
+			return;
+		const char *per = m->trend_per_step ? "step" : "second";
+		const ana_mem_site *top = top_live_site(p);
+		f->subject = fmtstr("heap grows %s per %s", fmt_bytes(m->slope, a, sizeof a), per);
+		f->evidence = fmtstr("live heap grows by %s per %s (linear fit over %u points, r^2 = %.3f), %s over the run; "
+				     "threshold %s per %s%s%s",
+				     fmt_bytes(m->slope, a, sizeof a), per, m->trend_points, m->r2, fmt_bytes(growth, b, sizeof b),
+				     fmt_bytes(thr, c, sizeof c), per, top ? "; most unfreed memory comes from " : "",
+				     top ? site_where(p, top, w, sizeof w) : "");
+		num(f, m->trend_per_step ? "slope_bytes_per_step" : "slope_bytes_per_s", m->slope);
+		num(f, "r2", m->r2);
+		num(f, "points", m->trend_points);
+		num(f, "threshold_bytes", thr);
+		f->recommendation = fmtstr("Something keeps memory alive from one %s to the next%s%s: find what holds "
+					   "references across %ss (caches without a bound, lists that only grow, "
+					   "tensors or buffers kept for logging) and free or bound it. Record with "
+					   "--memory=full to see every unfreed allocation with its stack.",
+					   per, top ? ", most of it allocated at " : "", top ? site_where(p, top, w, sizeof w) : "",
+					   per);
+		f->expected_gain_pct = 0;
+	}
+	uint32_t idx[LEAK_MAX];
+	uint32_t n = 0;
+	/* the largest unfreed sites, runtime excluded */
+	for (uint32_t i = 0; i < m->nsites; i++) {
+		const ana_mem_site *s = &m->sites[i];
+		if (s->runtime || s->live_count < 0.5 || s->live_bytes < 1)
+			continue;
+		uint32_t k = n < LEAK_MAX ? n++ : LEAK_MAX;
+		if (k == LEAK_MAX && s->live_bytes <= m->sites[idx[LEAK_MAX - 1]].live_bytes)
+			continue;
+		if (k == LEAK_MAX)
+			k = LEAK_MAX - 1;
+		while (k > 0 && m->sites[idx[k - 1]].live_bytes < s->live_bytes) {
+			idx[k] = idx[k - 1];
+			k--;
+		}
+		idx[k] = i;
+	}
+	int full = m->mode == FMT_MEM_FULL;
+	for (uint32_t i = 0; i < n; i++) {
+		const ana_mem_site *s = &m->sites[idx[i]];
+		double bytes = s->live_bytes, count = s->live_count;
+		ana_severity sev = bytes >= 0.1 * (double)m->peak_bytes || bytes >= 100.0 * 1048576 ? ANA_HIGH
+				 : bytes >= 1048576 ? ANA_MEDIUM : ANA_LOW;
+		ana_finding *f = add_finding(p, "memory_leak", sev);
+		if (!f)
+			return;
+		site_where(p, s, w, sizeof w);
+		const char *via = site_caller(p, s);
+		f->subject = fmtstr("unfreed at exit: %s%s%s", w, via ? " called from " : "", via ? via : "");
+		f->evidence = fmtstr("%s%s in %.0f allocation%s made at %s %s never freed%s%s",
+				     full ? "" : "about ", fmt_bytes(bytes, a, sizeof a), count, count >= 1.5 ? "s" : "", w,
+				     count >= 1.5 ? "were" : "was",
+				     full ? "" : " (an estimate from sampled allocations; record with --memory=full for exact numbers)",
+				     s->node != ANA_NONE ? "" : "");
+		num(f, "bytes", full ? bytes : round(bytes));
+		num(f, "count", full ? count : round(count));
+		num(f, "estimated", full ? 0 : 1);
+		if (s->node != ANA_NONE)
+			f->recommendation = fmtstr("Free what %s allocates (inside region %s) when it is no longer needed, or "
+						   "give it an owner that does; if it must live until exit, allocate it once.",
+						   w, p->nodes[s->node].path ? p->nodes[s->node].path : "?");
+		else
+			f->recommendation = fmtstr("Free what %s allocates when it is no longer needed, or give it an owner "
+						   "that does; if it must live until exit, allocate it once.", w);
+		f->expected_gain_pct = 0;
+	}
+}
+
+/*
+ * allocation_churn: many heap allocations per step (default 10,000, HIGH from 100,000), or
+ * without steps more than 1,000,000 per second. Each costs tens of nanoseconds plus cache
+ * misses; the largest sites by count are named.
+ */
+static void rule_allocation_churn(ana_profile *p)
+{
+	const ana_memory *m = &p->mem;
+	if (!m->present || !m->allocs)
+		return;
+	int per_step = p->steps >= 3 && isfinite(m->allocs_per_step);
+	double rate = per_step ? m->allocs_per_step : m->alloc_rate_per_s;
+	double thr = per_step ? 10000 : 1e6;
+	if (!isfinite(rate) || rate < thr)
+		return;
+	const ana_mem_site *top = NULL;
+	for (uint32_t i = 0; i < m->nsites; i++)
+		if (!top || m->sites[i].allocs > top->allocs)
+			top = &m->sites[i];
+	ana_finding *f = add_finding(p, "allocation_churn", rate >= 10 * thr ? ANA_HIGH : ANA_MEDIUM);
+	if (!f)
+		return;
+	char w[512] = "", a[32];
+	if (top)
+		site_where(p, top, w, sizeof w);
+	double top_pct = top && m->allocs ? 100.0 * top->allocs / (double)m->allocs : 0;
+	f->subject = fmtstr("%.0f allocations per %s", rate, per_step ? "step" : "second");
+	f->evidence = fmtstr("%llu heap allocations (%s) in the run, %.0f per %s%s%s%s",
+			     (unsigned long long)m->allocs, fmt_bytes((double)m->alloc_bytes, a, sizeof a), rate,
+			     per_step ? "step" : "second", top ? "; the most from " : "", w,
+			     top ? "" : "");
+	num(f, per_step ? "allocations_per_step" : "allocations_per_s", rate);
+	num(f, "allocations", (double)m->allocs);
+	num(f, "top_site_pct", top_pct);
+	if (m->mode == FMT_MEM_FULL)
+		num(f, "temporary", (double)m->temporary);
+	f->recommendation = fmtstr("Allocate less often%s%s (%.0f%% of the allocations): reuse buffers across %ss, "
+				   "reserve capacity up front, or use an arena or pool for short-lived objects.",
+				   top ? " at " : "", w, top_pct, per_step ? "step" : "iteration");
+	f->expected_gain_pct = 0;
+}
+
 static int cmp_finding(const void *a, const void *b)
 {
 	const ana_finding *x = a, *y = b;
@@ -278,6 +477,8 @@ void ana_rules(ana_profile *p)
 {
 	rule_hot_operation(p);
 	rule_hot_function(p);
+	rule_memory_leak(p);
+	rule_allocation_churn(p);
 	if (p->nfindings > 1)
 		qsort(p->findings, p->nfindings, sizeof *p->findings, cmp_finding);
 }

@@ -41,6 +41,11 @@ static const char help[] =
 	"                             every thread, also while blocked (off-CPU time); off:\n"
 	"                             regions and metrics only\n"
 	"  --stack-depth N            deepest call stack kept, frames (default 128; 4..512)\n"
+	"  --memory MODE              heap profiling (docs/memory.md): sampled (default: exact totals,\n"
+	"                             stacks of allocations sampled over bytes), full (every allocation\n"
+	"                             and free with its stack: exact leaks), off\n"
+	"  --memory-rate BYTES        sampled: mean bytes between sampled allocations (default 524288)\n"
+	"  --memory-interval MS       heap and RSS timeline period (default 50; also at every step)\n"
 	"  -q, --quiet                no summary line on standard error\n"
 	"\n"
 	"The collector reads the same settings from FENNEC_* variables (docs/api.md).\n";
@@ -151,6 +156,7 @@ int cmd_record(int argc, char **argv)
 	const char *output = "fennec.fnc";
 	const char *buffer = NULL, *flush = NULL, *fraction = NULL, *schedule = NULL;
 	const char *freq = NULL, *sample = NULL, *depth = NULL;
+	const char *memory = NULL, *mem_rate = NULL, *mem_interval = NULL;
 	int quiet = 0, i;
 	for (i = 1; i < argc; i++) {
 		const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -207,6 +213,25 @@ int cmd_record(int argc, char **argv)
 			sample = m;
 			if (a[8] != '=')
 				i++;
+		} else if (!strcmp(a, "--memory") || !strncmp(a, "--memory=", 9)) {
+			const char *m = a[8] == '=' ? a + 9 : v;
+			if (!m || (strcmp(m, "sampled") && strcmp(m, "full") && strcmp(m, "off"))) {
+				cli_error("record", "--memory needs sampled, full or off, not '%s'", m ? m : "");
+				return 2;
+			}
+			memory = m;
+			if (a[8] != '=')
+				i++;
+		} else if (!strcmp(a, "--memory-rate")) {
+			if (cli_parse_u32("record", a, v, 1, 1u << 30, &u) < 0)
+				return 2;
+			mem_rate = v;
+			i++;
+		} else if (!strcmp(a, "--memory-interval")) {
+			if (cli_parse_u32("record", a, v, 1, 3600000, &u) < 0)
+				return 2;
+			mem_interval = v;
+			i++;
 		} else if (!strcmp(a, "--stack-depth")) {
 			if (cli_parse_u32("record", a, v, 4, 512, &u) < 0)
 				return 2;
@@ -303,6 +328,13 @@ int cmd_record(int argc, char **argv)
 			setenv("FENNEC_HZ", freq, 1);
 		if (depth)
 			setenv("FENNEC_STACK_DEPTH", depth, 1);
+		/* --memory, else FENNEC_MEMORY from the environment, else sampled */
+		if (memory || !getenv("FENNEC_MEMORY") || !*getenv("FENNEC_MEMORY"))
+			setenv("FENNEC_MEMORY", memory ? memory : "sampled", 1);
+		if (mem_rate)
+			setenv("FENNEC_MEMORY_RATE", mem_rate, 1);
+		if (mem_interval)
+			setenv("FENNEC_MEMORY_INTERVAL_MS", mem_interval, 1);
 		execvp(argv[i], argv + i);
 		int e = errno;
 		fprintf(stderr, "fennec record: cannot run '%s': %s\n", argv[i], strerror(e));
