@@ -65,7 +65,8 @@ static int no_data(const char *path, const ana_profile *p, const plot_options *o
 		cli_error("plot", "no steps in %s: the program never called fennec_step()", path);
 		break;
 	case PLOT_MEMORY:
-		cli_error("plot", "no memory data in %s: the recording has no heap or RSS timeline", path);
+		cli_error("plot", "no memory data in %s: the recording has no heap or RSS timeline "
+				  "(it was recorded with --memory off)", path);
 		break;
 	default:
 		if (!p->nmetrics)

@@ -22,6 +22,7 @@ enum unit { U_PLAIN, U_NS, U_BYTES };
 #define C_AXIS 0x888888
 #define C_SERIES 0x1f77b4
 #define C_MEAN 0xff7f0e
+#define C_RSS 0x2ca02c
 #define C_TOTAL 0x9ecae1
 #define C_SELF 0x3182bd
 
@@ -74,8 +75,7 @@ int plot_has_data(const ana_profile *p, const plot_options *o)
 		if (!p->nmetrics)
 			return FENNEC_ENODATA;
 		return plot_find_metric(p, o->metric) ? 0 : FENNEC_ENOENT;
-	/* Memory needs a heap and RSS timeline in the model, which it does not have yet. */
-	case PLOT_MEMORY: return FENNEC_ENODATA;
+	case PLOT_MEMORY: return p->mem.present && p->mem.npoints ? 0 : FENNEC_ENODATA;
 	default: return FENNEC_EINVAL;
 	}
 }
@@ -455,6 +455,19 @@ static int draw_steps(chart *ch)
 	return rc;
 }
 
+/* The recording's time span: the earliest process start and the latest end. */
+static void time_span(const ana_profile *p, uint64_t *t0, uint64_t *t_end)
+{
+	*t0 = UINT64_MAX;
+	*t_end = 0;
+	for (uint32_t i = 0; i < p->nprocs; i++) {
+		*t0 = p->procs[i].start_ns < *t0 ? p->procs[i].start_ns : *t0;
+		*t_end = p->procs[i].end_ns > *t_end ? p->procs[i].end_ns : *t_end;
+	}
+	if (*t0 == UINT64_MAX)
+		*t0 = 0;
+}
+
 static int draw_metric(chart *ch)
 {
 	const ana_profile *p = ch->p;
@@ -464,11 +477,8 @@ static int draw_metric(chart *ch)
 	const char *name = p->names[m->name];
 	enum unit u = metric_unit(name);
 	int counter = m->kind == FMT_SITE_COUNTER;
-	uint64_t t0 = UINT64_MAX, t_end = 0;
-	for (uint32_t i = 0; i < p->nprocs; i++) {
-		t0 = p->procs[i].start_ns < t0 ? p->procs[i].start_ns : t0;
-		t_end = p->procs[i].end_ns > t_end ? p->procs[i].end_ns : t_end;
-	}
+	uint64_t t0, t_end;
+	time_span(p, &t0, &t_end);
 	size_t n = 0, skipped = 0;
 	double *x = malloc((m->npoints ? m->npoints : 1) * sizeof *x), *y = malloc((m->npoints ? m->npoints : 1) * sizeof *y);
 	if (!x || !y) {
@@ -531,6 +541,68 @@ static int draw_metric(chart *ch)
 	return rc;
 }
 
+/* Live heap and RSS of one process over time: the process with the heap's peak (the
+ * timelines of several processes do not add up point by point). */
+static int draw_memory(chart *ch)
+{
+	const ana_profile *p = ch->p;
+	const ana_memory *mem = &p->mem;
+	uint32_t proc = mem->peak_process;
+	uint64_t t0, t_end;
+	time_span(p, &t0, &t_end);
+	size_t n = 0, nr = 0, cap = mem->npoints ? mem->npoints : 1;
+	double *xh = malloc(cap * sizeof *xh), *yh = malloc(cap * sizeof *yh);
+	double *xr = malloc(cap * sizeof *xr), *yr = malloc(cap * sizeof *yr);
+	int rc = 0;
+	if (!xh || !yh || !xr || !yr) {
+		rc = FENNEC_ENOMEM;
+		goto out;
+	}
+	double ymax = 0, xmax = (double)(t_end > t0 ? t_end - t0 : 0);
+	for (size_t i = 0; i < mem->npoints; i++) {
+		const ana_mem_point *pt = &mem->points[i];
+		if (pt->process != proc)
+			continue;
+		double x = pt->t_ns > t0 ? (double)(pt->t_ns - t0) : 0;
+		xh[n] = x;
+		yh[n++] = (double)pt->live_bytes;
+		if (pt->rss_bytes) { /* 0: not known at that point */
+			xr[nr] = x;
+			yr[nr++] = (double)pt->rss_bytes;
+		}
+		ymax = fmax(ymax, fmax((double)pt->live_bytes, (double)pt->rss_bytes));
+		xmax = fmax(xmax, x);
+	}
+	uint64_t pid = proc < p->nprocs ? p->procs[proc].file.pid : 0;
+	snprintf(ch->title, sizeof ch->title, "%s: memory", base_name(ch->o->source));
+	header(ch, 1);
+	ch->ay = axis_make(0, ymax, U_BYTES, (int)fmax(2, (ch->y1 - ch->y0) / (60 * ch->k)), 0, 0);
+	left_edge(ch);
+	ch->ax = axis_make(0, xmax, U_NS, (int)fmax(2, (ch->x1 - ch->x0) / (90 * ch->k)), 0, 1);
+	axes(ch, "time since the recording started", "bytes", 1);
+	int thin_h = 0, thin_r = 0;
+	if (nr && (rc = series(ch, xr, yr, nr, C_RSS, "RSS", &thin_r)))
+		goto out;
+	if ((rc = series(ch, xh, yh, n, C_SERIES, "live heap", &thin_h)))
+		goto out;
+	legend(ch, C_SERIES, 0, 0, "live heap");
+	if (nr)
+		legend(ch, C_RSS, 0, 0, "RSS");
+	char sub[384], v1[32], v2[32];
+	snprintf(sub, sizeof sub, "process %llu · %zu snapshots · peak heap %s · peak RSS %s%s%s",
+		 (unsigned long long)pid, n, fmt_value(U_BYTES, (double)mem->peak_bytes, v1, sizeof v1),
+		 mem->peak_rss_bytes ? fmt_value(U_BYTES, (double)mem->peak_rss_bytes, v2, sizeof v2) : "unknown",
+		 p->nprocs > 1 ? " · the process with the heap's peak" : "",
+		 thin_h || thin_r ? " · drawn as the min and max of each pixel column" : "");
+	subtitle(ch, sub);
+out:
+	free(xh);
+	free(yh);
+	free(xr);
+	free(yr);
+	return rc;
+}
+
 int plot_write(FILE *out, const ana_profile *p, const plot_options *o)
 {
 	if (o->kind < 0 || o->kind >= PLOT_NKINDS || o->width < PLOT_MIN_WIDTH || o->height < PLOT_MIN_HEIGHT ||
@@ -560,7 +632,7 @@ int plot_write(FILE *out, const ana_profile *p, const plot_options *o)
 	case PLOT_TIMING: rc = draw_timing(ch); break;
 	case PLOT_STEPS: rc = draw_steps(ch); break;
 	case PLOT_METRICS: rc = draw_metric(ch); break;
-	default: rc = FENNEC_ENODATA; break;
+	default: rc = draw_memory(ch); break;
 	}
 	if (!rc)
 		rc = c->ops->finish(c);

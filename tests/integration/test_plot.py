@@ -11,8 +11,8 @@ import struct
 import xml.etree.ElementTree as ET
 import zlib
 
-from helpers import (analyze, assert_clean_error, assert_eq, assert_true, fennec_bin, metric, record,
-                     region, run)
+from helpers import (Skip, analyze, assert_clean_error, assert_eq, assert_true, fennec_bin, metric,
+                     record, region, run)
 
 NS = "{http://www.w3.org/2000/svg}"
 SERIES_RGB = (0x1f, 0x77, 0xb4)
@@ -248,10 +248,36 @@ def test_plot_title_from_any_bytes():
     read_png(plot(path, "steps", "t.png", "--title", os.fsdecode(b"x\xc0\xafy")), 960, 540)
 
 
+def test_plot_memory():
+    _, path = record("steps", 20, 10, 32, opts=("--sample", "off", "--memory", "full"))
+    rep = analyze(path)
+    mem = rep.get("memory")
+    if not mem or not mem.get("timeline"):
+        raise Skip("the recording has no memory timeline (--memory full): %s" % (mem,))
+    timeline = mem["timeline"]
+    root = read_svg(plot(path, "memory", "mem.svg"), 960, 540)
+    series = {s.find(NS + "title").text: points(s) for s in by_class(root, "polyline", "series")}
+    assert_eq(sorted(series), ["RSS", "live heap"] if any(p["rss_bytes"] for p in timeline) else ["live heap"],
+              "series")
+    live, rss = series["live heap"], series.get("RSS", [])
+    assert_eq(len(live), len(timeline), "one live heap point per snapshot of the timeline")
+    assert_eq(len(rss), sum(1 for p in timeline if p["rss_bytes"]), "one RSS point per snapshot with an RSS")
+    xs = [p[0] for p in live]
+    assert_eq(xs, sorted(xs), "snapshots in time order")
+    values = [p["live_bytes"] for p in timeline] + [p["rss_bytes"] for p in timeline if p["rss_bytes"]]
+    if len(set(values)) > 1:
+        check_linear(values, [p[1] for p in live + rss], "live heap and RSS on one byte axis")
+    t = texts(root)
+    assert_true("live heap" in t, "legend: %s" % t)
+    assert_true(any(s.endswith("iB") or s.endswith(" B") for s in t), "a byte axis: %s" % t)
+    rows = read_png(plot(path, "memory", "mem.png", "--width", 700, "--height", 400), 700, 400)
+    check_png_drawn(rows, SERIES_RGB)
+
+
 def test_plot_memory_without_memory_data():
-    _, path = record("nested", 100, opts=("--sample", "off"))
+    _, path = record("nested", 100, opts=("--sample", "off", "--memory", "off"))
     r = plot_raw(path, "--kind", "memory", "-o", "mem.png")
-    assert_clean_error(r, path, "no memory data")
+    assert_clean_error(r, path, "no memory data", "--memory off")
     assert_eq(r.returncode, 1, "exit status")
     assert_true(not os.path.exists("mem.png"), "no image written")
 
