@@ -366,6 +366,8 @@ void ana_dist_compute(ana_dist *d, double *v, size_t n);
 void ana_dist_compute_u64(ana_dist *d, uint64_t *v, size_t n);
 /* A duration for reading, "12.34 ms", into buf; returns buf. */
 const char *ana_fmt_ns(double ns, char *buf, size_t n);
+/* Bytes for reading, "12.3 MiB" (binary units), into buf; returns buf. */
+const char *ana_fmt_bytes(double b, char *buf, size_t n);
 void ana_warn(ana_profile *p, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 /* The index of name `s` in p->names, added if new; ANA_NONE when out of memory. */

@@ -100,7 +100,7 @@ typedef struct rstate {
 	uint64_t ordinal, P;     /* events so far; the one at which the latest peak was reached */
 	uint64_t peak_ticks, peak_step;
 	uint32_t peak_site;
-	int peak_marked;         /* sampled: the counters' peak time was passed */
+	uint64_t marked_for;     /* sampled: the counters' peak time P was set for */
 	struct { uint64_t tid, addr; } last[64]; /* a thread's last allocation (temporaries) */
 } rstate;
 
@@ -224,9 +224,12 @@ int ana_memory_event(ana_profile *p, uint32_t proc, const fmt_file *f, const fmt
 	rstate *r = state(p, proc, f);
 	if (!r)
 		return FENNEC_ENOMEM;
-	if (r->sampled && !r->peak_marked && ev->ticks > f->heap.peak_ticks && f->heap.peak_ticks) {
-		r->P = r->ordinal; /* the live set at the counters' peak is the one before this event */
-		r->peak_marked = 1;
+	/* Sampled: the live set at the counters' peak is the one before the first event after
+	 * it. The counters are those of the chunk being read; a later chunk's may name a later
+	 * peak, which moves P forward (touch() keeps what each site had at the earlier one). */
+	if (r->sampled && f->heap.peak_ticks && r->marked_for != f->heap.peak_ticks && ev->ticks > f->heap.peak_ticks) {
+		r->P = r->ordinal;
+		r->marked_for = f->heap.peak_ticks;
 	}
 	blk *b = bmap_find(&r->live, ev->addr);
 	if (ev->type == FMT_EV_FREE) {
@@ -295,8 +298,8 @@ int ana_memory_end_process(ana_profile *p, uint32_t proc, const fmt_file *f)
 	m->untracked += h->untracked;
 	if (r && r->proc != proc)
 		r = NULL;
-	if (r && r->sampled && !r->peak_marked)
-		r->P = r->ordinal;
+	if (r && r->sampled && r->marked_for != h->peak_ticks)
+		r->P = r->ordinal; /* no event came after the final peak */
 	/* Each site of this file: its numbers at the peak, its region node. */
 	for (uint32_t i = 0; i < m->nsites; i++) {
 		ana_mem_site *s = &m->sites[i];
@@ -358,8 +361,13 @@ static int is_allocator(const char *fn)
 {
 	static const char *const names[] = {"operator new", "strdup", "__strdup", "strndup", "__strndup",
 					    "xmalloc", "xcalloc", "xrealloc", "reallocarray", "__libc_reallocarray"};
+	static const char *const exact[] = {"malloc", "calloc", "realloc", "memalign", "aligned_alloc",
+					    "posix_memalign", "valloc", "pvalloc"};
 	for (size_t i = 0; i < ARRAY_LEN(names); i++)
 		if (!strncmp(fn, names[i], strlen(names[i])))
+			return 1;
+	for (size_t i = 0; i < ARRAY_LEN(exact); i++)
+		if (!strcmp(fn, exact[i]))
 			return 1;
 	return 0;
 }
@@ -371,12 +379,18 @@ static int is_runtime(const ana_profile *p, const ana_stack *st)
 	static const char *const prefixes[] = {"_IO_file_doallocate", "_dl_", "_nl_", "__new_exitfn", "__tzfile_read",
 					       "tzset", "__gconv", "__nss_", "__res_", "__libc_early_init",
 					       "__cxa_thread_atexit", "_IO_vasprintf", "__libc_dlopen"};
-	for (uint32_t i = 0; i < st->n; i++) {
-		const ana_loc *l = &p->smp.locs[st->locs[i]];
+	/* fennec's own code allocating (its pthread_create wrapper): the innermost frame
+	 * outside the allocator is in libfennec. Threads started through that wrapper have it
+	 * further out, which does not make their allocations fennec's. */
+	for (uint32_t k = st->n; k-- > 0;) {
+		const ana_loc *l = &p->smp.locs[st->locs[k]];
+		if (is_allocator(p->names[p->smp.funcs[l->func].name]))
+			continue;
 		const char *mod = p->names[p->smp.funcs[l->func].module];
 		const char *b = strrchr(mod, '/');
 		if (!strncmp(b ? b + 1 : mod, "libfennec", 9))
 			return 1;
+		break;
 	}
 	/* Only the innermost few frames: a runtime routine called from the program's own
 	 * code (fopen without fclose) is the program's allocation. */

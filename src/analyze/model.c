@@ -959,6 +959,20 @@ void ana_profile_free(ana_profile *p)
 	memset(p, 0, sizeof *p);
 }
 
+/* Bytes for reading: "12.3 MiB". */
+const char *ana_fmt_bytes(double b, char *buf, size_t n)
+{
+	static const char *const unit[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+	int u = 0;
+	double v = b < 0 ? -b : b;
+	while (v >= 1024 && u < 4) {
+		v /= 1024;
+		u++;
+	}
+	snprintf(buf, n, u ? "%s%.1f %s" : "%s%.0f %s", b < 0 ? "-" : "", v, unit[u]);
+	return buf;
+}
+
 const char *ana_fmt_ns(double ns, char *buf, size_t n)
 {
 	if (!isfinite(ns))

@@ -267,20 +267,6 @@ static void rule_hot_function(ana_profile *p)
 	}
 }
 
-/* Bytes for reading: "12.3 MiB". */
-static const char *fmt_bytes(double b, char *buf, size_t n)
-{
-	static const char *const unit[] = {"B", "KiB", "MiB", "GiB", "TiB"};
-	int u = 0;
-	double v = b < 0 ? -b : b;
-	while (v >= 1024 && u < 4) {
-		v /= 1024;
-		u++;
-	}
-	snprintf(buf, n, u ? "%s%.1f %s" : "%s%.0f %s", b < 0 ? "-" : "", v, unit[u]);
-	return buf;
-}
-
 /* "function (file:line)" of a heap site's allocation point, into buf. */
 static const char *site_where(const ana_profile *p, const ana_mem_site *s, char *buf, size_t n)
 {
@@ -356,11 +342,11 @@ static void rule_memory_leak(ana_profile *p)
 			return;
 		const char *per = m->trend_per_step ? "step" : "second";
 		const ana_mem_site *top = top_live_site(p);
-		f->subject = fmtstr("heap grows %s per %s", fmt_bytes(m->slope, a, sizeof a), per);
+		f->subject = fmtstr("heap grows %s per %s", ana_fmt_bytes(m->slope, a, sizeof a), per);
 		f->evidence = fmtstr("live heap grows by %s per %s (linear fit over %u points, r^2 = %.3f), %s over the run; "
 				     "threshold %s per %s%s%s",
-				     fmt_bytes(m->slope, a, sizeof a), per, m->trend_points, m->r2, fmt_bytes(growth, b, sizeof b),
-				     fmt_bytes(thr, c, sizeof c), per, top ? "; most unfreed memory comes from " : "",
+				     ana_fmt_bytes(m->slope, a, sizeof a), per, m->trend_points, m->r2, ana_fmt_bytes(growth, b, sizeof b),
+				     ana_fmt_bytes(thr, c, sizeof c), per, top ? "; most unfreed memory comes from " : "",
 				     top ? site_where(p, top, w, sizeof w) : "");
 		num(f, m->trend_per_step ? "slope_bytes_per_step" : "slope_bytes_per_s", m->slope);
 		num(f, "r2", m->r2);
@@ -405,7 +391,7 @@ static void rule_memory_leak(ana_profile *p)
 		const char *via = site_caller(p, s);
 		f->subject = fmtstr("unfreed at exit: %s%s%s", w, via ? " called from " : "", via ? via : "");
 		f->evidence = fmtstr("%s%s in %.0f allocation%s made at %s %s never freed%s%s",
-				     full ? "" : "about ", fmt_bytes(bytes, a, sizeof a), count, count >= 1.5 ? "s" : "", w,
+				     full ? "" : "about ", ana_fmt_bytes(bytes, a, sizeof a), count, count >= 1.5 ? "s" : "", w,
 				     count >= 1.5 ? "were" : "was",
 				     full ? "" : " (an estimate from sampled allocations; record with --memory=full for exact numbers)",
 				     s->node != ANA_NONE ? "" : "");
@@ -451,7 +437,7 @@ static void rule_allocation_churn(ana_profile *p)
 	double top_pct = top && m->allocs ? 100.0 * top->allocs / (double)m->allocs : 0;
 	f->subject = fmtstr("%.0f allocations per %s", rate, per_step ? "step" : "second");
 	f->evidence = fmtstr("%llu heap allocations (%s) in the run, %.0f per %s%s%s%s",
-			     (unsigned long long)m->allocs, fmt_bytes((double)m->alloc_bytes, a, sizeof a), rate,
+			     (unsigned long long)m->allocs, ana_fmt_bytes((double)m->alloc_bytes, a, sizeof a), rate,
 			     per_step ? "step" : "second", top ? "; the most from " : "", w,
 			     top ? "" : "");
 	num(f, per_step ? "allocations_per_step" : "allocations_per_s", rate);

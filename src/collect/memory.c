@@ -106,10 +106,19 @@ typedef struct mem_tls {
 	int busy;            /* inside a wrapper's recording path: re-entry passes through */
 	int internal;        /* fennec's own allocations */
 	int resolving;       /* this thread runs dlsym for the real allocator */
+	pid_t tid;           /* cached gettid(); 0 until known (reset in a fork child) */
+	uint64_t peak_at;    /* this allocation raised the peak at these ticks (0: it did not) */
 	int64_t countdown;   /* sampled mode: bytes until the next sampled allocation */
 	uint64_t rng;
 } mem_tls;
 static __thread mem_tls T;
+
+static inline uint32_t my_tid(void)
+{
+	if (unlikely(!T.tid))
+		T.tid = (pid_t)syscall(SYS_gettid);
+	return (uint32_t)T.tid;
+}
 
 /* Recording state of the session. */
 static struct {
@@ -299,7 +308,8 @@ static void raise_peak(uint64_t now)
 			if (atomic_load_explicit(&M.mode, memory_order_relaxed)) {
 				uint32_t r[COL_MAX_DEPTH];
 				uint32_t nr = col_region_stack(r, COL_MAX_DEPTH);
-				atomic_store_explicit(&peak_ticks, col_ticks(), memory_order_relaxed);
+				T.peak_at = col_ticks();
+				atomic_store_explicit(&peak_ticks, T.peak_at, memory_order_relaxed);
 				atomic_store_explicit(&peak_step, col_step_index(), memory_order_relaxed);
 				atomic_store_explicit(&peak_site, nr ? r[nr - 1] : 0, memory_order_relaxed);
 			}
@@ -443,14 +453,15 @@ static int reserve(uint32_t len, uint64_t *pos)
 	return 0;
 }
 
-static void put_rec(const mrec *r, const void *tail1, size_t n1, const void *tail2, size_t n2)
+/* Write a record stamped now, or at `ticks` when nonzero. */
+static void put_rec(const mrec *r, uint64_t ticks, const void *tail1, size_t n1, const void *tail2, size_t n2)
 {
 	uint32_t len = (uint32_t)((REC_HDR + n1 + n2 + 7) & ~(size_t)7);
 	uint64_t pos;
 	if (reserve(len, &pos) < 0)
 		return;
 	mrec h = *r;
-	h.ticks = col_ticks();
+	h.ticks = ticks ? ticks : col_ticks();
 	col_ring_put(&M.ring, pos + 4, (const uint8_t *)&h + 4, REC_HDR - 4);
 	col_ring_put(&M.ring, pos + REC_HDR, tail1, n1);
 	col_ring_put(&M.ring, pos + REC_HDR + n1, tail2, n2);
@@ -488,19 +499,21 @@ static __attribute__((noinline)) void record_alloc(void *p, size_t size, void *r
 		atomic_fetch_add_explicit(&M.truncated, 1, memory_order_relaxed);
 	uint32_t regions[COL_MAX_DEPTH];
 	uint32_t nr = col_region_stack(regions, COL_MAX_DEPTH);
-	mrec r = {0, FMT_HR_ALLOC, flags, (uint16_t)nf, (uint32_t)syscall(SYS_gettid), (uint16_t)nr, 0, 0,
+	mrec r = {0, FMT_HR_ALLOC, flags, (uint16_t)nf, my_tid(), (uint16_t)nr, 0, 0,
 		  col_step_index(), (uint64_t)(uintptr_t)p, size};
 	if (atomic_load_explicit(&M.mode, memory_order_relaxed) == FMT_MEM_SAMPLED)
 		set_insert((uintptr_t)p); /* before the caller can free it */
-	put_rec(&r, frames + (from < 0 ? 0 : from), 8 * (size_t)nf, regions, 4 * (size_t)nr);
+	/* An allocation that raised the peak carries the peak's time, so that a reader puts
+	 * it inside the live set at the peak. */
+	put_rec(&r, T.peak_at, frames + (from < 0 ? 0 : from), 8 * (size_t)nf, regions, 4 * (size_t)nr);
 	T.busy = 0;
 }
 
 static __attribute__((noinline)) void record_free(void *p)
 {
 	T.busy = 1;
-	mrec r = {0, FMT_HR_FREE, 0, 0, (uint32_t)syscall(SYS_gettid), 0, 0, 0, 0, (uint64_t)(uintptr_t)p, 0};
-	put_rec(&r, NULL, 0, NULL, 0);
+	mrec r = {0, FMT_HR_FREE, 0, 0, my_tid(), 0, 0, 0, 0, (uint64_t)(uintptr_t)p, 0};
+	put_rec(&r, 0, NULL, 0, NULL, 0);
 	T.busy = 0;
 }
 
@@ -509,6 +522,7 @@ static inline void on_alloc(void *p, size_t size, void *ra)
 {
 	if (!p || T.busy || T.internal || !counting)
 		return;
+	T.peak_at = 0;
 	count_alloc(size, R.usable(p));
 	int mode = atomic_load_explicit(&M.mode, memory_order_relaxed);
 	if (likely(mode == FMT_MEM_OFF))
@@ -775,9 +789,9 @@ static void snapshot(unsigned reason)
 	totals t;
 	sum_totals(&t);
 	uint64_t c[3] = {t.allocs - M.base_allocs, t.frees - M.base_frees, t.bytes - M.base_bytes};
-	mrec r = {0, FMT_HR_SNAP, (uint8_t)reason, 0, (uint32_t)syscall(SYS_gettid), 0, 0, 0, col_step_index(),
+	mrec r = {0, FMT_HR_SNAP, (uint8_t)reason, 0, my_tid(), 0, 0, 0, col_step_index(),
 		  live_now(), rss_now()};
-	put_rec(&r, c, sizeof c, NULL, 0);
+	put_rec(&r, 0, c, sizeof c, NULL, 0);
 }
 
 void col_mem_start(void)
@@ -841,6 +855,7 @@ unsigned col_mem_fill_pct(void)
 
 void col_mem_atfork_child(void)
 {
+	T.tid = 0;
 	/* Counters of threads that do not exist here are history: fold them. */
 	uint32_t n = atomic_load(&slots_hwm);
 	for (uint32_t i = 0; i < n; i++)

@@ -1278,7 +1278,9 @@ static void tramp_cleanup(void *unused)
 static void *tramp_main(void *p)
 {
 	tramp t = *(tramp *)p;
+	int was = col_mem_internal(1);
 	free(p);
+	col_mem_internal(was);
 	col_sample_thread_begin();
 	void *ret;
 	pthread_cleanup_push(tramp_cleanup, NULL);
@@ -1316,13 +1318,18 @@ FENNEC_API int pthread_create(pthread_t *th, const pthread_attr_t *attr, void *(
 		return EAGAIN;
 	if (P.mode == FMT_SAMPLE_OFF || !atomic_load_explicit(&P.active, memory_order_relaxed))
 		return real(th, attr, fn, arg);
+	int was = col_mem_internal(1); /* fennec's block, not the program's */
 	tramp *t = malloc(sizeof *t);
+	col_mem_internal(was);
 	if (!t)
 		return real(th, attr, fn, arg);
 	t->fn = fn;
 	t->arg = arg;
 	int rc = real(th, attr, tramp_main, t);
-	if (rc)
+	if (rc) {
+		was = col_mem_internal(1);
 		free(t);
+		col_mem_internal(was);
+	}
 	return rc;
 }

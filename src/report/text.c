@@ -232,6 +232,80 @@ static void samples_text(FILE *out, const ana_profile *p, const char *bold, cons
 	}
 }
 
+/* A heap site's line: bytes, count, function called from its caller, region. */
+static void mem_site_line(FILE *out, const ana_profile *p, const ana_mem_site *s, double bytes, double count)
+{
+	char a[32], nb[256];
+	const char *fn = ana_mem_site_name(p, s), *where = "";
+	char loc[512] = "";
+	if (s->stack != ANA_NONE) {
+		const ana_stack *st = &p->smp.stacks[s->stack];
+		for (uint32_t k = st->n; k-- > 0;) {
+			const ana_loc *l = &p->smp.locs[st->locs[k]];
+			if (!strcmp(p->names[p->smp.funcs[l->func].name], fn)) {
+				location(p, l->file, l->line, loc, sizeof loc);
+				if (k > 0)
+					where = p->names[p->smp.funcs[p->smp.locs[st->locs[k - 1]].func].name];
+				break;
+			}
+		}
+	}
+	fprintf(out, "  %10s %9.0f  %s%s%s%s%s%s%s\n", ana_fmt_bytes(bytes, a, sizeof a), count, short_name(fn, nb, sizeof nb),
+		loc[0] ? " " : "", loc, where[0] ? " <- " : "", where, s->node != ANA_NONE ? "  in " : "",
+		s->node != ANA_NONE ? p->nodes[s->node].path : "");
+}
+
+static void memory_text(FILE *out, const ana_profile *p, const style *st)
+{
+	const ana_memory *m = &p->mem;
+	int full = m->mode == FMT_MEM_FULL;
+	char a[32], b[32], c[32], d[32];
+	heading(out, st, "Memory");
+	fprintf(out, "  mode         %s", full ? "full (every allocation and free)" : "sampled");
+	if (!full)
+		fprintf(out, " (a stack every %s allocated on average; per-stack numbers are estimates)", ana_fmt_bytes((double)m->rate, a, sizeof a));
+	fprintf(out, "\n  peak heap    %s", ana_fmt_bytes((double)m->peak_bytes, a, sizeof a));
+	if (m->peak_t_ns > p->procs[0].file.start_mono_ns)
+		fprintf(out, " at %s", ana_fmt_ns((double)(m->peak_t_ns - p->procs[0].file.start_mono_ns), b, sizeof b));
+	if (p->steps)
+		fprintf(out, ", step %llu", (unsigned long long)m->peak_step);
+	if (m->peak_node != ANA_NONE || m->peak_region != ANA_NONE)
+		fprintf(out, ", in %s", m->peak_node != ANA_NONE ? p->nodes[m->peak_node].path : p->names[m->peak_region]);
+	fprintf(out, "   peak RSS %s\n", ana_fmt_bytes((double)m->peak_rss_bytes, c, sizeof c));
+	fprintf(out, "  allocations  %llu (%s)   frees %llu   largest %s   %.0f/s", (unsigned long long)m->allocs,
+		ana_fmt_bytes((double)m->alloc_bytes, a, sizeof a), (unsigned long long)m->frees,
+		ana_fmt_bytes((double)m->largest_bytes, b, sizeof b), isfinite(m->alloc_rate_per_s) ? m->alloc_rate_per_s : 0);
+	if (isfinite(m->allocs_per_step))
+		fprintf(out, "   %.1f per step", m->allocs_per_step);
+	fputc('\n', out);
+	fprintf(out, "  unfreed      %s%s in %.0f blocks", full ? "" : "about ", ana_fmt_bytes(m->leaked_bytes, a, sizeof a), m->leaked_count);
+	if (m->runtime_bytes > 0)
+		fprintf(out, " (and %s held by the C runtime, not counted)", ana_fmt_bytes(m->runtime_bytes, d, sizeof d));
+	fputc('\n', out);
+	if (m->has_trend)
+		fprintf(out, "  trend        %s per %s (r^2 %.3f over %u points)\n", ana_fmt_bytes(m->slope < 0 ? -m->slope : m->slope, a, sizeof a),
+			m->trend_per_step ? "step" : "second", m->r2, m->trend_points);
+	if (full)
+		fprintf(out, "  temporary    %llu allocations freed before the thread's next allocation\n", (unsigned long long)m->temporary);
+	if (m->dropped)
+		fprintf(out, "  dropped      %llu heap records (the numbers per stack are incomplete)\n", (unsigned long long)m->dropped);
+	uint32_t idx[64], rows = top_rows(p, 10);
+	static const struct { int by; const char *title; } tabs[] = {
+		{REP_MEM_LIVE, "Unfreed at exit"}, {REP_MEM_PEAK, "Live at the peak"}, {REP_MEM_BYTES, "Top allocating stacks"}};
+	for (size_t t = 0; t < ARRAY_LEN(tabs); t++) {
+		uint32_t n = rep_mem_top(p, tabs[t].by, idx, rows < 64 ? rows : 64);
+		if (!n)
+			continue;
+		fprintf(out, "\n  %s (bytes, allocations, where)\n", tabs[t].title);
+		for (uint32_t i = 0; i < n; i++) {
+			const ana_mem_site *s = &m->sites[idx[i]];
+			double bytes = tabs[t].by == REP_MEM_LIVE ? s->live_bytes : tabs[t].by == REP_MEM_PEAK ? s->peak_bytes : s->bytes;
+			double count = tabs[t].by == REP_MEM_LIVE ? s->live_count : tabs[t].by == REP_MEM_PEAK ? s->peak_count : s->allocs;
+			mem_site_line(out, p, s, bytes, count);
+		}
+	}
+}
+
 int rep_text(FILE *out, const ana_profile *p, const rep_options *o)
 {
 	style s = {"", "", "", "", "", ""};
@@ -354,6 +428,9 @@ int rep_text(FILE *out, const ana_profile *p, const rep_options *o)
 					m->dist.min, m->dist.p50, m->dist.p95, m->dist.max);
 		}
 	}
+
+	if (p->mem.present)
+		memory_text(out, p, &s);
 
 	heading(out, &s, "Findings");
 	if (!p->nfindings)

@@ -1,0 +1,222 @@
+"""Heap profiling (docs/memory.md): fixtures with known leaks, allocation counts and live-heap
+shapes, recorded with `fennec record --memory=...`, checked against what they are known to do.
+
+Fixtures: mem_leaks.c (13 blocks, 27000 bytes unfreed from four call sites, one on a second
+thread, one grown by realloc, one zeroed by calloc; the rest freed, some by another thread;
+`clean` frees everything), mem_growth.c (grow: 12 MiB more live per step; flat: the same
+allocated and freed; spike: the peak inside region "load"; stats: fennec_memory_stats()).
+
+The sanitizer builds own malloc themselves: libfennec does not interpose it there, so these
+tests run on the plain build only.
+"""
+
+import json
+
+from helpers import (SANITIZER, Skip, analyze, assert_between, assert_eq, assert_rel, assert_true,
+                     base_env, collector, fixture, record, run)
+
+MIB = 1024 * 1024
+LEAKS = {"leak_thread": (9000, 3), "leak_calloc": (8000, 4), "leak_malloc": (5000, 5),
+         "leak_realloc": (5000, 1)}
+
+
+def plain_only():
+    if SANITIZER:
+        raise Skip("the %s build does not interpose malloc (its runtime owns it)" % SANITIZER)
+
+
+def mem(rep):
+    assert_true("memory" in rep, "the report has a memory section (keys: %s)" % sorted(rep))
+    return rep["memory"]
+
+
+def leak_findings(rep):
+    return [f for f in rep["findings"] if f["type"] == "memory_leak"]
+
+
+def leaks_by_function(m):
+    out = {}
+    for l in m["leaks"]:
+        b, c = out.get(l["function"], (0, 0))
+        out[l["function"]] = (b + l["bytes"], c + l["count"])
+    return out
+
+
+@collector
+def test_full_mode_reports_known_leaks_exactly():
+    plain_only()
+    r, path = record("mem_leaks", 20000, opts=["--memory=full"])
+    truth = json.loads(r.stdout)
+    m = mem(analyze(path))
+    rep = analyze(path)
+    assert_eq(m["mode"], "full", "memory.mode")
+    assert_eq(m["leaks_estimated"], False, "memory.leaks_estimated in full mode")
+    assert_eq(m["leaked_bytes"], truth["leaked_bytes"], "memory.leaked_bytes")
+    assert_eq(m["leaked_count"], truth["leaked_blocks"], "memory.leaked_count")
+    assert_eq(leaks_by_function(m), LEAKS, "unfreed bytes and blocks per allocating function")
+    for l in m["leaks"]:
+        assert_true(l["stack"] and l["stack"][0].startswith(l["function"] + " "),
+                    "a leak's stack starts at its allocating function: %r" % l["stack"][:3])
+    thread = [l for l in m["leaks"] if l["function"] == "leak_thread"][0]
+    assert_true(any(s.startswith("thread_main ") for s in thread["stack"]),
+                "the second thread's leak is reached from thread_main: %r" % thread["stack"])
+    subjects = " | ".join(f["subject"] for f in leak_findings(rep))
+    for fn in LEAKS:
+        assert_true(fn in subjects, "a memory_leak finding names %s (findings: %s)" % (fn, subjects))
+    assert_true(all(f["evidence"]["estimated"] == 0 for f in leak_findings(rep)),
+                "full-mode leak findings are not estimates")
+
+
+@collector
+def test_full_mode_counts_every_call():
+    plain_only()
+    n = 30000
+    r, path = record("mem_leaks", n, opts=["--memory=full"])
+    m = mem(analyze(path))
+    # The program's own calls: n churn mallocs, a chain of 16 reallocs from NULL, 100
+    # blocks freed by another thread, 5 + 4 + 3 leaks and a malloc + 3 reallocs. A realloc
+    # counts as a free and an allocation. The C runtime adds a few of its own.
+    own = n + 16 + 100 + 12 + 4
+    assert_between(m["allocations"], own, own + 40, "memory.allocations")
+    assert_between(m["frees"], own - 13, own - 13 + 40, "memory.frees")
+    assert_eq(m["largest_bytes"], 1 << 19, "memory.largest_bytes (the last step of the realloc chain)")
+    assert_true(m["temporary_allocations"] >= n, "churn's %d malloc/free pairs are temporary: %r" % (
+        n, m["temporary_allocations"]))
+    assert_eq(m["dropped_records"], 0, "memory.dropped_records")
+
+
+@collector
+def test_leak_free_program_reports_no_leak():
+    plain_only()
+    for mode in ("full", "sampled"):
+        r, path = record("mem_leaks", 50000, "clean", opts=["--memory=" + mode, "--memory-rate", "4096"])
+        rep = analyze(path)
+        m = mem(rep)
+        assert_eq(m["leaked_bytes"], 0, "memory.leaked_bytes of a leak-free program (%s mode)" % mode)
+        assert_eq(m["leaks"], [], "memory.leaks of a leak-free program (%s mode)" % mode)
+        assert_eq(leak_findings(rep), [], "memory_leak findings of a leak-free program (%s mode)" % mode)
+
+
+@collector
+def test_sampled_mode_every_byte_sampled_matches_full():
+    plain_only()
+    r, path = record("mem_leaks", 2000, opts=["--memory=sampled", "--memory-rate", "1"])
+    m = mem(analyze(path))
+    assert_eq(m["mode"], "sampled", "memory.mode")
+    assert_eq(m["leaks_estimated"], True, "memory.leaks_estimated in sampled mode")
+    # With a mean of 1 byte between samples every allocation is sampled (weight ~1).
+    assert_rel(m["leaked_bytes"], 27000, 0.01, "estimated memory.leaked_bytes")
+    got = leaks_by_function(m)
+    for fn, (b, c) in LEAKS.items():
+        assert_rel(got.get(fn, (0, 0))[0], b, 0.01, "estimated unfreed bytes of %s" % fn)
+
+
+@collector
+def test_sampled_estimates_are_unbiased():
+    plain_only()
+    n = 200000
+    r, path = record("mem_leaks", n, opts=["--memory=sampled", "--memory-rate", "16384"])
+    m = mem(analyze(path))
+    # churn allocates sizes 1..512 cyclically: n * 256.5 bytes at one line.
+    truth = n * 256.5
+    churn = [s for s in m["top_allocators"] if s["function"] == "churn" and s["bytes"] > truth / 2]
+    assert_true(churn, "churn's small blocks are in memory.top_allocators: %r" % m["top_allocators"][:3])
+    # ~3100 samples: the estimate's standard error is under 2 %.
+    assert_rel(churn[0]["bytes"], truth, 0.08, "estimated bytes allocated by churn")
+    assert_rel(churn[0]["count"], n, 0.10, "estimated allocations by churn")
+    # The totals are exact counters in every mode.
+    assert_between(m["allocations"], n + 132, n + 132 + 40, "memory.allocations (exact in sampled mode)")
+
+
+@collector
+def test_growth_per_step_slope_and_finding():
+    plain_only()
+    r, path = record("mem_growth", "grow", 12, 20)
+    rep = analyze(path)
+    m = mem(rep)
+    t = m["trend"]
+    assert_eq(t["basis"], "step", "memory.trend.basis")
+    assert_rel(t["slope_bytes_per_step"], 12 * MIB, 0.05, "memory.trend.slope_bytes_per_step")
+    assert_true(t["r2"] > 0.99, "memory.trend.r2 of linear growth: %r" % t["r2"])
+    assert_rel(m["peak_bytes"], 240 * MIB, 0.03, "memory.peak_bytes")
+    steps = [p["step"] for p in m["timeline"]]
+    for k in range(1, 21):
+        assert_true(k in steps, "a timeline point at step %d" % k)
+    assert_true(max(p["rss_bytes"] for p in m["timeline"]) > 200 * MIB,
+                "the timeline's RSS follows the touched heap")
+    growth = [f for f in leak_findings(rep) if f["subject"].startswith("heap grows")]
+    assert_eq(len(growth), 1, "one memory_leak growth finding")
+    assert_rel(growth[0]["evidence"]["slope_bytes_per_step"], 12 * MIB, 0.05, "finding's slope")
+    assert_eq(growth[0]["evidence"]["threshold_bytes"], 10e6, "default threshold (10 MB per step)")
+
+
+@collector
+def test_flat_heap_no_growth_finding():
+    plain_only()
+    r, path = record("mem_growth", "flat", 12, 20)
+    rep = analyze(path)
+    m = mem(rep)
+    assert_true(abs(m["trend"]["slope_bytes_per_step"]) < 0.5 * MIB,
+                "a flat heap has no slope: %r" % m["trend"])
+    assert_eq(leak_findings(rep), [], "memory_leak findings on a flat heap")
+    assert_true(not [f for f in rep["findings"] if f["type"] == "allocation_churn"],
+                "1000 allocations per step is not churn")
+
+
+@collector
+def test_peak_region_and_live_set_at_peak():
+    plain_only()
+    for mode in ("full", "sampled"):
+        r, path = record("mem_growth", "spike", 64, opts=["--memory=" + mode])
+        m = mem(analyze(path))
+        assert_eq(m["peak_region"], "load", "memory.peak_region (%s mode)" % mode)
+        assert_rel(m["peak_bytes"], 65 * MIB, 0.02, "memory.peak_bytes (%s mode)" % mode)
+        top = m["at_peak"][0]
+        assert_eq(top["function"], "block", "the stack holding the most at the peak (%s)" % mode)
+        assert_rel(top["bytes"], 65 * MIB, 0.02 if mode == "full" else 0.5,
+                   "bytes live at the peak from block (%s mode)" % mode)
+
+
+def test_memory_stats_api_without_recording():
+    plain_only()
+    env = base_env()
+    r = run([fixture("mem_growth"), "stats"], env=env, check=True)
+    s = json.loads(r.stdout)
+    assert_eq(s["tracking"], 1, "fennec_mem_stats.tracking (libfennec linked)")
+    assert_eq(s["alloc_delta"], 8, "allocations between the two calls")
+    assert_eq(s["bytes_delta"], 8 * MIB, "requested bytes between the two calls")
+    assert_between(s["heap_delta"], 8 * MIB, 8 * MIB + 8 * 8192, "live heap growth (usable sizes)")
+    assert_true(s["peak"] >= 8 * MIB, "heap_peak_bytes")
+    assert_true(s["rss_peak"] >= s["rss"] >= 8 * MIB, "RSS now and peak: %r" % s)
+    assert_eq(s["largest"], MIB, "largest_bytes")
+
+
+@collector
+def test_memory_off_and_default():
+    plain_only()
+    r, path = record("mem_growth", "flat", 2, 3, opts=["--memory=off"])
+    rep = analyze(path)
+    assert_true("memory" not in rep, "--memory=off: no memory section")
+    r, path = record("mem_growth", "flat", 2, 3)
+    assert_eq(mem(analyze(path))["mode"], "sampled", "fennec record profiles the heap, sampled, by default")
+
+
+@collector
+def test_full_mode_python_runs_unchanged():
+    plain_only()
+    code = "import json\nprint(sum(len(json.dumps(list(range(i)))) for i in range(1500)))"
+    expect = run(["python3", "-c", code], check=True).stdout
+    r, path = record("/usr/bin/python3", "-c", code, opts=["--memory=full"])
+    assert_eq(r.stdout, expect, "python's output under --memory=full")
+    m = mem(analyze(path))
+    assert_true(m["allocations"] > 10000 and m["dropped_records"] == 0,
+                "python's allocations recorded, none dropped: %r" % {k: m[k] for k in ("allocations", "dropped_records")})
+
+
+def test_bad_memory_options():
+    plain_only()
+    from helpers import fennec_bin
+    for opts, word in ((["--memory=most"], "--memory"), (["--memory-rate", "0"], "--memory-rate")):
+        r = run([fennec_bin(), "record"] + opts + ["--", "true"])
+        assert_eq(r.returncode, 2, "exit status of fennec record %s" % " ".join(opts))
+        assert_true(word in r.stderr, "the message names %s: %r" % (word, r.stderr))
