@@ -36,6 +36,9 @@ static const char help[] =
 	"  --base A               diff-svg: the recording FILE is compared with (red: larger share in\n"
 	"                         FILE, blue: smaller; docs/compare.md)\n"
 	"  --table T              csv: regions (default), steps, metrics, samples or threads\n"
+	"  --memory WHAT          folded, svg, pprof, speedscope: allocation stacks weighted by heap\n"
+	"                         bytes: allocated, peak (live at the peak), leaked (unfreed at exit,\n"
+	"                         the C runtime's left out) or live (unfreed at exit, all)\n"
 	"  --force                export what precedes a corrupt chunk instead of failing\n"
 	"\n"
 	"Formats, options and what each consumer expects: docs/export.md.\n";
@@ -72,6 +75,17 @@ static void no_data(const char *path, int format, const ana_profile *p, const ex
 			[EXP_CSV_THREADS] = "no threads in %s",
 		};
 		cli_error("export", why[table], path);
+		return;
+	}
+	if (o->memory) {
+		if (!p->mem.present || p->mem.mode == FMT_MEM_OFF)
+			cli_error("export", "no heap data in %s: record with --memory=sampled or --memory=full", path);
+		else if (!p->mem.nsites)
+			cli_error("export", "no allocation stacks in %s: none of its %llu bytes allocated was sampled; "
+				  "record with --memory=full or a smaller --memory-rate", path, (unsigned long long)p->mem.alloc_bytes);
+		else
+			cli_error("export", "no %s in %s%s%s", exp_memory_what(o->memory), path, o->region ? " in region " : "",
+				  o->region ? o->region : "");
 		return;
 	}
 	if (!p->smp.nsamples) {
@@ -182,6 +196,12 @@ int cmd_export(int argc, char **argv)
 				return 2;
 			}
 			i++;
+		} else if (!strcmp(a, "--memory")) {
+			if ((o.memory = exp_memory_parse(v)) < 0) {
+				cli_error("export", "--memory must be allocated, peak, leaked or live, not '%s'", v ? v : "");
+				return 2;
+			}
+			i++;
 		} else if (!strcmp(a, "--force"))
 			ao.force = 1;
 		else if (a[0] == '-' && a[1]) {
@@ -234,6 +254,12 @@ int cmd_export(int argc, char **argv)
 			return 2;
 		}
 	}
+	/* Allocation sites belong to a process, not a thread, and are of no sample kind. */
+	if (o.memory && (format > F_SPEEDSCOPE || kind_given || o.has_tid || o.prefix_thread)) {
+		cli_error("export", format > F_SPEEDSCOPE ? "--memory applies to folded, svg, pprof and speedscope"
+							  : "--memory weighs allocation stacks: --kind, --thread and --prefix thread do not apply");
+		return 2;
+	}
 	if (format == F_PPROF && !out_path && isatty(STDOUT_FILENO)) {
 		cli_error("export", "pprof output is binary: give -o FILE (e.g. -o profile.pb.gz)");
 		return 2;
@@ -264,7 +290,7 @@ int cmd_export(int argc, char **argv)
 		}
 	}
 	/* Formats made of samples only: say so before creating any file. */
-	if (format != F_CHROME && format != F_SPEEDSCOPE && (format != F_CSV || table == EXP_CSV_SAMPLES) &&
+	if ((o.memory || (format != F_CHROME && format != F_SPEEDSCOPE && (format != F_CSV || table == EXP_CSV_SAMPLES))) &&
 	    !exp_select_count(&p, &o, NULL)) {
 		no_data(path, format, &p, &o, kind_given, table);
 		ana_profile_free(&bp);
@@ -275,8 +301,9 @@ int cmd_export(int argc, char **argv)
 	char title[512];
 	if (format == F_SVG && !o.title) {
 		const char *base = strrchr(path, '/');
-		snprintf(title, sizeof title, "%s: %s samples%s%s", base ? base + 1 : path,
-			 o.kind == ANA_OFFCPU ? "off-CPU" : "on-CPU", o.region ? " in " : "", o.region ? o.region : "");
+		snprintf(title, sizeof title, "%s: %s%s%s%s", base ? base + 1 : path,
+			 o.memory ? exp_memory_what(o.memory) : o.kind == ANA_OFFCPU ? "off-CPU" : "on-CPU",
+			 o.memory ? "" : " samples", o.region ? " in " : "", o.region ? o.region : "");
 		o.title = title;
 	} else if (format == F_DIFF_SVG && !o.title) {
 		snprintf(title, sizeof title, "%s against %s: red = larger share of %s samples, blue = smaller",

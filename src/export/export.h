@@ -23,6 +23,17 @@
 
 #define EXP_KIND_ALL (-1) /* exp_options.kind: on-CPU and off-CPU samples */
 
+/* exp_options.memory: what weighs the stacks of a memory flame graph (docs/export.md).
+ * Heap bytes per allocation stack from p->mem.sites instead of samples; sampled-mode
+ * recordings give estimates, full-mode ones exact requested bytes. */
+enum exp_memory {
+	EXP_MEM_NONE = 0,    /* not a memory export: sampled call stacks */
+	EXP_MEM_ALLOCATED,   /* every byte allocated during the run */
+	EXP_MEM_PEAK,        /* live at the heap's peak */
+	EXP_MEM_LEAKED,      /* unfreed at exit, the C runtime's and fennec's own left out */
+	EXP_MEM_LIVE,        /* unfreed at exit, everything */
+};
+
 typedef struct exp_options {
 	int kind;            /* ANA_CPU, ANA_OFFCPU or EXP_KIND_ALL */
 	int has_tid;         /* only samples (and, in traces, events) of threads with this tid */
@@ -32,14 +43,23 @@ typedef struct exp_options {
 	int prefix_thread;   /* folded, svg: the thread as the outermost frame */
 	int prefix_region;   /* folded, svg: the open fennec regions as frames above the stack */
 	const char *title;   /* svg: the heading (NULL: "Flame graph") */
+	int memory;          /* enum exp_memory: folded, svg, pprof and speedscope weigh
+			      * allocation stacks by heap bytes; kind and tid do not apply */
 } exp_options;
 
 /* Defaults: all kinds, no filter, no prefix. */
 void exp_options_init(exp_options *o);
 
 /* The number of samples the filters of `o` select, and their summed weight (periods) in
- * *weight (may be NULL). 0 also when the recording has no samples (p->smp.nsamples). */
+ * *weight (may be NULL). 0 also when the recording has no samples (p->smp.nsamples).
+ * With o->memory: the allocation stacks with bytes of that kind, and the bytes. */
 size_t exp_select_count(const ana_profile *p, const exp_options *o, uint64_t *weight);
+
+/* The memory weight named "allocated", "peak", "leaked" or "live"; -1 for others. */
+int exp_memory_parse(const char *name);
+/* Its name, and its description for titles ("heap bytes unfreed at exit"). */
+const char *exp_memory_name(int memory);
+const char *exp_memory_what(int memory);
 
 /* Collapsed stacks: `frame;frame;...;leaf WEIGHT`, root first, WEIGHT in sampling periods,
  * one line per distinct sequence of frame names, sorted. o->kind must be ANA_CPU or

@@ -28,6 +28,14 @@ int exp_sel_sample(const exp_sel *s, const ana_sample *x);
 int exp_sel_thread(const exp_sel *s, uint32_t t);
 void exp_sel_fini(exp_sel *s);
 
+/* ---- memory (memory.c): allocation stacks weighted by heap bytes ---- */
+
+/* The bytes of kind `memory` (enum exp_memory) that site s holds, rounded (sampled
+ * recordings give estimates), and the allocations in *count (may be NULL); 0: none. */
+uint64_t exp_site_bytes(const ana_mem_site *s, int memory, uint64_t *count);
+/* Whether site s passes the region filter (the only one that applies to sites). */
+int exp_sel_site(const exp_sel *s, const ana_mem_site *x);
+
 /* ---- map: (a, b) -> 64-bit value, open addressing ---- */
 
 typedef struct exp_map {
@@ -100,13 +108,14 @@ void exp_spool_fini(exp_spool *s);
 /* ---- collapsed stacks (stacks.c): shared by folded and svg ---- */
 
 /* Selected samples summed per distinct (stack, region node, thread); node and thread are
- * ANA_NONE unless the options prefix them. */
+ * ANA_NONE unless the options prefix them. With o->memory, allocation sites instead
+ * (thread always ANA_NONE; stack ANA_NONE when the site's stack is unknown). */
 typedef struct exp_agg {
 	uint32_t stack, node, thread;
-	uint64_t weight;        /* sampling periods */
+	uint64_t weight;        /* sampling periods, or bytes with o->memory */
 } exp_agg;
 
-/* The aggregate of the samples `o` selects, sorted by (thread, node, stack) for a stable
+/* The aggregate of the samples (or allocation sites) `o` selects, sorted by (thread, node, stack) for a stable
  * output; *total is the summed weight. Returns 0 (also when nothing is selected: *n = 0)
  * or FENNEC_ENOMEM. The caller frees *out. */
 int exp_aggregate(const ana_profile *p, const exp_options *o, exp_agg **out, size_t *n, uint64_t *total);
@@ -136,7 +145,7 @@ typedef struct exp_flame_node {
 	exp_frame f;
 	uint32_t parent, first, next; /* tree links; first/next: UINT32_MAX at the end */
 	uint32_t depth;
-	uint64_t weight;              /* sampling periods with this frame path */
+	uint64_t weight;              /* sampling periods (bytes) with this frame path */
 	uint64_t x;                   /* offset from the left in weight units (set by the writer) */
 } exp_flame_node;
 
@@ -145,6 +154,7 @@ typedef struct exp_flame {
 	exp_flame_node *n;
 	uint32_t len, cap;
 	uint64_t total;               /* the root's weight */
+	const char *unit;             /* of the weights, for people: "samples" or "bytes" */
 	exp_map kids;                 /* (parent, kind << 32 | id) -> node, while building */
 } exp_flame;
 

@@ -13,6 +13,10 @@
  * at that address, innermost first, the caller last (profile.proto's rule). One Function
  * per fennec function; one Mapping per loaded object that holds a sampled address, the
  * executable of the first process first.
+ *
+ * Memory (exp_options.memory): one Sample per allocation site of the heap profile, valued
+ * in objects/count and space/bytes as pprof's own heap profiles are, labelled with pid
+ * and region (a site has no thread).
  */
 #include "export/internal.h"
 
@@ -304,7 +308,9 @@ static uint64_t location_id(pw *w, const uint32_t *locs, uint32_t from, uint32_t
 
 typedef struct pagg {
 	uint32_t stack, thread, node, kind;
-	uint64_t weight;
+	uint64_t weight;              /* sampling periods, or bytes (memory) */
+	uint64_t count;               /* memory: allocations */
+	uint32_t process;             /* memory: the site's process (a site has no thread) */
 } pagg;
 
 static int cmp_pagg(const void *a, const void *b)
@@ -351,8 +357,22 @@ int exp_pprof(FILE *out, const ana_profile *p, const exp_options *o)
 	w->p = p;
 	w->out = out;
 	int rc = exp_sel_init(&sel, p, o);
-	/* Sum the selected samples per (stack, thread, region, kind). */
-	for (size_t i = 0; i < p->smp.nsamples && !rc; i++) {
+	/* Sum the selected samples per (stack, thread, region, kind). Allocation sites are
+	 * distinct already; pprof sums what it shows the same anyway. */
+	for (size_t i = 0; i < p->mem.nsites && o->memory && !rc; i++) {
+		const ana_mem_site *x = &p->mem.sites[i];
+		uint64_t count, bytes = exp_site_bytes(x, o->memory, &count);
+		if (!bytes || !exp_sel_site(&sel, x))
+			continue;
+		pagg *g = realloc(a, (na + 1) * sizeof *g);
+		if (!g) {
+			rc = FENNEC_ENOMEM;
+			break;
+		}
+		a = g;
+		a[na++] = (pagg){x->stack, ANA_NONE, x->node, ANA_CPU, bytes, count, x->process};
+	}
+	for (size_t i = 0; i < p->smp.nsamples && !o->memory && !rc; i++) {
 		const ana_sample *x = &p->smp.samples[i];
 		if (!exp_sel_sample(&sel, x))
 			continue;
@@ -364,16 +384,16 @@ int exp_pprof(FILE *out, const ana_profile *p, const exp_options *o)
 		has_off |= x->kind == ANA_OFFCPU;
 	}
 	exp_sel_fini(&sel);
-	if (!rc && !agg.n)
+	if (!rc && !agg.n && !na)
 		rc = FENNEC_ENODATA;
-	if (!rc && !(a = malloc(agg.n * sizeof *a)))
+	if (!rc && !o->memory && !(a = malloc(agg.n * sizeof *a)))
 		rc = FENNEC_ENOMEM;
 	if (rc)
 		goto out;
 	for (size_t i = 0; i < agg.cap; i++)
 		if (agg.used[i])
 			a[na++] = (pagg){(uint32_t)(agg.keys[2 * i] >> 32), (uint32_t)agg.keys[2 * i],
-					 (uint32_t)agg.keys[2 * i + 1], (uint32_t)(agg.keys[2 * i + 1] >> 32), agg.vals[i]};
+					 (uint32_t)agg.keys[2 * i + 1], (uint32_t)(agg.keys[2 * i + 1] >> 32), agg.vals[i], 0, 0};
 	exp_map_free(&agg);
 	qsort(a, na, sizeof *a, cmp_pagg);
 
@@ -391,20 +411,25 @@ int exp_pprof(FILE *out, const ana_profile *p, const exp_options *o)
 	w->z_open = 1;
 
 	str_id(w, ""); /* string 0 is always the empty string */
-	value_type(w, P_SAMPLE_TYPE, "samples", "count");
-	value_type(w, P_SAMPLE_TYPE, "cpu", "nanoseconds");
+	/* Memory: the names of pprof's own heap profiles (objects/count, space/bytes). */
+	const char *const *types = o->memory ? (const char *const[]){"objects", "count", "space", "bytes"}
+					     : (const char *const[]){"samples", "count", "cpu", "nanoseconds"};
+	value_type(w, P_SAMPLE_TYPE, types[0], types[1]);
+	value_type(w, P_SAMPLE_TYPE, types[2], types[3]);
 	if (has_off)
 		value_type(w, P_SAMPLE_TYPE, "offcpu", "nanoseconds");
 	main_mapping(w);
-	uint64_t period = p->smp.period_ns ? p->smp.period_ns
+	uint64_t period = o->memory ? (p->mem.rate ? p->mem.rate : 1)
+			  : p->smp.period_ns ? p->smp.period_ns
 			  : p->smp.requested_hz ? 1000000000ull / p->smp.requested_hz : 1;
 
 	for (size_t i = 0; i < na && !w->rc; i++) {
-		const ana_stack *s = &p->smp.stacks[a[i].stack];
+		/* An allocation site's stack can be unknown: a sample without locations. */
+		const ana_stack *s = a[i].stack < p->smp.nstacks ? &p->smp.stacks[a[i].stack] : NULL;
 		/* Locations leaf first; a location is a run of frames at one address, the physical
 		 * frame followed by the frames inlined into it. */
 		size_t nids = 0;
-		uint32_t end = s->n;
+		uint32_t end = s ? s->n : 0;
 		while (end > 0 && nids <= FMT_MAX_FRAMES) {
 			uint32_t start = end - 1;
 			while (start > 0) {
@@ -418,14 +443,19 @@ int exp_pprof(FILE *out, const ana_profile *p, const exp_options *o)
 		}
 		uint64_t vals[3] = {a[i].weight, a[i].kind == ANA_CPU ? a[i].weight * period : 0,
 				    a[i].kind == ANA_OFFCPU ? a[i].weight * period : 0};
+		if (o->memory)
+			vals[0] = a[i].count, vals[1] = a[i].weight;
 		/* Labels use w->sub and strings; the sample is assembled in w->msg. */
 		w->msg.len = 0;
 		pb_packed(&w->msg, S_LOCATION_ID, ids, nids, &w->tmp);
 		pb_packed(&w->msg, S_VALUE, vals, has_off ? 3 : 2, &w->tmp);
 		uint32_t t = a[i].thread;
-		label_str(w, "thread", exp_thread_name(p, t));
-		label_num(w, "tid", exp_thread_tid(p, t));
-		label_num(w, "pid", exp_thread_pid(p, t));
+		if (t != ANA_NONE) {
+			label_str(w, "thread", exp_thread_name(p, t));
+			label_num(w, "tid", exp_thread_tid(p, t));
+			label_num(w, "pid", exp_thread_pid(p, t));
+		} else if (a[i].process < p->nprocs)
+			label_num(w, "pid", p->procs[a[i].process].file.pid);
 		if (a[i].node < p->nnodes && p->nodes[a[i].node].path)
 			label_str(w, "region", p->nodes[a[i].node].path);
 		if (has_off)
@@ -434,10 +464,11 @@ int exp_pprof(FILE *out, const ana_profile *p, const exp_options *o)
 	}
 	if (!w->rc) {
 		char comment[256];
-		snprintf(comment, sizeof comment, "fennec %d.%d.%d export of %s", FENNEC_VERSION_MAJOR, FENNEC_VERSION_MINOR,
-			 FENNEC_VERSION_PATCH, p->nprocs ? p->procs[0].file.path : "");
-		int64_t c = str_id(w, comment), def = str_id(w, "cpu");
-		value_type(w, P_PERIOD_TYPE, "cpu", "nanoseconds");
+		snprintf(comment, sizeof comment, "fennec %d.%d.%d export of %s%s%s", FENNEC_VERSION_MAJOR,
+			 FENNEC_VERSION_MINOR, FENNEC_VERSION_PATCH, p->nprocs ? p->procs[0].file.path : "",
+			 o->memory ? ": " : "", exp_memory_what(o->memory));
+		int64_t c = str_id(w, comment), def = str_id(w, types[2]);
+		value_type(w, P_PERIOD_TYPE, types[2], types[3]);
 		w->top.len = 0;
 		if (p->nprocs)
 			pb_uint(&w->top, P_TIME_NANOS, p->procs[0].file.start_real_ns);

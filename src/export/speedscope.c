@@ -8,7 +8,8 @@
  * the region events are regrouped per thread through a spool (util.c) that keeps at most
  * SPOOL_MEM bytes in memory and the rest in a temporary file. Frames are listed last
  * ("shared" after "profiles": JSON objects are unordered), so they can be numbered as
- * they are met: functions first (frame i = function i), then region names.
+ * they are met: functions first (frame i = function i), then region names. A memory
+ * flame graph (exp_options.memory) is one sampled profile of allocation stacks in bytes.
  */
 #include "export/internal.h"
 
@@ -266,6 +267,18 @@ static int by_thread_kind_time(const void *a, const void *b, void *arg)
 	return (i > j) - (i < j);
 }
 
+/* A stack as frame indices, root first (frame i = function i); [] when unknown. */
+static void put_stack(FILE *out, const ana_profile *p, uint32_t stack, int comma)
+{
+	const ana_stack *s = stack < p->smp.nstacks ? &p->smp.stacks[stack] : NULL;
+	fputs(comma ? ",\n[" : "\n[", out);
+	for (uint32_t j = 0; s && j < s->n; j++) {
+		uint32_t loc = s->locs[j];
+		fprintf(out, j ? ",%u" : "%u", loc < p->smp.nlocs ? p->smp.locs[loc].func : 0);
+	}
+	fputc(']', out);
+}
+
 /* One sampled profile: samples idx[from..to) (one thread, one kind, in time order). */
 static void sampled_profile(FILE *out, const ana_profile *p, const size_t *idx, size_t from, size_t to, uint64_t period,
 			    int comma)
@@ -275,16 +288,8 @@ static void sampled_profile(FILE *out, const ana_profile *p, const size_t *idx, 
 	profile_name(out, p, s0->thread, s0->kind == ANA_OFFCPU ? "off-CPU" : "CPU");
 	fputs(",\"unit\":\"nanoseconds\",\"samples\":[", out);
 	uint64_t total = 0;
-	for (size_t i = from; i < to; i++) {
-		const ana_sample *x = &p->smp.samples[idx[i]];
-		const ana_stack *s = &p->smp.stacks[x->stack];
-		fputs(i > from ? ",\n[" : "\n[", out);
-		for (uint32_t j = 0; j < s->n; j++) {
-			uint32_t loc = s->locs[j];
-			fprintf(out, j ? ",%u" : "%u", loc < p->smp.nlocs ? p->smp.locs[loc].func : 0);
-		}
-		fputc(']', out);
-	}
+	for (size_t i = from; i < to; i++)
+		put_stack(out, p, p->smp.samples[idx[i]].stack, i > from);
 	fputs("],\n\"weights\":[", out);
 	for (size_t i = from; i < to; i++) {
 		uint64_t w = exp_weight(&p->smp.samples[idx[i]]) * period;
@@ -295,8 +300,76 @@ static void sampled_profile(FILE *out, const ana_profile *p, const size_t *idx, 
 	fprintf(out, "],\"startValue\":0,\"endValue\":%llu}", (unsigned long long)total);
 }
 
+/* The file up to the first profile. */
+static void put_head(FILE *out, const ana_profile *p)
+{
+	char ver[64];
+	snprintf(ver, sizeof ver, "fennec %d.%d.%d", FENNEC_VERSION_MAJOR, FENNEC_VERSION_MINOR, FENNEC_VERSION_PATCH);
+	fputs("{\"$schema\":\"https://www.speedscope.app/file-format-schema.json\",\n\"exporter\":", out);
+	rep_json_string(out, ver);
+	fputs(",\n\"name\":", out);
+	const char *path = p->nprocs ? p->procs[0].file.path : "", *slash = strrchr(path, '/');
+	rep_json_string(out, slash ? slash + 1 : path);
+	fputs(",\n\"activeProfileIndex\":0,\n\"profiles\":[", out);
+}
+
+/* The file from the end of the profiles: the frames, every function then the region names. */
+static int put_tail(FILE *out, const ana_profile *p, char **regions, uint32_t nregions)
+{
+	fputs("],\n\"shared\":{\"frames\":[", out);
+	for (uint32_t f = 0; f < p->smp.nfuncs; f++) {
+		const ana_func *fn = &p->smp.funcs[f];
+		fputs(f ? ",\n{\"name\":" : "\n{\"name\":", out);
+		rep_json_string(out, exp_func_name(p, f));
+		if (fn->file != ANA_NONE && fn->file < p->nnames) {
+			fputs(",\"file\":", out);
+			rep_json_string(out, p->names[fn->file]);
+			if (fn->line)
+				fprintf(out, ",\"line\":%u", fn->line);
+		}
+		fputc('}', out);
+	}
+	for (uint32_t r = 0; r < nregions; r++) {
+		fputs(r || p->smp.nfuncs ? ",\n{\"name\":" : "\n{\"name\":", out);
+		rep_json_string(out, regions[r]);
+		fputs(",\"file\":\"fennec region\"}", out);
+	}
+	fputs("]}}\n", out);
+	return ferror(out) ? FENNEC_EIO : 0;
+}
+
+/* A memory flame graph: one sampled profile of the allocation stacks, weights in bytes
+ * (stacks.c's aggregate; no time order to keep). */
+static int memory_speedscope(FILE *out, const ana_profile *p, const exp_options *o)
+{
+	exp_agg *agg;
+	size_t n;
+	uint64_t total;
+	int rc = exp_aggregate(p, o, &agg, &n, &total);
+	if (rc || !n) {
+		free(agg);
+		return rc ? rc : FENNEC_ENODATA;
+	}
+	put_head(out, p);
+	fputs("\n{\"type\":\"sampled\",\"name\":", out);
+	rep_json_string(out, exp_memory_what(o->memory));
+	fputs(",\"unit\":\"bytes\",\"samples\":[", out);
+	for (size_t i = 0; i < n; i++)
+		put_stack(out, p, agg[i].stack, i > 0);
+	fputs("],\n\"weights\":[", out);
+	for (size_t i = 0; i < n; i++)
+		fprintf(out, i ? ",%llu" : "%llu", (unsigned long long)agg[i].weight);
+	fprintf(out, "],\"startValue\":0,\"endValue\":%llu}", (unsigned long long)total);
+	free(agg);
+	return put_tail(out, p, NULL, 0);
+}
+
 int exp_speedscope(FILE *out, const ana_profile *p, const exp_options *o, fmt_error *err)
 {
+	if (o->memory) {
+		memset(err, 0, sizeof *err);
+		return memory_speedscope(out, p, o);
+	}
 	sctx c = {.p = p, .o = o, .t0 = exp_t0_ns(p)};
 	size_t *idx = NULL, nidx = 0;
 	memset(err, 0, sizeof *err);
@@ -328,14 +401,7 @@ int exp_speedscope(FILE *out, const ana_profile *p, const exp_options *o, fmt_er
 
 	uint64_t period = p->smp.period_ns ? p->smp.period_ns
 			  : p->smp.requested_hz ? 1000000000ull / p->smp.requested_hz : 1;
-	char ver[64];
-	snprintf(ver, sizeof ver, "fennec %d.%d.%d", FENNEC_VERSION_MAJOR, FENNEC_VERSION_MINOR, FENNEC_VERSION_PATCH);
-	fputs("{\"$schema\":\"https://www.speedscope.app/file-format-schema.json\",\n\"exporter\":", out);
-	rep_json_string(out, ver);
-	fputs(",\n\"name\":", out);
-	const char *path = p->procs[0].file.path, *slash = strrchr(path, '/');
-	rep_json_string(out, slash ? slash + 1 : path);
-	fputs(",\n\"activeProfileIndex\":0,\n\"profiles\":[", out);
+	put_head(out, p);
 	/* Per thread: its sampled profiles, then its regions. */
 	int any = 0;
 	size_t i = 0;
@@ -364,26 +430,7 @@ int exp_speedscope(FILE *out, const ana_profile *p, const exp_options *o, fmt_er
 	}
 	if (rc)
 		goto out;
-	fputs("],\n\"shared\":{\"frames\":[", out);
-	for (uint32_t f = 0; f < p->smp.nfuncs; f++) {
-		const ana_func *fn = &p->smp.funcs[f];
-		fputs(f ? ",\n{\"name\":" : "\n{\"name\":", out);
-		rep_json_string(out, exp_func_name(p, f));
-		if (fn->file != ANA_NONE && fn->file < p->nnames) {
-			fputs(",\"file\":", out);
-			rep_json_string(out, p->names[fn->file]);
-			if (fn->line)
-				fprintf(out, ",\"line\":%u", fn->line);
-		}
-		fputc('}', out);
-	}
-	for (uint32_t r = 0; r < c.nregions; r++) {
-		fputs(r || p->smp.nfuncs ? ",\n{\"name\":" : "\n{\"name\":", out);
-		rep_json_string(out, c.regions[r]);
-		fputs(",\"file\":\"fennec region\"}", out);
-	}
-	fputs("]}}\n", out);
-	rc = ferror(out) ? FENNEC_EIO : 0;
+	rc = put_tail(out, p, c.regions, c.nregions);
 out:
 	free(idx);
 	exp_sel_fini(&c.sel);

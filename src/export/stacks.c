@@ -1,7 +1,8 @@
 /*
  * stacks.c - the selected samples summed per distinct stack (and, when asked, per thread
  * and region), with the frames of each: what the collapsed-stack and flame-graph
- * exporters draw. Memory grows with the distinct stacks, not with the samples.
+ * exporters draw. Memory grows with the distinct stacks, not with the samples. Memory
+ * flame graphs sum the heap profile's allocation sites here the same way (memory.c).
  */
 #include "export/internal.h"
 
@@ -29,19 +30,32 @@ int exp_aggregate(const ana_profile *p, const exp_options *o, exp_agg **out, siz
 	*nout = 0;
 	*total = 0;
 	int rc = exp_sel_init(&sel, p, o);
-	for (size_t i = 0; i < p->smp.nsamples && !rc; i++) {
-		const ana_sample *x = &p->smp.samples[i];
-		if (!exp_sel_sample(&sel, x))
-			continue;
-		uint32_t node = o->prefix_region ? x->node : ANA_NONE;
-		uint32_t thread = o->prefix_thread ? x->thread : ANA_NONE;
-		uint64_t *v = exp_map_put(&m, (uint64_t)x->stack, (uint64_t)node << 32 | thread, NULL);
+	/* Samples, or allocation sites (which have no thread); either way one pass that
+	 * picks (stack, node, thread, weight) and sums the weights per key. */
+	size_t count = o->memory ? p->mem.nsites : p->smp.nsamples;
+	for (size_t i = 0; i < count && !rc; i++) {
+		uint32_t stack, node, thread = ANA_NONE;
+		uint64_t w;
+		if (o->memory) {
+			const ana_mem_site *x = &p->mem.sites[i];
+			if (!exp_sel_site(&sel, x) || !(w = exp_site_bytes(x, o->memory, NULL)))
+				continue;
+			stack = x->stack, node = x->node;
+		} else {
+			const ana_sample *x = &p->smp.samples[i];
+			if (!exp_sel_sample(&sel, x))
+				continue;
+			stack = x->stack, node = x->node, thread = x->thread, w = exp_weight(x);
+		}
+		node = o->prefix_region ? node : ANA_NONE;
+		thread = o->prefix_thread ? thread : ANA_NONE;
+		uint64_t *v = exp_map_put(&m, (uint64_t)stack, (uint64_t)node << 32 | thread, NULL);
 		if (!v) {
 			rc = FENNEC_ENOMEM;
 			break;
 		}
-		*v += exp_weight(x);
-		sum += exp_weight(x);
+		*v += w;
+		sum += w;
 	}
 	if (!rc && m.n) {
 		a = malloc(m.n * sizeof *a);

@@ -4,7 +4,8 @@
  * highlights matches and shows their share; reset). The frames are the collapsed stacks
  * of stacks.c merged into a tree; children are ordered by name, widths are sample
  * weights. Colours are a hash of the module (hue) and the function (shade), so a function
- * has the same colour in every graph. Frames narrower than EXP_SVG_MIN_PX are left out
+ * has the same colour in every graph. Memory flame graphs (exp_options.memory) are the same
+ * drawing with widths in heap bytes. Frames narrower than EXP_SVG_MIN_PX are left out
  * (their weight still counts in their parent's width). The tree and the writer are shared
  * with the differential flame graph (diffsvg.c), which colours frames its own way.
  */
@@ -115,12 +116,12 @@ static int by_name(const void *a, const void *b, void *arg)
 }
 
 static const char script[] =
-	"var NS='http://www.w3.org/2000/svg',W=%d,PAD=%d,TOTAL=%llu,FW=W-2*PAD;\n"
+	"var NS='http://www.w3.org/2000/svg',W=%d,PAD=%d,TOTAL=%llu,FW=W-2*PAD,UNIT='%s';\n"
 	"var frames=[].slice.call(document.querySelectorAll('g.f'));\n"
 	"var det=document.getElementById('details'),matched=document.getElementById('matched'),\n"
 	"    reset=document.getElementById('reset'),search=document.getElementById('search');\n"
 	"function pct(s){return (100*s/TOTAL).toFixed(2);}\n"
-	"function show(f){det.textContent=f?f.n+' ('+f.s+' samples, '+pct(f.s)+'%%)'+(f.t?' '+f.t:''):' ';}\n"
+	"function show(f){det.textContent=f?f.n+' ('+f.s+' '+UNIT+', '+pct(f.s)+'%%)'+(f.t?' '+f.t:''):' ';}\n"
 	"function label(g){var f=g._f,t=g._t,w=+g._r.getAttribute('width'),c=Math.floor((w-6)/7);\n"
 	"  t.textContent=c<3?'':f.n.length<=c?f.n:f.n.slice(0,c-2)+'..';}\n"
 	"function place(g,x0,w0){var f=g._f,x=PAD+(f.x-x0)/w0*FW,w=f.s/w0*FW;\n"
@@ -162,6 +163,7 @@ int exp_flame_build(exp_flame *t, const ana_profile *p, const exp_options *o)
 	uint64_t total;
 	memset(t, 0, sizeof *t);
 	t->p = p;
+	t->unit = o->memory ? "bytes" : "samples";
 	int rc = exp_aggregate(p, o, &agg, &n, &total);
 	if (rc)
 		return rc;
@@ -312,7 +314,8 @@ int exp_flame_write(FILE *out, exp_flame *tr, const char *title, const exp_flame
 		}
 		fputs("><title>", out);
 		put_xml(out, nm);
-		fprintf(out, " (%llu samples, %.2f%%)", (unsigned long long)x->weight, 100.0 * (double)x->weight / (double)total);
+		fprintf(out, " (%llu %s, %.2f%%)", (unsigned long long)x->weight, tr->unit,
+			100.0 * (double)x->weight / (double)total);
 		if (note[0]) {
 			fputc(' ', out);
 			put_xml(out, note);
@@ -344,7 +347,7 @@ int exp_flame_write(FILE *out, exp_flame *tr, const char *title, const exp_flame
 	}
 	free(drawn);
 	fputs("<script type=\"text/ecmascript\"><![CDATA[\n", out);
-	fprintf(out, script, SVG_WIDTH, SVG_PAD, (unsigned long long)total);
+	fprintf(out, script, SVG_WIDTH, SVG_PAD, (unsigned long long)total, tr->unit);
 	fputs("]]></script>\n</svg>\n", out);
 	rc = ferror(out) ? FENNEC_EIO : 0;
 out:

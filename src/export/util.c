@@ -72,13 +72,19 @@ size_t exp_select_count(const ana_profile *p, const exp_options *o, uint64_t *we
 {
 	exp_sel s;
 	size_t n = 0;
-	uint64_t w = 0;
-	if (exp_sel_init(&s, p, o) == 0)
-		for (size_t i = 0; i < p->smp.nsamples; i++)
+	uint64_t w = 0, b;
+	if (exp_sel_init(&s, p, o) == 0) {
+		for (uint32_t i = 0; o->memory && i < p->mem.nsites; i++)
+			if (exp_sel_site(&s, &p->mem.sites[i]) && (b = exp_site_bytes(&p->mem.sites[i], o->memory, NULL))) {
+				n++;
+				w += b;
+			}
+		for (size_t i = 0; !o->memory && i < p->smp.nsamples; i++)
 			if (exp_sel_sample(&s, &p->smp.samples[i])) {
 				n++;
 				w += exp_weight(&p->smp.samples[i]);
 			}
+	}
 	exp_sel_fini(&s);
 	if (weight)
 		*weight = w;
