@@ -20,6 +20,8 @@ static const char help[] =
 	"                         self-contained page with charts and tables: docs/html.md)\n"
 	"  -o, --output FILE      write the report to FILE instead of standard output\n"
 	"  --hot-threshold PCT    share of wall time above which hot_operation fires (default 10)\n"
+	"  --leak-threshold BYTES heap growth per step (or per second without steps) from which\n"
+	"                         memory_leak fires (default 10000000, i.e. 10 MB)\n"
 	"  --max-regions N        rows in the text region table (default 40, 0 = all)\n"
 	"  --top N                rows of the sample tables: hot functions, lines, regions\n"
 	"                         (default 20 in text, all in JSON)\n"
@@ -89,6 +91,10 @@ int cmd_analyze(int argc, char **argv)
 			i++;
 		} else if (!strcmp(a, "--hot-threshold")) {
 			if (cli_parse_double("analyze", a, v, 0, 100, &opt.hot_threshold_pct) < 0)
+				return 2;
+			i++;
+		} else if (!strcmp(a, "--leak-threshold")) {
+			if (cli_parse_double("analyze", a, v, 1, 1e15, &opt.leak_threshold_bytes) < 0)
 				return 2;
 			i++;
 		} else if (!strcmp(a, "--max-regions")) {

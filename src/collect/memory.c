@@ -166,6 +166,7 @@ _Static_assert(sizeof(mrec) == REC_HDR, "heap record header");
 
 /* ---- resolving the real allocator ---- */
 
+#if !MEM_SANITIZER
 static _Alignas(16) uint8_t boot[BOOT_SIZE];
 static _Atomic size_t boot_used;
 
@@ -190,6 +191,7 @@ static inline int in_boot(const void *p)
 {
 	return (const uint8_t *)p >= boot && (const uint8_t *)p < boot + BOOT_SIZE;
 }
+#endif
 
 static void *sym(const char *name, void *fallback)
 {
