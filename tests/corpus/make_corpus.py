@@ -16,6 +16,7 @@ Files written (every one under 64 KiB, the fuzzer's -max_len):
   valid_empty.fnc       empty.c: a header and an END chunk only
   valid_samples_raw.fnc nested.c 50 ms sampled at 2000 Hz (SAMPLES, MODULES, TASKS), raw
   valid_wall_raw.fnc    threads.c sampled in wall mode, raw
+  valid_heap_raw.fnc    mem_leaks.c 200, heap profiled in full mode (HEAP), raw
   torn_tail.fnc         valid_nested_raw.fnc cut inside a chunk (analysed as cut short)
   no_end.fnc            valid_nested_raw.fnc without its END chunk (cut short)
   unknown_chunk.fnc     valid_nested_raw.fnc plus a chunk of unknown type 99 (skipped)
@@ -73,6 +74,8 @@ def main():
             {"FENNEC_COMPRESSION": "0", "FENNEC_SAMPLE": "cpu", "FENNEC_HZ": "2000"})),
         "valid_wall_raw.fnc": rec("h.fnc", "threads", 2, env=helpers.base_env(
             {"FENNEC_COMPRESSION": "0", "FENNEC_SAMPLE": "wall"})),
+        "valid_heap_raw.fnc": rec("i.fnc", "mem_leaks", 200, env=helpers.base_env(
+            {"FENNEC_COMPRESSION": "0", "FENNEC_SAMPLE": "off", "FENNEC_MEMORY": "full"})),
     }
     base = files["valid_nested_raw.fnc"]
     _, _, chunks = fncfile.parse(base)
