@@ -520,7 +520,10 @@
 
 	function stackText(st) {
 		if (!st || !st.length) return '';
-		return st.slice(0, 6).map(function (f) { return esc(typeof f === 'string' ? f : (f.function || f.name || JSON.stringify(f))); }).join(' ← ') +
+		return st.slice(0, 6).map(function (f) {
+			var t = typeof f === 'string' ? f : (f.function || f.name || JSON.stringify(f));
+			return esc(t.replace(/ \S*\/([^\/ ]+:\d+)$/, ' $1')); /* "fn /abs/path/file.c:12" -> "fn file.c:12" */
+		}).join(' ← ') +
 			(st.length > 6 ? ' ← …' : '');
 	}
 
@@ -550,8 +553,10 @@
 		if (m.allocations !== undefined) h.push(card('Allocations', fmtNum(m.allocations), m.frees !== undefined ? fmtNum(m.frees) + ' frees' : ''));
 		if (m.allocated_bytes !== undefined) h.push(card('Allocated', fmtBytes(m.allocated_bytes), m.largest_bytes !== undefined ? 'largest ' + fmtBytes(m.largest_bytes) : ''));
 		var leaks = m.leaks || [];
-		var leakBytes = leaks.reduce(function (s, l) { return s + (l.bytes || 0); }, 0);
-		if (m.leaks) h.push(card('Leaked', fmtBytes(leakBytes), fmtNum(leaks.reduce(function (s, l) { return s + (l.count || 0); }, 0)) + ' blocks never freed', leakBytes > 0));
+		var leakBytes = m.leaked_bytes !== undefined && m.leaked_bytes !== null ? m.leaked_bytes : leaks.reduce(function (s, l) { return s + (l.bytes || 0); }, 0);
+		var leakCount = m.leaked_count !== undefined && m.leaked_count !== null ? m.leaked_count : leaks.reduce(function (s, l) { return s + (l.count || 0); }, 0);
+		if (m.leaks || m.leaked_bytes !== undefined)
+			h.push(card('Never freed', fmtBytes(leakBytes), fmtNum(leakCount) + ' blocks' + (m.leaks_estimated ? ' (estimated from samples)' : ''), leakBytes > 0));
 		if (m.trend && m.trend.slope_bytes_per_step !== undefined && m.trend.slope_bytes_per_step !== null)
 			h.push(card('Growth per step', fmtBytes(m.trend.slope_bytes_per_step), 'linear fit' + (m.trend.r2 !== undefined && m.trend.r2 !== null ? ', r² ' + (+m.trend.r2).toFixed(2) : ''),
 				m.trend.slope_bytes_per_step > 0 && m.trend.r2 > 0.8));
@@ -560,56 +565,80 @@
 		var tlm = m.timeline || [];
 		$('memory-timeline-panel').hidden = !tlm.length;
 		if (tlm.length) {
-			var live = [], rssS = [], trend = [], hasRss = false;
+			/* One live-heap (and RSS) series per process. */
+			var procsSeen = [], byProc = {};
 			tlm.forEach(function (p) {
+				var k = p.process !== undefined ? p.process : 0;
+				if (!byProc[k]) { byProc[k] = {live: [], rss: []}; procsSeen.push(k); }
 				var t = (p.t_ns || 0) / 1e6;
-				if (p.live_bytes !== undefined) live.push([t, p.live_bytes]);
-				if (p.rss_bytes !== undefined && p.rss_bytes !== null) { rssS.push([t, p.rss_bytes]); hasRss = true; }
+				if (p.live_bytes !== undefined && p.live_bytes !== null) byProc[k].live.push([t, p.live_bytes]);
+				if (p.rss_bytes !== undefined && p.rss_bytes !== null) byProc[k].rss.push([t, p.rss_bytes]);
 			});
-			/* Trend: the regression over steps, drawn through the mean of the points. */
-			var tr = m.trend || {};
+			var many = procsSeen.length > 1, series = [];
+			procsSeen.forEach(function (k, i) {
+				var sfx = many ? ' (pid ' + k + ')' : '';
+				series.push({type: 'line', name: 'live heap' + sfx, showSymbol: false, sampling: 'lttb', areaStyle: i ? undefined : {opacity: 0.15},
+					data: byProc[k].live, color: i ? undefined : '#e8590c'});
+				if (byProc[k].rss.length)
+					series.push({type: 'line', name: 'RSS' + sfx, showSymbol: false, sampling: 'lttb', data: byProc[k].rss, lineStyle: {width: 1},
+						color: i ? undefined : '#1c7ed6'});
+			});
+			/* The regression over steps (trend.basis "step"), drawn from the first to the
+			 * last point of the first process: intercept + slope * step. */
+			var tr = m.trend || {}, trend = [];
+			var first = byProc[procsSeen[0]];
 			if (tr.slope_bytes_per_step !== undefined && tr.slope_bytes_per_step !== null) {
-				var pts = tlm.filter(function (p) { return p.step !== undefined && p.step !== null && p.live_bytes !== undefined; });
+				var pts = tlm.filter(function (p) { return (p.process === undefined || p.process === procsSeen[0]) && p.step !== undefined && p.step !== null; });
 				if (pts.length > 1) {
-					var ms = 0, mb = 0;
-					pts.forEach(function (p) { ms += p.step; mb += p.live_bytes; });
-					ms /= pts.length; mb /= pts.length;
+					var icp = tr.intercept_bytes;
+					if (icp === undefined || icp === null) {
+						var ms = 0, mb = 0;
+						pts.forEach(function (p) { ms += p.step; mb += p.live_bytes || 0; });
+						icp = mb / pts.length - tr.slope_bytes_per_step * ms / pts.length;
+					}
 					[pts[0], pts[pts.length - 1]].forEach(function (p) {
-						trend.push([(p.t_ns || 0) / 1e6, mb + tr.slope_bytes_per_step * (p.step - ms)]);
+						trend.push([(p.t_ns || 0) / 1e6, icp + tr.slope_bytes_per_step * p.step]);
 					});
+					series.push({type: 'line', name: 'trend ' + (tr.slope_bytes_per_step >= 0 ? '+' : '') + fmtBytes(tr.slope_bytes_per_step) + '/step' +
+						(tr.r2 !== undefined && tr.r2 !== null ? ' (r² ' + (+tr.r2).toFixed(2) + ')' : ''), data: trend, showSymbol: false,
+						lineStyle: {type: 'dashed', width: 2}, color: '#c92a2a'});
 				}
 			}
-			var series = [{type: 'line', name: 'live heap', showSymbol: false, sampling: 'lttb', areaStyle: {opacity: 0.15}, data: live, color: '#e8590c'}];
-			if (hasRss) series.push({type: 'line', name: 'RSS', showSymbol: false, sampling: 'lttb', data: rssS, color: '#1c7ed6'});
-			if (trend.length) series.push({type: 'line', name: 'trend (' + fmtBytes(tr.slope_bytes_per_step) + '/step)', data: trend, showSymbol: false,
-				lineStyle: {type: 'dashed', width: 2}, color: '#c92a2a'});
-			if (leaks.length && live.length)
-				series[0].markPoint = {symbol: 'pin', symbolSize: 44, itemStyle: {color: '#c92a2a'}, label: {fontSize: 9, formatter: 'leak'},
-					data: [{coord: live[live.length - 1], name: fmtBytes(leakBytes) + ' never freed'}],
-					tooltip: {formatter: function () { return fmtBytes(leakBytes) + ' in ' + leaks.length + ' leak site(s) never freed'; }}};
-			$('memory-note').textContent = fmtNum(tlm.length) + ' points' + (trend.length ? '; dashed: linear trend over steps' : '') + (leaks.length ? '; pin: leaked memory at the end' : '');
+			/* Annotations: the peak, and what leaked at the end. */
+			var marks = [];
+			if (m.peak_t_ns !== undefined && m.peak_t_ns !== null && m.peak_bytes)
+				marks.push({coord: [m.peak_t_ns / 1e6, m.peak_bytes], name: 'peak ' + fmtBytes(m.peak_bytes) + (m.peak_region ? ' in ' + m.peak_region : ''),
+					value: 'peak', itemStyle: {color: '#e8590c'}});
+			if (leakBytes > 0 && first.live.length)
+				marks.push({coord: first.live[first.live.length - 1], name: fmtBytes(leakBytes) + ' never freed (' + fmtNum(leakCount) + ' blocks)',
+					value: 'leak', itemStyle: {color: '#c92a2a'}});
+			if (marks.length)
+				series[0].markPoint = {symbol: 'pin', symbolSize: 42, label: {fontSize: 9, formatter: '{c}'}, data: marks,
+					tooltip: {formatter: function (p) { return esc(p.name); }}};
+			$('memory-note').textContent = fmtNum(tlm.length) + ' points' + (trend.length ? '; dashed: linear trend over steps' : '') +
+				(marks.length ? '; pins: the peak' + (leakBytes > 0 ? ' and the memory never freed' : '') : '');
 			chart('chart-memory', {
 				grid: {left: 10, right: 20, top: 30, bottom: 56, containLabel: true},
 				legend: {top: 0},
 				tooltip: {trigger: 'axis', valueFormatter: function (v) { return fmtBytes(v); }},
-				xAxis: {type: 'value', name: 'ms', axisLabel: {formatter: function (v) { return fmtNs(v * 1e6); }}},
+				xAxis: {type: 'value', axisLabel: {formatter: function (v) { return fmtNs(v * 1e6); }}},
 				yAxis: {type: 'value', axisLabel: {formatter: function (v) { return fmtBytes(v); }}},
 				dataZoom: [{type: 'inside'}, {type: 'slider', height: 18, bottom: 8}],
 				series: series
 			});
 		}
 		$('leaks-panel').hidden = !m.leaks;
-		table($('leak-table'), [
-			{key: 'bytes', label: 'bytes', num: true, fmt: function (l) { return fmtBytes(l.bytes); }},
-			{key: 'count', label: 'blocks', num: true, fmt: function (l) { return fmtNum(l.count); }},
-			{key: 'stack', label: 'allocated at', mono: true, sort: function (l) { return stackText(l.stack); }, fmt: function (l) { return stackText(l.stack); }}
-		], leaks);
+		var siteCols = function (what) {
+			return [
+				{key: 'bytes', label: 'bytes', num: true, fmt: function (l) { return fmtBytes(l.bytes); }},
+				{key: 'count', label: what, num: true, fmt: function (l) { return fmtNum(l.count); }},
+				{key: 'region', label: 'region', mono: true, fmt: function (l) { return esc(l.region || ''); }},
+				{key: 'stack', label: 'allocated at', mono: true, sort: function (l) { return stackText(l.stack); }, fmt: function (l) { return stackText(l.stack); }}
+			];
+		};
+		table($('leak-table'), siteCols('blocks'), leaks);
 		$('alloc-panel').hidden = !m.top_allocators;
-		table($('alloc-table'), [
-			{key: 'bytes', label: 'bytes', num: true, fmt: function (l) { return fmtBytes(l.bytes); }},
-			{key: 'count', label: 'allocations', num: true, fmt: function (l) { return fmtNum(l.count); }},
-			{key: 'stack', label: 'stack', mono: true, sort: function (l) { return stackText(l.stack); }, fmt: function (l) { return stackText(l.stack); }}
-		], m.top_allocators || []);
+		table($('alloc-table'), siteCols('allocations'), m.top_allocators || []);
 	}
 
 	/* ---- call graph (samples) ---- */

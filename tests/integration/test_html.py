@@ -186,12 +186,42 @@ def test_usage():
 
 # --- in the browser --------------------------------------------------------------------
 
+def memory_opts():
+    """`--memory full` when this fennec records the heap, else nothing."""
+    r = run([os.path.join(BUILD, "bin", "fennec"), "record", "--help"])
+    return ("--memory", "full") if "--memory" in r.stdout else ()
+
+
+LEAKER = r"""
+#include <fennec.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+static void *kept[400];
+int main(void)
+{
+	for (int s = 0; s < 200; s++) {
+		fennec_region_begin("work");
+		char *tmp = malloc(1 << 16);
+		memset(tmp, 1, 1 << 16);
+		free(tmp);
+		kept[s] = malloc(16384); /* never freed: 200 x 16 KiB */
+		memset(kept[s], 2, 16384);
+		struct timespec ts = {0, 1000000};
+		nanosleep(&ts, NULL);
+		fennec_region_end();
+		fennec_step();
+	}
+	return 0;
+}
+"""
+
 @timeout(400)
 def test_browser_full_report():
     """A training-loop example with samples, steps, metrics and findings: every tab and
     chart drawn, zoom, search, no errors, no network."""
     exe = os.path.join(BUILD, "examples", "mlp_train")
-    _, path = record(exe, out="run.fnc")
+    _, path = record(exe, out="run.fnc", opts=memory_opts())
     html_report(path)
     doc = browse("file://" + os.path.abspath("report.html"), os.path.abspath("shots"))
     assert_clean_page(doc)
@@ -245,3 +275,28 @@ def test_browser_big_recording():
     assert_zoomed(doc, "chart-timeline")
     assert_true("Timeline reduced for display" in doc["notices"], "the summary says the timeline was reduced: %r"
                 % doc["notices"])
+
+
+@timeout(400)
+def test_browser_memory_leak():
+    """A program that keeps 16 KiB per step: the memory tab draws the heap over time with
+    its trend and the leak, and lists the leak with its size."""
+    opts = memory_opts()
+    if not opts:
+        raise Skip("this fennec has no heap profiler (fennec record --memory)")
+    with open("leaker.c", "w") as f:
+        f.write(LEAKER)
+    cc = os.environ.get("CC", "cc")
+    san = ["-fsanitize=address,undefined"] if SANITIZER == "asan" else []
+    run([cc, "-O1", "-g", "-I", os.path.join(REPO, "include"), "leaker.c", "-o", "leaker"] + san +
+        ["-L", os.path.join(BUILD, "lib"), "-lfennec", "-Wl,-rpath," + os.path.join(BUILD, "lib")], check=True)
+    _, path = record(os.path.abspath("leaker"), out="leak.fnc", opts=opts)
+    doc = page_data(html_report(path))
+    mem = doc["analysis"].get("memory")
+    assert_true(mem and mem.get("timeline"), "a memory section with a timeline: %s" % (mem and list(mem)))
+    assert_close(mem["leaked_bytes"], 200 * 16384, 16384, "leaked bytes", " B")
+    b = browse("file://" + os.path.abspath("report.html"), os.path.abspath("shots"))
+    assert_clean_page(b)
+    assert_charts_drawn(b, {"memory": ["chart-memory", "chart-rss"]})
+    series = b["tabs"]["memory"]["charts"]["chart-memory"]["series"]
+    assert_true(series >= 3, "heap, RSS and trend series: %d" % series)

@@ -1,0 +1,273 @@
+"""fennec view: the dashboard server (docs/html.md). Its endpoints return the analysis as
+JSON, it refuses path traversal, oversized and foreign requests, says when its port is
+taken, follows a recording while it is written (also in a real browser), and serves a
+bounded load from wrk on loopback without errors."""
+
+import http.client
+import json
+import os
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import time
+
+from helpers import (SLOW, Skip, analyze, assert_eq, assert_true, base_env, fennec_bin, fixture, record,
+                     record_command, timeout, wait_for)
+from test_html import assert_charts_drawn, assert_clean_page, browse
+
+
+class Viewer:
+    """`fennec view PATH --port 0` in the background; .port once it serves."""
+
+    def __init__(self, path, *opts):
+        self.cmd = [fennec_bin(), "view", str(path), "--port", "0"] + list(opts)
+        self.err = open("view.stderr", "w+")
+        self.p = subprocess.Popen(self.cmd, stdout=subprocess.PIPE, stderr=self.err, env=base_env(),
+                                  start_new_session=True)
+        line = self.p.stdout.readline().decode()
+        m = re.search(r"http://127\.0\.0\.1:(\d+)/", line)
+        if not m:
+            self.stop()
+            raise AssertionError("fennec view did not say where it serves: %r\n  stderr: %s" % (line, self.stderr()))
+        self.port = int(m.group(1))
+        self.url = "http://127.0.0.1:%d/" % self.port
+
+    def stderr(self):
+        self.err.seek(0)
+        return self.err.read()
+
+    def stop(self):
+        """SIGTERM; the exit status (0 expected)."""
+        if self.p.poll() is None:
+            self.p.send_signal(signal.SIGTERM)
+            try:
+                self.p.wait(timeout=30 * SLOW)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.p.pid, signal.SIGKILL)
+                self.p.wait()
+                raise AssertionError("fennec view did not stop on SIGTERM")
+        err = self.stderr()
+        for marker in ("ERROR: AddressSanitizer", "runtime error:", "ERROR: LeakSanitizer"):
+            assert_true(marker not in err, "sanitizer report from fennec view:\n" + err[-3000:])
+        return self.p.returncode
+
+    def get(self, path, method="GET", headers=None, body=None):
+        """(status, headers dict, body bytes); no proxy, whatever the environment says."""
+        c = http.client.HTTPConnection("127.0.0.1", self.port, timeout=30 * SLOW)
+        try:
+            c.request(method, path, body=body, headers=headers or {})
+            r = c.getresponse()
+            return r.status, dict(r.getheaders()), r.read()
+        finally:
+            c.close()
+
+    def json(self, path):
+        st, hd, body = self.get(path)
+        assert_eq(st, 200, "GET %s status (body %r)" % (path, body[:200]))
+        assert_true(hd.get("Content-Type", "").startswith("application/json"), "GET %s content type: %s" % (path, hd))
+        try:
+            return json.loads(body)
+        except ValueError as e:
+            raise AssertionError("GET %s: not JSON (%s): %r" % (path, e, body[:300]))
+
+    def raw(self, data):
+        """Send bytes as they are; the status line of the answer (or '' if the server closed)."""
+        s = socket.create_connection(("127.0.0.1", self.port), timeout=30 * SLOW)
+        try:
+            s.sendall(data)
+            got = b""
+            while b"\r\n" not in got:
+                b = s.recv(4096)
+                if not b:
+                    break
+                got += b
+            return got.split(b"\r\n")[0].decode(errors="replace")
+        except OSError:
+            return ""
+        finally:
+            s.close()
+
+
+def test_endpoints():
+    _, path = record("nested", 200)
+    v = Viewer(path)
+    try:
+        rep = analyze(path)
+        st = v.json("/api/status")
+        assert_eq(st["schema"], "fennec.view/1", "status schema")
+        assert_true(st["generation"] >= 1 and st["error"] is None, "status after the first analysis: %s" % st)
+        assert_eq(st["events"], rep["summary"]["events"], "status events")
+        assert_eq(st["cut_short"], False, "status cut_short")
+        a = v.json("/api/analysis")
+        assert_eq(a["schema"], "fennec.analysis/1", "analysis schema")
+        for k in ("summary", "regions", "findings"):
+            assert_eq(json.dumps(a[k], sort_keys=True), json.dumps(rep[k], sort_keys=True), "/api/analysis %s" % k)
+        page = v.json("/api/page")
+        assert_eq(page["page"], "fennec.page/1", "page data schema")
+        assert_eq(page["live"], True, "page data live flag")
+        assert_eq(page["analysis"]["summary"], rep["summary"], "page data analysis")
+        assert_true(page["timeline"]["intervals"] > 0, "page data timeline")
+        code, hd, body = v.get("/")
+        assert_eq(code, 200, "GET /")
+        assert_true(hd.get("Content-Type", "").startswith("text/html"), "GET / content type")
+        assert_true(b"window.FENNEC_LIVE = true" in body and b"echarts" in body, "GET / is the live dashboard")
+        assert_true("connect-src 'self'" in hd.get("Content-Security-Policy", ""), "CSP: %s" % hd)
+        code, _, body = v.get("/", method="HEAD")
+        assert_eq((code, body), (200, b""), "HEAD /")
+        code, _, body = v.get("/nothing/here")
+        assert_eq(code, 404, "unknown path")
+        assert_eq(json.loads(body)["status"], 404, "404 body is JSON")
+    finally:
+        assert_eq(v.stop(), 0, "exit status after SIGTERM")
+
+
+def test_refusals():
+    """Path traversal, oversized requests, other methods and foreign Host headers."""
+    _, path = record("nested", 100)
+    v = Viewer(path)
+    try:
+        for p in ("/../../../../etc/passwd", "/%2e%2e/%2e%2e/etc/passwd", "/api/..%2f..%2f..%2fetc%2fpasswd",
+                  "/..\\..\\etc\\passwd", "//etc/passwd", "/api/%01status"):
+            code, _, body = v.get(p)
+            assert_eq(code, 400, "GET %s" % p)
+            assert_true(b"root:" not in body, "GET %s leaked a file" % p)
+            assert_eq(json.loads(body)["error"], "bad path", "GET %s body" % p)
+        # A decoded NUL ends the path early: whatever it names, nothing from disk.
+        code, _, body = v.get("/api/%00/../../etc/passwd")
+        assert_true(code in (400, 404) and b"root:" not in body, "GET with %%00: %d %r" % (code, body[:100]))
+        code, _, _ = v.get("/" + "a" * 5000)
+        assert_eq(code, 414, "a 5000-byte URL")
+        code, _, body = v.get("/api/status", method="POST", body=b"x" * 200000)
+        assert_eq(code, 413, "a 200 KB body")
+        code, _, _ = v.get("/api/status", method="GET", body=b"x" * 100000)
+        assert_eq(code, 413, "a GET with a 100 KB body")
+        code, hd, _ = v.get("/api/status", method="DELETE")
+        assert_eq(code, 405, "DELETE")
+        assert_true("GET" in hd.get("Allow", ""), "405 says what is allowed: %s" % hd)
+        line = v.raw(b"GET /api/status HTTP/1.1\r\nHost: 127.0.0.1:%d\r\nX-Big: %s\r\n\r\n" % (v.port, b"a" * 100000))
+        assert_true(line == "" or re.match(r"HTTP/1\.[01] (413|431|400)", line), "100 KB of headers: %r" % line)
+        line = v.raw(b"POST /api/status HTTP/1.1\r\nHost: 127.0.0.1:%d\r\nTransfer-Encoding: chunked\r\n\r\n" % v.port)
+        assert_true(re.match(r"HTTP/1\.[01] 413", line), "a chunked body: %r" % line)
+        code, _, _ = v.get("/api/analysis", headers={"Host": "attacker.example:%d" % v.port})
+        assert_eq(code, 403, "a foreign Host header (DNS rebinding)")
+        code, _, _ = v.get("/api/analysis", headers={"Host": "localhost:%d" % v.port})
+        assert_eq(code, 200, "Host localhost")
+        # Still serving after all that.
+        assert_eq(v.json("/api/status")["schema"], "fennec.view/1", "status after the refusals")
+    finally:
+        assert_eq(v.stop(), 0, "exit status")
+
+
+def test_port_taken_and_usage():
+    _, path = record("nested", 100)
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    s.listen(1)
+    port = s.getsockname()[1]
+    try:
+        r = subprocess.run([fennec_bin(), "view", path, "--port", str(port)], env=base_env(),
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=60 * SLOW)
+        err = r.stderr.decode()
+        assert_eq(r.returncode, 1, "exit status with the port taken (stderr %r)" % err)
+        assert_true("port" in err and "taken" in err and str(port) in err and "--port" in err,
+                    "the message says the port is taken and what to do: %r" % err)
+    finally:
+        s.close()
+    for args, what in ((["view"], "no file"), (["view", path, "--port", "70000"], "port out of range"),
+                       (["view", path, "--bogus"], "unknown option")):
+        r = subprocess.run([fennec_bin()] + args, env=base_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                           timeout=60 * SLOW)
+        assert_eq(r.returncode, 2, "usage error: %s (stderr %r)" % (what, r.stderr))
+    r = subprocess.run([fennec_bin(), "view", "missing.fnc", "--port", "0"], env=base_env(), stdout=subprocess.PIPE,
+                       stderr=subprocess.PIPE, timeout=60 * SLOW)
+    assert_true(r.returncode == 1 and b"missing.fnc" in r.stderr, "a missing file: %r" % r.stderr)
+
+
+def start_recording(seconds, out="live.fnc"):
+    """`fennec record -- spinner SECONDS` in the background, in a session of its own
+    (stop_recording ends it); returns the process once the file exists."""
+    cmd, env = record_command(fixture("spinner"), [seconds], out=out)
+    p = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                         start_new_session=True)
+    wait_for(lambda: os.path.exists(out) and os.path.getsize(out) > 0, 30, "the recording to start")
+    time.sleep(0.3)
+    return p
+
+
+def stop_recording(p):
+    if p.poll() is None:
+        try:
+            os.killpg(p.pid, signal.SIGKILL)
+        except OSError:
+            pass
+    p.wait()
+
+
+@timeout(300)
+def test_follows_a_recording_in_progress():
+    """The analysis is redone as the file grows: generation and events go up, the status
+    says it is growing, and the last analysis is that of the finished file."""
+    rec = start_recording(4)
+    v = Viewer("live.fnc")
+    try:
+        first = v.json("/api/status")
+        growing = wait_for(lambda: (lambda s: s if s["generation"] > first["generation"] and s["events"] > first["events"]
+                                    else None)(v.json("/api/status")), 30, "a new analysis with more events")
+        assert_true(growing["growing"] and growing["cut_short"], "a recording in progress is growing: %s" % growing)
+        assert_eq(rec.wait(timeout=60 * SLOW), 0, "fennec record's exit status")
+        final = wait_for(lambda: (lambda s: s if not s["cut_short"] else None)(v.json("/api/status")), 30,
+                         "the analysis of the finished recording")
+        rep = analyze("live.fnc")
+        a = wait_for(lambda: (lambda a: a if a["summary"]["events"] == rep["summary"]["events"] else None)(
+            v.json("/api/analysis")), 10, "/api/analysis of the finished file")
+        assert_eq(a["regions"][0]["count"], rep["regions"][0]["count"], "spin calls in the final analysis")
+        assert_eq(final["growing"], False, "a finished recording is not growing")
+    finally:
+        stop_recording(rec)
+        assert_eq(v.stop(), 0, "exit status")
+
+
+@timeout(400)
+def test_browser_live_dashboard():
+    """The dashboard in a real browser on a recording in progress: it draws every chart,
+    then replaces its data as the recording grows, with no errors."""
+    rec = start_recording(120)
+    v = Viewer("live.fnc")
+    try:
+        doc = browse(v.url, os.path.abspath("shots"), "--live", "2")
+        assert_clean_page(doc)
+        assert_eq(doc["external_requests"], [], "requests leaving the page")
+        assert_charts_drawn(doc, {"summary": ["chart-breakdown", "chart-steps"], "operations": ["chart-timeline"]})
+        assert_true(doc["live"]["updates"] >= 3, "the page took new data: %s" % doc["live"])
+        assert_true("live" in doc["live"]["status"], "the page says it is live: %r" % doc["live"]["status"])
+        for cid, c in doc["tabs"]["summary_after_update"]["charts"].items():
+            assert_true(c["rendered"] and c["drawn_pixels"] > 200, "after an update, %s: %s" % (cid, c))
+    finally:
+        stop_recording(rec)
+        assert_eq(v.stop(), 0, "exit status")
+
+
+@timeout(300)
+def test_wrk_load():
+    """A bounded load (wrk, 2 threads, 16 connections, 3 s per endpoint) on loopback is
+    served without socket errors or non-2xx answers, and the server still answers after."""
+    wrk = shutil.which("wrk")
+    if not wrk:
+        raise Skip("wrk is not installed (Debian package wrk; make deps installs it)")
+    _, path = record("nested", 200)
+    v = Viewer(path)
+    try:
+        for ep in ("/api/status", "/api/analysis", "/api/page", "/"):
+            r = subprocess.run([wrk, "-t2", "-c16", "-d3s", "--timeout", "10s", "http://127.0.0.1:%d%s" % (v.port, ep)],
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=60 * SLOW, env=base_env())
+            out = r.stdout.decode()
+            assert_eq(r.returncode, 0, "wrk on %s: %s %s" % (ep, out, r.stderr.decode()))
+            m = re.search(r"(\d+) requests in", out)
+            assert_true(m and int(m.group(1)) > 0, "wrk made no requests on %s:\n%s" % (ep, out))
+            assert_true("Socket errors" not in out, "socket errors on %s:\n%s" % (ep, out))
+            assert_true("Non-2xx" not in out, "non-2xx answers on %s:\n%s" % (ep, out))
+        assert_eq(v.json("/api/status")["error"], None, "status after the load")
+    finally:
+        assert_eq(v.stop(), 0, "exit status")
