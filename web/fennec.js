@@ -223,6 +223,9 @@
 		if (D.flame && D.flame.pruned_nodes)
 			n.push(['info', 'Sampled call graph: ' + fmtNum(D.flame.pruned_nodes) + ' call-tree nodes with fewer than ' +
 				fmtNum(D.flame.min_weight) + ' samples are not drawn (' + fmtNum(D.flame.nodes) + ' drawn).']);
+		if ((A.regions || []).length > MAX_TREE)
+			n.push(['info', 'Region sunburst and flame graph: the ' + fmtNum(MAX_TREE) + ' largest of ' + fmtNum(A.regions.length) +
+				' region paths are drawn (the table has them all).']);
 		(A.warnings || []).forEach(function (w) { n.push(['warn', w]); });
 		$('notices').innerHTML = n.map(function (x) { return '<li class="' + x[0] + '">' + esc(x[1]) + '</li>'; }).join('');
 		$('warnings').innerHTML = (A.warnings || []).length ? A.warnings.map(function (w) { return '<li>' + esc(w) + '</li>'; }).join('') :
@@ -363,15 +366,21 @@
 		return c;
 	}
 
-	/* The region tree from the report's regions (paths joined by '/'). */
+	/*
+	 * The region tree from the report's regions (paths joined by '/'): the MAX_TREE
+	 * largest paths by total time (the report lists them by total, so a path's ancestors,
+	 * never smaller, come with it); drawTree notes what was left out.
+	 */
+	var MAX_TREE = 3000;
 	function regionTree() {
-		var regs = A.regions || [];
+		var regs = (A.regions || []).slice(0, MAX_TREE);
 		var idx = {}, name = [], parent = [], total = [], self = [], reg = [];
 		var sorted = regs.slice().sort(function (a, b) { return a.depth - b.depth; });
 		sorted.forEach(function (r) {
 			var cut = r.path.length - r.name.length - 1;
 			var pp = r.depth > 0 ? r.path.slice(0, cut) : null;
-			var p = pp !== null && idx[pp] !== undefined ? idx[pp] : -1;
+			if (pp !== null && idx[pp] === undefined) return; /* its ancestor was cut: left out too */
+			var p = pp !== null ? idx[pp] : -1;
 			idx[r.path] = name.length;
 			name.push(r.name); parent.push(p); total.push(r.total_ns); self.push(r.self_ns); reg.push(r);
 		});
@@ -408,7 +417,7 @@
 		drawTimeline();
 
 		table($('region-table'), [
-			{key: 'path', label: 'region', mono: true, fmt: function (r) {
+			{key: 'path', label: 'region path', mono: true, fmt: function (r) {
 				return '<span class="bar" style="width:' + Math.min(60, Math.round(r.share_pct * 0.6)) + 'px"></span>' + esc(r.path); }},
 			{key: 'count', label: 'calls', num: true, fmt: function (r) { return fmtNum(r.count); }},
 			{key: 'total_ns', label: 'total', num: true, fmt: function (r) { return fmtNs(r.total_ns); }},

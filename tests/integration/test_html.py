@@ -284,11 +284,12 @@ def test_browser_memory_leak():
     opts = memory_opts()
     if not opts:
         raise Skip("this fennec has no heap profiler (fennec record --memory)")
+    if SANITIZER:
+        raise Skip("the %s build does not interpose malloc (its runtime owns it)" % SANITIZER)
     with open("leaker.c", "w") as f:
         f.write(LEAKER)
     cc = os.environ.get("CC", "cc")
-    san = ["-fsanitize=address,undefined"] if SANITIZER == "asan" else []
-    run([cc, "-O1", "-g", "-I", os.path.join(REPO, "include"), "leaker.c", "-o", "leaker"] + san +
+    run([cc, "-O1", "-g", "-I", os.path.join(REPO, "include"), "leaker.c", "-o", "leaker"] +
         ["-L", os.path.join(BUILD, "lib"), "-lfennec", "-Wl,-rpath," + os.path.join(BUILD, "lib")], check=True)
     _, path = record(os.path.abspath("leaker"), out="leak.fnc", opts=opts)
     doc = page_data(html_report(path))
