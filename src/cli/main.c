@@ -9,6 +9,7 @@
 
 #include "cli/cli.h"
 #include "fennec.h"
+#include "format/format.h"
 
 static const char usage[] =
 	"usage: fennec <command> [options]\n"
@@ -80,8 +81,8 @@ int main(int argc, char **argv)
 	if (!strcmp(cmd, "view"))
 		return cmd_view(argc - 1, argv + 1);
 	if (!strcmp(cmd, "version") || !strcmp(cmd, "--version")) {
-		printf("fennec %d.%d.%d (profile format 1.0)\n", FENNEC_VERSION_MAJOR, FENNEC_VERSION_MINOR,
-		       FENNEC_VERSION_PATCH);
+		printf("fennec %d.%d.%d (profile format %d.%d)\n", FENNEC_VERSION_MAJOR, FENNEC_VERSION_MINOR,
+		       FENNEC_VERSION_PATCH, FMT_MAJOR, FMT_MINOR);
 		return 0;
 	}
 	fprintf(stderr, "fennec: unknown command '%s'\n\n%s", cmd, usage);
