@@ -359,18 +359,13 @@ int exp_pprof(FILE *out, const ana_profile *p, const exp_options *o)
 	int rc = exp_sel_init(&sel, p, o);
 	/* Sum the selected samples per (stack, thread, region, kind). Allocation sites are
 	 * distinct already; pprof sums what it shows the same anyway. */
+	if (!rc && o->memory && p->mem.nsites && !(a = malloc(p->mem.nsites * sizeof *a)))
+		rc = FENNEC_ENOMEM;
 	for (size_t i = 0; i < p->mem.nsites && o->memory && !rc; i++) {
 		const ana_mem_site *x = &p->mem.sites[i];
 		uint64_t count, bytes = exp_site_bytes(x, o->memory, &count);
-		if (!bytes || !exp_sel_site(&sel, x))
-			continue;
-		pagg *g = realloc(a, (na + 1) * sizeof *g);
-		if (!g) {
-			rc = FENNEC_ENOMEM;
-			break;
-		}
-		a = g;
-		a[na++] = (pagg){x->stack, ANA_NONE, x->node, ANA_CPU, bytes, count, x->process};
+		if (bytes && exp_sel_site(&sel, x))
+			a[na++] = (pagg){x->stack, ANA_NONE, x->node, ANA_CPU, bytes, count, x->process};
 	}
 	for (size_t i = 0; i < p->smp.nsamples && !o->memory && !rc; i++) {
 		const ana_sample *x = &p->smp.samples[i];
