@@ -455,8 +455,68 @@
 	/*
 	 * Thread timeline: one row per thread and region depth; x is time since the start of
 	 * the recording. Merged blocks (count > 1) are drawn lighter and say how many calls
-	 * they stand for; calls still open are outlined.
+	 * they stand for; calls still open are outlined. Under `fennec view`, zooming into a
+	 * reduced timeline loads the calls of the window from /api/timeline, with the whole
+	 * interval budget, so detail appears as you zoom.
 	 */
+	var TL = {cur: null, coarse: null, open: {}, base: {}, seq: 0, timer: null, detail: false};
+	fennec.detailLoads = 0;
+
+	function timelineNote(t) {
+		var w = t.to_ns !== null && t.to_ns !== undefined;
+		return (w ? 'Zoomed: ' + fmtNum(t.calls) + ' calls between ' + fmtNs(t.from_ns) + ' and ' + fmtNs(t.to_ns) : fmtNum(t.calls) + ' calls') +
+			(t.blocks ? ' drawn as ' + fmtNum(t.intervals) + ' intervals: calls and gaps under ' + fmtNs(t.resolution_ns) +
+				' merged into blocks for display (hover a block for its call count)' : ', every call drawn') +
+			(t.deep_calls ? '; ' + fmtNum(t.deep_calls) + ' calls deeper than ' + t.max_depth + ' not drawn' : '') +
+			(w ? '. Zoom out to see the whole run.' : '. Scroll or drag the slider to zoom' + (window.FENNEC_LIVE && t.blocks ? ' (detail loads as you zoom)' : '') + '.');
+	}
+
+	function timelineRows(t) {
+		TL.open = {};
+		(t.open || []).forEach(function (k) { TL.open[k] = 1; });
+		var rows = [];
+		for (var i = 0; i < t.intervals; i++) {
+			var b = TL.base[t.thread[i]];
+			if (b === undefined) continue; /* a lane the full timeline does not have */
+			var s = t.start_ns[i] / 1e6;
+			rows.push([s, s + t.dur_ns[i] / 1e6, b + t.depth[i], i]);
+		}
+		return rows;
+	}
+
+	function useTimeline(t) {
+		TL.cur = t;
+		TL.detail = t !== TL.coarse;
+		$('timeline-note').textContent = timelineNote(t);
+		var c = fennec.charts['chart-timeline'];
+		if (c) c.setOption({series: [{id: 'timeline', data: timelineRows(t)}]});
+	}
+
+	/* After a zoom: the window's calls from the server, or the full timeline back. */
+	function timelineZoomed() {
+		var c = fennec.charts['chart-timeline'], full = TL.coarse;
+		if (!c || !full || !window.FENNEC_LIVE || !full.blocks) return;
+		var z = (c.getOption().dataZoom || [])[0] || {};
+		var span = full.span_ns, lo = span * (z.start || 0) / 100, hi = span * (z.end === undefined ? 100 : z.end) / 100;
+		if (hi - lo > span * 0.9) {
+			if (TL.detail) useTimeline(full);
+			return;
+		}
+		var pad = (hi - lo) * 0.25, from = Math.max(0, Math.floor(lo - pad)), to = Math.ceil(hi + pad);
+		var seq = ++TL.seq;
+		fetch('api/timeline?from_ns=' + from + '&to_ns=' + to, {cache: 'no-store'}).then(function (r) {
+			if (r.status === 503) { /* another window is being read: ask again */
+				setTimeout(function () { if (seq === TL.seq) timelineZoomed(); }, 500);
+				return null;
+			}
+			return r.json();
+		}).then(function (d) {
+			if (!d || seq !== TL.seq || !d.timeline || TL.coarse !== full) return;
+			fennec.detailLoads++;
+			useTimeline(d.timeline);
+		}).catch(function (e) { showError('timeline detail: ' + e.message); });
+	}
+
 	function drawTimeline() {
 		var tl = D.timeline;
 		var note = $('timeline-note');
@@ -465,10 +525,6 @@
 			emptyChart('chart-timeline', tl ? 'no region calls to draw' : 'timeline unavailable: ' + (D.timeline_error || 'not computed'));
 			return;
 		}
-		note.textContent = fmtNum(tl.calls) + ' calls' + (tl.blocks ? ' drawn as ' + fmtNum(tl.intervals) + ' intervals: calls and gaps under ' +
-			fmtNs(tl.resolution_ns) + ' merged into blocks for display (hover a block for its call count)' : ', every call drawn') +
-			(tl.deep_calls ? '; ' + fmtNum(tl.deep_calls) + ' calls deeper than ' + tl.max_depth + ' not drawn' : '') +
-			'. Scroll or drag the slider to zoom.';
 		var threads = A.threads || [];
 		/* Rows: per thread with intervals, its depths 0..max. */
 		var maxDepth = {};
@@ -477,52 +533,55 @@
 			if (maxDepth[t] === undefined || d > maxDepth[t]) maxDepth[t] = d;
 		}
 		var tids = Object.keys(maxDepth).map(Number).sort(function (a, b) { return a - b; });
-		var base = {}, cats = [];
+		var cats = [];
+		TL.base = {};
 		tids.forEach(function (t) {
-			base[t] = cats.length;
+			TL.base[t] = cats.length;
 			var th = threads[t] || {};
 			for (var d = 0; d <= maxDepth[t]; d++)
 				cats.push(d ? '' : (th.name ? th.name + ' ' : '') + (th.tid !== undefined ? th.tid : t) +
 					(A.summary.processes > 1 ? ' [' + th.pid + ']' : ''));
 		});
-		var open = {};
-		(tl.open || []).forEach(function (k) { open[k] = 1; });
-		var rows = new Array(tl.intervals);
-		for (i = 0; i < tl.intervals; i++) {
-			var s = tl.start_ns[i] / 1e6;
-			rows[i] = [s, s + tl.dur_ns[i] / 1e6, base[tl.thread[i]] + tl.depth[i], i];
-		}
+		TL.coarse = TL.cur = tl;
+		TL.detail = false;
+		note.textContent = timelineNote(tl);
 		var span = tl.span_ns / 1e6;
 		sizeChart('chart-timeline', Math.max(200, Math.min(900, 80 + cats.length * 24)));
-		chart('chart-timeline', {
+		var c = chart('chart-timeline', {
 			grid: {left: 8, right: 20, top: 8, bottom: 56, containLabel: true},
 			tooltip: {formatter: function (p) {
-				var k = p.value[3];
-				var nm = tl.names[tl.name[k]], c = tl.count[k];
-				return c > 1 ? '<b>' + fmtNum(c) + ' calls</b> merged (shorter than ' + fmtNs(tl.resolution_ns) + ' each), longest: ' + esc(nm) +
-					'<br>from ' + fmtNs(tl.start_ns[k]) + ', over ' + fmtNs(tl.dur_ns[k]) + ', busy ' + fmtNs(tl.busy_ns[k]) :
-					'<b>' + esc(nm) + '</b>' + (open[k] ? ' (still open at the end)' : '') + '<br>start ' + fmtNs(tl.start_ns[k]) + ', duration ' + fmtNs(tl.dur_ns[k]);
+				var t = TL.cur, k = p.value[3];
+				var nm = t.names[t.name[k]], n = t.count[k];
+				return n > 1 ? '<b>' + fmtNum(n) + ' calls</b> merged (shorter than ' + fmtNs(t.resolution_ns) + ' each), longest: ' + esc(nm) +
+					'<br>from ' + fmtNs(t.start_ns[k]) + ', over ' + fmtNs(t.dur_ns[k]) + ', busy ' + fmtNs(t.busy_ns[k]) :
+					'<b>' + esc(nm) + '</b>' + (TL.open[k] ? ' (still open at the end)' : '') + '<br>start ' + fmtNs(t.start_ns[k]) + ', duration ' + fmtNs(t.dur_ns[k]);
 			}},
 			xAxis: {type: 'value', min: 0, max: span || 1, axisLabel: {formatter: function (v) { return fmtNs(v * 1e6); }}},
 			yAxis: {type: 'category', data: cats, inverse: true, axisTick: {show: false}, splitLine: {show: false}},
 			dataZoom: [{type: 'inside', xAxisIndex: 0, filterMode: 'weakFilter'},
 				{type: 'slider', xAxisIndex: 0, filterMode: 'weakFilter', height: 18, bottom: 8,
 					labelFormatter: function (v) { return fmtNs(v * 1e6); }}],
-			series: [{type: 'custom', encode: {x: [0, 1], y: 2}, data: rows, progressive: 0, renderItem: function (params, api) {
+			series: [{id: 'timeline', type: 'custom', encode: {x: [0, 1], y: 2}, data: timelineRows(tl), progressive: 0, renderItem: function (params, api) {
 				var a = api.coord([api.value(0), api.value(2)]);
 				var b = api.coord([api.value(1), api.value(2)]);
 				var h = api.size([0, 1])[1] * 0.8;
 				var rect = echarts.graphic.clipRectByRect({x: a[0], y: a[1] - h / 2, width: Math.max(b[0] - a[0], 0.6), height: h},
 					{x: params.coordSys.x, y: params.coordSys.y, width: params.coordSys.width, height: params.coordSys.height});
 				if (!rect) return null;
-				var k = api.value(3), nm = tl.names[tl.name[k]], block = tl.count[k] > 1;
+				var t = TL.cur, k = api.value(3), nm = t.names[t.name[k]], block = t.count[k] > 1, open = TL.open[k];
 				return {type: 'rect', shape: rect,
-					style: {fill: colorOf(nm), opacity: block ? 0.55 : 1, stroke: open[k] ? '#212529' : null, lineWidth: open[k] ? 1 : 0},
-					textContent: rect.width > 40 ? {style: {text: block ? nm + ' +' + fmtNum(tl.count[k] - 1) : nm, fill: '#fff', fontSize: 10,
+					style: {fill: colorOf(nm), opacity: block ? 0.55 : 1, stroke: open ? '#212529' : null, lineWidth: open ? 1 : 0},
+					textContent: rect.width > 40 ? {style: {text: block ? nm + ' +' + fmtNum(t.count[k] - 1) : nm, fill: '#fff', fontSize: 10,
 						overflow: 'truncate', width: rect.width - 4}} : undefined,
 					textConfig: {position: 'insideLeft'}};
 			}}]
 		});
+		c.off('datazoom');
+		c.on('datazoom', function () {
+			clearTimeout(TL.timer);
+			TL.timer = setTimeout(timelineZoomed, 250);
+		});
+		timelineZoomed(); /* a redraw (live update) that kept a zoom: its detail again */
 	}
 
 	/* ---- memory ---- */

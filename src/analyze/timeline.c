@@ -40,7 +40,8 @@ typedef struct tctx {
 	size_t max_intervals;
 	uint32_t max_depth;
 	double t0_ns;         /* the first process's start */
-	uint64_t span_est_ns; /* the model's span of the recording: first raise of the resolution */
+	uint64_t span_est_ns; /* the model's span of the recording, or the window's length */
+	uint64_t from_ns, to_ns; /* the window: calls ending before from or starting at or after to are left out */
 	tthread *th;
 	uint32_t nth;
 	uint32_t *site_name;  /* per site id of this file: index into tl->names, ANA_NONE unresolved */
@@ -161,7 +162,7 @@ static void coarsen(tctx *c, size_t limit)
 {
 	ana_timeline *tl = c->tl;
 	while (tl->n > limit) {
-		uint64_t span = tl->span_ns > c->span_est_ns ? tl->span_ns : c->span_est_ns;
+		uint64_t span = tl->span_ns > c->span_est_ns && !c->to_ns ? tl->span_ns : c->span_est_ns;
 		if (tl->resolution_ns > 2 * span + 1)
 			break;
 		if (!tl->resolution_ns) {
@@ -197,6 +198,8 @@ static int flush_lane(tctx *c, lane *l)
 static int add_call(tctx *c, tthread *t, uint32_t d, uint32_t name, uint64_t start_ns, uint64_t dur_ns, int open)
 {
 	ana_timeline *tl = c->tl;
+	if (c->to_ns && (start_ns >= c->to_ns || start_ns + dur_ns < c->from_ns))
+		return 0;
 	tl->calls++;
 	if (!t->lanes) {
 		t->lanes = calloc(c->max_depth + 1, sizeof *t->lanes);
@@ -286,6 +289,10 @@ static int on_event(void *vc, const fmt_file *f, const fmt_event *ev)
 	if (!t->depth)
 		return 0;
 	open_call oc = t->stack[--t->depth];
+	uint64_t s = rel_ns(c, f, oc.start_ticks);
+	uint64_t e = rel_ns(c, f, ev->ticks);
+	if (c->to_ns && (s >= c->to_ns || e < c->from_ns))
+		return 0;
 	if (t->depth > c->max_depth) {
 		c->tl->deep_calls++;
 		return 0;
@@ -293,8 +300,6 @@ static int on_event(void *vc, const fmt_file *f, const fmt_event *ev)
 	uint32_t name = site_name(c, f, oc.site);
 	if (name == ANA_NONE)
 		goto oom;
-	uint64_t s = rel_ns(c, f, oc.start_ticks);
-	uint64_t e = rel_ns(c, f, ev->ticks);
 	if (add_call(c, t, t->depth, name, s, e > s ? e - s : 0, 0) < 0)
 		goto oom;
 	return 0;
@@ -345,21 +350,28 @@ static void free_file_state(tctx *c)
 	c->nsites = 0;
 }
 
-int ana_timeline_build(const ana_profile *p, size_t max_intervals, uint32_t max_depth, ana_timeline *tl)
+int ana_timeline_build(const ana_profile *p, size_t max_intervals, uint32_t max_depth, uint64_t from_ns,
+		       uint64_t to_ns, ana_timeline *tl)
 {
 	memset(tl, 0, sizeof *tl);
 	if (max_intervals < 1000)
 		max_intervals = 1000;
+	if (to_ns && to_ns <= from_ns)
+		to_ns = from_ns + 1;
 	tl->max_depth = max_depth;
+	tl->from_ns = to_ns ? from_ns : 0;
+	tl->to_ns = to_ns;
 	if (!p->nprocs)
 		return 0;
 	tctx c = {.p = p, .tl = tl, .max_intervals = max_intervals, .budget = 2 * max_intervals,
-		  .max_depth = max_depth, .t0_ns = (double)p->procs[0].start_ns};
+		  .max_depth = max_depth, .t0_ns = (double)p->procs[0].start_ns, .from_ns = tl->from_ns, .to_ns = to_ns};
 	for (uint32_t i = 0; i < p->nprocs; i++) {
 		uint64_t e = p->procs[i].end_ns > p->procs[0].start_ns ? p->procs[i].end_ns - p->procs[0].start_ns : 0;
 		if (e > c.span_est_ns)
 			c.span_est_ns = e;
 	}
+	if (to_ns)
+		c.span_est_ns = to_ns - tl->from_ns;
 	int rc = 0;
 	for (uint32_t i = 0; i < p->nprocs && !rc; i++) {
 		fmt_file f;

@@ -35,16 +35,21 @@ typedef struct ana_timeline {
 	uint32_t max_depth;   /* deepest depth shown */
 	uint64_t resolution_ns; /* calls and gaps shorter than this were merged into blocks (0: none) */
 	uint64_t span_ns;     /* end of the latest interval */
+	uint64_t from_ns, to_ns; /* the window asked for (0, 0: all) */
 	uint32_t files_failed; /* files that could not be read again (changed or removed) */
 } ana_timeline;
 
 /*
  * Read the files of `p` again (p->procs[i].file.path) and fill *tl with at most
  * `max_intervals` intervals (the resolution is raised until they fit; at least 1000) of
- * calls at depths 0..max_depth. A file that fails to read is counted in files_failed and
- * what it gave up to the failure is kept. Returns 0 or FENNEC_ENOMEM (*tl is then freed).
+ * calls at depths 0..max_depth that overlap the window [from_ns, to_ns) (times as in
+ * ana_interval; to_ns 0: no window). Calls outside the window are neither kept nor
+ * counted, so a window gets the whole budget: that is how a zoomed timeline shows detail.
+ * A file that fails to read is counted in files_failed and what it gave up to the failure
+ * is kept. Returns 0 or FENNEC_ENOMEM (*tl is then freed).
  */
-int ana_timeline_build(const ana_profile *p, size_t max_intervals, uint32_t max_depth, ana_timeline *tl);
+int ana_timeline_build(const ana_profile *p, size_t max_intervals, uint32_t max_depth, uint64_t from_ns,
+		       uint64_t to_ns, ana_timeline *tl);
 
 /* Release what *tl owns; ana_timeline_free(NULL) is a no-op. */
 void ana_timeline_free(ana_timeline *tl);

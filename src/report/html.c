@@ -28,12 +28,12 @@
 		fputc(']', out);                                                           \
 	} while (0)
 
-static void timeline_json(FILE *out, const ana_profile *p, const rep_page_options *po)
+static void timeline_json(FILE *out, const ana_profile *p, const rep_page_options *po, uint64_t from_ns, uint64_t to_ns)
 {
 	ana_timeline tl;
 	size_t max = po && po->max_intervals ? po->max_intervals : DEF_INTERVALS;
 	uint32_t depth = po && po->max_depth ? po->max_depth : DEF_DEPTH;
-	if (ana_timeline_build(p, max, depth, &tl)) {
+	if (ana_timeline_build(p, max, depth, from_ns, to_ns, &tl)) {
 		fputs(",\n  \"timeline\": null,\n  \"timeline_error\": \"out of memory\"", out);
 		return;
 	}
@@ -42,9 +42,15 @@ static void timeline_json(FILE *out, const ana_profile *p, const rep_page_option
 		blocks += tl.iv[i].count > 1;
 	fprintf(out, ",\n  \"timeline\": {\n    \"calls\": %llu,\n    \"intervals\": %zu,\n    \"blocks\": %zu,\n"
 		"    \"max_intervals\": %zu,\n    \"resolution_ns\": %llu,\n    \"max_depth\": %u,\n"
-		"    \"deep_calls\": %llu,\n    \"files_failed\": %u,\n    \"span_ns\": %llu,\n    \"names\": [",
+		"    \"deep_calls\": %llu,\n    \"files_failed\": %u,\n    \"span_ns\": %llu,\n",
 		(unsigned long long)tl.calls, tl.n, blocks, max, (unsigned long long)tl.resolution_ns, tl.max_depth,
 		(unsigned long long)tl.deep_calls, tl.files_failed, (unsigned long long)tl.span_ns);
+	if (tl.to_ns)
+		fprintf(out, "    \"from_ns\": %llu,\n    \"to_ns\": %llu,\n", (unsigned long long)tl.from_ns,
+			(unsigned long long)tl.to_ns);
+	else
+		fputs("    \"from_ns\": null,\n    \"to_ns\": null,\n", out);
+	fputs("    \"names\": [", out);
 	for (uint32_t i = 0; i < tl.nnames; i++) {
 		if (i)
 			fputc(',', out);
@@ -173,9 +179,17 @@ int rep_page_data(FILE *out, const ana_profile *p, const rep_options *o, const r
 	int rc = rep_json(out, p, o);
 	if (rc)
 		return rc;
-	timeline_json(out, p, po);
+	timeline_json(out, p, po, 0, 0);
 	if ((rc = flame_json(out, p, po)))
 		return rc;
+	fputs("\n}\n", out);
+	return ferror(out) ? FENNEC_EIO : 0;
+}
+
+int rep_page_timeline(FILE *out, const ana_profile *p, const rep_page_options *po, uint64_t from_ns, uint64_t to_ns)
+{
+	fputs("{\n  \"page\": \"fennec.page/1\"", out);
+	timeline_json(out, p, po, from_ns, to_ns ? to_ns : from_ns + 1);
 	fputs("\n}\n", out);
 	return ferror(out) ? FENNEC_EIO : 0;
 }

@@ -60,6 +60,11 @@ typedef struct rep_page_options {
  */
 int rep_page_data(FILE *out, const ana_profile *p, const rep_options *o, const rep_page_options *po);
 
+/* Only the timeline, of the calls that overlap [from_ns, to_ns) (from the first process's
+ * start), with the whole interval budget: the detail of a zoomed timeline. One JSON object
+ * {"page", "timeline"}. Returns 0 or FENNEC_EIO. */
+int rep_page_timeline(FILE *out, const ana_profile *p, const rep_page_options *po, uint64_t from_ns, uint64_t to_ns);
+
 /* The self-contained HTML report: the template with the style, the scripts and the page
  * data inlined (no network needed to open it). Returns 0, FENNEC_ENOMEM or FENNEC_EIO. */
 int rep_html(FILE *out, const ana_profile *p, const rep_options *o, const rep_web *w, const rep_page_options *po);

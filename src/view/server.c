@@ -31,6 +31,21 @@ typedef struct blob {
 	char data[];
 } blob;
 
+/* The model of the latest analysis, kept for requests that need it (/api/timeline) and
+ * shared with them: freed when the last holder lets go. */
+typedef struct held {
+	atomic_int refs;
+	ana_profile p;
+} held;
+
+static void held_unref(held *h)
+{
+	if (h && atomic_fetch_sub(&h->refs, 1) == 1) {
+		ana_profile_free(&h->p);
+		free(h);
+	}
+}
+
 struct view_server {
 	struct MHD_Daemon *d;
 	int fd;
@@ -41,8 +56,10 @@ struct view_server {
 	size_t max_body;
 	char *page;               /* the dashboard HTML */
 	size_t page_len;
+	pthread_mutex_t timeline; /* one timeline detail at a time (a pass over the files) */
 	pthread_mutex_t lock;     /* guards the fields below */
 	blob *analysis, *pagedata;
+	held *model;
 	uint64_t generation;      /* analyses swapped in */
 	uint64_t events, size_bytes;
 	int cut_short;
@@ -139,37 +156,44 @@ static void set_error(view_server *s, const char *msg)
  * message in err (also kept for /api/status). */
 static int analyse(view_server *s, view_error *err)
 {
-	ana_profile p;
 	fmt_error fe;
 	double t0 = mono_s();
-	int rc = ana_load(s->path, &s->ana, &p, &fe);
+	held *h = malloc(sizeof *h);
+	if (!h) {
+		err->code = FENNEC_ENOMEM;
+		snprintf(err->msg, sizeof err->msg, "%s: out of memory", s->path);
+		return FENNEC_ENOMEM;
+	}
+	atomic_init(&h->refs, 1);
+	ana_profile *p = &h->p;
+	int rc = ana_load(s->path, &s->ana, p, &fe);
 	if (rc) {
 		err->code = rc;
 		snprintf(err->msg, sizeof err->msg, "%s", fe.msg[0] ? fe.msg : fennec_strerror(rc));
 		set_error(s, err->msg);
-		ana_profile_free(&p);
+		held_unref(h);
 		return rc;
 	}
 	rep_options ro = {0};
 	rep_page_options po = {.live = 1};
 	blob *json, *page;
-	RENDER(&json, rep_json(out, &p, &ro));
-	RENDER(&page, rep_page_data(out, &p, &ro, &po));
-	char **files = calloc(p.nprocs ? p.nprocs : 1, sizeof *files);
+	RENDER(&json, rep_json(out, p, &ro));
+	RENDER(&page, rep_page_data(out, p, &ro, &po));
+	char **files = calloc(p->nprocs ? p->nprocs : 1, sizeof *files);
 	uint64_t size = 0;
 	if (!json || !page || !files) {
 		blob_unref(json);
 		blob_unref(page);
 		free(files);
-		ana_profile_free(&p);
+		held_unref(h);
 		err->code = FENNEC_ENOMEM;
 		snprintf(err->msg, sizeof err->msg, "%s: out of memory while rendering the analysis", s->path);
 		set_error(s, err->msg);
 		return FENNEC_ENOMEM;
 	}
-	for (uint32_t i = 0; i < p.nprocs; i++) {
-		files[i] = strdup(p.procs[i].file.path);
-		size += p.procs[i].file.size;
+	for (uint32_t i = 0; i < p->nprocs; i++) {
+		files[i] = strdup(p->procs[i].file.path);
+		size += p->procs[i].file.size;
 	}
 	pthread_mutex_lock(&s->lock);
 	blob_unref(s->analysis);
@@ -177,9 +201,9 @@ static int analyse(view_server *s, view_error *err)
 	s->analysis = json;
 	s->pagedata = page;
 	s->generation++;
-	s->events = p.events;
+	s->events = p->events;
 	s->size_bytes = size;
-	s->cut_short = p.cut_short;
+	s->cut_short = p->cut_short;
 	s->analysis_ms = (mono_s() - t0) * 1e3;
 	free(s->error);
 	s->error = NULL;
@@ -187,9 +211,11 @@ static int analyse(view_server *s, view_error *err)
 		free(s->files[i]);
 	free(s->files);
 	s->files = files;
-	s->nfiles = p.nprocs;
+	s->nfiles = p->nprocs;
+	held *old = s->model;
+	s->model = h;
 	pthread_mutex_unlock(&s->lock);
-	ana_profile_free(&p);
+	held_unref(old);
 	return 0;
 }
 
@@ -278,6 +304,43 @@ static enum MHD_Result send_shared(view_server *s, struct MHD_Connection *c, blo
 	return send_blob(c, MHD_HTTP_OK, b, "application/json");
 }
 
+/* A decimal query argument, or -1 when missing or malformed. */
+static int64_t arg_u64(struct MHD_Connection *c, const char *name)
+{
+	const char *v = MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, name);
+	if (!v || !*v || strlen(v) > 18 || strspn(v, "0123456789") != strlen(v))
+		return -1;
+	return (int64_t)strtoull(v, NULL, 10);
+}
+
+/* /api/timeline?from_ns=A&to_ns=B: the calls in a window, with the whole interval budget.
+ * One at a time (each is a pass over the files): 503 while another is being built. */
+static enum MHD_Result send_timeline(view_server *s, struct MHD_Connection *c)
+{
+	int64_t from = arg_u64(c, "from_ns"), to = arg_u64(c, "to_ns");
+	if (from < 0 || to <= from)
+		return send_error(s, c, MHD_HTTP_BAD_REQUEST, "needs from_ns and to_ns, whole numbers, from_ns < to_ns");
+	if (pthread_mutex_trylock(&s->timeline))
+		return send_error(s, c, MHD_HTTP_SERVICE_UNAVAILABLE, "busy with another timeline; try again");
+	pthread_mutex_lock(&s->lock);
+	held *h = s->model;
+	if (h)
+		atomic_fetch_add(&h->refs, 1);
+	pthread_mutex_unlock(&s->lock);
+	blob *b = NULL;
+	if (h) {
+		rep_page_options po = {.live = 1};
+		RENDER(&b, rep_page_timeline(out, &h->p, &po, (uint64_t)from, (uint64_t)to));
+		held_unref(h);
+	}
+	pthread_mutex_unlock(&s->timeline);
+	if (!b)
+		return send_error(s, c, h ? MHD_HTTP_INTERNAL_SERVER_ERROR : MHD_HTTP_SERVICE_UNAVAILABLE,
+				  h ? "out of memory" : "no analysis yet");
+	atomic_fetch_add(&s->counts[0], 1);
+	return send_blob(c, MHD_HTTP_OK, b, "application/json");
+}
+
 /* Host header of a loopback server: a loopback name with our port, or none (HTTP/1.0). */
 static int host_ok(view_server *s, const char *host)
 {
@@ -347,6 +410,8 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
 		return send_shared(s, c, &s->analysis);
 	if (!strcmp(url, "/api/page"))
 		return send_shared(s, c, &s->pagedata);
+	if (!strcmp(url, "/api/timeline"))
+		return send_timeline(s, c);
 	if (!strcmp(url, "/favicon.ico"))
 		return send_text(s, c, MHD_HTTP_NO_CONTENT, "", "text/plain");
 	return send_error(s, c, MHD_HTTP_NOT_FOUND, "not found");
@@ -423,6 +488,7 @@ int view_open(const view_options *o, view_server **out, view_error *err)
 	s->ana = o->ana;
 	s->max_body = o->max_body_bytes ? o->max_body_bytes : 4096;
 	pthread_mutex_init(&s->lock, NULL);
+	pthread_mutex_init(&s->timeline, NULL);
 	s->sig = files_sig(s);
 	s->changed_at = mono_s();
 	int rc = analyse(s, err);
@@ -502,6 +568,7 @@ void view_close(view_server *s)
 		close(s->fd);
 	blob_unref(s->analysis);
 	blob_unref(s->pagedata);
+	held_unref(s->model);
 	for (uint32_t i = 0; i < s->nfiles; i++)
 		free(s->files[i]);
 	free(s->files);
@@ -509,5 +576,6 @@ void view_close(view_server *s)
 	free(s->page);
 	free(s->path);
 	pthread_mutex_destroy(&s->lock);
+	pthread_mutex_destroy(&s->timeline);
 	free(s);
 }

@@ -129,13 +129,19 @@ async function main() {
 			if (!box) continue;
 			const before = await page.evaluate(zoomOf, id);
 			await page.mouse.move(box.x, box.y);
-			for (let k = 0; k < 5; k++) {
+			for (let k = 0; k < 8; k++) {
 				await page.mouse.wheel(0, -300);
 				await page.waitForTimeout(80);
 			}
 			await page.waitForTimeout(300);
 			const after = await page.evaluate(zoomOf, id);
 			result.zoom[id] = {before: before, after: after};
+			if (id === 'chart-timeline') {
+				/* fennec view loads the window's detail after a zoom (when the timeline was reduced). */
+				await page.waitForFunction(function () { return window.fennec.detailLoads > 0; }, null, {timeout: 8000}).catch(function () {});
+				result.zoom[id].detail_loads = await page.evaluate(function () { return window.fennec.detailLoads; });
+				result.zoom[id].note = await page.textContent('#timeline-note');
+			}
 			const shot = path.join(outdir, 'zoom-' + id + '.png');
 			await page.screenshot({path: shot});
 			result.screenshots.push(shot);

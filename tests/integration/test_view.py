@@ -271,3 +271,36 @@ def test_wrk_load():
         assert_eq(v.json("/api/status")["error"], None, "status after the load")
     finally:
         assert_eq(v.stop(), 0, "exit status")
+
+
+@timeout(400)
+def test_timeline_detail_of_a_window():
+    """/api/timeline gives the calls of a window with the whole interval budget: finer than
+    the full timeline, only calls that overlap the window, every call accounted for; and
+    the dashboard loads it when the user zooms into a reduced timeline."""
+    _, path = record("flood", 400000, opts=("--buffer-kb", "32768", "--sample=off"), timeout_s=300)
+    v = Viewer(path)
+    try:
+        full = v.json("/api/page")["timeline"]
+        assert_true(full["blocks"] > 0 and full["resolution_ns"] > 0, "the full timeline is reduced: %s" % {
+            k: x for k, x in full.items() if not isinstance(x, list)})
+        lo, hi = full["span_ns"] * 45 // 100, full["span_ns"] * 46 // 100
+        tl = v.json("/api/timeline?from_ns=%d&to_ns=%d" % (lo, hi))["timeline"]
+        assert_eq((tl["from_ns"], tl["to_ns"]), (lo, hi), "the window")
+        assert_true(0 < tl["calls"] < full["calls"], "calls in the window: %d of %d" % (tl["calls"], full["calls"]))
+        assert_true(tl["resolution_ns"] < full["resolution_ns"], "finer in the window: %d vs %d ns" % (
+            tl["resolution_ns"], full["resolution_ns"]))
+        assert_eq(sum(tl["count"]), tl["calls"], "calls the window's intervals stand for")
+        for i in range(tl["intervals"]):
+            s, e = tl["start_ns"][i], tl["start_ns"][i] + tl["dur_ns"][i]
+            assert_true(s < hi and e >= lo, "interval [%d, %d] outside the window [%d, %d]" % (s, e, lo, hi))
+        for q in ("", "?from_ns=5", "?from_ns=9&to_ns=3", "?from_ns=-1&to_ns=3", "?from_ns=1e3&to_ns=5000"):
+            code, _, body = v.get("/api/timeline" + q)
+            assert_eq(code, 400, "GET /api/timeline%s (%r)" % (q, body[:100]))
+        doc = browse(v.url, os.path.abspath("shots"))
+        assert_clean_page(doc)
+        z = doc["zoom"]["chart-timeline"]
+        assert_true(z.get("detail_loads", 0) >= 1 and z["note"].startswith("Zoomed"),
+                    "zooming the dashboard's timeline loads the window's detail: %s" % z)
+    finally:
+        assert_eq(v.stop(), 0, "exit status")
