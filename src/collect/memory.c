@@ -23,6 +23,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#define UNW_LOCAL_ONLY
 #include <libunwind.h>
 
 #include "collect/collect.h"
@@ -44,7 +45,7 @@
 #define MEM_SLOTS 1024                  /* threads with counters of their own */
 #define SET_SIZE (1u << 16)             /* sampled live blocks tracked (sampled mode) */
 #define SET_PROBES 64
-#define FILTER_SIZE (1u << 13)          /* counting filter in front of the set */
+#define FILTER_SIZE (1u << 12)          /* counting filter in front of the set: 4 KiB, stays in L1 */
 #define SET_TOMB ((uintptr_t)1)
 #define RING_SAMPLED (4u << 20)
 #define RING_FULL (64u << 20)
@@ -81,12 +82,18 @@ static struct {
 	usable_fn usable;
 } R;
 static _Atomic int resolved; /* 0: not yet, 1: resolving, 2: done */
+static int glibc_heap;       /* the next allocator is glibc's: read its chunk headers */
 static int counting;         /* heap counters on (not FENNEC_MEMORY=none) */
 
 /* Counters of one thread: written by their owner only (plain load + store), summed by
- * readers. Threads beyond MEM_SLOTS, and threads after their exit, use `shared`. */
+ * readers. Threads beyond MEM_SLOTS, and threads after their exit, use `shared`. Live
+ * bytes change by `live_delta` until it reaches LIVE_BATCH either way, then it is folded
+ * into the shared `live` with one atomic: the fast path has no atomic operation, and the
+ * peak is exact to LIVE_BATCH per thread (a block of LIVE_BATCH or more is folded at once). */
+#define LIVE_BATCH (64 * 1024)
 typedef struct mem_slot {
 	_Atomic uint64_t allocs, frees, bytes, largest;
+	_Atomic int64_t live_delta;
 	_Atomic int used;
 } __attribute__((aligned(64))) mem_slot;
 
@@ -135,7 +142,7 @@ static struct {
 	uint64_t next_snap_ns;
 	/* sampled mode: addresses of sampled live blocks, with a counting filter in front */
 	_Atomic uintptr_t set[SET_SIZE];
-	_Atomic uint16_t filter[FILTER_SIZE];
+	_Atomic uint8_t filter[FILTER_SIZE]; /* 255 sticks: never decremented again */
 	_Atomic uint32_t set_live;
 	/* writer side */
 	struct stk { uint64_t hash; uint32_t id; uint32_t off; } *stacks;
@@ -219,6 +226,7 @@ static void resolve(void)
 	R.valloc = (valloc_fn)sym("valloc", (void *)__libc_valloc);
 	R.pvalloc = (valloc_fn)sym("pvalloc", (void *)__libc_pvalloc);
 	R.usable = (usable_fn)sym("malloc_usable_size", NULL);
+	glibc_heap = R.malloc == (malloc_fn)__libc_malloc && R.free == (free_fn)__libc_free;
 	const char *e = getenv("FENNEC_MEMORY");
 	counting = R.usable && !(e && !strcmp(e, "none"));
 	T.resolving = 0;
@@ -237,9 +245,27 @@ static inline int ready(void)
 
 /* ---- counters ---- */
 
+/*
+ * The usable size of a live block. glibc's malloc_usable_size also checks that the block
+ * is in use, which reads the next chunk's header: a cache miss that cost more than the
+ * allocation itself on malloc-heavy programs. When glibc's allocator is the one we call,
+ * read the block's own chunk header (the size word before the block: low bits are flags,
+ * 2 = mmapped); any other allocator is asked.
+ */
+static inline size_t usable_size(void *p)
+{
+	if (likely(glibc_heap)) {
+		size_t h = ((const size_t *)p)[-1];
+		return (h & ~(size_t)7) - (h & 2 ? 2 : 1) * sizeof(size_t);
+	}
+	return R.usable(p);
+}
+
 static void slot_release(void *arg)
 {
 	mem_slot *s = arg;
+	atomic_fetch_add(&live, atomic_load(&s->live_delta));
+	atomic_store(&s->live_delta, 0);
 	atomic_fetch_add(&retired.allocs, atomic_load(&s->allocs));
 	atomic_fetch_add(&retired.frees, atomic_load(&s->frees));
 	atomic_fetch_add(&retired.bytes, atomic_load(&s->bytes));
@@ -334,7 +360,16 @@ static inline void count_alloc(size_t size, size_t usable)
 				;
 		}
 	}
-	int64_t now = atomic_fetch_add_explicit(&live, (int64_t)usable, memory_order_relaxed) + (int64_t)usable;
+	int64_t d = (int64_t)usable;
+	if (likely(s != &shared)) {
+		d += atomic_load_explicit(&s->live_delta, memory_order_relaxed);
+		if (likely(d < LIVE_BATCH)) {
+			atomic_store_explicit(&s->live_delta, d, memory_order_relaxed);
+			return;
+		}
+		atomic_store_explicit(&s->live_delta, 0, memory_order_relaxed);
+	}
+	int64_t now = atomic_fetch_add_explicit(&live, d, memory_order_relaxed) + d;
 	if (now > 0 && (uint64_t)now > atomic_load_explicit(&peak, memory_order_relaxed))
 		raise_peak((uint64_t)now);
 }
@@ -343,7 +378,16 @@ static inline void count_free(size_t usable)
 {
 	mem_slot *s = my_slot();
 	bump(s, &s->frees, 1);
-	atomic_fetch_sub_explicit(&live, (int64_t)usable, memory_order_relaxed);
+	int64_t d = -(int64_t)usable;
+	if (likely(s != &shared)) {
+		d += atomic_load_explicit(&s->live_delta, memory_order_relaxed);
+		if (likely(d > -LIVE_BATCH)) {
+			atomic_store_explicit(&s->live_delta, d, memory_order_relaxed);
+			return;
+		}
+		atomic_store_explicit(&s->live_delta, 0, memory_order_relaxed);
+	}
+	atomic_fetch_add_explicit(&live, d, memory_order_relaxed);
 }
 
 typedef struct totals {
@@ -369,6 +413,9 @@ static void sum_totals(totals *t)
 static uint64_t live_now(void)
 {
 	int64_t l = atomic_load_explicit(&live, memory_order_relaxed);
+	uint32_t n = atomic_load(&slots_hwm);
+	for (uint32_t i = 0; i < n; i++)
+		l += atomic_load_explicit(&slots[i].live_delta, memory_order_relaxed);
 	return l > 0 ? (uint64_t)l : 0;
 }
 
@@ -408,7 +455,10 @@ static void set_insert(uintptr_t p)
 		uintptr_t cur = atomic_load_explicit(e, memory_order_relaxed);
 		while (cur == 0 || cur == SET_TOMB) {
 			if (atomic_compare_exchange_weak(e, &cur, p)) {
-				atomic_fetch_add(&M.filter[h & (FILTER_SIZE - 1)], 1);
+				_Atomic uint8_t *c = &M.filter[h & (FILTER_SIZE - 1)];
+				uint8_t v = atomic_load(c);
+				while (v < 255 && !atomic_compare_exchange_weak(c, &v, v + 1))
+					;
 				atomic_fetch_add(&M.set_live, 1);
 				return;
 			}
@@ -429,7 +479,10 @@ static int set_remove(uintptr_t p)
 		if (cur == 0)
 			return 0;
 		if (cur == p && atomic_compare_exchange_strong(e, &cur, SET_TOMB)) {
-			atomic_fetch_sub(&M.filter[h & (FILTER_SIZE - 1)], 1);
+			_Atomic uint8_t *c = &M.filter[h & (FILTER_SIZE - 1)];
+			uint8_t v = atomic_load(c);
+			while (v > 0 && v < 255 && !atomic_compare_exchange_weak(c, &v, v - 1))
+				;
 			atomic_fetch_sub(&M.set_live, 1);
 			return 1;
 		}
@@ -525,7 +578,7 @@ static inline void on_alloc(void *p, size_t size, void *ra)
 	if (!p || T.busy || T.internal || !counting)
 		return;
 	T.peak_at = 0;
-	count_alloc(size, R.usable(p));
+	count_alloc(size, usable_size(p));
 	int mode = atomic_load_explicit(&M.mode, memory_order_relaxed);
 	if (likely(mode == FMT_MEM_OFF))
 		return;
@@ -545,7 +598,7 @@ static inline void on_free(void *p)
 {
 	if (T.busy || T.internal || !counting)
 		return;
-	count_free(R.usable(p));
+	count_free(usable_size(p));
 	int mode = atomic_load_explicit(&M.mode, memory_order_relaxed);
 	if (likely(mode == FMT_MEM_OFF))
 		return;
@@ -609,7 +662,7 @@ static void *realloc_impl(void *p, size_t n, void *ra)
 	/* The old block is accounted as freed before the call: once realloc returns, another
 	 * thread may already have been given its address. */
 	int skip = T.busy || T.internal || !counting;
-	size_t old = skip ? 0 : R.usable(p);
+	size_t old = skip ? 0 : usable_size(p);
 	if (!skip)
 		on_free(p);
 	void *q = R.realloc(p, n);
@@ -786,13 +839,23 @@ void col_mem_prepare(int mode, uint64_t rate, uint32_t interval_ms, uint32_t dep
 	info->interval_ns = M.interval_ns;
 }
 
+/* The peak as far as the batched deltas let a reader see it (a heap smaller than
+ * LIVE_BATCH per thread never folds): taken at every timeline point. */
+static uint64_t live_seen(void)
+{
+	uint64_t l = live_now(), p = atomic_load(&peak);
+	while (l > p && !atomic_compare_exchange_weak(&peak, &p, l))
+		;
+	return l;
+}
+
 static void snapshot(unsigned reason)
 {
 	totals t;
 	sum_totals(&t);
 	uint64_t c[3] = {t.allocs - M.base_allocs, t.frees - M.base_frees, t.bytes - M.base_bytes};
 	mrec r = {0, FMT_HR_SNAP, (uint8_t)reason, 0, my_tid(), 0, 0, 0, col_step_index(),
-		  live_now(), rss_now()};
+		  live_seen(), rss_now()};
 	put_rec(&r, 0, c, sizeof c, NULL, 0);
 }
 
@@ -806,6 +869,8 @@ void col_mem_start(void)
 	}
 	open_statm();
 #if !MEM_SANITIZER
+	/* Per-thread unwind caches: the global one takes a lock on every unwind. */
+	unw_set_caching_policy(unw_local_addr_space, UNW_CACHE_PER_THREAD);
 	void *warm[8];
 	unw_backtrace(warm, 8); /* the unwinder's first use allocates its caches */
 #endif
