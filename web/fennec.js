@@ -191,7 +191,7 @@
 		var h = [];
 		h.push(card('Wall time', fmtNs(s.wall_ns), s.cut_short ? 'cut short: what was flushed' : s.processes + ' process(es), ' + s.threads + ' thread(s)'));
 		h.push(card('CPU time', fmtNs(cpu), 'user ' + fmtNs(s.cpu_user_ns) + ', sys ' + fmtNs(s.cpu_sys_ns) +
-			(s.wall_ns ? ' · ' + (cpu / s.wall_ns).toFixed(2) + ' cores busy' : '')));
+			(s.wall_ns >= 1e8 ? ' · ' + (cpu / s.wall_ns).toFixed(2) + ' cores busy' : '')));
 		h.push(card('Steps', fmtNum(s.steps), s.steps ? 'mean ' + fmtNs(s.step_mean_ns) + ', p95 ' + fmtNs(s.step_p95_ns) : 'no fennec_step() marks'));
 		h.push(card('Throughput', s.items_per_s !== null && s.items_per_s !== undefined ? fmtRate(s.items_per_s) + ' items/s' :
 			s.steps_per_s !== null && s.steps_per_s !== undefined ? fmtRate(s.steps_per_s) + ' steps/s' : '–',
@@ -245,7 +245,7 @@
 				}},
 				xAxis: {type: 'value', axisLabel: {formatter: function (v) { return fmtNs(v); }}},
 				yAxis: {type: 'category', data: regs.map(function (r) { return r.path.length > 40 ? '…' + r.path.slice(-39) : r.path; })},
-				series: [{type: 'bar', data: regs.map(function (r) { return {value: r.total_ns, itemStyle: {color: colorOf(r.name)}}; }),
+				series: [{type: 'bar', barMaxWidth: 26, data: regs.map(function (r) { return {value: r.total_ns, itemStyle: {color: colorOf(r.name)}}; }),
 					label: {show: true, position: 'right', formatter: function (p) {
 						var r = regs[p.dataIndex];
 						return fmtNs(r.total_ns) + ' · ' + fmtNum(r.count) + '×';
@@ -263,8 +263,9 @@
 			chart('chart-steps', {
 				grid: {left: 10, right: 36, top: 24, bottom: 60, containLabel: true},
 				tooltip: {trigger: 'axis', valueFormatter: function (v) { return fmtNs(v * 1e6); }},
-				xAxis: {type: 'category', name: 'step', data: durs.map(function (_, i) { return Math.round(i * stride) + 1; })},
-				yAxis: {type: 'value', name: 'ms', scale: true},
+				xAxis: {type: 'category', data: durs.map(function (_, i) { return 'step ' + (Math.round(i * stride) + 1); }),
+					axisLabel: {formatter: function (v) { return v.slice(5); }}},
+				yAxis: {type: 'value', scale: true, axisLabel: {formatter: function (v) { return fmtNs(v * 1e6); }}},
 				dataZoom: [{type: 'inside'}, {type: 'slider', height: 18, bottom: 8}],
 				series: [{type: 'line', name: 'step time', showSymbol: durs.length < 200, sampling: 'lttb', lineStyle: {width: 1.2},
 					data: durs.map(function (v) { return v / 1e6; }),
@@ -603,7 +604,7 @@
 			tooltip: {formatter: function (p) { return esc(procs[p.dataIndex].command) + '<br>' + fmtBytes(p.value); }},
 			xAxis: {type: 'value', axisLabel: {formatter: function (v) { return fmtBytes(v); }}},
 			yAxis: {type: 'category', data: procs.map(function (p) { return 'pid ' + p.pid + ' (' + p.origin + ')'; })},
-			series: [{type: 'bar', data: procs.map(function (p) { return p.max_rss_bytes; }), itemStyle: {color: '#1c7ed6'},
+			series: [{type: 'bar', barMaxWidth: 26, data: procs.map(function (p) { return p.max_rss_bytes; }), itemStyle: {color: '#1c7ed6'},
 				label: {show: true, position: 'right', formatter: function (p) { return fmtBytes(p.value); }}}]
 		});
 		if (!m || typeof m !== 'object') {
