@@ -21,6 +21,7 @@ static const char usage[] =
 	"  export FILE --format F [-o OUT]         write a recording as folded, svg, diff-svg, pprof, speedscope or chrome-trace\n"
 	"  plot FILE --kind K -o OUT.svg|OUT.png   a chart for a slide: timing, steps, metrics or memory\n"
 	"  view FILE [--port 8051]                 web dashboard of a recording, also of one in progress\n"
+	"                                          (or record --view[=PORT] ... while recording)\n"
 	"  version                                 print the version\n"
 	"\n"
 	"`fennec <command> --help` describes a command's options. Documentation: docs/.\n";
@@ -69,7 +70,8 @@ int main(int argc, char **argv)
 	}
 	const char *cmd = argv[1];
 	if (!strcmp(cmd, "record"))
-		return cmd_record(argc - 1, argv + 1);
+		return cli_record_wants_view(argc - 1, argv + 1) ? cmd_record_view(argc - 1, argv + 1)
+								  : cmd_record(argc - 1, argv + 1);
 	if (!strcmp(cmd, "analyze") || !strcmp(cmd, "analyse"))
 		return cmd_analyze(argc - 1, argv + 1);
 	if (!strcmp(cmd, "export"))

@@ -1,7 +1,9 @@
 /*
  * view.c - `fennec view FILE`: serve the dashboard of a recording over HTTP (src/view/)
  * until interrupted, analysing the recording again when its files change, so a recording
- * in progress updates in the browser. Binds to 127.0.0.1:8051 by default.
+ * in progress updates in the browser. Binds to 127.0.0.1:8051 by default. Also
+ * `fennec record --view[=PORT] ...`: the same, of the recording being made by a child
+ * `fennec record`.
  */
 #include <errno.h>
 #include <pthread.h>
@@ -9,7 +11,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "cli/cli.h"
 #include "view/view.h"
@@ -25,6 +29,82 @@ static const char help[] =
 	"  --host ADDR            address to bind (default 127.0.0.1: this machine only; the\n"
 	"                         dashboard has no authentication, bind elsewhere with care)\n"
 	"  --force                analyse what precedes a corrupt chunk instead of failing\n";
+
+/*
+ * Serve until SIGINT, SIGTERM or SIGHUP, analysing again when the files change. With a
+ * `child` (fennec record --view), a signal while it runs is passed on to it and serving
+ * goes on, with the finished recording, until the next one; the exit status is then the
+ * child's. The caller has blocked SIGINT, SIGTERM, SIGHUP and SIGCHLD, or this does.
+ */
+static int serve(view_options *o, pid_t child)
+{
+	rep_web web;
+	cli_web(&web);
+	o->web = &web;
+	const char *cmd = child ? "record" : "view";
+
+	/* The server's threads inherit this mask: the signals come to sigtimedwait below. */
+	sigset_t set;
+	sigemptyset(&set);
+	sigaddset(&set, SIGINT);
+	sigaddset(&set, SIGTERM);
+	sigaddset(&set, SIGHUP);
+	sigaddset(&set, SIGCHLD);
+	pthread_sigmask(SIG_BLOCK, &set, NULL);
+	signal(SIGPIPE, SIG_IGN);
+
+	view_server *s;
+	view_error err;
+	int rc = view_open(o, &s, &err), status = 0;
+	if (rc) {
+		if (err.sys_errno == EADDRINUSE)
+			cli_error(cmd, "%s: the port is taken (another fennec view, or another server?); "
+				  "choose another with --port N, or --port 0 for any free port", err.msg);
+		else
+			cli_error(cmd, "%s", err.msg);
+		if (child) {
+			kill(child, SIGTERM);
+			waitpid(child, NULL, 0);
+		}
+		return 1;
+	}
+	const char *h = o->host;
+	int v6 = strchr(h, ':') != NULL;
+	printf("fennec %s: serving %s at http://%s%s%s:%u/ (Ctrl-C to stop)\n", cmd, o->path, v6 ? "[" : "", h,
+	       v6 ? "]" : "", view_port(s));
+	fflush(stdout);
+	for (;;) {
+		struct timespec ts = {0, 500 * 1000 * 1000};
+		int sig = sigtimedwait(&set, NULL, &ts);
+		if (sig == SIGCHLD || (child && sig < 0)) {
+			int st;
+			if (child && waitpid(child, &st, WNOHANG) == child) {
+				child = 0;
+				status = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+				view_refresh(s, NULL);
+				printf("fennec record: the recording ended (exit status %d); still serving it at "
+				       "http://%s%s%s:%u/ (Ctrl-C to stop)\n", status, v6 ? "[" : "", h, v6 ? "]" : "", view_port(s));
+				fflush(stdout);
+			}
+		} else if (sig > 0) {
+			if (!child)
+				break;
+			kill(child, sig); /* the recording stops first; the view stays */
+		} else if (errno != EAGAIN && errno != EINTR)
+			break;
+		if (view_refresh(s, NULL) == FENNEC_ENOMEM) {
+			cli_error(cmd, "out of memory while analysing %s again", o->path);
+			status = 1;
+			break;
+		}
+	}
+	view_close(s);
+	if (child) {
+		kill(child, SIGTERM);
+		waitpid(child, NULL, 0);
+	}
+	return status;
+}
 
 int cmd_view(int argc, char **argv)
 {
@@ -62,48 +142,96 @@ int cmd_view(int argc, char **argv)
 		cli_error("view", "which recording? usage: fennec view FILE");
 		return 2;
 	}
-	rep_web web;
-	cli_web(&web);
-	o.web = &web;
+	return serve(&o, 0);
+}
 
-	/* The server's threads inherit this mask: the signals come to sigtimedwait below. */
-	sigset_t set;
+/* ---- fennec record --view ---- */
+
+/* Options of `fennec record` that take a value (src/cli/record.c): to find where its
+ * options end without taking the program's own arguments for ours. */
+static const char *const record_value_opts[] = {
+	"-o", "--output", "--buffer-kb", "--flush-ms", "--step-fraction", "--step-schedule", "-F", "--freq",
+	"--sample", "--memory", "--memory-rate", "--memory-interval", "--stack-depth",
+};
+
+/* The index of --view or --view=PORT among `fennec record`'s options, or 0. */
+static int view_arg(int argc, char **argv)
+{
+	for (int i = 1; i < argc; i++) {
+		const char *a = argv[i];
+		if (!strcmp(a, "--") || a[0] != '-')
+			return 0;
+		if (!strcmp(a, "--view") || !strncmp(a, "--view=", 7))
+			return i;
+		for (size_t k = 0; k < sizeof record_value_opts / sizeof record_value_opts[0]; k++)
+			if (!strcmp(a, record_value_opts[k])) {
+				i++;
+				break;
+			}
+	}
+	return 0;
+}
+
+int cli_record_wants_view(int argc, char **argv) { return view_arg(argc, argv) > 0; }
+
+int cmd_record_view(int argc, char **argv)
+{
+	int k = view_arg(argc, argv);
+	view_options o = {.host = "127.0.0.1", .port = 8051, .ana = {.hot_threshold_pct = 10}, .wait_for_data = 1,
+			  .path = "fennec.fnc"};
+	if (argv[k][6] == '=' && cli_parse_u32("record", "--view", argv[k] + 7, 0, 65535, &o.port) < 0)
+		return 2;
+	for (int i = 1; i < argc && argv[i][0] == '-' && strcmp(argv[i], "--"); i++)
+		for (size_t j = 0; j < sizeof record_value_opts / sizeof record_value_opts[0]; j++)
+			if (!strcmp(argv[i], record_value_opts[j])) {
+				if (j < 2 && i + 1 < argc)
+					o.path = argv[i + 1]; /* -o, --output */
+				i++;
+				break;
+			}
+	char self[4096];
+	ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
+	if (n <= 0) {
+		cli_error("record", "--view: cannot find the fennec binary: %s", strerror(errno));
+		return 1;
+	}
+	self[n] = 0;
+	/* The recording: `fennec record` without --view, in a child; this process serves. */
+	char **args = calloc((size_t)argc + 2, sizeof *args);
+	if (!args)
+		return 1;
+	int na = 0;
+	args[na++] = self;
+	args[na++] = "record";
+	for (int i = 1; i < argc; i++)
+		if (i != k)
+			args[na++] = argv[i];
+	args[na] = NULL;
+	/* What the child writes is newer than this; file times can lag the clock by a tick. */
+	clock_gettime(CLOCK_REALTIME, &o.not_before);
+	o.not_before.tv_nsec -= 20 * 1000 * 1000;
+	if (o.not_before.tv_nsec < 0) {
+		o.not_before.tv_nsec += 1000 * 1000 * 1000;
+		o.not_before.tv_sec--;
+	}
+	sigset_t set, old;
 	sigemptyset(&set);
 	sigaddset(&set, SIGINT);
 	sigaddset(&set, SIGTERM);
 	sigaddset(&set, SIGHUP);
-	pthread_sigmask(SIG_BLOCK, &set, NULL);
-	signal(SIGPIPE, SIG_IGN);
-
-	view_server *s;
-	view_error err;
-	int rc = view_open(&o, &s, &err);
-	if (rc) {
-		if (err.sys_errno == EADDRINUSE)
-			cli_error("view", "%s: the port is taken (another fennec view, or another server?); "
-				  "choose another with --port N, or --port 0 for any free port", err.msg);
-		else
-			cli_error("view", "%s", err.msg);
+	sigaddset(&set, SIGCHLD);
+	pthread_sigmask(SIG_BLOCK, &set, &old);
+	pid_t child = fork();
+	if (child < 0) {
+		cli_error("record", "--view: fork failed: %s", strerror(errno));
+		free(args);
 		return 1;
 	}
-	const char *h = o.host;
-	int v6 = strchr(h, ':') != NULL;
-	printf("fennec view: serving %s at http://%s%s%s:%u/ (Ctrl-C to stop)\n", o.path, v6 ? "[" : "", h, v6 ? "]" : "",
-	       view_port(s));
-	fflush(stdout);
-	for (;;) {
-		struct timespec ts = {0, 500 * 1000 * 1000};
-		int sig = sigtimedwait(&set, NULL, &ts);
-		if (sig > 0)
-			break;
-		if (sig < 0 && errno != EAGAIN && errno != EINTR)
-			break;
-		if (view_refresh(s, NULL) == FENNEC_ENOMEM) {
-			cli_error("view", "out of memory while analysing %s again", o.path);
-			view_close(s);
-			return 1;
-		}
+	if (child == 0) {
+		pthread_sigmask(SIG_SETMASK, &old, NULL);
+		execv(self, args);
+		_exit(127);
 	}
-	view_close(s);
-	return 0;
+	free(args);
+	return serve(&o, child);
 }

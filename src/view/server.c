@@ -54,6 +54,7 @@ struct view_server {
 	char *path;
 	ana_options ana;
 	size_t max_body;
+	struct timespec not_before; /* see view_options; {0, 0} once the file is the recording's */
 	char *page;               /* the dashboard HTML */
 	size_t page_len;
 	pthread_mutex_t timeline; /* one timeline detail at a time (a pass over the files) */
@@ -158,6 +159,16 @@ static int analyse(view_server *s, view_error *err)
 {
 	fmt_error fe;
 	double t0 = mono_s();
+	struct stat st;
+	if ((s->not_before.tv_sec || s->not_before.tv_nsec) &&
+	    (stat(s->path, &st) < 0 || st.st_mtim.tv_sec < s->not_before.tv_sec ||
+	     (st.st_mtim.tv_sec == s->not_before.tv_sec && st.st_mtim.tv_nsec < s->not_before.tv_nsec))) {
+		err->code = FENNEC_ENODATA;
+		snprintf(err->msg, sizeof err->msg, "waiting for the recording to start writing %s", s->path);
+		set_error(s, err->msg);
+		return FENNEC_ENODATA;
+	}
+	s->not_before = (struct timespec){0, 0}; /* from now on the file is this recording's */
 	held *h = malloc(sizeof *h);
 	if (!h) {
 		err->code = FENNEC_ENOMEM;
@@ -489,11 +500,21 @@ int view_open(const view_options *o, view_server **out, view_error *err)
 	s->max_body = o->max_body_bytes ? o->max_body_bytes : 4096;
 	pthread_mutex_init(&s->lock, NULL);
 	pthread_mutex_init(&s->timeline, NULL);
+	s->not_before = o->not_before;
+	/* Listen first: a port that is taken is said before any long analysis. */
+	int rc;
+	s->fd = listen_on(o->host ? o->host : "127.0.0.1", o->port, &s->loopback, err);
+	if (s->fd < 0) {
+		rc = err->code;
+		goto fail;
+	}
+	s->port = bound_port(s->fd);
 	s->sig = files_sig(s);
 	s->changed_at = mono_s();
-	int rc = analyse(s, err);
-	if (rc)
+	rc = analyse(s, err);
+	if (rc == FENNEC_ENOMEM || (rc && !o->wait_for_data))
 		goto fail;
+	memset(err, 0, sizeof *err);
 	/* The page: the template with the scripts, loading its data from the API. */
 	FILE *pg = open_memstream(&s->page, &s->page_len);
 	rc = pg ? rep_html_page(pg, o->web, NULL, 0, 1) : FENNEC_ENOMEM;
@@ -504,12 +525,6 @@ int view_open(const view_options *o, view_server **out, view_error *err)
 		snprintf(err->msg, sizeof err->msg, "cannot render the page: %s", fennec_strerror(rc));
 		goto fail;
 	}
-	s->fd = listen_on(o->host ? o->host : "127.0.0.1", o->port, &s->loopback, err);
-	if (s->fd < 0) {
-		rc = err->code;
-		goto fail;
-	}
-	s->port = bound_port(s->fd);
 	s->d = MHD_start_daemon(MHD_USE_AUTO_INTERNAL_THREAD, 0, NULL, NULL, on_request, s,
 				MHD_OPTION_LISTEN_SOCKET, s->fd,
 				MHD_OPTION_THREAD_POOL_SIZE, (unsigned)2,
@@ -537,7 +552,10 @@ int view_refresh(view_server *s, int *changed)
 	if (changed)
 		*changed = 0;
 	uint64_t sig = files_sig(s);
-	if (sig == s->sig)
+	pthread_mutex_lock(&s->lock);
+	int have = s->generation > 0;
+	pthread_mutex_unlock(&s->lock);
+	if (sig == s->sig && have)
 		return 0;
 	s->sig = sig;
 	pthread_mutex_lock(&s->lock);

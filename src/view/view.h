@@ -10,6 +10,8 @@
 #ifndef FENNEC_VIEW_H
 #define FENNEC_VIEW_H
 
+#include <time.h>
+
 #include "analyze/analyze.h"
 #include "report/report.h"
 
@@ -20,6 +22,10 @@ typedef struct view_options {
 	const rep_web *web;       /* the page's files (borrowed for the server's life) */
 	ana_options ana;          /* analysis options */
 	size_t max_body_bytes;    /* larger request bodies get 413 (default 4096) */
+	int wait_for_data;        /* serve even while the recording cannot be analysed yet: the
+				   * API answers 503 and /api/status says why (fennec record --view) */
+	struct timespec not_before; /* a named file last changed before this (CLOCK_REALTIME)
+				     * is an older recording's: not analysed ({0, 0}: any) */
 } view_options;
 
 typedef struct view_error {
@@ -31,9 +37,9 @@ typedef struct view_error {
 typedef struct view_server view_server;
 
 /*
- * Analyse the recording once and start serving it. Returns 0 and *out, or a FENNEC_E*
- * code with *err filled in: the reader's message when the recording cannot be analysed,
- * sys_errno EADDRINUSE when the port is taken.
+ * Listen, analyse the recording once and start serving it. Returns 0 and *out, or a
+ * FENNEC_E* code with *err filled in: sys_errno EADDRINUSE when the port is taken; the
+ * reader's message when the recording cannot be analysed (unless o->wait_for_data).
  */
 int view_open(const view_options *o, view_server **out, view_error *err);
 

@@ -304,3 +304,45 @@ def test_timeline_detail_of_a_window():
                     "zooming the dashboard's timeline loads the window's detail: %s" % z)
     finally:
         assert_eq(v.stop(), 0, "exit status")
+
+
+@timeout(300)
+def test_record_view():
+    """fennec record --view=0: serves while it records (an older file of the same name is
+    not shown), goes on serving the finished recording, and exits with the program's
+    status when stopped."""
+    _, old = record("nested", 50, out="rv.fnc")  # an older recording at the same path
+    old_events = analyze(old)["summary"]["events"]
+    cmd, env = record_command(fixture("spinner"), [2], out="rv.fnc", opts=("--view=0",))
+    p = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
+    try:
+        line = p.stdout.readline().decode()
+        m = re.search(r"fennec record: serving .*rv\.fnc at http://127\.0\.0\.1:(\d+)/", line)
+        assert_true(m, "fennec record --view did not say where it serves: %r" % line)
+        v = Viewer.__new__(Viewer)
+        v.port = int(m.group(1))
+        seen = []
+
+        def status():
+            st = v.json("/api/status")
+            seen.append(st)
+            return st
+        wait_for(lambda: status()["cut_short"] and status()["events"] > 0, 30, "the recording in progress")
+        shown_old = [s for s in seen if s["generation"] and not s["cut_short"] and s["events"] == old_events]
+        assert_eq(shown_old, [], "statuses showing the older, finished recording at the same path")
+        line = p.stdout.readline().decode()
+        assert_true("the recording ended (exit status 0)" in line and "still serving" in line,
+                    "the end of the recording is said: %r" % line)
+        st = wait_for(lambda: (lambda s: s if not s["cut_short"] else None)(status()), 30, "the finished recording")
+        rep = analyze("rv.fnc")
+        assert_eq(st["events"], rep["summary"]["events"], "events of the finished recording")
+        assert_eq(v.json("/api/analysis")["regions"][0]["count"], rep["regions"][0]["count"], "spin calls served")
+        p.send_signal(signal.SIGTERM)
+        assert_eq(p.wait(timeout=30 * SLOW), 0, "exit status (the program's)")
+        err = p.stderr.read().decode()
+        for marker in ("ERROR: AddressSanitizer", "runtime error:"):
+            assert_true(marker not in err, "sanitizer report:\n" + err[-3000:])
+    finally:
+        if p.poll() is None:
+            os.killpg(p.pid, signal.SIGKILL)
+            p.wait()
