@@ -72,13 +72,24 @@
 	}
 	function $(id) { return document.getElementById(id); }
 
-	/* The same name gets the same colour in every chart. */
+	/* The same name gets the same colour in every chart, for the life of the page. The
+	 * first names asked for (the biggest regions: the summary draws first) get distinct
+	 * colours while the palette lasts; then colours repeat by hash. */
 	var PALETTE = ['#e8590c', '#f08c00', '#d6336c', '#ae3ec9', '#7048e8', '#4263eb', '#1c7ed6', '#1098ad',
 		'#0ca678', '#37b24d', '#74b816', '#f59f00', '#e64980', '#845ef7', '#5c7cfa', '#22b8cf'];
+	var colors = {}, taken = [], ntaken = 0;
 	function colorOf(name) {
+		var c = colors[name];
+		if (c) return c;
 		var h = 2166136261;
 		for (var i = 0; i < name.length; i++) h = Math.imul(h ^ name.charCodeAt(i), 16777619);
-		return PALETTE[(h >>> 0) % PALETTE.length];
+		var k = (h >>> 0) % PALETTE.length;
+		if (ntaken < PALETTE.length) {
+			while (taken[k]) k = (k + 1) % PALETTE.length;
+			taken[k] = true;
+			ntaken++;
+		}
+		return (colors[name] = PALETTE[k]);
 	}
 
 	/* ---- tables ---- */
