@@ -46,6 +46,8 @@ static const char help[] =
 	"                             and free with its stack: exact leaks), off\n"
 	"  --memory-rate BYTES        sampled: mean bytes between sampled allocations (default 524288)\n"
 	"  --memory-interval MS       heap and RSS timeline period (default 50; also at every step)\n"
+	"  --view[=PORT]              serve the live dashboard of the recording on 127.0.0.1:PORT\n"
+	"                             (default 8051) while it runs and after (docs/html.md)\n"
 	"  -q, --quiet                no summary line on standard error\n"
 	"\n"
 	"The collector reads the same settings from FENNEC_* variables (docs/api.md).\n";
