@@ -370,6 +370,10 @@ const char *ana_fmt_ns(double ns, char *buf, size_t n);
 const char *ana_fmt_bytes(double b, char *buf, size_t n);
 void ana_warn(ana_profile *p, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
+/* Grow `*arr` (elements of `elem` bytes, capacity *cap) so that index n fits; new elements
+ * are zeroed. Returns 0 or -1. */
+int ana_grow(void *arr, size_t *cap, size_t n, size_t elem);
+
 /* The index of name `s` in p->names, added if new; ANA_NONE when out of memory. */
 uint32_t ana_intern(ana_profile *p, const char *s);
 /* The region node named `name` (names index) under `parent` (ANA_NONE: top level), or

@@ -104,22 +104,6 @@ typedef struct rstate {
 	struct { uint64_t tid, addr; } last[64]; /* a thread's last allocation (temporaries) */
 } rstate;
 
-static int grow(void *arr, size_t *cap, size_t n, size_t elem)
-{
-	if (n < *cap)
-		return 0;
-	size_t c = *cap ? *cap * 2 : 64;
-	while (c <= n)
-		c *= 2;
-	void *a = realloc(*(void **)arr, c * elem);
-	if (!a)
-		return -1;
-	memset((char *)a + *cap * elem, 0, (c - *cap) * elem);
-	*(void **)arr = a;
-	*cap = c;
-	return 0;
-}
-
 static void rstate_free(rstate *r)
 {
 	if (!r)
@@ -149,7 +133,7 @@ static rstate *state(ana_profile *p, uint32_t proc, const fmt_file *f)
 static ana_mem_site *site_for(ana_profile *p, rstate *r, const fmt_file *f, uint32_t id, uint32_t *index)
 {
 	ana_memory *m = &p->mem;
-	if (grow(&r->site_of, &r->site_of_cap, id, sizeof *r->site_of) < 0)
+	if (ana_grow(&r->site_of, &r->site_of_cap, id, sizeof *r->site_of) < 0)
 		return NULL;
 	if (r->site_of[id]) {
 		*index = r->site_of[id] - 1;
@@ -160,7 +144,7 @@ static ana_mem_site *site_for(ana_profile *p, rstate *r, const fmt_file *f, uint
 	if (!st || ana_samples_intern_stack(p, r->proc, f, st->frames, st->nframes, st->truncated, &raw))
 		return NULL;
 	size_t cap = m->sites_cap;
-	if (grow(&m->sites, &cap, m->nsites, sizeof *m->sites) < 0)
+	if (ana_grow(&m->sites, &cap, m->nsites, sizeof *m->sites) < 0)
 		return NULL;
 	m->sites_cap = (uint32_t)cap;
 	*index = m->nsites;
@@ -214,7 +198,7 @@ int ana_memory_event(ana_profile *p, uint32_t proc, const fmt_file *f, const fmt
 {
 	ana_memory *m = &p->mem;
 	if (ev->type == FMT_EV_HEAP_SNAP) {
-		if (grow(&m->points, &m->points_cap, m->npoints, sizeof *m->points) < 0)
+		if (ana_grow(&m->points, &m->points_cap, m->npoints, sizeof *m->points) < 0)
 			return FENNEC_ENOMEM;
 		double t = fmt_ticks_to_ns(f, ev->ticks);
 		m->points[m->npoints++] = (ana_mem_point){t > 0 ? (uint64_t)llround(t) : 0, ev->u, ev->heap[0], ev->heap[1],

@@ -15,9 +15,7 @@
 
 /* ---- containers ---- */
 
-/* Grow `*arr` (elements of `elem` bytes, capacity *cap) so that index n fits; new
- * elements are zeroed. Returns 0 or -1. */
-static int grow(void *arr, size_t *cap, size_t n, size_t elem)
+int ana_grow(void *arr, size_t *cap, size_t n, size_t elem)
 {
 	if (n < *cap)
 		return 0;
@@ -222,7 +220,7 @@ static pstate *pstate_of(ana_profile *p, uint32_t proc)
 	sstate *ss = p->smp.priv;
 	if (!ss && !(ss = p->smp.priv = calloc(1, sizeof *ss)))
 		return NULL;
-	if (grow(&ss->ps, &ss->ps_cap, proc, sizeof *ss->ps) < 0)
+	if (ana_grow(&ss->ps, &ss->ps_cap, proc, sizeof *ss->ps) < 0)
 		return NULL;
 	if (proc >= ss->nps)
 		ss->nps = proc + 1;
@@ -237,7 +235,7 @@ static int intern_raw(pstate *ps, const fmt_file *f, const uint64_t *frames, uin
 		size_t j = ps->nmods_seen;
 		for (size_t i = 0; i < j; i++)
 			if (mods_overlap(&f->modules[i], &f->modules[j])) {
-				if (grow(&ps->epoch_end, &ps->epoch_cap, ps->nepochs, sizeof *ps->epoch_end) < 0)
+				if (ana_grow(&ps->epoch_end, &ps->epoch_cap, ps->nepochs, sizeof *ps->epoch_end) < 0)
 					return FENNEC_ENOMEM;
 				ps->epoch_end[ps->nepochs++] = j;
 				ps->epoch++;
@@ -260,8 +258,8 @@ static int intern_raw(pstate *ps, const fmt_file *f, const uint64_t *frames, uin
 		}
 	}
 	if (sid == ANA_NONE) {
-		if (ps->nst >= UINT32_MAX - 1 || grow(&ps->st, &ps->st_cap, ps->nst, sizeof *ps->st) < 0 ||
-		    (n && grow(&ps->frames, &ps->frames_cap, ps->nframes + n, sizeof *ps->frames) < 0))
+		if (ps->nst >= UINT32_MAX - 1 || ana_grow(&ps->st, &ps->st_cap, ps->nst, sizeof *ps->st) < 0 ||
+		    (n && ana_grow(&ps->frames, &ps->frames_cap, ps->nframes + n, sizeof *ps->frames) < 0))
 			return FENNEC_ENOMEM;
 		sid = (uint32_t)ps->nst++;
 		ps->st[sid] = (rstack){ps->nframes, n, ps->epoch, sflags, ANA_NONE, 0};
@@ -319,8 +317,8 @@ int ana_samples_event(ana_profile *p, uint32_t proc, const fmt_file *f, const fm
 			}
 		}
 		if (pid == ANA_NONE) {
-			if (grow(&ps->rp, &ps->rp_cap, ps->nrp, sizeof *ps->rp) < 0 ||
-			    grow(&ps->sites, &ps->sites_cap, ps->nsites + ev->nregions, sizeof *ps->sites) < 0)
+			if (ana_grow(&ps->rp, &ps->rp_cap, ps->nrp, sizeof *ps->rp) < 0 ||
+			    ana_grow(&ps->sites, &ps->sites_cap, ps->nsites + ev->nregions, sizeof *ps->sites) < 0)
 				return FENNEC_ENOMEM;
 			pid = (uint32_t)ps->nrp++;
 			ps->rp[pid] = (rpath){ps->nsites, ev->nregions, ANA_NONE};
@@ -331,7 +329,7 @@ int ana_samples_event(ana_profile *p, uint32_t proc, const fmt_file *f, const fm
 			ps->ptab.n++;
 		}
 	}
-	if (grow(&ps->s, &ps->s_cap, ps->ns, sizeof *ps->s) < 0)
+	if (ana_grow(&ps->s, &ps->s_cap, ps->ns, sizeof *ps->s) < 0)
 		return FENNEC_ENOMEM;
 	unsigned kind = (ev->flags & FMT_S_KIND_MASK) == FMT_S_OFFCPU ? ANA_OFFCPU : ANA_CPU;
 	ps->s[ps->ns++] = (rsample){ev->ticks, ev->tid, ev->u, sid, pid,
@@ -408,7 +406,7 @@ static int epoch_segments(const fmt_file *f, size_t known, seg **out, size_t *no
 		if (replaced)
 			continue;
 		for (uint32_t k = 0; k < f->modules[i].nsegs; k++) {
-			if (grow(&v, &cap, n, sizeof *v) < 0) {
+			if (ana_grow(&v, &cap, n, sizeof *v) < 0) {
 				free(v);
 				return FENNEC_ENOMEM;
 			}
@@ -450,7 +448,7 @@ static uint32_t func_for(fin *x, uint32_t name, uint32_t module, uint32_t file, 
 			return x->ftab.id[i];
 	}
 	size_t cap = s->funcs_cap;
-	if (s->nfuncs == UINT32_MAX - 1 || grow(&s->funcs, &cap, s->nfuncs, sizeof *s->funcs) < 0)
+	if (s->nfuncs == UINT32_MAX - 1 || ana_grow(&s->funcs, &cap, s->nfuncs, sizeof *s->funcs) < 0)
 		return ANA_NONE;
 	s->funcs_cap = (uint32_t)(cap < UINT32_MAX ? cap : UINT32_MAX);
 	uint32_t id = s->nfuncs++;
@@ -466,7 +464,7 @@ static uint32_t new_loc(fin *x, uint32_t func, uint32_t file, uint32_t line, uin
 {
 	ana_sampling *s = &x->p->smp;
 	size_t cap = s->locs_cap;
-	if (func == ANA_NONE || s->nlocs == UINT32_MAX - 1 || grow(&s->locs, &cap, s->nlocs, sizeof *s->locs) < 0)
+	if (func == ANA_NONE || s->nlocs == UINT32_MAX - 1 || ana_grow(&s->locs, &cap, s->nlocs, sizeof *s->locs) < 0)
 		return ANA_NONE;
 	s->locs_cap = (uint32_t)(cap < UINT32_MAX ? cap : UINT32_MAX);
 	s->locs[s->nlocs] = (ana_loc){func, file, line, proc, addr, rel, inlined};
@@ -488,7 +486,7 @@ static uint32_t stack_for(fin *x, const uint32_t *locs, uint32_t n, int truncate
 			return x->stab.id[i];
 	}
 	size_t cap = s->stacks_cap;
-	if (s->nstacks == UINT32_MAX - 1 || grow(&s->stacks, &cap, s->nstacks, sizeof *s->stacks) < 0)
+	if (s->nstacks == UINT32_MAX - 1 || ana_grow(&s->stacks, &cap, s->nstacks, sizeof *s->stacks) < 0)
 		return ANA_NONE;
 	s->stacks_cap = (uint32_t)(cap < UINT32_MAX ? cap : UINT32_MAX);
 	uint32_t *copy = malloc((n ? n : 1) * sizeof *copy);
@@ -516,7 +514,7 @@ static uint32_t ana_module_for(ana_profile *p, uint32_t proc, uint32_t path, int
 {
 	ana_sampling *s = &p->smp;
 	size_t cap = s->modules_cap;
-	if (grow(&s->modules, &cap, s->nmodules, sizeof *s->modules) < 0)
+	if (ana_grow(&s->modules, &cap, s->nmodules, sizeof *s->modules) < 0)
 		return ANA_NONE;
 	s->modules_cap = (uint32_t)cap;
 	s->modules[s->nmodules] = (ana_module){proc, path, 0, status};
@@ -648,7 +646,7 @@ static int symbolise_process(fin *x, uint32_t proc, pstate *ps, badmod **bad, si
 					}
 					cnt = nfr;
 				}
-				if (grow(&ac, &ac_cap, nac, sizeof *ac) < 0)
+				if (ana_grow(&ac, &ac_cap, nac, sizeof *ac) < 0)
 					goto out;
 				ac[nac] = (acache){mi, exact, first, cnt, *head};
 				*head = ++nac;
@@ -665,7 +663,7 @@ static int symbolise_process(fin *x, uint32_t proc, pstate *ps, badmod **bad, si
 			} else if (perf_ana != ANA_NONE && p->smp.locs[first].func != x->kernel_func) {
 				p->smp.modules[perf_ana].samples += r->count;
 			}
-			if (grow(&x->tmp, &x->tmp_cap, nl + cnt, sizeof *x->tmp) < 0)
+			if (ana_grow(&x->tmp, &x->tmp_cap, nl + cnt, sizeof *x->tmp) < 0)
 				goto out;
 			for (uint32_t i = 0; i < cnt; i++)
 				x->tmp[nl++] = first + i;
@@ -693,7 +691,7 @@ static int symbolise_process(fin *x, uint32_t proc, pstate *ps, badmod **bad, si
 		while (k < *nbad && (*bad)[k].path != pm[i].name)
 			k++;
 		if (k == *nbad) {
-			if (grow(bad, bad_cap, k, sizeof **bad) < 0)
+			if (ana_grow(bad, bad_cap, k, sizeof **bad) < 0)
 				goto out;
 			(*bad)[k] = (badmod){pm[i].name, p->smp.modules[pm[i].ana].status, 0};
 			(*nbad)++;
@@ -753,7 +751,7 @@ static uint32_t thread_for(ana_profile *p, kmap *tids, uint32_t proc, const fmt_
 		if (f->tasks[f->ntasks - 1 - i].tid == tid)
 			name = f->tasks[f->ntasks - 1 - i].name; /* its latest name */
 	size_t cap = p->threads_cap;
-	if (grow(&p->threads, &cap, p->nthreads, sizeof *p->threads) < 0)
+	if (ana_grow(&p->threads, &cap, p->nthreads, sizeof *p->threads) < 0)
 		return ANA_NONE;
 	p->threads_cap = (uint32_t)cap;
 	ana_thread *t = &p->threads[p->nthreads];
@@ -1000,7 +998,7 @@ static uint32_t tree_child(ana_sample_view *v, kmap *index, uint32_t parent, uin
 	if (!isnew)
 		return (uint32_t)*slot;
 	size_t cap = v->tree_cap;
-	if (grow(&v->tree, &cap, v->ntree, sizeof *v->tree) < 0)
+	if (ana_grow(&v->tree, &cap, v->ntree, sizeof *v->tree) < 0)
 		return ANA_NONE;
 	v->tree_cap = (uint32_t)cap;
 	uint32_t n = v->ntree++;
@@ -1048,8 +1046,8 @@ static uint32_t line_id(vwork *w, uint32_t file, uint32_t line)
 		return ANA_NONE;
 	if (!isnew)
 		return (uint32_t)*v;
-	if (grow(&w->lfile, &w->l_cap, w->nl, sizeof *w->lfile) < 0 || grow(&w->lline, &w->l2_cap, w->nl, sizeof *w->lline) < 0 ||
-	    grow(&w->lw, &w->lw_cap, (w->nl + 1) * ANA_NKINDS, sizeof *w->lw) < 0)
+	if (ana_grow(&w->lfile, &w->l_cap, w->nl, sizeof *w->lfile) < 0 || ana_grow(&w->lline, &w->l2_cap, w->nl, sizeof *w->lline) < 0 ||
+	    ana_grow(&w->lw, &w->lw_cap, (w->nl + 1) * ANA_NKINDS, sizeof *w->lw) < 0)
 		return ANA_NONE;
 	w->lfile[w->nl] = file;
 	w->lline[w->nl] = line;
