@@ -161,18 +161,12 @@ int cmd_analyze(int argc, char **argv)
 		ana_profile_free(&p);
 		return 2;
 	}
-	FILE *out = stdout;
-	char tmp[4096] = "";
-	if (out_path) {
-		/* Write beside the target and rename, so a failure leaves no half report. */
-		snprintf(tmp, sizeof tmp, "%s.tmp.%d", out_path, (int)getpid());
-		out = fopen(tmp, "w");
-		if (!out) {
-			cli_error("analyze", "cannot write %s: %s", out_path, strerror(errno));
-			ana_profile_free(&p);
-			return 1;
-		}
+	cli_out o;
+	if (cli_out_open("analyze", &o, out_path) < 0) {
+		ana_profile_free(&p);
+		return 1;
 	}
+	FILE *out = o.f;
 	if (ro.color < 0)
 		ro.color = !out_path && isatty(STDOUT_FILENO) && !getenv("NO_COLOR");
 	if (!strcmp(format, "html")) {
@@ -181,22 +175,10 @@ int cmd_analyze(int argc, char **argv)
 		rc = rep_html(out, &p, &ro, &web, &po);
 	} else
 		rc = !strcmp(format, "json") ? rep_json(out, &p, &ro) : rep_text(out, &p, &ro);
-	if (out_path) {
-		int bad = rc || fflush(out) || ferror(out);
-		int e = errno;
-		if (fclose(out) || bad) {
-			cli_error("analyze", "writing %s failed: %s", out_path, strerror(bad ? e : errno));
-			unlink(tmp);
-			rc = 1;
-		} else if (rename(tmp, out_path) < 0) {
-			cli_error("analyze", "cannot create %s: %s", out_path, strerror(errno));
-			unlink(tmp);
-			rc = 1;
-		}
-	} else if (fflush(stdout) || ferror(stdout)) {
-		cli_error("analyze", "writing the report failed: %s", strerror(errno));
-		rc = 1;
-	}
+	if (rc)
+		cli_error("analyze", "writing %s failed: %s", out_path ? out_path : "the report",
+			  rc == FENNEC_EIO ? strerror(errno) : fennec_strerror(rc));
+	rc = cli_out_close("analyze", &o, rc) < 0;
 	/* Warnings also go to stderr when the report goes elsewhere or is JSON. */
 	if (!rc && (out_path || strcmp(format, "text")))
 		for (uint32_t i = 0; i < p.nwarnings; i++)

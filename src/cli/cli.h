@@ -5,6 +5,8 @@
 #ifndef FENNEC_CLI_H
 #define FENNEC_CLI_H
 
+#include <stdio.h>
+
 int cmd_record(int argc, char **argv);
 int cmd_analyze(int argc, char **argv);
 int cmd_export(int argc, char **argv);
@@ -19,6 +21,22 @@ int cmd_record_view(int argc, char **argv);
 /* The web front end embedded into the binary (web.c; struct rep_web: report/report.h). */
 struct rep_web;
 void cli_web(struct rep_web *w);
+
+/*
+ * An output that a failure never leaves half-written: a file is written beside its target
+ * (PATH.tmp.PID) and renamed over it when complete; no path means standard output.
+ * cli_out_open prints why it cannot create the file and returns -1. cli_out_close flushes
+ * and closes; with `failed` (the writer failed and said why) it removes the temporary file
+ * quietly and returns -1; otherwise it reports a write, close or rename error (returning
+ * -1) or returns 0.
+ */
+typedef struct cli_out {
+	FILE *f;
+	const char *path;     /* NULL: standard output */
+	char tmp[4096];
+} cli_out;
+int cli_out_open(const char *cmd, cli_out *o, const char *path);
+int cli_out_close(const char *cmd, cli_out *o, int failed);
 
 /* Print "fennec <cmd>: <message>" to stderr. */
 void cli_error(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));

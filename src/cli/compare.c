@@ -45,37 +45,14 @@ static int load(const char *path, const ana_options *opt, ana_profile *p)
  * failure leaves no half report) or stdout. Returns 0 or 1. */
 static int write_report(const char *out_path, int json, const ana_compare_result *r, const rep_compare_options *ro)
 {
-	FILE *out = stdout;
-	char tmp[4096] = "";
-	if (out_path) {
-		snprintf(tmp, sizeof tmp, "%s.tmp.%d", out_path, (int)getpid());
-		out = fopen(tmp, "w");
-		if (!out) {
-			cli_error("compare", "cannot write %s: %s", out_path, strerror(errno));
-			return 1;
-		}
-	}
-	int rc = json ? rep_compare_json(out, r, ro) : rep_compare_text(out, r, ro);
-	if (!out_path) {
-		if (rc || fflush(stdout) || ferror(stdout)) {
-			cli_error("compare", "writing the report failed: %s", strerror(errno));
-			return 1;
-		}
-		return 0;
-	}
-	int bad = rc || fflush(out) || ferror(out);
-	int e = errno;
-	if (fclose(out) || bad) {
-		cli_error("compare", "writing %s failed: %s", out_path, strerror(bad ? e : errno));
-		unlink(tmp);
+	cli_out o;
+	if (cli_out_open("compare", &o, out_path) < 0)
 		return 1;
-	}
-	if (rename(tmp, out_path) < 0) {
-		cli_error("compare", "cannot create %s: %s", out_path, strerror(errno));
-		unlink(tmp);
-		return 1;
-	}
-	return 0;
+	int rc = json ? rep_compare_json(o.f, r, ro) : rep_compare_text(o.f, r, ro);
+	if (rc)
+		cli_error("compare", "writing %s failed: %s", out_path ? out_path : "the report",
+			  rc == FENNEC_EIO ? strerror(errno) : fennec_strerror(rc));
+	return cli_out_close("compare", &o, rc) < 0;
 }
 
 int cmd_compare(int argc, char **argv)

@@ -311,18 +311,13 @@ int cmd_export(int argc, char **argv)
 			 strrchr(base_path, '/') ? strrchr(base_path, '/') + 1 : base_path, o.kind == ANA_OFFCPU ? "off-CPU" : "on-CPU");
 		o.title = title;
 	}
-	FILE *out = stdout;
-	char tmp[4096] = "";
-	if (out_path) {
-		snprintf(tmp, sizeof tmp, "%s.tmp.%d", out_path, (int)getpid());
-		out = fopen(tmp, "w");
-		if (!out) {
-			cli_error("export", "cannot write %s: %s", out_path, strerror(errno));
-			ana_profile_free(&bp);
-			ana_profile_free(&p);
-			return 1;
-		}
+	cli_out co;
+	if (cli_out_open("export", &co, out_path) < 0) {
+		ana_profile_free(&bp);
+		ana_profile_free(&p);
+		return 1;
 	}
+	FILE *out = co.f;
 	/* Exports are large: write in big blocks. */
 	static char obuf[1 << 20];
 	setvbuf(out, obuf, _IOFBF, sizeof obuf);
@@ -337,13 +332,6 @@ int cmd_export(int argc, char **argv)
 	default: rc = exp_chrome_trace(out, &p, &o, &err); break;
 	}
 	int e = errno;
-	int bad = !rc && (fflush(out) || ferror(out));
-	if (bad)
-		e = errno;
-	if (out_path && fclose(out) && !rc && !bad) {
-		bad = 1;
-		e = errno;
-	}
 	if (rc == FENNEC_ENODATA)
 		no_data(path, format, &p, &o, kind_given, table);
 	else if (rc && err.msg[0])
@@ -351,18 +339,7 @@ int cmd_export(int argc, char **argv)
 	else if (rc)
 		cli_error("export", "writing %s failed: %s", out_path ? out_path : "the export",
 			  rc == FENNEC_EIO ? strerror(e) : fennec_strerror(rc));
-	else if (bad)
-		cli_error("export", "writing %s failed: %s", out_path ? out_path : "the export", strerror(e));
-	if (out_path) {
-		if (rc || bad)
-			unlink(tmp);
-		else if (rename(tmp, out_path) < 0) {
-			cli_error("export", "cannot create %s: %s", out_path, strerror(errno));
-			unlink(tmp);
-			bad = 1;
-		}
-	} else
-		fclose(stdout); /* the buffer is static: flush before it goes */
+	int bad = cli_out_close("export", &co, rc) < 0 && !rc;
 	if (!rc && !bad)
 		for (uint32_t i = 0; i < p.nwarnings; i++)
 			fprintf(stderr, "fennec export: warning: %s\n", p.warnings[i]);

@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "cli/cli.h"
 #include "fennec.h"
@@ -34,6 +35,51 @@ void cli_error(const char *cmd, const char *fmt, ...)
 	vfprintf(stderr, fmt, ap);
 	va_end(ap);
 	fputc('\n', stderr);
+}
+
+int cli_out_open(const char *cmd, cli_out *o, const char *path)
+{
+	o->path = path;
+	o->tmp[0] = 0;
+	o->f = stdout;
+	if (!path)
+		return 0;
+	snprintf(o->tmp, sizeof o->tmp, "%s.tmp.%d", path, (int)getpid());
+	o->f = fopen(o->tmp, "w");
+	if (!o->f) {
+		cli_error(cmd, "cannot write %s: %s", path, strerror(errno));
+		return -1;
+	}
+	return 0;
+}
+
+int cli_out_close(const char *cmd, cli_out *o, int failed)
+{
+	int bad = fflush(o->f) || ferror(o->f);
+	int e = errno;
+	if (!o->path) {
+		if (!failed && bad) {
+			cli_error(cmd, "writing to standard output failed: %s", strerror(e));
+			return -1;
+		}
+		return failed ? -1 : 0;
+	}
+	if (fclose(o->f) && !bad) {
+		bad = 1;
+		e = errno;
+	}
+	if (failed || bad) {
+		if (!failed)
+			cli_error(cmd, "writing %s failed: %s", o->path, strerror(e));
+		unlink(o->tmp);
+		return -1;
+	}
+	if (rename(o->tmp, o->path) < 0) {
+		cli_error(cmd, "cannot create %s: %s", o->path, strerror(errno));
+		unlink(o->tmp);
+		return -1;
+	}
+	return 0;
 }
 
 int cli_parse_double(const char *cmd, const char *opt, const char *s, double lo, double hi, double *out)

@@ -184,32 +184,17 @@ int cmd_plot(int argc, char **argv)
 		return rc;
 	}
 
-	char tmp[4096];
-	snprintf(tmp, sizeof tmp, "%s.tmp.%d", out_path, (int)getpid());
-	FILE *out = fopen(tmp, "w");
-	if (!out) {
-		cli_error("plot", "cannot write %s: %s", out_path, strerror(errno));
+	cli_out out;
+	if (cli_out_open("plot", &out, out_path) < 0) {
 		ana_profile_free(&p);
 		return 1;
 	}
-	rc = plot_write(out, &p, &o);
-	int e = errno;
-	if (fflush(out) && !rc) {
+	rc = plot_write(out.f, &p, &o);
+	if (rc)
+		cli_error("plot", "writing %s failed: %s", out_path, rc == FENNEC_EIO ? strerror(errno) : fennec_strerror(rc));
+	if (cli_out_close("plot", &out, rc) < 0)
 		rc = FENNEC_EIO;
-		e = errno;
-	}
-	if (fclose(out) && !rc) {
-		rc = FENNEC_EIO;
-		e = errno;
-	}
-	if (!rc && rename(tmp, out_path) < 0) {
-		rc = FENNEC_EIO;
-		e = errno;
-	}
-	if (rc) {
-		cli_error("plot", "writing %s failed: %s", out_path, rc == FENNEC_EIO ? strerror(e) : fennec_strerror(rc));
-		unlink(tmp);
-	} else
+	else
 		for (uint32_t i = 0; i < p.nwarnings; i++)
 			fprintf(stderr, "fennec plot: warning: %s\n", p.warnings[i]);
 	ana_profile_free(&p);
