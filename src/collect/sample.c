@@ -166,6 +166,8 @@ static int pick_signal(void)
 	return 0;
 }
 
+static int fd_high(int fd);
+
 static int perf_open(pid_t tid, int exclude_kernel)
 {
 	struct perf_event_attr a;
@@ -222,7 +224,11 @@ void col_sample_prepare(int mode, uint32_t hz, uint32_t depth, col_sample_info *
 			}
 		}
 		if (fd >= 0) {
-			close(fd);
+			/* Grow the fd table to where fd_high puts the per-thread fds now, while
+			 * the process is most likely single-threaded: growing a table that
+			 * threads share waits for an RCU grace period (10-20 ms here), which
+			 * would otherwise delay the first thread sampled. */
+			close(fd_high(fd));
 			P.source = FMT_SRC_PERF;
 		} else {
 			P.source = FMT_SRC_TIMER;
