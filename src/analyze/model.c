@@ -327,6 +327,8 @@ static int on_event(void *vc, const fmt_file *f, const fmt_event *ev)
 		return ana_samples_event(p, c->proc, f, ev) ? (c->oom = 1, FENNEC_ENOMEM) : 0;
 	if (ev->type >= FMT_EV_ALLOC && ev->type <= FMT_EV_HEAP_SNAP) /* heap: memory.c */
 		return ana_memory_event(p, c->proc, f, ev) ? (c->oom = 1, FENNEC_ENOMEM) : 0;
+	if (ev->type == FMT_EV_GPU) /* no thread stream: the GPU analysis reads the chunk */
+		return 0;
 	lthread *t = thread_of(c, f, ev->thread);
 	if (!t)
 		goto oom;

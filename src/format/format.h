@@ -9,7 +9,7 @@
 
 #define FMT_MAGIC "\x89" "FNC\r\n\x1a\n"
 #define FMT_MAJOR 1
-#define FMT_MINOR 2
+#define FMT_MINOR 3
 #define FMT_PREAMBLE_LEN 16
 #define FMT_CHUNK_HDR_LEN 16
 #define FMT_MAX_RAW (64u << 20)
@@ -26,6 +26,7 @@ enum fmt_chunk_type {
 	FMT_MODULES = 9,
 	FMT_TASKS = 10,
 	FMT_HEAP = 11,
+	FMT_GPU = 12,
 };
 
 enum fmt_codec { FMT_RAW = 0, FMT_ZSTD = 1 };
@@ -43,6 +44,7 @@ enum fmt_ev_type {
 	FMT_EV_ALLOC = 17,  /* HEAP records as delivered by the reader */
 	FMT_EV_FREE = 18,
 	FMT_EV_HEAP_SNAP = 19,
+	FMT_EV_GPU = 20,      /* a GPU chunk record (fmt_event.gpu) */
 };
 
 /* SAMPLES flags (docs/format.md) */
@@ -74,6 +76,83 @@ enum fmt_hkey {
 enum fmt_heap_rec { FMT_HR_STACK = 1, FMT_HR_ALLOC = 2, FMT_HR_FREE = 3, FMT_HR_SNAP = 4 };
 enum fmt_mem_mode { FMT_MEM_OFF = 0, FMT_MEM_SAMPLED = 1, FMT_MEM_FULL = 2 };
 enum fmt_snap_reason { FMT_SNAP_TIMER = 0, FMT_SNAP_STEP = 1, FMT_SNAP_FINAL = 2 };
+
+/* GPU records (docs/format.md "GPU (1.3)"). The same struct is what the collector encodes
+ * (fmt_gpu_put) and what the reader delivers (fmt_event.gpu). */
+enum fmt_gpu_type {
+	FMT_GR_DEVICE = 1, FMT_GR_STRING = 2, FMT_GR_KERNEL = 3, FMT_GR_MEMCPY = 4, FMT_GR_MEMSET = 5,
+	FMT_GR_SYNC = 6, FMT_GR_API = 7, FMT_GR_MEMORY = 8, FMT_GR_OVERHEAD = 9, FMT_GR_NVML = 10,
+	FMT_GR_TIMER = 11,
+};
+enum fmt_gpu_copy { FMT_CPY_UNKNOWN = 0, FMT_CPY_HTOD = 1, FMT_CPY_DTOH = 2, FMT_CPY_DTOD = 8, FMT_CPY_HTOH = 9,
+		    FMT_CPY_PTOP = 10, FMT_CPY_MAX = 10 };
+enum fmt_gpu_mem { FMT_GMEM_UNKNOWN = 0, FMT_GMEM_PAGEABLE = 1, FMT_GMEM_PINNED = 2, FMT_GMEM_DEVICE = 3,
+		   FMT_GMEM_ARRAY = 4, FMT_GMEM_MANAGED = 5, FMT_GMEM_DEVICE_STATIC = 6, FMT_GMEM_MANAGED_STATIC = 7,
+		   FMT_GMEM_MAX = 7 };
+enum fmt_gpu_sync { FMT_SYNC_UNKNOWN = 0, FMT_SYNC_EVENT = 1, FMT_SYNC_STREAM_WAIT = 2, FMT_SYNC_STREAM = 3,
+		    FMT_SYNC_CONTEXT = 4, FMT_SYNC_MAX = 4 };
+enum fmt_gpu_api { FMT_API_RUNTIME = 0, FMT_API_DRIVER = 1 };
+enum fmt_gpu_memop { FMT_GMOP_ALLOC = 1, FMT_GMOP_FREE = 2 };
+enum fmt_gpu_clock { FMT_GCLK_MONO = 0, FMT_GCLK_OFFSET = 1, FMT_GCLK_NONE = 2 };
+#define FMT_GPU_KERNELS_ONLY 1u   /* prefix flags */
+#define FMT_OVH_MAX 9
+#define FMT_OBJ_MAX 5
+/* NVML fields, in `present` bit order */
+enum fmt_nvml {
+	FMT_NV_SM_PCT, FMT_NV_MEM_PCT, FMT_NV_MEM_USED, FMT_NV_MEM_TOTAL, FMT_NV_POWER_MW, FMT_NV_TEMP_C,
+	FMT_NV_SM_MHZ, FMT_NV_MEM_MHZ, FMT_NV_PCIE_TX, FMT_NV_PCIE_RX, FMT_NV_COUNT
+};
+
+typedef struct fmt_gpu {
+	uint8_t type;            /* enum fmt_gpu_type */
+	uint8_t kind;            /* MEMCPY copy kind, SYNC type, API domain, MEMORY operation, OVERHEAD kind */
+	uint8_t mem_kind;        /* MEMCPY source, MEMSET and MEMORY: enum fmt_gpu_mem; OVERHEAD: object kind */
+	uint8_t dst_kind;        /* MEMCPY destination; MEMORY: pool */
+	uint32_t device, context, stream;
+	uint32_t correlation;
+	uint32_t name;           /* STRING id (KERNEL, API, TIMER); 0: none */
+	uint64_t start_ns, end_ns; /* CLOCK_MONOTONIC; instants have end_ns == start_ns */
+	uint64_t bytes;          /* MEMCPY, MEMSET, MEMORY */
+	uint64_t address;        /* MEMORY */
+	uint64_t tid;            /* API, TIMER; OVERHEAD: object id */
+	uint64_t value;          /* MEMSET value, API return value, SYNC event, TIMER stream, NVML present */
+	uint64_t step;           /* TIMER */
+	uint32_t grid[3], block[3];
+	uint32_t regs, smem_static, smem_dynamic;
+	uint32_t src_device, dst_device; /* MEMCPY */
+	uint32_t cbid;           /* API */
+	uint64_t nvml[FMT_NV_COUNT]; /* NVML fields whose bit is set in `value` */
+	const char *name_str;    /* reader: the STRING of `name` (NULL: none); ignored by the writer */
+} fmt_gpu;
+
+typedef struct fmt_gpu_device {
+	uint32_t id;
+	const char *name;        /* reader: owned by the fmt_file */
+	uint8_t uuid[16];
+	int has_uuid;
+	uint32_t cc_major, cc_minor, sm_count, warp_size, max_threads_per_block;
+	uint32_t max_warps_per_sm, max_blocks_per_sm, regs_per_sm, regs_per_block;
+	uint32_t smem_per_sm, smem_per_block;
+	uint64_t memory_bytes;
+	uint32_t clock_khz;
+} fmt_gpu_device;
+
+/* The prefix of a GPU chunk. */
+typedef struct fmt_gpu_info {
+	uint64_t cupti_version;
+	unsigned clock;          /* enum fmt_gpu_clock */
+	int64_t offset_ns;
+	uint64_t offset_error_ns;
+	uint64_t flags;
+	uint64_t records, dropped, cupti_dropped, unknown;
+} fmt_gpu_info;
+
+/* GPU chunk encoding (writer.c): the prefix, then records. *prev_ns is the previous timed
+ * record's start in the chunk (0 at the start of a chunk). */
+void fmt_gpu_prefix(cm_buf *b, const fmt_gpu_info *info);
+void fmt_gpu_put(cm_buf *b, const fmt_gpu *r, uint64_t *prev_ns);
+void fmt_gpu_device_put(cm_buf *b, const fmt_gpu_device *d);
+void fmt_gpu_string_put(cm_buf *b, uint32_t id, const char *s, size_t n);
 
 enum fmt_kind { FMT_K_VARINT = 0, FMT_K_STRING = 1, FMT_K_ZIGZAG = 2, FMT_K_F64 = 3 };
 

@@ -116,6 +116,13 @@ typedef struct fmt_file {
 	fmt_heap_counters heap;
 	fmt_heap_stack *heap_stacks; /* indexed by stack id (0 unused) */
 	uint32_t nheap_stacks;       /* size of the table */
+	/* GPU (GPU chunks, since 1.3) */
+	int has_gpu;             /* a GPU chunk was read */
+	fmt_gpu_info gpu;        /* the prefix of the last GPU chunk (counts are cumulative) */
+	fmt_gpu_device *gpu_devices; /* DEVICE records, latest per id, in order of first sight */
+	uint32_t ngpu_devices, gpu_devices_cap;
+	char **gpu_strings;      /* indexed by STRING id (NULL: undefined) */
+	uint32_t ngpu_strings;   /* size of the table */
 	/* clock fit: mono_ns = a + b * ticks */
 	double fit_a, fit_b;
 	uint64_t last_ticks;    /* latest event or calibration time */
@@ -134,6 +141,10 @@ typedef struct fmt_event {
 	 * heap[] = live bytes, RSS bytes, allocations, frees, allocated bytes; flags = reason */
 	uint64_t addr, size;
 	uint64_t heap[5];
+	/* GPU only (CLOCK_MONOTONIC times in gpu->start_ns/end_ns; ticks is start_ns mapped
+	 * onto the event clock); lives until the callback returns. A TIMER's end_ns is its
+	 * start plus the elapsed time the CUDA events measured. */
+	const fmt_gpu *gpu;
 	/* SAMPLE only; the arrays live until the callback returns */
 	uint64_t tid;
 	const uint64_t *frames;  /* innermost first */
@@ -179,6 +190,9 @@ const fmt_module *fmt_module_at(const fmt_file *f, uint64_t addr, uint64_t ticks
 /* Ticks to CLOCK_MONOTONIC ns, and a tick interval to ns, with the file's clock fit. */
 static inline double fmt_ticks_to_ns(const fmt_file *f, uint64_t ticks) { return f->fit_a + f->fit_b * (double)ticks; }
 static inline double fmt_dticks_to_ns(const fmt_file *f, uint64_t dticks) { return f->fit_b * (double)dticks; }
+
+/* The GPU device `id` of f, or NULL when no DEVICE record described it. */
+const fmt_gpu_device *fmt_gpu_device_get(const fmt_file *f, uint32_t id);
 
 void fmt_file_free(fmt_file *f);
 

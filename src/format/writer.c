@@ -79,3 +79,146 @@ int fmt_chunk_append(cm_buf *out, unsigned type, const uint8_t *raw, size_t raw_
 	out->len += FMT_CHUNK_HDR_LEN + stored;
 	return 0;
 }
+
+/* ---- GPU chunk records (docs/format.md "GPU (1.3)") ---- */
+
+void fmt_gpu_prefix(cm_buf *b, const fmt_gpu_info *in)
+{
+	cm_buf_varint(b, in->cupti_version);
+	cm_buf_u8(b, (uint8_t)in->clock);
+	cm_buf_varint(b, cm_zigzag(in->offset_ns));
+	cm_buf_varint(b, in->offset_error_ns);
+	cm_buf_varint(b, in->flags);
+	cm_buf_varint(b, in->records);
+	cm_buf_varint(b, in->dropped);
+	cm_buf_varint(b, in->cupti_dropped);
+	cm_buf_varint(b, in->unknown);
+}
+
+void fmt_gpu_string_put(cm_buf *b, uint32_t id, const char *s, size_t n)
+{
+	cm_buf_u8(b, FMT_GR_STRING);
+	cm_buf_varint(b, id);
+	cm_buf_string(b, s, n);
+}
+
+void fmt_gpu_device_put(cm_buf *b, const fmt_gpu_device *d)
+{
+	const char *name = d->name ? d->name : "";
+	cm_buf_u8(b, FMT_GR_DEVICE);
+	cm_buf_varint(b, d->id);
+	cm_buf_string(b, name, strlen(name));
+	cm_buf_string(b, (const char *)d->uuid, d->has_uuid ? 16 : 0);
+	uint64_t v[] = {d->cc_major, d->cc_minor, d->sm_count, d->warp_size, d->max_threads_per_block,
+			d->max_warps_per_sm, d->max_blocks_per_sm, d->regs_per_sm, d->regs_per_block,
+			d->smem_per_sm, d->smem_per_block, d->memory_bytes, d->clock_khz};
+	for (size_t i = 0; i < ARRAY_LEN(v); i++)
+		cm_buf_varint(b, v[i]);
+}
+
+/* The start as a delta from the previous timed record, then the duration. */
+static void gpu_time(cm_buf *b, const fmt_gpu *r, uint64_t *prev_ns, int with_duration)
+{
+	cm_buf_varint(b, cm_zigzag((int64_t)(r->start_ns - *prev_ns)));
+	*prev_ns = r->start_ns;
+	if (with_duration)
+		cm_buf_varint(b, r->end_ns > r->start_ns ? r->end_ns - r->start_ns : 0);
+}
+
+static void gpu_where(cm_buf *b, const fmt_gpu *r)
+{
+	cm_buf_varint(b, r->device);
+	cm_buf_varint(b, r->context);
+	cm_buf_varint(b, r->stream);
+}
+
+void fmt_gpu_put(cm_buf *b, const fmt_gpu *r, uint64_t *prev_ns)
+{
+	cm_buf_u8(b, r->type);
+	switch (r->type) {
+	case FMT_GR_KERNEL:
+		gpu_where(b, r);
+		gpu_time(b, r, prev_ns, 1);
+		cm_buf_varint(b, r->name);
+		for (int i = 0; i < 3; i++)
+			cm_buf_varint(b, r->grid[i]);
+		for (int i = 0; i < 3; i++)
+			cm_buf_varint(b, r->block[i]);
+		cm_buf_varint(b, r->regs);
+		cm_buf_varint(b, r->smem_static);
+		cm_buf_varint(b, r->smem_dynamic);
+		cm_buf_varint(b, r->correlation);
+		break;
+	case FMT_GR_MEMCPY:
+		gpu_where(b, r);
+		gpu_time(b, r, prev_ns, 1);
+		cm_buf_u8(b, r->kind);
+		cm_buf_u8(b, r->mem_kind);
+		cm_buf_u8(b, r->dst_kind);
+		cm_buf_varint(b, r->bytes);
+		cm_buf_varint(b, r->correlation);
+		cm_buf_varint(b, r->src_device);
+		cm_buf_varint(b, r->dst_device);
+		break;
+	case FMT_GR_MEMSET:
+		gpu_where(b, r);
+		gpu_time(b, r, prev_ns, 1);
+		cm_buf_u8(b, r->mem_kind);
+		cm_buf_varint(b, r->bytes);
+		cm_buf_varint(b, r->value);
+		cm_buf_varint(b, r->correlation);
+		break;
+	case FMT_GR_SYNC:
+		cm_buf_u8(b, r->kind);
+		cm_buf_varint(b, r->context);
+		cm_buf_varint(b, r->stream);
+		gpu_time(b, r, prev_ns, 1);
+		cm_buf_varint(b, r->correlation);
+		cm_buf_varint(b, r->value);
+		break;
+	case FMT_GR_API:
+		cm_buf_u8(b, r->kind);
+		cm_buf_varint(b, r->tid);
+		gpu_time(b, r, prev_ns, 1);
+		cm_buf_varint(b, r->name);
+		cm_buf_varint(b, r->cbid);
+		cm_buf_varint(b, r->correlation);
+		cm_buf_varint(b, r->value);
+		break;
+	case FMT_GR_MEMORY:
+		cm_buf_u8(b, r->kind);
+		cm_buf_u8(b, r->mem_kind);
+		cm_buf_u8(b, r->dst_kind);
+		gpu_where(b, r);
+		gpu_time(b, r, prev_ns, 0);
+		cm_buf_varint(b, r->address);
+		cm_buf_varint(b, r->bytes);
+		cm_buf_varint(b, r->correlation);
+		break;
+	case FMT_GR_OVERHEAD:
+		cm_buf_u8(b, r->kind);
+		cm_buf_u8(b, r->mem_kind);
+		cm_buf_varint(b, r->tid);
+		gpu_time(b, r, prev_ns, 1);
+		break;
+	case FMT_GR_NVML:
+		cm_buf_varint(b, r->device);
+		gpu_time(b, r, prev_ns, 0);
+		cm_buf_varint(b, r->value);
+		for (int i = 0; i < FMT_NV_COUNT; i++)
+			if (r->value >> i & 1)
+				cm_buf_varint(b, r->nvml[i]);
+		break;
+	case FMT_GR_TIMER:
+		cm_buf_varint(b, r->name);
+		cm_buf_varint(b, r->tid);
+		gpu_time(b, r, prev_ns, 0);
+		cm_buf_varint(b, r->value);
+		cm_buf_varint(b, r->end_ns > r->start_ns ? r->end_ns - r->start_ns : 0);
+		cm_buf_varint(b, r->step);
+		break;
+	default:
+		b->failed = 1; /* DEVICE and STRING have their own functions */
+		break;
+	}
+}

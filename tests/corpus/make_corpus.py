@@ -17,6 +17,8 @@ Files written (every one under 64 KiB, the fuzzer's -max_len):
   valid_samples_raw.fnc nested.c 50 ms sampled at 2000 Hz (SAMPLES, MODULES, TASKS), raw
   valid_wall_raw.fnc    threads.c sampled in wall mode, raw
   valid_heap_raw.fnc    mem_leaks.c 200, heap profiled in full mode (HEAP), raw
+  valid_gpu_raw.fnc     valid_nested_raw.fnc plus a GPU chunk of every record type (encoded by
+                        fncfile.gpu_payload: no GPU is needed to make it)
   torn_tail.fnc         valid_nested_raw.fnc cut inside a chunk (analysed as cut short)
   no_end.fnc            valid_nested_raw.fnc without its END chunk (cut short)
   unknown_chunk.fnc     valid_nested_raw.fnc plus a chunk of unknown type 99 (skipped)
@@ -40,6 +42,43 @@ sys.dont_write_bytecode = True
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(os.path.dirname(HERE))
 sys.path.insert(0, os.path.join(REPO, "tests", "integration"))
+
+
+def gpu_example(t0):
+    """A GPU payload with one record of every type, starting 1 ms after t0 (CLOCK_MONOTONIC ns)."""
+    import fncfile
+    t = t0 + 1000000
+    dev = {"id": 0, "name": "Corpus GPU", "uuid": bytes(range(16)), "cc_major": 8, "cc_minor": 0,
+           "sm_count": 108, "warp_size": 32, "max_threads_per_block": 1024, "max_warps_per_sm": 64,
+           "max_blocks_per_sm": 32, "regs_per_sm": 65536, "regs_per_block": 65536,
+           "smem_per_sm": 167936, "smem_per_block": 166912, "memory_bytes": 40 << 30,
+           "clock_khz": 1410000}
+    recs = [
+        {"type": "api", "domain": 0, "tid": 1, "start_ns": t, "end_ns": t + 5000, "name": 2,
+         "cbid": 211, "correlation": 1},
+        {"type": "kernel", "device": 0, "context": 1, "stream": 7, "start_ns": t + 8000,
+         "end_ns": t + 20000, "name": 1, "grid_x": 108, "grid_y": 1, "grid_z": 1, "block_x": 256,
+         "block_y": 1, "block_z": 1, "registers": 32, "static_smem": 0, "dynamic_smem": 4096,
+         "correlation": 1},
+        {"type": "memcpy", "device": 0, "context": 1, "stream": 7, "start_ns": t + 21000,
+         "end_ns": t + 30000, "copy_kind": 2, "src_kind": 3, "dst_kind": 1, "bytes": 1 << 20,
+         "correlation": 3},
+        {"type": "memset", "device": 0, "context": 1, "stream": 7, "start_ns": t + 31000,
+         "end_ns": t + 32000, "memory_kind": 3, "bytes": 4096, "correlation": 4},
+        {"type": "sync", "sync_type": 3, "context": 1, "stream": 7, "start_ns": t + 6000,
+         "end_ns": t + 30500, "correlation": 5},
+        {"type": "memory", "operation": 1, "memory_kind": 3, "device": 0, "context": 1,
+         "start_ns": t - 1000, "address": 0x7f0000000000, "bytes": 1 << 26, "correlation": 6},
+        {"type": "overhead", "overhead_kind": 8, "object_kind": 2, "object_id": 1,
+         "start_ns": t + 100, "end_ns": t + 900},
+        {"type": "nvml", "device": 0, "start_ns": t + 40000, "sm_pct": 55, "mem_pct": 20,
+         "mem_used_bytes": 1 << 30, "mem_total_bytes": 40 << 30, "power_mw": 150000},
+        {"type": "timer", "name": 3, "tid": 1, "start_ns": t, "stream": 0, "elapsed_ns": 25000,
+         "step": 0},
+    ]
+    return fncfile.gpu_payload({"cupti_version": 130001, "records": len(recs)}, [dev],
+                               [(1, "void corpus_kernel<float>(float*, int)"), (2, "cudaLaunchKernel"),
+                                (3, "forward")], recs)
 
 
 def main():
@@ -79,6 +118,8 @@ def main():
     }
     base = files["valid_nested_raw.fnc"]
     _, _, chunks = fncfile.parse(base)
+    files["valid_gpu_raw.fnc"] = fncfile.insert_before_end(base, fncfile.make_chunk(
+        12, gpu_example(fncfile.decode(base)["header"][9])))
     files["torn_tail.fnc"] = fncfile.torn_tail(base)[0]
     files["no_end.fnc"] = fncfile.drop_end(base)
     files["unknown_chunk.fnc"] = fncfile.insert_unknown_chunk(base)

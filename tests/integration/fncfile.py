@@ -9,7 +9,7 @@ CHUNK_HDR_LEN = 16
 
 CHUNK_NAMES = {1: "HEADER", 2: "SITES", 3: "THREAD", 4: "EVENTS", 5: "STATS",
                6: "THREAD_END", 7: "END", 8: "SAMPLES", 9: "MODULES", 10: "TASKS",
-               11: "HEAP"}
+               11: "HEAP", 12: "GPU"}
 
 # SAMPLES flags (docs/format.md "Samples (1.1)")
 SAMPLE_KIND_MASK = 3        # 0 = on CPU, 1 = off CPU
@@ -205,12 +205,12 @@ def decode(data):
      "samples": [sample dict, see _samples], "sample_counts": (taken, dropped, truncated)
      of the last SAMPLES chunk (cumulative) or None, "sample_chunks": n,
      "modules": [{"ticks", "path", "build_id", "bias", "segs": [(start, end, offset)]}]
-     in file order, "tasks": {tid: name}, "heap": see _heap, or None}.
+     in file order, "tasks": {tid: name}, "heap": see _heap, or None, "gpu": see _gpu, or None}.
     Raises ValueError on compressed chunks or malformed data."""
     major, minor, chunks = parse(data)
     out = {"header": {}, "sites": {}, "threads": {}, "events": {}, "end": False,
            "samples": [], "sample_counts": None, "sample_chunks": 0, "modules": [],
-           "tasks": {}, "heap": None}
+           "tasks": {}, "heap": None, "gpu": None}
     streams = {}
     for c in chunks:
         if c.codec != 0:
@@ -287,6 +287,10 @@ def decode(data):
             if out["heap"] is None:
                 out["heap"] = {"counters": None, "stacks": {}, "records": []}
             _heap(p, out["heap"])
+        elif c.type == 12:
+            if out["gpu"] is None:
+                out["gpu"] = {"prefix": None, "devices": {}, "strings": {}, "records": []}
+            _gpu(p, out["gpu"])
     for idx, s in streams.items():
         out["events"][idx] = _events(bytes(s))
     return out
@@ -395,6 +399,171 @@ def _heap(p, heap):
             heap["records"].append(("snap", t) + tuple(vals) + (reason,))
         else:
             raise ValueError("HEAP record type %d" % rtype)
+
+
+GPU_PREFIX = ("cupti_version", "clock", "offset_ns", "offset_error_ns", "flags", "records",
+              "dropped", "cupti_dropped", "unknown")
+GPU_DEVICE_FIELDS = ("cc_major", "cc_minor", "sm_count", "warp_size", "max_threads_per_block",
+                     "max_warps_per_sm", "max_blocks_per_sm", "regs_per_sm", "regs_per_block",
+                     "smem_per_sm", "smem_per_block", "memory_bytes", "clock_khz")
+# Timed GPU records (docs/format.md "GPU (1.3)"): type -> (name, fields). "u8" fields are
+# bytes, "t" the zigzag start delta, "d" the duration, "nvml" the present mask and values;
+# every other field is a varint.
+GPU_RECORDS = {
+    3: ("kernel", ("device", "context", "stream", "t", "d", "name", "grid_x", "grid_y", "grid_z",
+                   "block_x", "block_y", "block_z", "registers", "static_smem", "dynamic_smem",
+                   "correlation")),
+    4: ("memcpy", ("device", "context", "stream", "t", "d", "u8:copy_kind", "u8:src_kind",
+                   "u8:dst_kind", "bytes", "correlation", "src_device", "dst_device")),
+    5: ("memset", ("device", "context", "stream", "t", "d", "u8:memory_kind", "bytes", "value",
+                   "correlation")),
+    6: ("sync", ("u8:sync_type", "context", "stream", "t", "d", "correlation", "event")),
+    7: ("api", ("u8:domain", "tid", "t", "d", "name", "cbid", "correlation", "return_value")),
+    8: ("memory", ("u8:operation", "u8:memory_kind", "u8:pool", "device", "context", "stream", "t",
+                   "address", "bytes", "correlation")),
+    9: ("overhead", ("u8:overhead_kind", "u8:object_kind", "object_id", "t", "d")),
+    10: ("nvml", ("device", "t", "nvml")),
+    11: ("timer", ("name", "tid", "t", "stream", "elapsed_ns", "step")),
+}
+NVML_FIELDS = ("sm_pct", "mem_pct", "mem_used_bytes", "mem_total_bytes", "power_mw",
+               "temperature_c", "sm_mhz", "mem_mhz", "pcie_tx_bytes_per_s", "pcie_rx_bytes_per_s")
+
+
+def _gpu(p, gpu):
+    """Decode one GPU payload into gpu = {"prefix": {name: value} (the latest chunk's),
+    "devices": {id: {"name", "uuid", field: value}}, "strings": {id: str}, "records":
+    [{"type": "kernel" | ..., field: value, "start_ns", "end_ns"}]} (names resolved into
+    "name_str")."""
+    pos = 0
+    prefix = {}
+    for name in GPU_PREFIX:
+        if name == "clock":
+            prefix[name] = p[pos]
+            pos += 1
+        else:
+            prefix[name], pos = _varint(p, pos)
+    prefix["offset_ns"] = _unzigzag(prefix["offset_ns"])
+    gpu["prefix"] = prefix
+    t = 0
+    while pos < len(p):
+        rtype = p[pos]
+        pos += 1
+        if rtype == 1:
+            dev = {}
+            did, pos = _varint(p, pos)
+            name, pos = _string(p, pos)
+            dev["name"] = name.decode(errors="replace")
+            dev["uuid"], pos = _string(p, pos)
+            for f in GPU_DEVICE_FIELDS:
+                dev[f], pos = _varint(p, pos)
+            gpu["devices"][did] = dev
+            continue
+        if rtype == 2:
+            sid, pos = _varint(p, pos)
+            s, pos = _string(p, pos)
+            if sid in gpu["strings"]:
+                raise ValueError("GPU string %d defined twice" % sid)
+            gpu["strings"][sid] = s.decode(errors="replace")
+            continue
+        if rtype not in GPU_RECORDS:
+            raise ValueError("GPU record type %d" % rtype)
+        kind, fields = GPU_RECORDS[rtype]
+        rec = {"type": kind}
+        for f in fields:
+            if f.startswith("u8:"):
+                rec[f[3:]] = p[pos]
+                pos += 1
+            elif f == "t":
+                u, pos = _varint(p, pos)
+                t += _unzigzag(u)
+                rec["start_ns"] = rec["end_ns"] = t
+            elif f == "d":
+                d, pos = _varint(p, pos)
+                rec["end_ns"] = rec["start_ns"] + d
+            elif f == "nvml":
+                present, pos = _varint(p, pos)
+                for i, nf in enumerate(NVML_FIELDS):
+                    if present >> i & 1:
+                        rec[nf], pos = _varint(p, pos)
+            else:
+                rec[f], pos = _varint(p, pos)
+        if rec.get("name"):
+            if rec["name"] not in gpu["strings"]:
+                raise ValueError("GPU record names undefined string %d" % rec["name"])
+            rec["name_str"] = gpu["strings"][rec["name"]]
+        if kind == "timer":
+            rec["end_ns"] = rec["start_ns"] + rec["elapsed_ns"]
+        gpu["records"].append(rec)
+
+
+def _put_varint(v):
+    out = bytearray()
+    while v >= 0x80:
+        out.append((v & 0x7F) | 0x80)
+        v >>= 7
+    out.append(v)
+    return bytes(out)
+
+
+def _zigzag(v):
+    return (v << 1) ^ (v >> 63)  # Python's >> is arithmetic: -1 for negative v
+
+
+def gpu_payload(prefix, devices=(), strings=(), records=()):
+    """Encode a GPU chunk payload: prefix {name: value} (missing: 0), devices [{"id", "name",
+    "uuid" (bytes), field: value}], strings [(id, str)], records [dicts as _gpu returns them,
+    with start_ns (and end_ns)]. The inverse of _gpu, for tests and the corpus."""
+    out = bytearray()
+    for name in GPU_PREFIX:
+        v = prefix.get(name, 0)
+        if name == "clock":
+            out.append(v)
+        elif name == "offset_ns":
+            out += _put_varint(_zigzag(v))
+        else:
+            out += _put_varint(v)
+    for d in devices:
+        out.append(1)
+        out += _put_varint(d["id"])
+        name = d.get("name", "").encode()
+        out += _put_varint(len(name)) + name
+        uuid = d.get("uuid", b"")
+        out += _put_varint(len(uuid)) + uuid
+        for f in GPU_DEVICE_FIELDS:
+            out += _put_varint(d.get(f, 0))
+    for sid, s in strings:
+        b = s.encode()
+        out.append(2)
+        out += _put_varint(sid) + _put_varint(len(b)) + b
+    t = 0
+    types = {v[0]: k for k, v in GPU_RECORDS.items()}
+    for r in records:
+        rtype = types[r["type"]]
+        out.append(rtype)
+        for f in GPU_RECORDS[rtype][1]:
+            if f.startswith("u8:"):
+                out.append(r.get(f[3:], 0))
+            elif f == "t":
+                out += _put_varint(_zigzag(r["start_ns"] - t))
+                t = r["start_ns"]
+            elif f == "d":
+                out += _put_varint(r.get("end_ns", r["start_ns"]) - r["start_ns"])
+            elif f == "nvml":
+                present = sum(1 << i for i, nf in enumerate(NVML_FIELDS) if nf in r)
+                out += _put_varint(present)
+                for nf in NVML_FIELDS:
+                    if nf in r:
+                        out += _put_varint(r[nf])
+            else:
+                out += _put_varint(r.get(f, 0))
+    return bytes(out)
+
+
+def insert_before_end(data, chunk):
+    """Insert a whole chunk (make_chunk's output) before the END chunk (or at the end)."""
+    _, _, chunks = parse(data)
+    at = chunks[-1].offset if chunks and chunks[-1].type == 7 else len(data)
+    return data[:at] + chunk + data[at:]
 
 
 def module_of(dec, addr):
