@@ -21,7 +21,7 @@ OPT      ?= -O2
 WARN     := -Wall -Wextra -Wshadow -Wstrict-prototypes -Wno-unused-parameter
 CFLAGS   += -std=gnu11 -g $(OPT) $(WARN) -fPIC -D_GNU_SOURCE $(SANFLAGS) -Iinclude -Isrc
 LDFLAGS  += $(SANFLAGS)
-LIBS_COL := -lzstd -lunwind -lpthread -ldl -lm
+LIBS_COL := -lzstd -lunwind-x86_64 -lunwind -lpthread -ldl -lm
 LIBS_ANA := -lzstd -lz -lm -lpthread -ldw -lelf -liberty -lcairo
 LIBS_VIEW := -lmicrohttpd
 
@@ -90,7 +90,8 @@ $(FENNEC): $(CLI_OBJ) $(O)/obj/web_assets.o $(ANALIB)
 # Debian when none is on the PATH.
 WEB_NPM    := $(O)/web/node_modules/.fennec-installed
 WEB_CHARTS := $(O)/web/node_modules/echarts/dist/echarts.min.js
-WEB_FILES  := page:web/index.html style:web/fennec.css app:web/fennec.js charts:$(WEB_CHARTS)
+WEB_FILES  := page:web/index.html style:web/fennec.css common:web/common.js app:web/fennec.js \
+              comparepage:web/compare.html compareapp:web/compare.js charts:$(WEB_CHARTS)
 $(WEB_NPM): web/package.json web/package-lock.json
 	@if ! command -v node >/dev/null 2>&1 || ! command -v npm >/dev/null 2>&1; then \
 		echo "fennec: installing Debian packages: nodejs npm"; \
@@ -101,7 +102,7 @@ $(WEB_NPM): web/package.json web/package-lock.json
 	$(Q)cp web/package.json web/package-lock.json $(O)/web/
 	$(Q)cd $(O)/web && npm ci --no-audit --no-fund --ignore-scripts --loglevel=error
 	@touch $@
-$(O)/obj/web_assets.o: web/index.html web/fennec.css web/fennec.js $(WEB_NPM)
+$(O)/obj/web_assets.o: web/index.html web/fennec.css web/common.js web/fennec.js web/compare.html web/compare.js $(WEB_NPM)
 	@mkdir -p $(dir $@)
 	$(Q){ echo '.section .rodata'; for f in $(WEB_FILES); do n=$${f%%:*}; \
 		printf '.globl cli_web_%s\n.globl cli_web_%s_end\ncli_web_%s:\n.incbin "%s"\ncli_web_%s_end:\n.byte 0\n' \

@@ -1,7 +1,8 @@
 /*
  * compare.c - `fennec compare A B`: load two recordings (keeping every region call's
  * duration), compare them (src/analyze/compare.c) and render text or JSON
- * (src/report/compare_*.c, docs/compare.md) to stdout or -o FILE. A recording that cannot
+ * (src/report/compare_*.c, docs/compare.md) to stdout or -o FILE; html adds the differential
+ * flame graph (src/export/diffsvg.c). A recording that cannot
  * be read exits 1 with the reader's message; a usage error exits 2.
  */
 #include <errno.h>
@@ -12,12 +13,15 @@
 
 #include "analyze/compare.h"
 #include "cli/cli.h"
+#include "export/export.h"
 #include "report/compare.h"
+#include "report/report.h"
 
 static const char help[] =
 	"usage: fennec compare A B [options]     (A: before, B: after; files or directories)\n"
 	"\n"
-	"  --format text|json     report format (default text; json schema: docs/compare.md)\n"
+	"  --format text|json|html  report format (default text; json schema: docs/compare.md;\n"
+	"                         html: one self-contained page with charts and the flame graph)\n"
 	"  -o, --output FILE      write the report to FILE instead of standard output\n"
 	"  --threshold PCT        smallest change called significant (default 2): a speedup\n"
 	"                         within 1/(1+PCT/100) .. 1+PCT/100 is noise\n"
@@ -43,12 +47,54 @@ static int load(const char *path, const ana_options *opt, ana_profile *p)
 
 /* Write the report to out_path (through a temporary file renamed at the end, so a
  * failure leaves no half report) or stdout. Returns 0 or 1. */
-static int write_report(const char *out_path, int json, const ana_compare_result *r, const rep_compare_options *ro)
+enum { FMT_TEXT, FMT_JSON, FMT_HTML };
+
+/* B's differential flame graph against A as SVG text (malloc'd), or NULL with *why set. */
+static char *diff_svg(const ana_compare_result *r, const char **why)
+{
+	exp_options eo;
+	exp_options_init(&eo);
+	eo.kind = ANA_CPU;
+	eo.title = "Differential flame graph: B against A";
+	if (!exp_select_count(r->a.p, &eo, NULL) || !exp_select_count(r->b.p, &eo, NULL)) {
+		*why = "No differential flame graph: one of the runs has no on-CPU samples (record with --sample=cpu).";
+		return NULL;
+	}
+	char *buf = NULL;
+	size_t len = 0;
+	FILE *mem = open_memstream(&buf, &len);
+	if (!mem || exp_diff_svg(mem, r->a.p, r->b.p, &eo)) {
+		if (mem)
+			fclose(mem);
+		free(buf);
+		*why = "No differential flame graph: out of memory drawing it.";
+		return NULL;
+	}
+	fclose(mem);
+	return buf;
+}
+
+static int render(FILE *f, int format, const ana_compare_result *r, const rep_compare_options *ro)
+{
+	if (format == FMT_JSON)
+		return rep_compare_json(f, r, ro);
+	if (format == FMT_TEXT)
+		return rep_compare_text(f, r, ro);
+	rep_web web;
+	cli_web(&web);
+	const char *why = NULL;
+	char *svg = diff_svg(r, &why);
+	int rc = rep_compare_html(f, r, ro, &web, svg, why);
+	free(svg);
+	return rc;
+}
+
+static int write_report(const char *out_path, int format, const ana_compare_result *r, const rep_compare_options *ro)
 {
 	cli_out o;
 	if (cli_out_open("compare", &o, out_path) < 0)
 		return 1;
-	int rc = json ? rep_compare_json(o.f, r, ro) : rep_compare_text(o.f, r, ro);
+	int rc = render(o.f, format, r, ro);
 	if (rc)
 		cli_error("compare", "writing %s failed: %s", out_path ? out_path : "the report",
 			  rc == FENNEC_EIO ? strerror(errno) : fennec_strerror(rc));
@@ -58,7 +104,7 @@ static int write_report(const char *out_path, int json, const ana_compare_result
 int cmd_compare(int argc, char **argv)
 {
 	const char *path[2] = {NULL, NULL}, *out_path = NULL;
-	int json = 0;
+	int format = FMT_TEXT;
 	ana_options opt = {.hot_threshold_pct = 10, .keep_durations = 1};
 	ana_compare_options co;
 	ana_compare_options_init(&co);
@@ -71,11 +117,11 @@ int cmd_compare(int argc, char **argv)
 			fputs(help, stdout);
 			return 0;
 		} else if (!strcmp(a, "--format") || !strcmp(a, "-f")) {
-			if (!v || (strcmp(v, "text") && strcmp(v, "json"))) {
-				cli_error("compare", "--format must be text or json, not '%s'", v ? v : "");
+			if (!v || (strcmp(v, "text") && strcmp(v, "json") && strcmp(v, "html"))) {
+				cli_error("compare", "--format must be text, json or html, not '%s'", v ? v : "");
 				return 2;
 			}
-			json = !strcmp(v, "json");
+			format = !strcmp(v, "json") ? FMT_JSON : !strcmp(v, "html") ? FMT_HTML : FMT_TEXT;
 			i++;
 		} else if (!strcmp(a, "-o") || !strcmp(a, "--output")) {
 			if (!v) {
@@ -142,8 +188,8 @@ int cmd_compare(int argc, char **argv)
 		ro.a_name = path[0];
 		ro.b_name = path[1];
 		if (ro.color < 0)
-			ro.color = !json && !out_path && isatty(STDOUT_FILENO) && !getenv("NO_COLOR");
-		rc = write_report(out_path, json, &r, &ro);
+			ro.color = format == FMT_TEXT && !out_path && isatty(STDOUT_FILENO) && !getenv("NO_COLOR");
+		rc = write_report(out_path, format, &r, &ro);
 	}
 	/* The recordings' own warnings (cut short, dropped events) go to stderr. */
 	for (int k = 0; !rc && k < 2; k++) {

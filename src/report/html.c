@@ -239,6 +239,8 @@ int rep_html_page(FILE *out, const rep_web *w, const char *data, size_t data_len
 			put_script(out, w->style, w->style_len);
 		else if (e && IS("CHARTS"))
 			put_script(out, w->charts, w->charts_len);
+		else if (e && IS("COMMON"))
+			put_script(out, w->common, w->common_len);
 		else if (e && IS("APP"))
 			put_script(out, w->app, w->app_len);
 		else if (e && IS("DATA")) {

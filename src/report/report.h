@@ -39,8 +39,14 @@ typedef struct rep_web {
 	size_t page_len;
 	const char *style;    /* web/fennec.css */
 	size_t style_len;
+	const char *common;   /* web/common.js: helpers both pages use */
+	size_t common_len;
 	const char *app;      /* web/fennec.js */
 	size_t app_len;
+	const char *compare_page; /* web/compare.html: `fennec compare --format html` */
+	size_t compare_page_len;
+	const char *compare_app;  /* web/compare.js */
+	size_t compare_app_len;
 	const char *charts;   /* echarts.min.js */
 	size_t charts_len;
 } rep_web;
