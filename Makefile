@@ -29,6 +29,20 @@ ifneq ($(V),1)
   Q := @
 endif
 
+# GPU (docs/gpu.md): where CUPTI's headers are found, the collector is built with CUDA
+# activity tracing (src/collect/gpu_cupti.c) and the tests with the CUPTI translation test.
+# Nothing links a CUDA library: libcupti, libcuda and libnvidia-ml are the program's, loaded
+# at run time. NOCUDA=1 builds as if the headers were absent (use its own O=).
+CUDA_HOME ?= /usr/local/cuda
+ifneq ($(NOCUDA),1)
+  CUPTI_INC := $(firstword $(patsubst %/cupti.h,%,$(wildcard $(CUDA_HOME)/include/cupti.h \
+                 $(CUDA_HOME)/extras/CUPTI/include/cupti.h)))
+endif
+ifneq ($(CUPTI_INC),)
+  CUPTI_CFLAGS := -DFENNEC_HAVE_CUPTI -I$(CUPTI_INC) -I$(CUDA_HOME)/include
+  GPU_TESTS    := $(O)/tests/cupti_test
+endif
+
 COMMON_SRC  := $(wildcard src/common/*.c)
 COLLECT_SRC := $(wildcard src/collect/*.c) src/format/writer.c
 ANALYZE_SRC := src/format/reader.c $(wildcard src/analyze/*.c) $(wildcard src/symbol/*.c) $(wildcard src/report/*.c) \
@@ -54,7 +68,7 @@ UNIT     := $(O)/tests/unit
 .PHONY: all lib cli examples fixtures bench deps consumers demo test test-quick test-asan test-tsan \
         fuzz fuzz-run clean
 
-all: lib cli examples fixtures $(UNIT)
+all: lib cli examples fixtures $(UNIT) $(GPU_TESTS)
 lib: $(SOLIB) $(STLIB)
 cli: $(FENNEC)
 examples: $(EXAMPLES)
@@ -67,6 +81,8 @@ $(O)/obj/%.o: %.c $(wildcard include/*.h src/*/*.h)
 
 # The collector: hidden visibility, only FENNEC_API symbols are exported.
 $(O)/obj/src/collect/%.o $(O)/obj/src/format/writer.o $(O)/obj/src/common/%.o: CFLAGS += -fvisibility=hidden -ftls-model=initial-exec
+
+$(O)/obj/src/collect/gpu_cupti.o $(O)/obj/src/cli/gpu.o: CFLAGS += $(CUPTI_CFLAGS)
 
 $(SOLIB): $(COLLECT_OBJ) $(COMMON_OBJ)
 	@mkdir -p $(dir $@)
@@ -135,6 +151,12 @@ $(O)/bench/%: bench/%.c include/fennec.h $(SOLIB) $(ANALIB)
 $(UNIT): $(UNIT_SRC) $(ANALIB) $(COLLECT_SRC) $(wildcard src/*/*.h)
 	@mkdir -p $(dir $@)
 	$(Q)$(CC) $(CFLAGS) $(LDFLAGS) $(UNIT_SRC) src/format/writer.c $(ANALIB) -o $@ $(LIBS_ANA)
+
+# Drives the CUPTI translation and the writer with activity records built from CUPTI's
+# structs (tests/gpu/): only where the headers are.
+$(O)/tests/cupti_test: tests/gpu/cupti_test.c $(STLIB) $(wildcard src/*/*.h)
+	@mkdir -p $(dir $@)
+	$(Q)$(CC) $(CFLAGS) $(CUPTI_CFLAGS) $(LDFLAGS) $< -o $@ $(STLIB) $(LIBS_COL)
 
 # Installs the Debian packages the build, the tests and the demo need (only what is missing).
 deps:

@@ -18,6 +18,18 @@ int cmd_view(int argc, char **argv);
 int cli_record_wants_view(int argc, char **argv);
 int cmd_record_view(int argc, char **argv);
 
+/* `fennec record --gpu` (gpu.c, docs/gpu.md). cli_gpu_check (before the program starts)
+ * prints one line saying what GPU profiling lacks on this machine, if anything, and fills
+ * *g; cli_gpu_env (in the child) sets the environment that turns it on. mode: 1 all, 2
+ * kernels only; g->mode stays 0 when there is no driver. */
+typedef struct cli_gpu {
+	int mode;
+	int inject;            /* CUPTI usable: the driver is to load libfennec */
+	char cupti[4096];      /* its path */
+} cli_gpu;
+int cli_gpu_check(int mode, cli_gpu *g);
+void cli_gpu_env(const cli_gpu *g, const char *lib);
+
 /* The web front end embedded into the binary (web.c; struct rep_web: report/report.h). */
 struct rep_web;
 void cli_web(struct rep_web *w);

@@ -62,6 +62,9 @@ static const char help[] =
 	"                             and free with its stack: exact leaks), off\n"
 	"  --memory-rate BYTES        sampled: mean bytes between sampled allocations (default 524288)\n"
 	"  --memory-interval MS       heap and RSS timeline period (default 50; also at every step)\n"
+	"  --gpu                      CUDA kernels, transfers, synchronisation, API calls and GPU memory\n"
+	"                             (CUPTI), GPU utilisation (NVML): docs/gpu.md\n"
+	"  --gpu-kernels-only         --gpu with kernels only, the lowest overhead\n"
 	"  --view[=PORT]              serve the live dashboard of the recording on 127.0.0.1:PORT\n"
 	"                             (default 8051) while it runs and after (docs/html.md)\n"
 	"  -q, --quiet                no summary line on standard error\n"
@@ -175,6 +178,7 @@ int cmd_record(int argc, char **argv)
 	const char *buffer = NULL, *flush = NULL, *fraction = NULL, *schedule = NULL;
 	const char *freq = NULL, *sample = NULL, *depth = NULL;
 	const char *memory = NULL, *mem_rate = NULL, *mem_interval = NULL;
+	int gpu_mode = 0;
 	int quiet = 0, i;
 	for (i = 1; i < argc; i++) {
 		const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -255,6 +259,8 @@ int cmd_record(int argc, char **argv)
 				return 2;
 			depth = v;
 			i++;
+		} else if (!strcmp(a, "--gpu") || !strcmp(a, "--gpu-kernels-only")) {
+			gpu_mode = a[5] ? 2 : 1;
 		} else if (!strcmp(a, "-q") || !strcmp(a, "--quiet"))
 			quiet = 1;
 		else if (a[0] == '-') {
@@ -312,6 +318,9 @@ int cmd_record(int argc, char **argv)
 	 * before the program starts, so the program's own start-up and first step are
 	 * not delayed. Best effort: without permission the program falls back anyway. */
 	hold_perf_hooks();
+	cli_gpu gpu = {0};
+	if (gpu_mode)
+		cli_gpu_check(gpu_mode, &gpu);
 	child = fork();
 	if (child < 0) {
 		cli_error("record", "fork failed: %s", strerror(errno));
@@ -358,6 +367,7 @@ int cmd_record(int argc, char **argv)
 			setenv("FENNEC_MEMORY_RATE", mem_rate, 1);
 		if (mem_interval)
 			setenv("FENNEC_MEMORY_INTERVAL_MS", mem_interval, 1);
+		cli_gpu_env(&gpu, lib);
 		execvp(argv[i], argv + i);
 		int e = errno;
 		fprintf(stderr, "fennec record: cannot run '%s': %s\n", argv[i], strerror(e));

@@ -6,6 +6,7 @@
  * ones. See docs/internals/collect.md for the design and its invariants.
  */
 #include "collect/collect.h"
+#include "collect/gpu.h"
 
 #include <cpuid.h>
 #include <dlfcn.h>
@@ -662,6 +663,7 @@ static void flush_locked(int final, unsigned exit_reason)
 		col_modules_drain(emit_chunk, col_ticks());
 	col_sample_drain(emit_chunk, emit_sites); /* SITES first: samples name regions */
 	col_mem_drain(emit_chunk, emit_sites);
+	col_gpu_drain(emit_chunk, final);
 	if (S.ends.len)
 		emit_chunk(FMT_THREAD_END, &S.ends);
 	cm_buf st = {0};
@@ -713,6 +715,7 @@ static void *writer_main(void *arg)
 	while (!S.stop_writer) {
 		uint64_t now = cm_mono_ns();
 		col_mem_tick(now);
+		col_gpu_tick(now);
 		if (now < next && max_fill_pct() < 25 && col_mem_fill_pct() < 25) {
 			uint64_t wait = next - now < WRITER_SLICE_NS ? next - now : WRITER_SLICE_NS;
 			struct timespec ts;
@@ -782,6 +785,7 @@ static int session_begin(void)
 	atomic_store(&S.next_index, 0);
 	col_sample_prepare(S.cfg.sample_mode, S.cfg.sample_hz, S.cfg.stack_depth, &S.sample);
 	col_mem_prepare(S.cfg.memory_mode, S.cfg.memory_rate, S.cfg.memory_interval_ms, S.cfg.stack_depth, &S.mem);
+	col_gpu_prepare();
 	write_header(mono, ticks, real);
 	S.gen++;
 	if (S.gen == 0)
@@ -796,6 +800,7 @@ static int session_begin(void)
 	atomic_store_explicit(&col_on, S.gen, memory_order_release);
 	col_sample_start();
 	col_mem_start();
+	col_gpu_start();
 	return 0;
 }
 
@@ -884,6 +889,7 @@ static int session_end(unsigned exit_reason)
 	}
 	col_sample_stop();
 	col_mem_stop();
+	col_gpu_stop();
 	atomic_store(&col_on, 0);
 	S.stop_writer = 1;
 	pthread_cond_broadcast(&flush_cond);
@@ -933,6 +939,7 @@ static void atfork_child(void)
 	pthread_mutex_unlock(&intern_lock);
 	pthread_mutex_unlock(&reg_lock);
 	col_mem_atfork_child();
+	col_gpu_atfork_child();
 	if (!atomic_load(&col_on)) {
 		pthread_mutex_unlock(&flush_lock);
 		return;
