@@ -4,7 +4,7 @@
 
 CC      ?= cc
 DEBIAN_PACKAGES := libzstd-dev libunwind-dev clang libclang-rt-14-dev python3 jq time libdw-dev libelf-dev libiberty-dev zlib1g-dev golang-go libcairo2-dev \
-                   libmicrohttpd-dev chromium wrk
+                   libmicrohttpd-dev chromium wrk openmpi-bin libopenmpi-dev
 
 ifeq ($(ASAN),1)
   O ?= build-asan
@@ -136,6 +136,16 @@ $(O)/examples/%: examples/%.c include/fennec.h $(SOLIB)
 $(O)/fixtures/%: tests/fixtures/%.c $(wildcard tests/fixtures/*.h) include/fennec.h $(SOLIB)
 	@mkdir -p $(dir $@)
 	$(Q)$(PROG_LINK)
+
+# MPI fixtures (tests/fixtures/mpi/NAME.c -> $(O)/fixtures/NAME): built with mpicc when it
+# is installed (Open MPI: openmpi-bin, libopenmpi-dev); their tests skip without it.
+MPICC := $(shell command -v mpicc 2>/dev/null)
+ifneq ($(MPICC),)
+fixtures: $(patsubst tests/fixtures/mpi/%.c,$(O)/fixtures/%,$(wildcard tests/fixtures/mpi/*.c))
+$(O)/fixtures/%: tests/fixtures/mpi/%.c $(wildcard tests/fixtures/*.h) include/fennec.h $(SOLIB)
+	@mkdir -p $(dir $@)
+	$(Q)OMPI_CC=$(CC) $(MPICC) $(CFLAGS) $(LDFLAGS) $< -o $@ -L$(O)/lib -lfennec -Wl,-rpath,'$$ORIGIN/../lib' -lm -lpthread
+endif
 
 # Shared libraries that fixtures dlopen: tests/fixtures/lib/NAME.c -> $(O)/fixtures/libNAME.so
 FIXTURE_LIBS := $(patsubst tests/fixtures/lib/%.c,$(O)/fixtures/lib%.so,$(wildcard tests/fixtures/lib/*.c))

@@ -61,7 +61,73 @@ typedef struct ana_process {
 	uint64_t start_ns, end_ns; /* CLOCK_MONOTONIC */
 	uint64_t dropped;
 	uint32_t threads;
+	uint32_t rank_index;  /* index into p->ranks: the recording it belongs to */
+	uint32_t step_thread; /* p->threads index of its stepping thread (most marks), or ANA_NONE */
+	ana_u64vec step_ns;   /* that thread's step durations, in order */
+	ana_dist step_dist;
+	uint64_t busy_ns;     /* time in top-level regions, its threads summed */
+	uint64_t work_ns;     /* busy_ns less the time in communication regions (ranks.c) */
+	uint32_t top_node;    /* the region node with the most self time in it, or ANA_NONE */
+	uint64_t top_self_ns;
 } ana_process;
+
+/* A region node's time on one thread (model.c keeps one per thread and node met). */
+typedef struct ana_tnode {
+	uint32_t thread;      /* p->threads index */
+	uint32_t node;
+	uint64_t count, total_ns, child_ns;
+	uint64_t cur_step, cur_ns; /* replay state: the step being summed (step_nodes) */
+} ana_tnode;
+
+/* Time of a region node in one step of a process's stepping thread (the calls that ended
+ * in that step). */
+typedef struct ana_step_node {
+	uint32_t thread;      /* p->threads index: the stepping thread of its process */
+	uint32_t node;
+	uint64_t step;        /* index into that process's step_ns (== its length: after the last mark) */
+	uint64_t ns;
+} ana_step_node;
+
+/*
+ * A rank: one recording (a process and the processes it forked or exec'd) of a job whose
+ * recordings `fennec analyze DIR` merges (src/analyze/ranks.c). A recording without a rank
+ * key is a rank with rank -1.
+ */
+typedef struct ana_rank {
+	int64_t rank;         /* from the header (RANK, OMPI_COMM_WORLD_RANK, ...); -1: none */
+	uint64_t recording_id;
+	uint32_t proc;        /* its first process (p->procs index) */
+	uint32_t nprocs;
+	uint64_t wall_ns;     /* of its first process */
+	uint64_t cpu_ns;      /* user + system, its processes summed */
+	uint64_t busy_ns, work_ns, comm_ns; /* its processes summed: see ana_process; comm = busy - work */
+	uint64_t steps;       /* of its first process's stepping thread */
+	ana_dist step_dist;
+	uint32_t top_node;    /* region node with the most self time in the rank, or ANA_NONE */
+	uint64_t top_self_ns;
+} ana_rank;
+
+#define ANA_LOSSES 3
+/* Where the slowest rank loses time: a region whose self time there exceeds the other
+ * ranks' mean. */
+typedef struct ana_loss {
+	uint32_t node;
+	uint64_t rank_ns;     /* self time in the slowest rank */
+	double others_ns;     /* mean self time in the other ranks */
+	double excess_ns;     /* rank_ns - others_ns */
+} ana_loss;
+
+/* Balance between ranks (src/analyze/ranks.c, docs/bottlenecks.md rank_imbalance). */
+typedef struct ana_balance {
+	int present;          /* two ranks or more */
+	const char *basis;    /* "work" (regions less communication), "steps" or "wall" */
+	double imbalance_pct; /* max / mean - 1 of the basis over the ranks, in % */
+	double step_imbalance_pct; /* the same over mean step times (NAN without steps on every rank) */
+	uint32_t slowest, fastest; /* p->ranks indices by the basis */
+	double max_ns, mean_ns, min_ns, others_mean_ns; /* of the basis */
+	ana_loss losses[ANA_LOSSES];
+	uint32_t nlosses;
+} ana_balance;
 
 /* One update of a metric. */
 typedef struct ana_point {
@@ -311,6 +377,10 @@ typedef struct ana_options {
 	uint32_t top;             /* rows of the sample tables in reports (0: the renderer's default) */
 	double leak_threshold_bytes; /* memory_leak growth fires from this slope per step (or per second); default 10 MB */
 	int keep_durations;       /* keep ana_node.durations after statistics (compare needs them) */
+	double imbalance_threshold_pct; /* rank_imbalance fires from this imbalance (default 5) */
+	double offcpu_threshold_pct;    /* off_cpu fires from this blocked share (default 30) */
+	double outlier_factor;    /* step_variance: a step this many times the median is an outlier (default 1.5) */
+	const char *data_regions; /* input_bound: comma-separated region names or globs; NULL: the default words */
 } ana_options;
 
 typedef struct ana_profile {
@@ -340,6 +410,15 @@ typedef struct ana_profile {
 	ana_dist step_dist;
 	ana_sampling smp;
 	ana_memory mem;
+	/* per thread and region node; per step of each process's stepping thread (model.c) */
+	ana_tnode *tnodes;
+	uint32_t ntnodes, tnodes_cap;
+	ana_step_node *step_nodes;
+	size_t nstep_nodes, step_nodes_cap;
+	/* recordings merged (ranks), processes ordered by rank then start (ranks.c) */
+	ana_rank *ranks;
+	uint32_t nranks;
+	ana_balance balance;
 	/* summary */
 	uint64_t wall_ns, cpu_user_ns, cpu_sys_ns, dropped, events;
 	int cut_short;
@@ -347,11 +426,37 @@ typedef struct ana_profile {
 
 /*
  * Load the recording at `path`: the file and every sibling `path.<pid>.<n>` with the
- * same recording id, or every profile in `path` if it is a directory. Returns 0, or a
- * FENNEC_E* code with the message in err (the profile is then still freed by the
- * caller). Warnings (cut-short files, unreadable siblings) go to p->warnings.
+ * same recording id, or every profile in `path` if it is a directory. A directory may
+ * hold several recordings (one per rank of an MPI job, docs/ranks.md): they are merged,
+ * and ranks.c compares them. A `path` that does not exist but has per-rank files beside
+ * it (`run.fnc` -> `run.rank0.fnc`, `run.rank1.fnc`, ... as `fennec record` names them
+ * under mpirun) loads those. Returns 0, or a FENNEC_E* code with the message in err (the
+ * profile is then still freed by the caller). Warnings (cut-short files, unreadable
+ * siblings, two recordings of one rank) go to p->warnings.
  */
 int ana_load(const char *path, const ana_options *opt, ana_profile *p, fmt_error *err);
+/* The same over several paths (files or directories), merged into one profile. */
+int ana_load_paths(const char *const *paths, size_t npaths, const ana_options *opt, ana_profile *p, fmt_error *err);
+
+/* The files to load for `paths` (src/analyze/files.c), in model order: by rank, each
+ * recording's first process first, then by start time. *out is malloc'd, each string too. */
+int ana_list_files(const char *const *paths, size_t npaths, char ***out, size_t *nout, fmt_error *err,
+		   ana_profile *p);
+
+/*
+ * Ranks and processes (src/analyze/ranks.c), called by ana_load once the regions are
+ * final: per-process and per-rank totals, steps and top regions, and p->balance. Returns
+ * 0 or FENNEC_ENOMEM.
+ */
+int ana_ranks(ana_profile *p);
+/* Whether a region name reads as communication or waiting on other ranks (MPI_*, barrier,
+ * allreduce, wait, sync, ...: docs/bottlenecks.md); such regions are not work. */
+int ana_name_is_comm(const char *name);
+/* Whether a region name reads as data loading: its words (split at non-letters and at
+ * lower-to-upper case changes) begin with load, data, batch, fetch, read, input or
+ * prefetch, or are io (docs/bottlenecks.md input_bound); `list`, when not NULL, is a
+ * comma-separated list of names or globs used instead. */
+int ana_name_is_data(const char *name, const char *list);
 
 /* Run the rules (docs/bottlenecks.md) and fill p->findings. */
 void ana_rules(ana_profile *p);

@@ -183,6 +183,7 @@ static uint32_t intern(ana_profile *p, const char *s)
 
 typedef struct frame {
 	uint32_t node;
+	uint32_t tn;         /* p->tnodes index: this node on this thread */
 	uint64_t start;
 	uint64_t child_ticks;
 } frame;
@@ -193,7 +194,7 @@ typedef struct lthread {
 	frame *stack;
 	uint32_t depth, cap;
 	uint64_t busy_ticks;
-	struct { uint32_t parent, site, node; } cache[CACHE];
+	struct { uint32_t parent, site, node, tn; } cache[CACHE];
 	ana_u64vec step_ticks, step_items, step_flags;
 } lthread;
 
@@ -205,7 +206,9 @@ typedef struct ctx {
 	uint32_t nsite_map;
 	lthread *th;
 	uint32_t nth;
-	map seen;             /* (thread, node) pairs met */
+	map seen;             /* (thread, node) pairs met -> p->tnodes index */
+	uint32_t first_thread, first_tn; /* p->threads, p->tnodes and p->step_nodes of this file start here */
+	size_t first_sn;
 	int oom;
 } ctx;
 
@@ -319,6 +322,58 @@ static uint32_t metric_for(ctx *c, const fmt_file *f, uint32_t id, unsigned kind
 	return c->site_metric[id] = p->nmetrics++;
 }
 
+static uint32_t tnode_new(ana_profile *p, uint32_t thread, uint32_t node)
+{
+	ana_tnode *a = grow(p->tnodes, &p->tnodes_cap, p->ntnodes, sizeof *a);
+	if (!a)
+		return ANA_NONE;
+	p->tnodes = a;
+	a[p->ntnodes] = (ana_tnode){.thread = thread, .node = node};
+	return p->ntnodes++;
+}
+
+static int step_node_push(ana_profile *p, const ana_tnode *tn)
+{
+	if (!tn->cur_ns)
+		return 0;
+	if (ana_grow(&p->step_nodes, &p->step_nodes_cap, p->nstep_nodes, sizeof *p->step_nodes) < 0)
+		return -1;
+	p->step_nodes[p->nstep_nodes++] = (ana_step_node){tn->thread, tn->node, tn->cur_step, tn->cur_ns};
+	return 0;
+}
+
+/* A call of a node ended on a thread that has marked `step` steps: its time per thread,
+ * and per step (the sum of the previous step goes out when the step changes). */
+static int tnode_end(ana_profile *p, uint32_t i, uint64_t step, uint64_t dns, uint64_t cns)
+{
+	ana_tnode *tn = &p->tnodes[i];
+	tn->count++;
+	tn->total_ns += dns;
+	tn->child_ns += cns;
+	if (step != tn->cur_step) {
+		if (step_node_push(p, tn) < 0)
+			return -1;
+		tn->cur_step = step;
+		tn->cur_ns = 0;
+	}
+	tn->cur_ns += dns;
+	return 0;
+}
+
+/* The file is read: keep the per-step times of its stepping thread `g` only. */
+static int step_nodes_finish(ana_profile *p, const ctx *c, uint32_t g)
+{
+	for (uint32_t i = c->first_tn; i < p->ntnodes; i++)
+		if (p->tnodes[i].thread == g && step_node_push(p, &p->tnodes[i]) < 0)
+			return -1;
+	size_t k = c->first_sn;
+	for (size_t i = c->first_sn; i < p->nstep_nodes; i++)
+		if (p->step_nodes[i].thread == g)
+			p->step_nodes[k++] = p->step_nodes[i];
+	p->nstep_nodes = k;
+	return 0;
+}
+
 static int on_event(void *vc, const fmt_file *f, const fmt_event *ev)
 {
 	ctx *c = vc;
@@ -336,23 +391,25 @@ static int on_event(void *vc, const fmt_file *f, const fmt_event *ev)
 	case FMT_EV_BEGIN: {
 		uint32_t parent = t->depth ? t->stack[t->depth - 1].node : ANA_NONE;
 		unsigned slot = (ev->id * 31u + parent) & (CACHE - 1);
-		uint32_t node;
-		if (t->cache[slot].node != ANA_NONE && t->cache[slot].parent == parent && t->cache[slot].site == ev->id)
+		uint32_t node, tn;
+		if (t->cache[slot].node != ANA_NONE && t->cache[slot].parent == parent && t->cache[slot].site == ev->id) {
 			node = t->cache[slot].node;
-		else {
+			tn = t->cache[slot].tn;
+		} else {
 			uint32_t name = site_name(c, f, ev->id);
 			if (name == ANA_NONE || (node = node_for(p, parent, name)) == ANA_NONE)
 				goto oom;
 			/* Distinct threads per node: cache misses are rare, so check a set here. */
 			uint64_t key = (uint64_t)t->g << 32 | node;
-			if (map_get(&c->seen, key) == ANA_NONE) {
-				if (map_put(&c->seen, key, 1) < 0)
+			if ((tn = map_get(&c->seen, key)) == ANA_NONE) {
+				if ((tn = tnode_new(p, t->g, node)) == ANA_NONE || map_put(&c->seen, key, tn) < 0)
 					goto oom;
 				p->nodes[node].threads++;
 			}
 			t->cache[slot].parent = parent;
 			t->cache[slot].site = ev->id;
 			t->cache[slot].node = node;
+			t->cache[slot].tn = tn;
 		}
 		if (t->depth == t->cap) {
 			uint32_t cap = t->cap ? t->cap * 2 : 16;
@@ -362,7 +419,7 @@ static int on_event(void *vc, const fmt_file *f, const fmt_event *ev)
 			t->stack = s;
 			t->cap = cap;
 		}
-		t->stack[t->depth++] = (frame){node, ev->ticks, 0};
+		t->stack[t->depth++] = (frame){node, tn, ev->ticks, 0};
 		break;
 	}
 	case FMT_EV_END: {
@@ -375,7 +432,7 @@ static int on_event(void *vc, const fmt_file *f, const fmt_event *ev)
 		uint64_t cns = (uint64_t)llround(fmt_dticks_to_ns(f, fr.child_ticks));
 		n->total_ns += dns;
 		n->child_ns += cns;
-		if (u64_push(&n->durations, dns) < 0)
+		if (u64_push(&n->durations, dns) < 0 || tnode_end(p, fr.tn, t->step_ticks.n, dns, cns) < 0)
 			goto oom;
 		if (t->depth)
 			t->stack[t->depth - 1].child_ticks += dt;
@@ -579,7 +636,7 @@ static int load_file(ana_profile *p, const char *path, fmt_error *err)
 	p->procs = procs;
 	ana_process *pr = &p->procs[p->nprocs];
 	memset(pr, 0, sizeof *pr);
-	ctx c = {.p = p, .proc = p->nprocs};
+	ctx c = {.p = p, .proc = p->nprocs, .first_thread = p->nthreads, .first_tn = p->ntnodes, .first_sn = p->nstep_nodes};
 	int rc = fmt_read(path, &pr->file, on_event, &c, err);
 	if (rc && rc != FENNEC_ENOMEM && p->opt.force && pr->file.recording_id) {
 		ana_warn(p, "%s (analysed up to that point because of --force)", err->msg);
@@ -634,6 +691,19 @@ static int load_file(ana_profile *p, const char *path, fmt_error *err)
 				p->steps = best->step_ticks.n;
 			}
 		}
+		/* Every process's steps, on its thread with the most marks: ranks.c compares them. */
+		lthread *st = NULL;
+		for (uint32_t i = 0; i < c.nth; i++)
+			if (c.th[i].g != ANA_NONE && c.th[i].step_ticks.n && (!st || c.th[i].step_ticks.n > st->step_ticks.n))
+				st = &c.th[i];
+		pr->step_thread = st ? st->g : ANA_NONE;
+		for (size_t k = 0; st && k < st->step_ticks.n; k++) {
+			uint64_t prev = k ? st->step_ticks.v[k - 1] : f->start_ticks, tk = st->step_ticks.v[k];
+			if (u64_push(&pr->step_ns, (uint64_t)llround(fmt_dticks_to_ns(f, tk > prev ? tk - prev : 0))) < 0)
+				rc = FENNEC_ENOMEM;
+		}
+		if (step_nodes_finish(p, &c, pr->step_thread) < 0)
+			rc = FENNEC_ENOMEM;
 		pr->start_ns = f->start_mono_ns;
 		double end_ns = fmt_ticks_to_ns(f, f->last_ticks);
 		if (f->ncalib && (double)f->calib[f->ncalib - 1].mono_ns > end_ns)
@@ -664,6 +734,10 @@ static int load_file(ana_profile *p, const char *path, fmt_error *err)
 		fmt_file_free(f);
 		ana_samples_discard(p, c.proc);
 		ana_memory_discard(p, c.proc);
+		/* its threads would otherwise count for the next file's process */
+		p->nthreads = c.first_thread;
+		p->ntnodes = c.first_tn;
+		p->nstep_nodes = c.first_sn;
 	}
 	for (uint32_t i = 0; i < c.nth; i++) {
 		free(c.th[i].stack);
@@ -679,140 +753,12 @@ static int load_file(ana_profile *p, const char *path, fmt_error *err)
 	return rc;
 }
 
-static int is_sibling_name(const char *base, const char *name)
-{
-	size_t n = strlen(base);
-	if (strncmp(name, base, n) || name[n] != '.')
-		return 0;
-	const char *s = name + n + 1;
-	int digits = 0, dots = 0;
-	for (; *s; s++) {
-		if (*s == '.') {
-			if (!digits)
-				return 0;
-			dots++;
-			digits = 0;
-		} else if (*s >= '0' && *s <= '9')
-			digits++;
-		else
-			return 0;
-	}
-	return dots == 1 && digits;
-}
-
-static int cmp_str(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
-
-static int cmp_ord(const void *a, const void *b)
-{
-	uint64_t x = *(const uint64_t *)((const char *)a + sizeof(char *));
-	uint64_t y = *(const uint64_t *)((const char *)b + sizeof(char *));
-	return (x > y) - (x < y);
-}
-
-/* The files of the recording, first file first. */
-static int list_files(const char *path, char ***out, size_t *nout, fmt_error *err, ana_profile *p)
-{
-	struct stat st;
-	char **files = NULL;
-	size_t n = 0;
-	if (stat(path, &st) < 0) {
-		err->code = errno == ENOENT ? FENNEC_ENOENT : FENNEC_EIO;
-		snprintf(err->msg, sizeof err->msg, "%s: %s", path, strerror(errno));
-		return err->code;
-	}
-	int isdir = S_ISDIR(st.st_mode);
-	char *dcopy = strdup(path), *bcopy = strdup(path);
-	if (!dcopy || !bcopy) {
-		free(dcopy);
-		free(bcopy);
-		return FENNEC_ENOMEM;
-	}
-	const char *dir = isdir ? path : dirname(dcopy);
-	const char *base = basename(bcopy);
-	if (!isdir) {
-		files = malloc(sizeof *files);
-		if (!files || !(files[0] = strdup(path))) {
-			free(files);
-			free(dcopy);
-			free(bcopy);
-			return FENNEC_ENOMEM;
-		}
-		n = 1;
-	}
-	DIR *d = opendir(dir);
-	if (d) {
-		struct dirent *e;
-		while ((e = readdir(d))) {
-			if (isdir ? e->d_name[0] == '.' : !is_sibling_name(base, e->d_name))
-				continue;
-			char **f2 = realloc(files, (n + 1) * sizeof *files);
-			if (!f2)
-				break;
-			files = f2;
-			size_t len = strlen(dir) + strlen(e->d_name) + 2;
-			files[n] = malloc(len);
-			snprintf(files[n], len, "%s/%s", dir, e->d_name);
-			n++;
-		}
-		closedir(d);
-	}
-	free(dcopy);
-	free(bcopy);
-	if (isdir && n > 1)
-		qsort(files, n, sizeof *files, cmp_str);
-	/* Keep only files of the same recording as the first readable one, and order them:
-	 * the first process first, then by start time. */
-	uint64_t rec = 0;
-	size_t k = 0;
-	struct ord { char *file; uint64_t key; } *ord = calloc(n ? n : 1, sizeof *ord);
-	if (!ord) {
-		for (size_t j = 0; j < n; j++)
-			free(files[j]);
-		free(files);
-		return FENNEC_ENOMEM;
-	}
-	for (size_t i = 0; i < n; i++) {
-		fmt_file h;
-		fmt_error e;
-		int rc = fmt_read_header(files[i], &h, &e);
-		int keep = 0;
-		if (rc == 0) {
-			if (!rec)
-				rec = h.recording_id;
-			keep = h.recording_id == rec;
-			ord[k].key = h.origin == FMT_ORIGIN_FIRST ? 0 : h.start_mono_ns | 1;
-		} else if (i == 0 && !isdir) {
-			*err = e; /* the named file itself is bad: that is the error */
-			fmt_file_free(&h);
-			for (size_t j = 0; j < n; j++)
-				free(files[j]);
-			free(files);
-			free(ord);
-			return e.code;
-		} else if (!isdir || rc != FENNEC_EFOREIGN)
-			ana_warn(p, "skipped %s", e.msg);
-		fmt_file_free(&h);
-		if (keep)
-			ord[k++].file = files[i];
-		else
-			free(files[i]);
-	}
-	qsort(ord, k, sizeof *ord, cmp_ord);
-	for (size_t i = 0; i < k; i++)
-		files[i] = ord[i].file;
-	free(ord);
-	if (!k) {
-		free(files);
-		err->code = FENNEC_ENODATA;
-		snprintf(err->msg, sizeof err->msg, "%s: no fennec profiles found", path);
-		return err->code;
-	}
-	*out = files;
-	*nout = k;
-	return 0;
-}
-
 int ana_load(const char *path, const ana_options *opt, ana_profile *p, fmt_error *err)
+{
+	return ana_load_paths(&path, 1, opt, p, err);
+}
+
+int ana_load_paths(const char *const *paths, size_t npaths, const ana_options *opt, ana_profile *p, fmt_error *err)
 {
 	memset(p, 0, sizeof *p);
 	memset(err, 0, sizeof *err);
@@ -825,7 +771,7 @@ int ana_load(const char *path, const ana_options *opt, ana_profile *p, fmt_error
 		return FENNEC_ENOMEM;
 	char **files = NULL;
 	size_t nfiles = 0;
-	int rc = list_files(path, &files, &nfiles, err, p);
+	int rc = ana_list_files(paths, npaths, &files, &nfiles, err, p);
 	if (rc)
 		return rc;
 	/* Load the first file first: steps come from it. Siblings that fail are warned
@@ -914,7 +860,11 @@ int ana_load(const char *path, const ana_options *opt, ana_profile *p, fmt_error
 	}
 	/* Samples: symbolised and aggregated now that the region nodes are final. */
 	if (ana_samples_finish(p) || ana_memory_finish(p)) {
-		snprintf(err->msg, sizeof err->msg, "%s: out of memory while symbolising samples", path);
+		snprintf(err->msg, sizeof err->msg, "%s: out of memory while symbolising samples", p->procs[0].file.path);
+		return err->code = FENNEC_ENOMEM;
+	}
+	if (ana_ranks(p)) {
+		snprintf(err->msg, sizeof err->msg, "%s: out of memory while comparing ranks", p->procs[0].file.path);
 		return err->code = FENNEC_ENOMEM;
 	}
 	ana_rules(p);
@@ -933,8 +883,10 @@ void ana_profile_free(ana_profile *p)
 		free(p->nodes[i].path);
 	}
 	free(p->nodes);
-	for (uint32_t i = 0; i < p->nprocs; i++)
+	for (uint32_t i = 0; i < p->nprocs; i++) {
 		fmt_file_free(&p->procs[i].file);
+		free(p->procs[i].step_ns.v);
+	}
 	free(p->procs);
 	free(p->threads);
 	for (uint32_t i = 0; i < p->nmetrics; i++) {
@@ -954,6 +906,9 @@ void ana_profile_free(ana_profile *p)
 	free(p->step_ns.v);
 	free(p->step_start_ns.v);
 	free(p->step_items.v);
+	free(p->tnodes);
+	free(p->step_nodes);
+	free(p->ranks);
 	ana_samples_free(p);
 	ana_memory_free(p);
 	map_free(p->name_index);

@@ -451,6 +451,85 @@ static void rule_allocation_churn(ana_profile *p)
 	f->expected_gain_pct = 0;
 }
 
+/* "rank 3", or "recording 2" for a recording without a rank. */
+static const char *rank_name(const ana_profile *p, uint32_t r, char *buf, size_t n)
+{
+	if (p->ranks[r].rank >= 0)
+		snprintf(buf, n, "rank %lld", (long long)p->ranks[r].rank);
+	else
+		snprintf(buf, n, "recording %u", r);
+	return buf;
+}
+
+/*
+ * rank_imbalance: the ranks of a job do unequal work, so all wait for the slowest (the
+ * straggler) at every synchronisation. Measured on the ranks' work (region time less
+ * communication regions), else their mean step time, else their wall time (ranks.c):
+ * imbalance = max / mean - 1. Fires from the threshold (default 5 %); MEDIUM from 10 %,
+ * HIGH from 30 %. The expected gain is the time the other ranks wait for the slowest (its
+ * measure less the others' mean), as a share of its wall time: an upper bound, reached if
+ * the slowest rank did no more than the others.
+ */
+static void rule_rank_imbalance(ana_profile *p)
+{
+	const ana_balance *b = &p->balance;
+	double thr = p->opt.imbalance_threshold_pct > 0 ? p->opt.imbalance_threshold_pct : 5;
+	if (!b->present || b->imbalance_pct < thr || b->mean_ns <= 0)
+		return;
+	ana_severity sev = b->imbalance_pct >= 30 ? ANA_HIGH : b->imbalance_pct >= 10 ? ANA_MEDIUM : ANA_LOW;
+	ana_finding *f = add_finding(p, "rank_imbalance", sev);
+	if (!f)
+		return;
+	const ana_rank *r = &p->ranks[b->slowest];
+	char rn[32], fn[32], a[32], c[32], d[32], w[32];
+	double wait = b->max_ns - b->others_mean_ns;
+	const char *what = !strcmp(b->basis, "work") ? "of work (region time outside communication)"
+			 : !strcmp(b->basis, "steps") ? "per step (mean)" : "of wall time";
+	rank_name(p, b->slowest, rn, sizeof rn);
+	rank_name(p, b->fastest, fn, sizeof fn);
+	f->subject = fmtstr("%s is the straggler: %.1f%% imbalance over %u ranks", rn, b->imbalance_pct, p->nranks);
+	char where[1024] = "";
+	size_t k = 0;
+	for (uint32_t i = 0; i < b->nlosses && k < sizeof where; i++) {
+		const ana_loss *l = &b->losses[i];
+		k += (size_t)snprintf(where + k, sizeof where - k, "%s%s (%s vs %s on the others, +%s)", i ? ", " : "",
+				      p->nodes[l->node].path, ana_fmt_ns((double)l->rank_ns, a, sizeof a),
+				      ana_fmt_ns(l->others_ns, c, sizeof c), ana_fmt_ns(l->excess_ns, d, sizeof d));
+	}
+	f->evidence = fmtstr("%s has %s %s against a mean of %s over %u ranks (imbalance = max / mean - 1 = %.1f%%; "
+			     "%s has the least, %s); the others wait about %s for it%s%s",
+			     rn, ana_fmt_ns(b->max_ns, a, sizeof a), what, ana_fmt_ns(b->mean_ns, c, sizeof c), p->nranks,
+			     b->imbalance_pct, fn, ana_fmt_ns(b->min_ns, d, sizeof d), ana_fmt_ns(wait, w, sizeof w),
+			     k ? "; it loses the time in " : "", where);
+	num(f, "imbalance_pct", b->imbalance_pct);
+	num(f, "rank", (double)r->rank);
+	num(f, "ranks", p->nranks);
+	num(f, "max_ns", b->max_ns);
+	num(f, "mean_ns", b->mean_ns);
+	num(f, "others_mean_ns", b->others_mean_ns);
+	num(f, "wait_ns", wait);
+	if (isfinite(b->step_imbalance_pct))
+		num(f, "step_imbalance_pct", b->step_imbalance_pct);
+	double gain = r->wall_ns ? 100 * wait / (double)r->wall_ns : 0;
+	f->expected_gain_pct = gain > 100 ? 100 : gain;
+	if (b->nlosses) {
+		const ana_loss *l = &b->losses[0];
+		const char *region = p->nodes[l->node].path;
+		f->recommendation = fmtstr("Balance %s: on %s it takes %s, %.2fx the other ranks' mean of %s. Give %s a "
+					   "smaller share of the data or domain (or split %s's work by cost, not by count); "
+					   "if the shares are already equal, find what makes %s slower there (a slower or "
+					   "busier node, a larger or harder partition). Balanced, the other ranks would stop "
+					   "waiting about %s, up to %.0f%% of the run.",
+					   region, rn, ana_fmt_ns((double)l->rank_ns, a, sizeof a),
+					   l->others_ns > 0 ? (double)l->rank_ns / l->others_ns : 0, ana_fmt_ns(l->others_ns, c, sizeof c),
+					   rn, region, rn, ana_fmt_ns(wait, w, sizeof w), f->expected_gain_pct);
+	} else
+		f->recommendation = fmtstr("%s does more than the others and they wait for it. Mark the phases of a step with "
+					   "regions (fennec_region_begin/end) to see where it loses the time, then give it a "
+					   "smaller share of the work.",
+					   rn);
+}
+
 static int cmp_finding(const void *a, const void *b)
 {
 	const ana_finding *x = a, *y = b;
@@ -465,6 +544,7 @@ void ana_rules(ana_profile *p)
 	rule_hot_function(p);
 	rule_memory_leak(p);
 	rule_allocation_churn(p);
+	rule_rank_imbalance(p);
 	if (p->nfindings > 1)
 		qsort(p->findings, p->nfindings, sizeof *p->findings, cmp_finding);
 }

@@ -1,5 +1,6 @@
 /*
- * analyze.c - `fennec analyze FILE`: load a recording (with its sibling process files),
+ * analyze.c - `fennec analyze FILE|DIR...`: load a recording (with its sibling process
+ * files), or merge several (the ranks of a job: a directory, or files named together),
  * run the rules and render text or JSON to stdout or -o FILE. Bad input exits 1 with the
  * reader's message (file, byte offset, problem).
  */
@@ -14,7 +15,10 @@
 #include "report/report.h"
 
 static const char help[] =
-	"usage: fennec analyze FILE|DIR [options]\n"
+	"usage: fennec analyze FILE|DIR... [options]\n"
+	"\n"
+	"A directory, or several files, are merged: every recording found (one per process\n"
+	"tree, e.g. one per MPI rank) is compared by rank (docs/ranks.md).\n"
 	"\n"
 	"  --format F             text (default), json (schema: docs/json.md) or html (one\n"
 	"                         self-contained page with charts and tables: docs/html.md)\n"
@@ -22,6 +26,14 @@ static const char help[] =
 	"  --hot-threshold PCT    share of wall time above which hot_operation fires (default 10)\n"
 	"  --leak-threshold BYTES heap growth per step (or per second without steps) from which\n"
 	"                         memory_leak fires (default 10000000, i.e. 10 MB)\n"
+	"  --imbalance-threshold PCT  rank_imbalance fires from this imbalance between ranks\n"
+	"                         (max / mean - 1, default 5)\n"
+	"  --offcpu-threshold PCT off_cpu fires when a thread is blocked this share of the time it\n"
+	"                         should compute (wall-clock sampling; default 30)\n"
+	"  --outlier-factor X     step_variance: a step over X times the median is an outlier (default 1.5)\n"
+	"  --data-regions LIST    input_bound: the data-loading regions, comma-separated names or\n"
+	"                         globs (default: names with a word load*, data*, batch*, fetch*,\n"
+	"                         prefetch*, read* or io)\n"
 	"  --max-regions N        rows in the text region table (default 40, 0 = all)\n"
 	"  --top N                rows of the sample tables: hot functions, lines, regions\n"
 	"                         (default 20 in text, all in JSON)\n"
@@ -65,7 +77,14 @@ static int check_selection(const ana_profile *p, const ana_sample_filter *f)
 
 int cmd_analyze(int argc, char **argv)
 {
-	const char *path = NULL, *out_path = NULL, *format = "text";
+	const char *out_path = NULL, *format = "text";
+	const char **paths = calloc((size_t)argc, sizeof *paths);
+	size_t npaths = 0;
+	int rc = 2;
+	if (!paths) {
+		cli_error("analyze", "out of memory");
+		return 1;
+	}
 	ana_options opt = {.hot_threshold_pct = 10};
 	rep_options ro = {.color = -1, .max_regions = 40};
 	rep_page_options po = {0};
@@ -74,43 +93,63 @@ int cmd_analyze(int argc, char **argv)
 		const char *v = i + 1 < argc ? argv[i + 1] : NULL;
 		if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
 			fputs(help, stdout);
-			return 0;
+			rc = 0;
+			goto out;
 		} else if (!strcmp(a, "--format") || !strcmp(a, "-f")) {
 			if (!v || (strcmp(v, "text") && strcmp(v, "json") && strcmp(v, "html"))) {
 				cli_error("analyze", "--format must be text, json or html, not '%s'", v ? v : "");
-				return 2;
+				goto out;
 			}
 			format = v;
 			i++;
 		} else if (!strcmp(a, "-o") || !strcmp(a, "--output")) {
 			if (!v) {
 				cli_error("analyze", "%s needs a file name", a);
-				return 2;
+				goto out;
 			}
 			out_path = v;
 			i++;
 		} else if (!strcmp(a, "--hot-threshold")) {
 			if (cli_parse_double("analyze", a, v, 0, 100, &opt.hot_threshold_pct) < 0)
-				return 2;
+				goto out;
+			i++;
+		} else if (!strcmp(a, "--imbalance-threshold")) {
+			if (cli_parse_double("analyze", a, v, 0.01, 1e6, &opt.imbalance_threshold_pct) < 0)
+				goto out;
+			i++;
+		} else if (!strcmp(a, "--offcpu-threshold")) {
+			if (cli_parse_double("analyze", a, v, 0.01, 100, &opt.offcpu_threshold_pct) < 0)
+				goto out;
+			i++;
+		} else if (!strcmp(a, "--outlier-factor")) {
+			if (cli_parse_double("analyze", a, v, 1.01, 1e6, &opt.outlier_factor) < 0)
+				goto out;
+			i++;
+		} else if (!strcmp(a, "--data-regions")) {
+			if (!v || !*v) {
+				cli_error("analyze", "--data-regions needs region names or globs, comma-separated");
+				goto out;
+			}
+			opt.data_regions = v;
 			i++;
 		} else if (!strcmp(a, "--leak-threshold")) {
 			if (cli_parse_double("analyze", a, v, 1, 1e15, &opt.leak_threshold_bytes) < 0)
-				return 2;
+				goto out;
 			i++;
 		} else if (!strcmp(a, "--max-regions")) {
 			unsigned n;
 			if (cli_parse_u32("analyze", a, v, 0, 1u << 30, &n) < 0)
-				return 2;
+				goto out;
 			ro.max_regions = (int)n;
 			i++;
 		} else if (!strcmp(a, "--top")) {
 			if (cli_parse_u32("analyze", a, v, 1, 1u << 30, &opt.top) < 0)
-				return 2;
+				goto out;
 			i++;
 		} else if (!strcmp(a, "--thread") || !strcmp(a, "--process")) {
 			unsigned id;
 			if (cli_parse_u32("analyze", a, v, 1, UINT32_MAX, &id) < 0)
-				return 2;
+				goto out;
 			if (a[2] == 't')
 				opt.samples.tid = id;
 			else
@@ -119,14 +158,14 @@ int cmd_analyze(int argc, char **argv)
 		} else if (!strcmp(a, "--region")) {
 			if (!v || !*v) {
 				cli_error("analyze", "--region needs a region name or path");
-				return 2;
+				goto out;
 			}
 			opt.samples.region = v;
 			i++;
 		} else if (!strcmp(a, "--timeline-max")) {
 			unsigned n;
 			if (cli_parse_u32("analyze", a, v, 1000, 10000000, &n) < 0)
-				return 2;
+				goto out;
 			po.max_intervals = n;
 			i++;
 		} else if (!strcmp(a, "--force"))
@@ -137,34 +176,33 @@ int cmd_analyze(int argc, char **argv)
 			ro.color = 0;
 		else if (a[0] == '-' && a[1]) {
 			cli_error("analyze", "unknown option '%s' (see fennec analyze --help)", a);
-			return 2;
-		} else if (!path)
-			path = a;
-		else {
-			cli_error("analyze", "one recording at a time: '%s' and '%s' (use fennec compare to compare)", path, a);
-			return 2;
-		}
+			goto out;
+		} else
+			paths[npaths++] = a;
 	}
-	if (!path) {
-		cli_error("analyze", "which recording? usage: fennec analyze FILE");
-		return 2;
+	if (!npaths) {
+		cli_error("analyze", "which recording? usage: fennec analyze FILE|DIR...");
+		goto out;
 	}
 	ana_profile p;
 	fmt_error err;
-	int rc = ana_load(path, &opt, &p, &err);
+	rc = ana_load_paths(paths, npaths, &opt, &p, &err);
 	if (rc) {
 		fprintf(stderr, "fennec analyze: %s\n", err.msg[0] ? err.msg : fennec_strerror(rc));
 		ana_profile_free(&p);
-		return 1;
+		rc = 1;
+		goto out;
 	}
 	if (check_selection(&p, &opt.samples) < 0) {
 		ana_profile_free(&p);
-		return 2;
+		rc = 2;
+		goto out;
 	}
 	cli_out o;
 	if (cli_out_open("analyze", &o, out_path) < 0) {
 		ana_profile_free(&p);
-		return 1;
+		rc = 1;
+		goto out;
 	}
 	FILE *out = o.f;
 	if (ro.color < 0)
@@ -184,5 +222,8 @@ int cmd_analyze(int argc, char **argv)
 		for (uint32_t i = 0; i < p.nwarnings; i++)
 			fprintf(stderr, "fennec analyze: warning: %s\n", p.warnings[i]);
 	ana_profile_free(&p);
-	return rc ? 1 : 0;
+	rc = rc ? 1 : 0;
+out:
+	free(paths);
+	return rc;
 }

@@ -17,6 +17,10 @@ int cmd_view(int argc, char **argv);
  * command that records in a child and serves the dashboard meanwhile. */
 int cli_record_wants_view(int argc, char **argv);
 int cmd_record_view(int argc, char **argv);
+/* The profile path of `fennec record -o GIVEN` for this process (record.c, docs/ranks.md):
+ * %r, %p, %h expanded, a directory given fennec.fnc, a rank of a job of several given
+ * `.rank<R>` before the extension. Returns 0, or prints why and returns -1. */
+int cli_record_output(const char *given, char *out, size_t n);
 
 /* `fennec record --gpu` (gpu.c, docs/gpu.md). cli_gpu_check (before the program starts)
  * prints one line saying what GPU profiling lacks on this machine, if anything, and fills

@@ -46,7 +46,13 @@ static const char help[] =
 	"Runs PROGRAM with the fennec collector and writes a profile. PROGRAM's exit status is\n"
 	"preserved. Forked children and exec'd programs are recorded too (FILE.<pid>.<n>).\n"
 	"\n"
-	"  -o, --output FILE          profile path (default fennec.fnc)\n"
+	"  -o, --output FILE          profile path (default fennec.fnc); %r is the rank of an MPI or\n"
+	"                             torchrun job, %p the pid of fennec record, %h the host name.\n"
+	"                             A directory (existing, or a name ending in /) gets fennec.fnc;\n"
+	"                             missing directories are made.\n"
+	"                             Under a launcher of several ranks a name without %r gets\n"
+	"                             .rank<R> before its extension: mpirun -np 4 fennec record -o\n"
+	"                             out/run.fnc -- ./app writes out/run.rank0.fnc ... (docs/ranks.md)\n"
 	"  --buffer-kb N              per-thread buffer in KiB (default 2048; 64..32768)\n"
 	"  --flush-ms N               writer period in ms (default 100)\n"
 	"  --step-fraction F          record regions in this fraction of steps (0 < F <= 1)\n"
@@ -172,6 +178,120 @@ static void recording_size(const char *path, unsigned long long *bytes, int *fil
 	closedir(dp);
 }
 
+/*
+ * Launchers of distributed jobs and the variables that give a process its rank and the
+ * job's size. The rank variables and their order are the collector's (env_rank in
+ * src/collect/session.c), so that a file's name and its header agree.
+ */
+static const struct { const char *rank, *size; } launchers[] = {
+	{"RANK", "WORLD_SIZE"},                          /* torchrun, torch.distributed */
+	{"OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE"}, /* Open MPI's mpirun */
+	{"PMI_RANK", "PMI_SIZE"},                        /* MPICH and Intel MPI (Hydra) */
+	{"SLURM_PROCID", "SLURM_NTASKS"},                /* srun */
+};
+
+/* This process's rank (-1: none) and the job's size (0: unknown). */
+static long job_rank(long *size)
+{
+	for (size_t i = 0; i < sizeof launchers / sizeof *launchers; i++) {
+		const char *r = getenv(launchers[i].rank), *z = getenv(launchers[i].size);
+		char *end;
+		if (!r || !*r)
+			continue;
+		long v = strtol(r, &end, 10);
+		if (*end || v < 0 || v >= INT_MAX)
+			continue;
+		*size = z && *z ? strtol(z, NULL, 10) : 0;
+		return v;
+	}
+	*size = 0;
+	return -1;
+}
+
+/* mkdir -p */
+static int make_dirs(const char *path)
+{
+	char d[PATH_MAX];
+	snprintf(d, sizeof d, "%s", path);
+	for (char *s = d + 1; *s; s++)
+		if (*s == '/') {
+			*s = 0;
+			if (mkdir(d, 0777) < 0 && errno != EEXIST)
+				return -1;
+			*s = '/';
+		}
+	return mkdir(d, 0777) < 0 && errno != EEXIST ? -1 : 0;
+}
+
+int cli_record_output(const char *given, char *out, size_t n)
+{
+	long size, rank = job_rank(&size);
+	char name[PATH_MAX], host[256] = "localhost";
+	size_t k = 0;
+	int has_rank = 0;
+	gethostname(host, sizeof host - 1);
+	host[strcspn(host, ".")] = 0;
+	for (const char *s = given; *s && k + 1 < sizeof name; s++) {
+		if (*s != '%' || !s[1]) {
+			name[k++] = *s;
+			continue;
+		}
+		s++;
+		if (*s == 'r') {
+			has_rank = 1;
+			k += (size_t)snprintf(name + k, sizeof name - k, "%ld", rank >= 0 ? rank : 0);
+		} else if (*s == 'p')
+			k += (size_t)snprintf(name + k, sizeof name - k, "%ld", (long)getpid());
+		else if (*s == 'h')
+			k += (size_t)snprintf(name + k, sizeof name - k, "%s", host);
+		else if (*s == '%')
+			name[k++] = '%';
+		else {
+			cli_error("record", "-o %s: unknown %%%c (use %%r, %%p, %%h or %%%%)", given, *s);
+			return -1;
+		}
+		if (k >= sizeof name) {
+			cli_error("record", "output path too long");
+			return -1;
+		}
+	}
+	name[k] = 0;
+	struct stat st;
+	size_t len = strlen(name);
+	if ((len && name[len - 1] == '/') || (stat(name, &st) == 0 && S_ISDIR(st.st_mode))) {
+		if (make_dirs(name) < 0) {
+			cli_error("record", "cannot create directory %s: %s", name, strerror(errno));
+			return -1;
+		}
+		snprintf(name + len, sizeof name - len, "%sfennec.fnc", len && name[len - 1] == '/' ? "" : "/");
+	}
+	/* Several ranks must not write one file: each gets its own name. */
+	if (!has_rank && rank >= 0 && size != 1) {
+		char *base = strrchr(name, '/'), *dot;
+		base = base ? base + 1 : name;
+		dot = strrchr(base, '.');
+		char ext[PATH_MAX] = "";
+		if (dot && dot != base) {
+			snprintf(ext, sizeof ext, "%s", dot);
+			*dot = 0;
+		}
+		len = strlen(name);
+		snprintf(name + len, sizeof name - len, ".rank%ld%s", rank, ext);
+	}
+	if ((size_t)snprintf(out, n, "%s", name) >= n) {
+		cli_error("record", "output path too long");
+		return -1;
+	}
+	/* The directory of the profile is made if missing: every rank of a job may be the
+	 * first to get there. Failing here is said by the caller, which cannot create the file. */
+	char *slash = strrchr(name, '/');
+	if (slash && slash != name) {
+		*slash = 0;
+		make_dirs(name);
+	}
+	return 0;
+}
+
 int cmd_record(int argc, char **argv)
 {
 	const char *output = "fennec.fnc";
@@ -278,8 +398,16 @@ int cmd_record(int argc, char **argv)
 		cli_error("record", "cannot find libfennec.so next to the fennec binary (set FENNEC_LIB to its path)");
 		return 1;
 	}
-	/* An absolute output path: the program may change directory. */
-	char abs[PATH_MAX];
+	/* The name for this process (ranks, a directory), then absolute: the program may
+	 * change directory. */
+	char named[PATH_MAX], abs[PATH_MAX];
+	const char *expanded = getenv("FENNEC_OUTPUT_EXPANDED"); /* by fennec record --view */
+	if (expanded && !strcmp(expanded, "1"))
+		unsetenv("FENNEC_OUTPUT_EXPANDED");
+	else if (cli_record_output(output, named, sizeof named) < 0)
+		return 1;
+	else
+		output = named;
 	if (output[0] == '/')
 		snprintf(abs, sizeof abs, "%s", output);
 	else {

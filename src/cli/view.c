@@ -181,14 +181,21 @@ int cmd_record_view(int argc, char **argv)
 			  .path = "fennec.fnc"};
 	if (argv[k][6] == '=' && cli_parse_u32("record", "--view", argv[k] + 7, 0, 65535, &o.port) < 0)
 		return 2;
+	int out_arg = 0;
 	for (int i = 1; i < argc && argv[i][0] == '-' && strcmp(argv[i], "--"); i++)
 		for (size_t j = 0; j < sizeof record_value_opts / sizeof record_value_opts[0]; j++)
 			if (!strcmp(argv[i], record_value_opts[j])) {
 				if (j < 2 && i + 1 < argc)
-					o.path = argv[i + 1]; /* -o, --output */
+					out_arg = i + 1; /* -o, --output */
 				i++;
 				break;
 			}
+	/* The name the child will write (%p, a directory, a rank): expanded here, once, and
+	 * passed on expanded, so that both agree. */
+	char named[4096];
+	if (cli_record_output(out_arg ? argv[out_arg] : o.path, named, sizeof named) < 0)
+		return 2;
+	o.path = named;
 	char self[4096];
 	ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
 	if (n <= 0) {
@@ -205,7 +212,7 @@ int cmd_record_view(int argc, char **argv)
 	args[na++] = "record";
 	for (int i = 1; i < argc; i++)
 		if (i != k)
-			args[na++] = argv[i];
+			args[na++] = i == out_arg ? named : argv[i];
 	args[na] = NULL;
 	/* What the child writes is newer than this; file times can lag the clock by a tick. */
 	clock_gettime(CLOCK_REALTIME, &o.not_before);
@@ -229,6 +236,7 @@ int cmd_record_view(int argc, char **argv)
 	}
 	if (child == 0) {
 		pthread_sigmask(SIG_SETMASK, &old, NULL);
+		setenv("FENNEC_OUTPUT_EXPANDED", "1", 1);
 		execv(self, args);
 		_exit(127);
 	}

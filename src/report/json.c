@@ -337,6 +337,85 @@ static void memory_json(FILE *out, const ana_profile *p)
 	fputs(n ? "\n  ]\n  },\n" : "]\n  },\n", out);
 }
 
+/* Mean, median and 95th percentile of steps, null without steps. */
+static void step_keys(FILE *out, const ana_dist *d, int *first)
+{
+	knum(out, "step_mean_ns", d->count ? d->mean : NAN, first);
+	knum(out, "step_p50_ns", d->count ? d->p50 : NAN, first);
+	knum(out, "step_p95_ns", d->count ? d->p95 : NAN, first);
+}
+
+static void top_region(FILE *out, const ana_profile *p, uint32_t node, uint64_t self_ns, int *first)
+{
+	key(out, "top_region", first);
+	if (node == ANA_NONE)
+		fputs("null", out);
+	else
+		rep_json_string(out, p->nodes[node].path);
+	knum(out, "top_region_self_ns", node == ANA_NONE ? NAN : (double)self_ns, first);
+}
+
+/* "ranks" (one per recording) and "balance" (null unless two ranks or more). */
+static void ranks_json(FILE *out, const ana_profile *p)
+{
+	fputs("  \"ranks\": [", out);
+	for (uint32_t i = 0; i < p->nranks; i++) {
+		const ana_rank *r = &p->ranks[i];
+		int f1 = 1;
+		char id[32];
+		fputs(i ? ",\n   {" : "\n   {", out);
+		knum(out, "rank", r->rank >= 0 ? (double)r->rank : NAN, &f1);
+		snprintf(id, sizeof id, "%016llx", (unsigned long long)r->recording_id);
+		kstr(out, "recording_id", id, &f1);
+		knum(out, "pid", (double)p->procs[r->proc].file.pid, &f1);
+		kstr(out, "host", p->procs[r->proc].file.host, &f1);
+		knum(out, "processes", r->nprocs, &f1);
+		knum(out, "wall_ns", (double)r->wall_ns, &f1);
+		knum(out, "cpu_ns", (double)r->cpu_ns, &f1);
+		knum(out, "busy_ns", (double)r->busy_ns, &f1);
+		knum(out, "work_ns", (double)r->work_ns, &f1);
+		knum(out, "comm_ns", (double)r->comm_ns, &f1);
+		knum(out, "steps", (double)r->steps, &f1);
+		step_keys(out, &r->step_dist, &f1);
+		top_region(out, p, r->top_node, r->top_self_ns, &f1);
+		fputs("}", out);
+	}
+	fputs(p->nranks ? "\n  ],\n" : "],\n", out);
+	const ana_balance *b = &p->balance;
+	fputs("  \"balance\": ", out);
+	if (!b->present) {
+		fputs("null,\n", out);
+		return;
+	}
+	int f1 = 1;
+	fputs("{", out);
+	kstr(out, "basis", b->basis, &f1);
+	knum(out, "imbalance_pct", b->imbalance_pct, &f1);
+	knum(out, "step_imbalance_pct", b->step_imbalance_pct, &f1);
+	knum(out, "slowest_rank", (double)p->ranks[b->slowest].rank, &f1);
+	knum(out, "fastest_rank", (double)p->ranks[b->fastest].rank, &f1);
+	knum(out, "max_ns", b->max_ns, &f1);
+	knum(out, "mean_ns", b->mean_ns, &f1);
+	knum(out, "min_ns", b->min_ns, &f1);
+	knum(out, "others_mean_ns", b->others_mean_ns, &f1);
+	knum(out, "wait_ns", b->max_ns - b->others_mean_ns, &f1);
+	key(out, "losses", &f1);
+	fputs("[", out);
+	for (uint32_t i = 0; i < b->nlosses; i++) {
+		const ana_loss *l = &b->losses[i];
+		fputs(i ? ", {\"region\": " : "{\"region\": ", out);
+		rep_json_string(out, p->nodes[l->node].path);
+		fputs(", \"rank_ns\": ", out);
+		jnum(out, (double)l->rank_ns);
+		fputs(", \"others_mean_ns\": ", out);
+		jnum(out, l->others_ns);
+		fputs(", \"excess_ns\": ", out);
+		jnum(out, l->excess_ns);
+		fputs("}", out);
+	}
+	fputs("]\n  },\n", out);
+}
+
 int rep_json(FILE *out, const ana_profile *p, const rep_options *o)
 {
 	(void)o;
@@ -376,6 +455,7 @@ int rep_json(FILE *out, const ana_profile *p, const rep_options *o)
 	knum(out, "items", (double)p->items, &f1);
 	knum(out, "dropped_events", (double)p->dropped, &f1);
 	knum(out, "processes", p->nprocs, &f1);
+	knum(out, "ranks", p->nranks, &f1);
 	knum(out, "threads", p->nthreads, &f1);
 	key(out, "cut_short", &f1);
 	fputs(p->cut_short ? "true" : "false", out);
@@ -466,9 +546,15 @@ int rep_json(FILE *out, const ana_profile *p, const rep_options *o)
 		knum(out, "events", (double)f->events, &f1);
 		key(out, "cut_short", &f1);
 		fputs(f->cut_short ? "true" : "false", out);
+		knum(out, "busy_ns", (double)pr->busy_ns, &f1);
+		knum(out, "work_ns", (double)pr->work_ns, &f1);
+		knum(out, "steps", (double)pr->step_ns.n, &f1);
+		step_keys(out, &pr->step_dist, &f1);
+		top_region(out, p, pr->top_node, pr->top_self_ns, &f1);
 		fputs("}", out);
 	}
 	fputs(p->nprocs ? "\n  ],\n" : "],\n", out);
+	ranks_json(out, p);
 
 	fputs("  \"metrics\": [", out);
 	for (uint32_t i = 0; i < p->nmetrics; i++) {

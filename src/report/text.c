@@ -1,7 +1,7 @@
 /*
  * text.c - the text report: run summary, region table, region call tree, sampled hot
- * functions and lines (overall, per region, off-CPU), threads, processes, metrics and
- * findings. Colour only when asked (the CLI asks on a terminal
+ * functions and lines (overall, per region, off-CPU), threads, processes, ranks and their
+ * balance, metrics and findings. Colour only when asked (the CLI asks on a terminal
  * without NO_COLOR).
  */
 #include "report/report.h"
@@ -306,6 +306,80 @@ static void memory_text(FILE *out, const ana_profile *p, const style *st)
 	}
 }
 
+/* A region path that fits a column, its end kept. */
+static const char *tail_of(const char *path, size_t width)
+{
+	size_t len = path ? strlen(path) : 0;
+	return !path ? "-" : len > width ? path + len - width : path;
+}
+
+/* "rank 1", or "-" without a rank. */
+static const char *rank_label(int64_t rank, char *buf, size_t n)
+{
+	if (rank >= 0)
+		snprintf(buf, n, "%lld", (long long)rank);
+	else
+		snprintf(buf, n, "-");
+	return buf;
+}
+
+/* Per process: where it came from, its times, steps and the region with most self time. */
+static void processes_text(FILE *out, const ana_profile *p, const style *st)
+{
+	char a[32], b[32], c[32], d[32], r[24];
+	heading(out, st, "Processes");
+	fprintf(out, "  %8s %8s %-6s %5s %10s %10s %10s %6s %10s  %-24s %s\n", "pid", "parent", "origin", "rank", "wall", "CPU",
+		"busy", "steps", "step mean", "top region (self)", "command");
+	for (uint32_t i = 0; i < p->nprocs; i++) {
+		const ana_process *pr = &p->procs[i];
+		fprintf(out, "  %8llu %8llu %-6s %5s %10s %10s %10s %6zu %10s  %-24s %s%s\n", (unsigned long long)pr->file.pid,
+			(unsigned long long)pr->file.parent_pid, ana_origin_name(pr->file.origin),
+			rank_label(pr->file.rank, r, sizeof r), ana_fmt_ns((double)pr->wall_ns, a, sizeof a),
+			ana_fmt_ns((double)(pr->file.cpu_user_ns + pr->file.cpu_sys_ns), b, sizeof b),
+			ana_fmt_ns((double)pr->busy_ns, c, sizeof c), pr->step_ns.n,
+			pr->step_ns.n ? ana_fmt_ns(pr->step_dist.mean, d, sizeof d) : "-",
+			tail_of(pr->top_node != ANA_NONE ? p->nodes[pr->top_node].path : NULL, 24),
+			pr->file.cmdline ? pr->file.cmdline : "", pr->file.cut_short ? "  (cut short)" : "");
+	}
+}
+
+/* Per rank (recording), then the balance between ranks and where the slowest loses time. */
+static void ranks_text(FILE *out, const ana_profile *p, const style *st)
+{
+	char a[32], b[32], c[32], d[32], e[32], f[32], g[32], r[24];
+	heading(out, st, "Ranks (one recording each; work = region time outside communication regions)");
+	fprintf(out, "  %5s %5s %10s %10s %10s %10s %6s %10s %10s %10s  %s\n", "rank", "procs", "wall", "CPU", "work", "comm",
+		"steps", "step mean", "p50", "p95", "top region (self)");
+	for (uint32_t i = 0; i < p->nranks; i++) {
+		const ana_rank *k = &p->ranks[i];
+		const ana_dist *sd = &k->step_dist;
+		fprintf(out, "  %5s %5u %10s %10s %10s %10s %6llu %10s %10s %10s  %s%s\n", rank_label(k->rank, r, sizeof r),
+			k->nprocs, ana_fmt_ns((double)k->wall_ns, a, sizeof a), ana_fmt_ns((double)k->cpu_ns, b, sizeof b),
+			ana_fmt_ns((double)k->work_ns, c, sizeof c), ana_fmt_ns((double)k->comm_ns, d, sizeof d),
+			(unsigned long long)k->steps, k->steps ? ana_fmt_ns(sd->mean, e, sizeof e) : "-",
+			k->steps ? ana_fmt_ns(sd->p50, f, sizeof f) : "-", k->steps ? ana_fmt_ns(sd->p95, g, sizeof g) : "-",
+			k->top_node != ANA_NONE ? p->nodes[k->top_node].path : "-",
+			p->balance.present && i == p->balance.slowest ? "   <- slowest" : "");
+	}
+	const ana_balance *bl = &p->balance;
+	if (!bl->present)
+		return;
+	fprintf(out, "  imbalance    %.1f%% (max / mean - 1 of the ranks' %s: %s vs %s)", bl->imbalance_pct,
+		!strcmp(bl->basis, "work") ? "work" : !strcmp(bl->basis, "steps") ? "mean step time" : "wall time",
+		ana_fmt_ns(bl->max_ns, a, sizeof a), ana_fmt_ns(bl->mean_ns, b, sizeof b));
+	if (isfinite(bl->step_imbalance_pct))
+		fprintf(out, "; step time %.1f%%", bl->step_imbalance_pct);
+	fputc('\n', out);
+	fprintf(out, "  slowest      rank %s: the others wait about %s for it\n", rank_label(p->ranks[bl->slowest].rank, r, sizeof r),
+		ana_fmt_ns(bl->max_ns - bl->others_mean_ns, a, sizeof a));
+	for (uint32_t i = 0; i < bl->nlosses; i++) {
+		const ana_loss *l = &bl->losses[i];
+		fprintf(out, "  %-12s %s: %s there vs %s on the others (+%s)\n", i ? "" : "loses time", p->nodes[l->node].path,
+			ana_fmt_ns((double)l->rank_ns, a, sizeof a), ana_fmt_ns(l->others_ns, b, sizeof b),
+			ana_fmt_ns(l->excess_ns, c, sizeof c));
+	}
+}
+
 int rep_text(FILE *out, const ana_profile *p, const rep_options *o)
 {
 	style s = {"", "", "", "", "", ""};
@@ -402,18 +476,10 @@ int rep_text(FILE *out, const ana_profile *p, const rep_options *o)
 		if (p->nthreads > shown)
 			fprintf(out, "  ... %u more threads (JSON lists all)\n", p->nthreads - shown);
 	}
-	if (p->nprocs > 1) {
-		heading(out, &s, "Processes");
-		fprintf(out, "  %8s %8s %-6s %10s %10s %8s  %s\n", "pid", "parent", "origin", "wall", "CPU", "threads", "command");
-		for (uint32_t i = 0; i < p->nprocs; i++) {
-			const ana_process *pr = &p->procs[i];
-			fprintf(out, "  %8llu %8llu %-6s %10s %10s %8u  %s%s\n", (unsigned long long)pr->file.pid,
-				(unsigned long long)pr->file.parent_pid, ana_origin_name(pr->file.origin),
-				ana_fmt_ns((double)pr->wall_ns, a, sizeof a),
-				ana_fmt_ns((double)(pr->file.cpu_user_ns + pr->file.cpu_sys_ns), b, sizeof b), pr->threads,
-				pr->file.cmdline ? pr->file.cmdline : "", pr->file.cut_short ? "  (cut short)" : "");
-		}
-	}
+	if (p->nprocs > 1)
+		processes_text(out, p, &s);
+	if (p->nranks > 1)
+		ranks_text(out, p, &s);
 	if (p->nmetrics) {
 		heading(out, &s, "Metrics");
 		for (uint32_t i = 0; i < p->nmetrics; i++) {
