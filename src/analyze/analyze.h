@@ -410,6 +410,7 @@ typedef struct ana_profile {
 	ana_dist step_dist;
 	ana_sampling smp;
 	ana_memory mem;
+	struct ana_gpu *gpu;      /* GPU activity (analyze/gpu.h); NULL when no file has any */
 	/* per thread and region node; per step of each process's stepping thread (model.c) */
 	ana_tnode *tnodes;
 	uint32_t ntnodes, tnodes_cap;
@@ -519,6 +520,19 @@ void ana_memory_free(ana_profile *p);
 /* A site's frames, outermost first, are p->smp.stacks[site->stack]; its leaf function name
  * (the first frame outside the allocator), or "[unknown]". */
 const char *ana_mem_site_name(const ana_profile *p, const ana_mem_site *s);
+
+/*
+ * GPU (src/analyze/gpu.c; the model is in analyze/gpu.h). ana_load passes every FMT_EV_GPU
+ * event to ana_gpu_event while reading, calls ana_gpu_end_process after each file (it may
+ * read the file once more, for the regions of synchronising calls and of the memory peak)
+ * and ana_gpu_finish after ana_memory_finish. Return 0 or FENNEC_ENOMEM.
+ */
+struct ana_gpu;
+int ana_gpu_event(ana_profile *p, uint32_t proc, const fmt_file *f, const fmt_event *ev);
+int ana_gpu_end_process(ana_profile *p, uint32_t proc, const fmt_file *f);
+int ana_gpu_finish(ana_profile *p);
+void ana_gpu_discard(ana_profile *p, uint32_t proc);
+void ana_gpu_free(ana_profile *p);
 
 /* Forget the samples kept for process `proc` (its file failed to load and is skipped). */
 void ana_samples_discard(ana_profile *p, uint32_t proc);

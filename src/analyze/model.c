@@ -382,8 +382,8 @@ static int on_event(void *vc, const fmt_file *f, const fmt_event *ev)
 		return ana_samples_event(p, c->proc, f, ev) ? (c->oom = 1, FENNEC_ENOMEM) : 0;
 	if (ev->type >= FMT_EV_ALLOC && ev->type <= FMT_EV_HEAP_SNAP) /* heap: memory.c */
 		return ana_memory_event(p, c->proc, f, ev) ? (c->oom = 1, FENNEC_ENOMEM) : 0;
-	if (ev->type == FMT_EV_GPU) /* no thread stream: the GPU analysis reads the chunk */
-		return 0;
+	if (ev->type == FMT_EV_GPU) /* GPU records: gpu.c */
+		return ana_gpu_event(p, c->proc, f, ev) ? (c->oom = 1, FENNEC_ENOMEM) : 0;
 	lthread *t = thread_of(c, f, ev->thread);
 	if (!t)
 		goto oom;
@@ -730,10 +730,13 @@ static int load_file(ana_profile *p, const char *path, fmt_error *err)
 				 f->path, (unsigned long long)f->lost_bytes);
 		if (ana_memory_end_process(p, c.proc, f))
 			rc = FENNEC_ENOMEM;
+		if (ana_gpu_end_process(p, c.proc, f))
+			rc = FENNEC_ENOMEM;
 	} else {
 		fmt_file_free(f);
 		ana_samples_discard(p, c.proc);
 		ana_memory_discard(p, c.proc);
+		ana_gpu_discard(p, c.proc);
 		/* its threads would otherwise count for the next file's process */
 		p->nthreads = c.first_thread;
 		p->ntnodes = c.first_tn;
@@ -863,6 +866,10 @@ int ana_load_paths(const char *const *paths, size_t npaths, const ana_options *o
 		snprintf(err->msg, sizeof err->msg, "%s: out of memory while symbolising samples", p->procs[0].file.path);
 		return err->code = FENNEC_ENOMEM;
 	}
+	if (ana_gpu_finish(p)) {
+		snprintf(err->msg, sizeof err->msg, "%s: out of memory while analysing GPU activity", p->procs[0].file.path);
+		return err->code = FENNEC_ENOMEM;
+	}
 	if (ana_ranks(p)) {
 		snprintf(err->msg, sizeof err->msg, "%s: out of memory while comparing ranks", p->procs[0].file.path);
 		return err->code = FENNEC_ENOMEM;
@@ -911,6 +918,7 @@ void ana_profile_free(ana_profile *p)
 	free(p->ranks);
 	ana_samples_free(p);
 	ana_memory_free(p);
+	ana_gpu_free(p);
 	map_free(p->name_index);
 	map_free(p->node_index);
 	memset(p, 0, sizeof *p);

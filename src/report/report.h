@@ -17,6 +17,11 @@ typedef struct rep_options {
 int rep_text(FILE *out, const ana_profile *p, const rep_options *o);
 int rep_json(FILE *out, const ana_profile *p, const rep_options *o);
 
+/* The GPU sections (gpu.c): nothing without GPU activity; the JSON one is the `gpu` key
+ * and its value followed by a comma. */
+void rep_gpu_text(FILE *out, const ana_profile *p, const char *bold, const char *reset);
+void rep_gpu_json(FILE *out, const ana_profile *p);
+
 /* Region node indices by total time, descending (malloc'd; the caller frees). */
 uint32_t *rep_region_order(const ana_profile *p);
 

@@ -175,3 +175,118 @@ def test_cupti_translation_to_file():
     names = sorted(set(g["strings"].values()))
     assert_true("_Z4gemmPfS_S_i" in names and "cudaLaunchKernel_v7000" in names,
                 "kernel and API names interned: %r" % names)
+
+
+# --- analysis: known answers -------------------------------------------------------------
+
+MS = 1000000
+
+
+def assert_near(got, want, what, tol=1e-6):
+    assert_true(got is not None and abs(got - want) <= tol * max(1.0, abs(want)),
+                "%s: got %r, expected %r" % (what, got, want))
+
+
+def test_gpu_analysis_cupti_scenario():
+    """tests/gpu/cupti_test.c's scenario (see its header), analysed: every number is known."""
+    rep = analyze(cupti_test_file())
+    g = rep["gpu"]
+    assert_eq(g["busy_ns"], 6650000, "busy: the union of kernels, copies and memsets")
+    assert_eq(g["kernel_ns"], 6 * MS, "kernel time")
+    assert_eq(g["sync_ns"], 6300000, "host time in cudaStreamSynchronize")
+    assert_eq(g["launch_calls"], 4, "cudaLaunchKernel calls")
+    assert_eq(g["peak_allocated_bytes"], 96 << 20, "peak allocated")
+    assert_eq(g["peak_allocated_region"], "setup", "region of the call that reached the peak")
+    assert_eq(g["sync_regions"][0]["region"], "work", "region of the synchronising call")
+    d = g["devices"][0]
+    assert_eq(d["name"], "Fake A100", "device name")
+    assert_eq(d["overlap_ns"], 500000, "time with both streams busy")
+    assert_near(d["window_busy_pct"], 66.5, "busy share of the 10 ms activity window")
+    assert_eq(d["allocated_end_bytes"], 32 << 20, "still allocated at the end")
+    k = {x["name"]: x for x in g["kernels"]}
+    gemm = k["gemm(float*, float*, float*, int)"]
+    assert_eq((gemm["count"], gemm["total_ns"]), (4, 4 * MS), "gemm count and time (demangled name)")
+    assert_near(gemm["occupancy_pct"], 100, "gemm occupancy (256 threads, 32 registers)")
+    assert_near(k["relu_kernel"]["occupancy_pct"], 50, "relu occupancy (128 threads, 64 registers)")
+    assert_eq(k["relu_kernel"]["occupancy_limiter"], "registers", "relu's limiter")
+    assert_near(gemm["gpu_time_pct"], 200 / 3, "gemm's share of kernel time")
+    s = {x["stream"]: x for x in g["streams"]}
+    assert_eq((s[7]["busy_ns"], s[8]["busy_ns"]), (5150000, 2 * MS), "busy time per stream")
+    c = {x["kind"]: x for x in g["memcpy"]}
+    assert_near(c["HtoD"]["bandwidth_bytes_per_s"], (8 << 20) / 0.8e-3, "HtoD bandwidth")
+    assert_eq((c["HtoD"]["pageable_pct"], c["DtoH"]["pageable_pct"]), (100, 0), "pageable shares")
+
+
+def synthetic_gpu(name="synthetic.fnc"):
+    """A V100-like device, three streams, NVML, memory, SYNC records without API records and
+    a timer, encoded here; the answers are in test_gpu_analysis_synthetic."""
+    t = t0() + MS
+    dev = {"id": 0, "name": "Synthetic V100", "cc_major": 7, "sm_count": 80, "warp_size": 32,
+           "max_threads_per_block": 1024, "max_warps_per_sm": 64, "max_blocks_per_sm": 32,
+           "regs_per_sm": 65536, "regs_per_block": 65536, "smem_per_sm": 98304,
+           "smem_per_block": 98304, "memory_bytes": 32 << 30}
+    K = {"type": "kernel", "device": 0, "context": 1, "name": 1, "grid_x": 160, "grid_y": 1,
+         "grid_z": 1, "block_x": 512, "block_y": 1, "block_z": 1, "registers": 40,
+         "static_smem": 16384}
+    recs = [
+        dict(K, stream=1, start_ns=t, end_ns=t + 4 * MS),
+        dict(K, stream=2, start_ns=t + 2 * MS, end_ns=t + 6 * MS),
+        {"type": "memcpy", "device": 0, "context": 1, "stream": 3, "start_ns": t + 5 * MS,
+         "end_ns": t + 15 * MS, "copy_kind": 1, "src_kind": 1, "dst_kind": 3, "bytes": 100000000},
+        {"type": "sync", "sync_type": 3, "context": 1, "stream": 1, "start_ns": t + 6 * MS,
+         "end_ns": t + 8 * MS},
+        {"type": "sync", "sync_type": 4, "context": 1, "stream": 0, "start_ns": t + 7 * MS,
+         "end_ns": t + 9 * MS},
+        {"type": "memory", "operation": 1, "memory_kind": 3, "device": 0, "start_ns": t + 1 * MS,
+         "address": 0x1000, "bytes": 1 << 30},
+        {"type": "memory", "operation": 1, "memory_kind": 3, "device": 0, "start_ns": t + 2 * MS,
+         "address": 0x2000, "bytes": 512 << 20},
+        {"type": "memory", "operation": 2, "memory_kind": 3, "device": 0, "start_ns": t + 3 * MS,
+         "address": 0x1000, "bytes": 1 << 30},
+        {"type": "memory", "operation": 1, "memory_kind": 3, "device": 0, "start_ns": t + 4 * MS,
+         "address": 0x3000, "bytes": 2 << 30},
+        {"type": "timer", "name": 2, "tid": 1, "start_ns": t, "elapsed_ns": 5 * MS},
+        {"type": "timer", "name": 2, "tid": 1, "start_ns": t + MS, "elapsed_ns": 5 * MS},
+        {"type": "timer", "name": 2, "tid": 1, "start_ns": t + 2 * MS, "elapsed_ns": 7 * MS},
+    ]
+    for i, (sm, used) in enumerate(((20, 1), (40, 3), (60, 2))):
+        recs.append({"type": "nvml", "device": 0, "start_ns": t + i * 5 * MS, "sm_pct": sm,
+                     "mem_used_bytes": used << 30, "mem_total_bytes": 32 << 30})
+    payload = fncfile.gpu_payload({"cupti_version": 130001, "records": len(recs)}, [dev],
+                                  [(1, "_Z7stencilPKfPfi"), (2, "forward")], recs)
+    return with_gpu(payload, name)
+
+
+def test_gpu_analysis_synthetic():
+    g = analyze(synthetic_gpu())["gpu"]
+    d = g["devices"][0]
+    assert_eq(d["busy_ns"], 15 * MS, "busy: [0, 6] and [5, 15] ms")
+    assert_eq(d["overlap_ns"], 3 * MS, "overlap: [2, 4] (streams 1, 2) and [5, 6] (streams 2, 3)")
+    assert_eq(d["stream_busy_ns"], 18 * MS, "sum of the streams' busy times")
+    assert_near(d["window_busy_pct"], 100, "busy over the activity window")
+    assert_true(0 < d["busy_pct"] < 100, "busy share of the process's wall time: %r" % d["busy_pct"])
+    k = g["kernels"][0]
+    assert_eq(k["name"], "stencil(float const*, float*, int)", "demangled kernel name")
+    assert_near(k["occupancy_pct"], 75, "occupancy: 512 threads, 40 registers, 16 KiB on a V100")
+    assert_eq(k["occupancy_limiter"], "registers", "limiter")
+    c = g["memcpy"][0]
+    assert_eq((c["kind"], c["bytes"]), ("HtoD", 100000000), "copy kind and bytes")
+    assert_near(c["bandwidth_bytes_per_s"], 1e10, "bandwidth: 100 MB in 10 ms")
+    assert_near(c["pageable_pct"], 100, "pageable share")
+    assert_eq(g["sync_ns"], 3 * MS, "SYNC records without API records: their union")
+    assert_eq(g["peak_allocated_bytes"], (2 << 30) + (512 << 20), "peak allocated")
+    assert_eq(d["allocated_end_bytes"], (2 << 30) + (512 << 20), "allocated at the end")
+    assert_eq(g["peak_reserved_bytes"], 3 << 30, "peak device memory used (NVML)")
+    assert_near(d["nvml"]["sm_pct_mean"], 40, "mean SM utilisation")
+    assert_eq(len(d["utilisation"]), 3, "utilisation timeline points")
+    tm = g["timers"][0]
+    assert_eq((tm["name"], tm["count"], tm["min_ns"], tm["max_ns"]), ("forward", 3, 5 * MS, 7 * MS),
+              "GPU timer")
+    r = analyze_raw(synthetic_gpu("again.fnc"))
+    assert_true("\nGPU\n" in r.stdout and "stencil" in r.stdout and "HtoD" in r.stdout,
+                "the text report has a GPU section\n" + r.stdout[-3000:])
+
+
+def test_gpu_absent_without_gpu_data():
+    rep = analyze(os.path.join(REPO, "tests", "corpus", "valid_nested_raw.fnc"))
+    assert_true("gpu" not in rep, "no gpu section in the JSON of a recording without GPU chunks")

@@ -1,11 +1,13 @@
 /*
  * test_gpu.c - the GPU chunk (docs/format.md "GPU (1.3)"): every record type through the
  * encoder (writer.c) and back through the reader, the clock mapping of GPU times onto
- * ticks, and the reader's errors on damaged records. Needs no CUDA headers.
+ * ticks, the reader's errors on damaged records, and the occupancy estimate of the
+ * analysis. Needs no CUDA headers.
  */
 #include <math.h>
 #include <stdlib.h>
 
+#include "analyze/gpu.h"
 #include "format/reader.h"
 #include "unit.h"
 
@@ -222,4 +224,33 @@ UNIT_TEST(gpu_chunk_errors)
 	UNIT_CHECK(errors > (int)all.len / 2); /* a cut can also land on a record boundary */
 	cm_buf_free(&all);
 	cm_buf_free(&b);
+}
+
+/* Theoretical occupancy against the CUDA occupancy calculator's answers for an A100
+ * (compute capability 8.0) and a V100 (7.0). */
+UNIT_TEST(gpu_occupancy)
+{
+	fmt_gpu_device a100 = {.cc_major = 8, .warp_size = 32, .max_warps_per_sm = 64, .max_blocks_per_sm = 32,
+			       .regs_per_sm = 65536, .regs_per_block = 65536, .smem_per_sm = 167936,
+			       .smem_per_block = 166912};
+	fmt_gpu_device v100 = {.cc_major = 7, .warp_size = 32, .max_warps_per_sm = 64, .max_blocks_per_sm = 32,
+			       .regs_per_sm = 65536, .regs_per_block = 65536, .smem_per_sm = 98304,
+			       .smem_per_block = 98304};
+	const char *lim;
+	UNIT_CHECK_EQ(llround(1000 * ana_gpu_occupancy(&a100, 256, 32, 0, &lim)), 1000);
+	UNIT_CHECK_STR(lim, "warps");
+	UNIT_CHECK_EQ(llround(1000 * ana_gpu_occupancy(&a100, 128, 64, 0, &lim)), 500);
+	UNIT_CHECK_STR(lim, "registers");
+	UNIT_CHECK_EQ(llround(1000 * ana_gpu_occupancy(&a100, 256, 32, 48 * 1024, &lim)), 375); /* 3 blocks of 8 warps */
+	UNIT_CHECK_STR(lim, "shared memory");
+	UNIT_CHECK_EQ(llround(1000 * ana_gpu_occupancy(&a100, 32, 16, 0, &lim)), 500); /* 32 blocks of one warp */
+	UNIT_CHECK_STR(lim, "blocks");
+	UNIT_CHECK_EQ(llround(1000 * ana_gpu_occupancy(&a100, 1024, 72, 0, &lim)), 0); /* 73728 registers a block */
+	UNIT_CHECK_STR(lim, "registers");
+	UNIT_CHECK_EQ(llround(1000 * ana_gpu_occupancy(&v100, 512, 40, 16384, &lim)), 750); /* 48 warps of registers */
+	UNIT_CHECK_STR(lim, "registers");
+	UNIT_CHECK_EQ(llround(1000 * ana_gpu_occupancy(&v100, 96, 0, 0, &lim)), 984); /* 3 warps: 21 blocks, 63 of 64 warps */
+	fmt_gpu_device none = {0};
+	UNIT_CHECK(ana_gpu_occupancy(&none, 256, 32, 0, &lim) < 0);
+	UNIT_CHECK(ana_gpu_occupancy(NULL, 256, 32, 0, NULL) < 0);
 }
