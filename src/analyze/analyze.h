@@ -377,6 +377,7 @@ typedef struct ana_options {
 	uint32_t top;             /* rows of the sample tables in reports (0: the renderer's default) */
 	double leak_threshold_bytes; /* memory_leak growth fires from this slope per step (or per second); default 10 MB */
 	int keep_durations;       /* keep ana_node.durations after statistics (compare needs them) */
+	double gpu_sync_threshold_pct; /* cpu_gpu_sync fires from this share of GPU busy time (0: 10) */
 	double imbalance_threshold_pct; /* rank_imbalance fires from this imbalance (default 5) */
 	double offcpu_threshold_pct;    /* off_cpu fires from this blocked share (default 30) */
 	double outlier_factor;    /* step_variance: a step this many times the median is an outlier (default 1.5) */
@@ -533,6 +534,8 @@ int ana_gpu_end_process(ana_profile *p, uint32_t proc, const fmt_file *f);
 int ana_gpu_finish(ana_profile *p);
 void ana_gpu_discard(ana_profile *p, uint32_t proc);
 void ana_gpu_free(ana_profile *p);
+/* The GPU rules of docs/bottlenecks.md (gpu_rules.c), run by ana_rules. */
+void ana_gpu_rules(ana_profile *p);
 
 /* Forget the samples kept for process `proc` (its file failed to load and is skipped). */
 void ana_samples_discard(ana_profile *p, uint32_t proc);

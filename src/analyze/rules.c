@@ -545,6 +545,7 @@ void ana_rules(ana_profile *p)
 	rule_memory_leak(p);
 	rule_allocation_churn(p);
 	rule_rank_imbalance(p);
+	ana_gpu_rules(p);
 	if (p->nfindings > 1)
 		qsort(p->findings, p->nfindings, sizeof *p->findings, cmp_finding);
 }

@@ -31,6 +31,8 @@ static const char help[] =
 	"  --offcpu-threshold PCT off_cpu fires when a thread is blocked this share of the time it\n"
 	"                         should compute (wall-clock sampling; default 30)\n"
 	"  --outlier-factor X     step_variance: a step over X times the median is an outlier (default 1.5)\n"
+	"  --gpu-sync-threshold PCT  cpu_gpu_sync fires when the host waits for the GPU this share\n"
+	"                         of the GPU's busy time (default 10; docs/gpu.md)\n"
 	"  --data-regions LIST    input_bound: the data-loading regions, comma-separated names or\n"
 	"                         globs (default: names with a word load*, data*, batch*, fetch*,\n"
 	"                         prefetch*, read* or io)\n"
@@ -131,6 +133,10 @@ int cmd_analyze(int argc, char **argv)
 				goto out;
 			}
 			opt.data_regions = v;
+			i++;
+		} else if (!strcmp(a, "--gpu-sync-threshold")) {
+			if (cli_parse_double("analyze", a, v, 0.01, 1e6, &opt.gpu_sync_threshold_pct) < 0)
+				goto out;
 			i++;
 		} else if (!strcmp(a, "--leak-threshold")) {
 			if (cli_parse_double("analyze", a, v, 1, 1e15, &opt.leak_threshold_bytes) < 0)

@@ -290,3 +290,131 @@ def test_gpu_analysis_synthetic():
 def test_gpu_absent_without_gpu_data():
     rep = analyze(os.path.join(REPO, "tests", "corpus", "valid_nested_raw.fnc"))
     assert_true("gpu" not in rep, "no gpu section in the JSON of a recording without GPU chunks")
+
+
+# --- findings (docs/bottlenecks.md), each on a profile made to show it --------------------
+
+A100 = {"id": 0, "name": "Rule GPU", "cc_major": 8, "sm_count": 108, "warp_size": 32,
+        "max_threads_per_block": 1024, "max_warps_per_sm": 64, "max_blocks_per_sm": 32,
+        "regs_per_sm": 65536, "regs_per_block": 65536, "smem_per_sm": 167936,
+        "smem_per_block": 166912, "memory_bytes": 40 << 30}
+
+
+def kernel(stream, start, end, name=1):
+    return {"type": "kernel", "device": 0, "context": 1, "stream": stream, "start_ns": start,
+            "end_ns": end, "name": name, "grid_x": 1, "grid_y": 1, "grid_z": 1, "block_x": 256,
+            "block_y": 1, "block_z": 1, "registers": 32}
+
+
+def findings_of(recs, name="rules.fnc", strings=((1, "k"), (2, "cudaLaunchKernel_v7000")), opts=(),
+                base=None):
+    payload = fncfile.gpu_payload({"cupti_version": 130001, "records": len(recs)}, [A100],
+                                  list(strings), recs)
+    if base is None:
+        path = with_gpu(payload, name)
+    else:
+        with open(base, "rb") as f:
+            data = fncfile.insert_before_end(f.read(), fncfile.make_chunk(12, payload))
+        with open(name, "wb") as f:
+            f.write(data)
+        path = os.path.abspath(name)
+    rep = analyze(path, *opts)
+    return rep, {f["type"]: f for f in rep["findings"]}
+
+
+def test_rule_cpu_gpu_sync():
+    t = t0() + MS
+    recs = [kernel(7, t, t + 6 * MS),
+            {"type": "sync", "sync_type": 4, "context": 1, "start_ns": t + MS, "end_ns": t + 6 * MS}]
+    rep, f = findings_of(recs)
+    x = f.get("cpu_gpu_sync")
+    assert_true(x is not None, "cpu_gpu_sync fires: %r" % list(f))
+    assert_eq(x["severity"], "HIGH", "severity: 83% of the GPU's busy time")
+    assert_near(x["evidence"]["share_of_gpu_busy_pct"], 500 / 6, "share of GPU busy time")
+    assert_eq(x["evidence"]["sync_ns"], 5 * MS, "sync time")
+    _, f = findings_of(recs, name="rules2.fnc", opts=("--gpu-sync-threshold", "90"))
+    assert_true("cpu_gpu_sync" not in f, "not above a threshold of 90%")
+
+
+def test_rule_gpu_idle_launch_bound():
+    t = t0() + MS
+    recs = []
+    for i in range(11):  # 0.1 ms kernels 1 ms apart, each launched by a 0.2 ms call
+        recs.append({"type": "api", "domain": 0, "tid": 1, "start_ns": t + i * MS - 300000,
+                     "end_ns": t + i * MS - 100000, "name": 2, "cbid": 211, "correlation": i + 1})
+        recs.append(kernel(7, t + i * MS, t + i * MS + 100000))
+    rep, f = findings_of(recs)
+    x = f.get("gpu_idle")
+    assert_true(x is not None, "gpu_idle fires: %r" % list(f))
+    assert_near(x["evidence"]["idle_pct"], 100 - 100 * 1.1 / 10.1, "idle share of the window")
+    assert_eq(x["severity"], "HIGH", "severity")
+    assert_true("launch-bound" in x["recommendation"], "launch-bound: %r" % x["recommendation"])
+
+
+def test_rule_gpu_idle_input_bound():
+    t = t0() + MS
+    recs = [kernel(7, t + i * MS, t + i * MS + 500000) for i in range(11)]
+    rep, f = findings_of(recs)
+    x = f.get("gpu_idle")
+    assert_true(x is not None, "gpu_idle fires: %r" % list(f))
+    assert_eq(x["severity"], "MEDIUM", "severity: idle 46%")
+    assert_true("input-bound" in x["recommendation"], "input-bound: %r" % x["recommendation"])
+
+
+def test_rule_small_kernels():
+    t = t0() + MS
+    recs = [kernel(7, t + i * 10000, t + i * 10000 + 2000) for i in range(1200)]
+    rep, f = findings_of(recs)
+    x = f.get("small_kernels")
+    assert_true(x is not None, "small_kernels fires: %r" % list(f))
+    assert_eq(x["evidence"]["small_launches"], 1200, "small launches")
+    recs = [kernel(7, t + i * 30000, t + i * 30000 + 20000) for i in range(1200)]
+    _, f = findings_of(recs, name="rules2.fnc")
+    assert_true("small_kernels" not in f, "20 us kernels are not small")
+
+
+def test_rule_pageable_memcpy():
+    t = t0() + MS
+    copy = {"type": "memcpy", "device": 0, "context": 1, "stream": 7, "copy_kind": 1,
+            "src_kind": 1, "dst_kind": 3, "bytes": 20000000}
+    recs = [dict(copy, start_ns=t, end_ns=t + 4 * MS), dict(copy, start_ns=t + 5 * MS, end_ns=t + 9 * MS)]
+    rep, f = findings_of(recs)
+    x = f.get("pageable_memcpy")
+    assert_true(x is not None, "pageable_memcpy fires: %r" % list(f))
+    assert_eq(x["evidence"]["pageable_bytes"], 40000000, "pageable bytes")
+    assert_eq(x["evidence"]["pageable_ns"], 8 * MS, "pageable copy time")
+    pinned = [dict(r, src_kind=2) for r in recs]
+    _, f = findings_of(pinned, name="rules2.fnc")
+    assert_true("pageable_memcpy" not in f, "pinned copies do not fire")
+
+
+def test_rule_gpu_memory_leak():
+    base = os.path.join(REPO, "tests", "corpus", "valid_steps_raw.fnc")
+    rep = analyze(base)
+    with open(base, "rb") as f:
+        start = fncfile.decode(f.read())["header"][9]
+    ends, t = [], start
+    for d in rep["steps"]["durations_ns"]:
+        t += d
+        ends.append((t, d))
+    recs = [{"type": "memory", "operation": 1, "memory_kind": 3, "device": 0,
+             "start_ns": end - d // 2, "address": 0x1000 + i, "bytes": 64 << 20}
+            for i, (end, d) in enumerate(ends)]
+    recs.append(kernel(7, start, start + MS))
+    rep, f = findings_of(recs, base=base)
+    x = f.get("gpu_memory_leak")
+    assert_true(x is not None, "gpu_memory_leak fires: %r" % list(f))
+    assert_near(x["evidence"]["slope_bytes_per_step"], 64 << 20, "growth per step", tol=1e-3)
+    assert_eq(x["evidence"]["steps"], len(ends), "steps fitted")
+
+
+def test_rule_stream_serialisation():
+    t = t0() + MS
+    recs = [kernel(7, t, t + 3 * MS), kernel(8, t + 3 * MS, t + 6 * MS),
+            kernel(7, t + 6 * MS, t + 9 * MS), kernel(8, t + 9 * MS, t + 12 * MS)]
+    rep, f = findings_of(recs)
+    x = f.get("stream_serialisation")
+    assert_true(x is not None, "stream_serialisation fires: %r" % list(f))
+    assert_eq((x["evidence"]["streams"], x["evidence"]["overlap_ns"]), (2, 0), "streams and overlap")
+    _, f = findings_of([kernel(7, t, t + 6 * MS), kernel(8, t + 2 * MS, t + 8 * MS)], name="rules2.fnc")
+    assert_true("stream_serialisation" not in f, "overlapping streams do not fire")
