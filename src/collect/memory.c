@@ -5,8 +5,8 @@
  * atomic for live bytes and the peak. During a recording it also writes heap events into a
  * shared ring (ring.h): in sampled mode the allocations picked by Poisson sampling over
  * bytes, with their stacks, and the frees of those; in full mode every allocation and free.
- * The writer interns the stacks and writes HEAP chunks (docs/format.md). Design notes:
- * docs/internals/memory.md.
+ * The writer interns the stacks and writes HEAP chunks (docs/format.md). fennec's own
+ * allocations come from a private heap, never the program's. Design notes: docs/memory.md.
  */
 #include <dlfcn.h>
 #include <errno.h>
@@ -18,6 +18,7 @@
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/resource.h>
 #include <sys/syscall.h>
 #include <time.h>
@@ -50,7 +51,6 @@
 #define RING_SAMPLED (4u << 20)
 #define RING_FULL (64u << 20)
 #define REC_HDR 48
-#define BOOT_SIZE (256u << 10)          /* allocations made while dlsym resolves the allocator */
 
 typedef void *(*malloc_fn)(size_t);
 typedef void *(*calloc_fn)(size_t, size_t);
@@ -82,11 +82,13 @@ static struct {
 	usable_fn usable;
 } R;
 static _Atomic int resolved; /* 0: not yet, 1: resolving, 2: done */
-static int glibc_heap;       /* the next allocator is glibc's: read its chunk headers */
-static int counting;         /* heap counters on (not FENNEC_MEMORY=none) */
+enum { HEAP_NONE, HEAP_GLIBC, HEAP_OTHER };
+static int heap_kind;        /* NONE: no counters (FENNEC_MEMORY=none); GLIBC: the next
+				allocator is glibc's, read its chunk headers; OTHER: ask it */
 
 /* Counters of one thread: written by their owner only (plain load + store), summed by
- * readers. Threads beyond MEM_SLOTS, and threads after their exit, use `shared`. Live
+ * readers. Threads beyond MEM_SLOTS, and threads after their exit, use `shared`
+ * (atomically). Live
  * bytes change by `live_delta` until it reaches LIVE_BATCH either way, then it is folded
  * into the shared `live` with one atomic: the fast path has no atomic operation, and the
  * peak is exact to LIVE_BATCH per thread (a block of LIVE_BATCH or more is folded at once). */
@@ -110,11 +112,17 @@ static int key_ok;
 
 typedef struct mem_tls {
 	mem_slot *slot;      /* NULL until the first allocation */
-	int busy;            /* inside a wrapper's recording path: re-entry passes through */
-	int internal;        /* fennec's own allocations */
-	int resolving;       /* this thread runs dlsym for the real allocator */
+	union {
+		struct {
+			uint8_t busy;      /* inside a wrapper's recording path */
+			uint8_t internal;  /* fennec's own code runs on this thread */
+			uint8_t resolving; /* this thread runs dlsym for the real allocator */
+		};
+		uint32_t own;        /* any of them: allocations go to fennec's own heap, uncounted */
+	};
+	uint8_t claimed;     /* a slot was claimed (or refused): without one, count in `shared` */
 	pid_t tid;           /* cached gettid(); 0 until known (reset in a fork child) */
-	uint64_t peak_at;    /* this allocation raised the peak at these ticks (0: it did not) */
+	uint64_t peak_at;    /* ticks at which this thread last raised the peak */
 	int64_t countdown;   /* sampled mode: bytes until the next sampled allocation */
 	uint64_t rng;
 } mem_tls;
@@ -171,34 +179,178 @@ typedef struct mrec {
 } mrec;
 _Static_assert(sizeof(mrec) == REC_HDR, "heap record header");
 
-/* ---- resolving the real allocator ---- */
+/* ---- fennec's own heap ---- */
 
+/*
+ * Allocations made by fennec itself (T.own: its writer thread and API calls, libunwind
+ * inside a recording, dlsym while the real allocator is resolved) come from a private
+ * mapping, never from the program's allocator. In the program's heap they took its arena
+ * locks and changed its layout: the writer growing its output buffer in the main arena put
+ * a block above a realloc chain that had grown in place at the top of the heap, and every
+ * realloc after that split a free neighbour instead (bench/memory.sh, realloc: 2.4x the
+ * unprofiled run where counting alone cost 1.5x).
+ * Blocks hold 16 << k bytes behind a 16-byte header; a free list per size; one spinlock
+ * (fennec allocates rarely, never on the program's hot path). Freed blocks of OWN_RELEASE
+ * or more give their pages back. The header's second word is what glibc keeps before an
+ * mmapped chunk, so malloc_usable_size() works on these blocks too.
+ */
 #if !MEM_SANITIZER
-static _Alignas(16) uint8_t boot[BOOT_SIZE];
-static _Atomic size_t boot_used;
+#define OWN_SPACE (8ull << 30)   /* address space reserved at first use (less if refused) */
+#define OWN_COMMIT (1u << 20)    /* made accessible at a time */
+#define OWN_CLASSES 40
+#define OWN_RELEASE (64u << 10)
 
-/* dlsym may allocate before the real allocator is known: serve it from a static arena
- * (never freed; 16 bytes of header hold the size for realloc). */
-static void *boot_alloc(size_t n, size_t align)
+static struct {
+	uint8_t *base;
+	_Atomic size_t span;      /* bytes reserved at base; 0 until mapped */
+	size_t used, committed;   /* handed out, made accessible: under lock */
+	uint8_t *free_list[OWN_CLASSES];
+	atomic_flag lock;
+	_Atomic int state;        /* 0 unmapped, 1 being mapped, 2 mapped, 3 failed */
+} H = {.lock = ATOMIC_FLAG_INIT};
+
+static inline int own_block(const void *p)
+{
+	return (uintptr_t)p - (uintptr_t)H.base < atomic_load_explicit(&H.span, memory_order_relaxed);
+}
+
+static void own_lock(void)
+{
+	while (atomic_flag_test_and_set_explicit(&H.lock, memory_order_acquire))
+		sched_yield();
+}
+
+static void own_unlock(void)
+{
+	atomic_flag_clear_explicit(&H.lock, memory_order_release);
+}
+
+/* Reserve the address space once; a smaller one where a limit refuses 8 GiB. */
+static int own_map(void)
+{
+	int s = atomic_load_explicit(&H.state, memory_order_acquire), expect = 0;
+	if (likely(s == 2))
+		return 0;
+	if (s == 0 && atomic_compare_exchange_strong(&H.state, &expect, 1)) {
+		for (size_t size = OWN_SPACE; size >= (16u << 20); size /= 4) {
+			void *m = mmap(NULL, size, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+			if (m != MAP_FAILED) {
+				H.base = m;
+				atomic_store(&H.span, size);
+				atomic_store(&H.state, 2);
+				return 0;
+			}
+		}
+		atomic_store(&H.state, 3);
+		return -1;
+	}
+	while ((s = atomic_load(&H.state)) == 1)
+		sched_yield();
+	return s == 2 ? 0 : -1;
+}
+
+/* `n` new bytes at the end of the used space, made accessible as needed. Under lock. */
+static uint8_t *own_bump(size_t n)
+{
+	size_t span = atomic_load_explicit(&H.span, memory_order_relaxed);
+	if (n > span - H.used)
+		return NULL;
+	if (H.used + n > H.committed) {
+		size_t c = (H.used + n + OWN_COMMIT - 1) & ~(size_t)(OWN_COMMIT - 1);
+		if (c > span)
+			c = span;
+		if (mprotect(H.base + H.committed, c - H.committed, PROT_READ | PROT_WRITE) != 0)
+			return NULL;
+		H.committed = c;
+	}
+	uint8_t *b = H.base + H.used;
+	H.used += n;
+	return b;
+}
+
+/* `n` bytes aligned to `align` (a power of two). NULL when out of memory; when no address
+ * space could be reserved at all, from the real allocator (uncounted, as before). */
+static void *own_alloc(size_t n, size_t align)
 {
 	if (align < 16)
 		align = 16;
-	size_t used = atomic_load(&boot_used), start, end;
-	do {
-		start = (used + 16 + align - 1) & ~(align - 1);
-		end = start + n;
-		if (end > BOOT_SIZE || n > BOOT_SIZE)
-			return NULL;
-	} while (!atomic_compare_exchange_weak(&boot_used, &used, end));
-	*(size_t *)(boot + start - 16) = n;
-	return boot + start; /* static storage: already zero */
+	if (n > (OWN_SPACE >> 2) || align > (OWN_SPACE >> 4))
+		return NULL;
+	if (unlikely(own_map() < 0))
+		return atomic_load(&resolved) == 2 ? R.memalign(align, n) : NULL;
+	unsigned k = 0;
+	while (((size_t)16 << k) < n + align - 16) /* room to move the start to `align` */
+		k++;
+	size_t blk = ((size_t)16 << k) + 16;
+	own_lock();
+	uint8_t *b = H.free_list[k];
+	if (b)
+		H.free_list[k] = *(uint8_t **)(b + 16);
+	else
+		b = own_bump(blk);
+	own_unlock();
+	if (!b)
+		return NULL;
+	uint8_t *p = (uint8_t *)(((uintptr_t)b + 16 + align - 1) & ~(uintptr_t)(align - 1));
+	size_t *h = (size_t *)p - 2;
+	h[0] = k | (size_t)(p - b) << 8;
+	h[1] = ((size_t)(b + blk - p) + 16) | 2; /* glibc: an mmapped chunk's size word */
+	return p;
 }
 
-static inline int in_boot(const void *p)
+static inline size_t own_usable(const void *p)
 {
-	return (const uint8_t *)p >= boot && (const uint8_t *)p < boot + BOOT_SIZE;
+	return (((const size_t *)p)[-1] & ~(size_t)7) - 16;
+}
+
+static void own_free(void *p)
+{
+	size_t *h = (size_t *)p - 2;
+	unsigned k = (unsigned)(h[0] & 0xff);
+	uint8_t *b = (uint8_t *)p - (h[0] >> 8);
+	size_t blk = ((size_t)16 << k) + 16;
+	if (blk >= OWN_RELEASE) {
+		uintptr_t lo = ((uintptr_t)b + 24 + 4095) & ~(uintptr_t)4095, hi = ((uintptr_t)b + blk) & ~(uintptr_t)4095;
+		if (hi > lo)
+			madvise((void *)lo, hi - lo, MADV_DONTNEED);
+	}
+	own_lock();
+	*(uint8_t **)(b + 16) = H.free_list[k];
+	H.free_list[k] = b;
+	own_unlock();
+}
+
+static void *own_calloc(size_t n, size_t size)
+{
+	size_t total;
+	if (__builtin_mul_overflow(n, size, &total))
+		return NULL;
+	void *p = own_alloc(total, 16);
+	if (p && own_block(p))
+		memset(p, 0, total);
+	return p;
+}
+
+static void *own_realloc(void *p, size_t n)
+{
+	size_t old = own_usable(p);
+	if (n <= old)
+		return p;
+	void *q = own_alloc(n, 16);
+	if (q) {
+		memcpy(q, p, old);
+		own_free(p);
+	}
+	return q;
+}
+
+static void own_child(void)
+{
+	atomic_flag_clear(&H.lock); /* the thread that held it does not exist here */
 }
 #endif
+
+/* ---- resolving the real allocator ---- */
 
 static void *sym(const char *name, void *fallback)
 {
@@ -226,21 +378,22 @@ static void resolve(void)
 	R.valloc = (valloc_fn)sym("valloc", (void *)__libc_valloc);
 	R.pvalloc = (valloc_fn)sym("pvalloc", (void *)__libc_pvalloc);
 	R.usable = (usable_fn)sym("malloc_usable_size", NULL);
-	glibc_heap = R.malloc == (malloc_fn)__libc_malloc && R.free == (free_fn)__libc_free;
 	const char *e = getenv("FENNEC_MEMORY");
-	counting = R.usable && !(e && !strcmp(e, "none"));
+	if (!R.usable || (e && !strcmp(e, "none")))
+		heap_kind = HEAP_NONE;
+	else if (R.malloc == (malloc_fn)__libc_malloc && R.free == (free_fn)__libc_free)
+		heap_kind = HEAP_GLIBC;
+	else
+		heap_kind = HEAP_OTHER;
 	T.resolving = 0;
 	atomic_store(&resolved, 2);
 }
 
-static inline int ready(void)
+/* The real allocator is known. Callers have checked T.own (which includes T.resolving). */
+static inline void ready(void)
 {
-	if (likely(atomic_load_explicit(&resolved, memory_order_acquire) == 2))
-		return 1;
-	if (T.resolving)
-		return 0;
-	resolve();
-	return 1;
+	if (unlikely(atomic_load_explicit(&resolved, memory_order_acquire) != 2))
+		resolve();
 }
 
 /* ---- counters ---- */
@@ -252,13 +405,15 @@ static inline int ready(void)
  * read the block's own chunk header (the size word before the block: low bits are flags,
  * 2 = mmapped); any other allocator is asked.
  */
+static inline size_t glibc_usable(const void *p)
+{
+	size_t h = ((const size_t *)p)[-1];
+	return (h & ~(size_t)7) - 8 - ((h & 2) << 2); /* an mmapped chunk has 8 bytes more */
+}
+
 static inline size_t usable_size(void *p)
 {
-	if (likely(glibc_heap)) {
-		size_t h = ((const size_t *)p)[-1];
-		return (h & ~(size_t)7) - (h & 2 ? 2 : 1) * sizeof(size_t);
-	}
-	return R.usable(p);
+	return likely(heap_kind == HEAP_GLIBC) ? glibc_usable(p) : R.usable(p);
 }
 
 static void slot_release(void *arg)
@@ -282,7 +437,7 @@ static void slot_release(void *arg)
 static void thread_gone(void *arg)
 {
 	slot_release(arg);
-	T.slot = &shared; /* frees by later destructors of this thread */
+	T.slot = NULL; /* frees by later destructors of this thread count in `shared` */
 }
 
 static void make_key(void)
@@ -290,13 +445,15 @@ static void make_key(void)
 	key_ok = pthread_key_create(&slot_key, thread_gone) == 0;
 }
 
+/* A slot for this thread, or NULL (then it counts in `shared`). */
 static __attribute__((noinline)) mem_slot *claim_slot(void)
 {
-	T.slot = &shared; /* while claiming: pthread_setspecific may allocate */
+	T.claimed = 1;
+	int was = T.internal;
+	T.internal = 1; /* pthread_setspecific may allocate: fennec's block */
 	pthread_once(&key_once, make_key);
-	if (!key_ok)
-		return &shared;
-	for (uint32_t i = 0; i < MEM_SLOTS; i++) {
+	mem_slot *got = NULL;
+	for (uint32_t i = 0; key_ok && i < MEM_SLOTS && !got; i++) {
 		int z = 0;
 		if (atomic_load_explicit(&slots[i].used, memory_order_relaxed) ||
 		    !atomic_compare_exchange_strong(&slots[i].used, &z, 1))
@@ -306,88 +463,96 @@ static __attribute__((noinline)) mem_slot *claim_slot(void)
 			;
 		if (pthread_setspecific(slot_key, &slots[i]) != 0) {
 			atomic_store(&slots[i].used, 0);
-			return &shared;
+			break;
 		}
-		T.slot = &slots[i];
-		return &slots[i];
+		got = &slots[i];
 	}
-	return &shared;
+	T.internal = (uint8_t)was;
+	T.slot = got;
+	return got;
 }
 
-static inline void bump(mem_slot *s, _Atomic uint64_t *f, uint64_t v)
-{
-	if (likely(s != &shared))
-		atomic_store_explicit(f, atomic_load_explicit(f, memory_order_relaxed) + v, memory_order_relaxed);
-	else
-		atomic_fetch_add_explicit(f, v, memory_order_relaxed);
-}
-
-static inline mem_slot *my_slot(void)
-{
-	mem_slot *s = T.slot;
-	return likely(s != NULL) ? s : claim_slot();
-}
-
-static void raise_peak(uint64_t now)
+/* Raise the peak to `now`. While recording, note its time (in T.peak_at), step and
+ * region, and return 1. */
+static int raise_peak(uint64_t now)
 {
 	uint64_t p = atomic_load_explicit(&peak, memory_order_relaxed);
 	while (now > p) {
 		if (atomic_compare_exchange_weak_explicit(&peak, &p, now, memory_order_relaxed, memory_order_relaxed)) {
-			if (atomic_load_explicit(&M.mode, memory_order_relaxed)) {
-				uint32_t r[COL_MAX_DEPTH];
-				uint32_t nr = col_region_stack(r, COL_MAX_DEPTH);
-				T.peak_at = col_ticks();
-				atomic_store_explicit(&peak_ticks, T.peak_at, memory_order_relaxed);
-				atomic_store_explicit(&peak_step, col_step_index(), memory_order_relaxed);
-				atomic_store_explicit(&peak_site, nr ? r[nr - 1] : 0, memory_order_relaxed);
-			}
-			return;
+			if (!atomic_load_explicit(&M.mode, memory_order_relaxed))
+				return 0;
+			uint32_t r[COL_MAX_DEPTH];
+			uint32_t nr = col_region_stack(r, COL_MAX_DEPTH);
+			T.peak_at = col_ticks();
+			atomic_store_explicit(&peak_ticks, T.peak_at, memory_order_relaxed);
+			atomic_store_explicit(&peak_step, col_step_index(), memory_order_relaxed);
+			atomic_store_explicit(&peak_site, nr ? r[nr - 1] : 0, memory_order_relaxed);
+			return 1;
 		}
 	}
+	return 0;
 }
 
-static inline void count_alloc(size_t size, size_t usable)
+/* Add a thread's batched live bytes to the shared count. Returns 1 when that raised the
+ * peak while recording. */
+static __attribute__((noinline)) int fold_live(int64_t d)
 {
-	mem_slot *s = my_slot();
-	bump(s, &s->allocs, 1);
-	bump(s, &s->bytes, size);
-	if (size > atomic_load_explicit(&s->largest, memory_order_relaxed)) {
-		if (s != &shared) {
-			atomic_store_explicit(&s->largest, size, memory_order_relaxed);
-		} else {
-			uint64_t l = atomic_load(&s->largest);
-			while (size > l && !atomic_compare_exchange_weak(&s->largest, &l, size))
-				;
-		}
-	}
-	int64_t d = (int64_t)usable;
-	if (likely(s != &shared)) {
-		d += atomic_load_explicit(&s->live_delta, memory_order_relaxed);
-		if (likely(d < LIVE_BATCH)) {
-			atomic_store_explicit(&s->live_delta, d, memory_order_relaxed);
-			return;
-		}
-		atomic_store_explicit(&s->live_delta, 0, memory_order_relaxed);
-	}
 	int64_t now = atomic_fetch_add_explicit(&live, d, memory_order_relaxed) + d;
-	if (now > 0 && (uint64_t)now > atomic_load_explicit(&peak, memory_order_relaxed))
-		raise_peak((uint64_t)now);
+	if (d > 0 && now > 0 && (uint64_t)now > atomic_load_explicit(&peak, memory_order_relaxed))
+		return raise_peak((uint64_t)now);
+	return 0;
 }
 
-static inline void count_free(size_t usable)
+#define GET(f) atomic_load_explicit(&(f), memory_order_relaxed)
+#define SET(f, v) atomic_store_explicit(&(f), (v), memory_order_relaxed)
+
+/*
+ * Count `nalloc` allocations of `bytes` (the largest candidate too), `nfree` frees and a
+ * change of `dlive` usable bytes on the thread's own slot: plain loads and stores, no
+ * atomic operation. Callers pass constants, so the counts they do not change cost nothing.
+ * Live bytes fold into the shared count once the batch reaches LIVE_BATCH either way.
+ * Returns 1 when this raised the peak.
+ */
+static inline int count_own(mem_slot *s, uint64_t nalloc, uint64_t nfree, uint64_t bytes, int64_t dlive)
 {
-	mem_slot *s = my_slot();
-	bump(s, &s->frees, 1);
-	int64_t d = -(int64_t)usable;
-	if (likely(s != &shared)) {
-		d += atomic_load_explicit(&s->live_delta, memory_order_relaxed);
-		if (likely(d > -LIVE_BATCH)) {
-			atomic_store_explicit(&s->live_delta, d, memory_order_relaxed);
-			return;
-		}
-		atomic_store_explicit(&s->live_delta, 0, memory_order_relaxed);
+	if (nalloc) {
+		SET(s->allocs, GET(s->allocs) + nalloc);
+		SET(s->bytes, GET(s->bytes) + bytes);
+		if (bytes > GET(s->largest))
+			SET(s->largest, bytes);
 	}
-	atomic_fetch_add_explicit(&live, d, memory_order_relaxed);
+	if (nfree)
+		SET(s->frees, GET(s->frees) + nfree);
+	int64_t d = GET(s->live_delta) + dlive;
+	if (likely((uint64_t)(d + LIVE_BATCH - 1) <= 2 * (uint64_t)(LIVE_BATCH - 1))) {
+		SET(s->live_delta, d);
+		return 0;
+	}
+	SET(s->live_delta, 0);
+	return fold_live(d);
+}
+
+/* The same for a thread without a slot of its own (yet). */
+static __attribute__((noinline)) int count_slow(uint64_t nalloc, uint64_t nfree, uint64_t bytes, int64_t dlive)
+{
+	mem_slot *s = T.claimed ? NULL : claim_slot();
+	if (s)
+		return count_own(s, nalloc, nfree, bytes, dlive);
+	atomic_fetch_add_explicit(&shared.allocs, nalloc, memory_order_relaxed);
+	atomic_fetch_add_explicit(&shared.frees, nfree, memory_order_relaxed);
+	atomic_fetch_add_explicit(&shared.bytes, bytes, memory_order_relaxed);
+	uint64_t l = GET(shared.largest);
+	while (nalloc && bytes > l && !atomic_compare_exchange_weak(&shared.largest, &l, bytes))
+		;
+	return fold_live(dlive);
+}
+
+static inline int count(uint64_t nalloc, uint64_t nfree, uint64_t bytes, int64_t dlive)
+{
+	mem_slot *s = T.slot;
+	if (likely(s != NULL))
+		return count_own(s, nalloc, nfree, bytes, dlive);
+	return count_slow(nalloc, nfree, bytes, dlive);
 }
 
 typedef struct totals {
@@ -467,12 +632,17 @@ static void set_insert(uintptr_t p)
 	atomic_fetch_add(&M.untracked, 1); /* its free will not be seen */
 }
 
+/* Whether p may be a sampled live block: one load, in front of set_remove(). */
+static inline int set_may_hold(uintptr_t p)
+{
+	return atomic_load_explicit(&M.set_live, memory_order_relaxed) &&
+	       atomic_load_explicit(&M.filter[addr_hash(p) & (FILTER_SIZE - 1)], memory_order_relaxed);
+}
+
 /* Whether p is a sampled live block; removes it. */
-static int set_remove(uintptr_t p)
+static __attribute__((noinline)) int set_remove(uintptr_t p)
 {
 	uint32_t h = addr_hash(p);
-	if (!atomic_load_explicit(&M.filter[h & (FILTER_SIZE - 1)], memory_order_relaxed))
-		return 0;
 	for (uint32_t i = 0; i < SET_PROBES; i++) {
 		_Atomic uintptr_t *e = &M.set[(h + i) & (SET_SIZE - 1)];
 		uintptr_t cur = atomic_load_explicit(e, memory_order_relaxed);
@@ -524,7 +694,8 @@ static void put_rec(const mrec *r, uint64_t ticks, const void *tail1, size_t n1,
 	atomic_fetch_add_explicit(&M.records, 1, memory_order_relaxed);
 }
 
-static __attribute__((noinline)) void record_alloc(void *p, size_t size, void *ra)
+/* Record an allocation with its stack; `at` is the time of the peak it raised, or 0. */
+static __attribute__((noinline)) void record_alloc(void *p, size_t size, void *ra, uint64_t at)
 {
 	T.busy = 1;
 	uint64_t frames[COL_SAMPLE_MAX_DEPTH + 16];
@@ -560,7 +731,7 @@ static __attribute__((noinline)) void record_alloc(void *p, size_t size, void *r
 		set_insert((uintptr_t)p); /* before the caller can free it */
 	/* An allocation that raised the peak carries the peak's time, so that a reader puts
 	 * it inside the live set at the peak. */
-	put_rec(&r, T.peak_at, frames + (from < 0 ? 0 : from), 8 * (size_t)nf, regions, 4 * (size_t)nr);
+	put_rec(&r, at, frames + (from < 0 ? 0 : from), 8 * (size_t)nf, regions, 4 * (size_t)nr);
 	T.busy = 0;
 }
 
@@ -572,114 +743,224 @@ static __attribute__((noinline)) void record_free(void *p)
 	T.busy = 0;
 }
 
-/* After a successful allocation of `size` bytes at p. */
-static inline void on_alloc(void *p, size_t size, void *ra)
+/* Sampled mode, the countdown ran out (or was never drawn): whether this allocation of
+ * `size` bytes is sampled; draws the next countdown. */
+static __attribute__((noinline)) int sample_due(size_t size)
 {
-	if (!p || T.busy || T.internal || !counting)
-		return;
-	T.peak_at = 0;
-	count_alloc(size, usable_size(p));
+	if (!T.rng) { /* the thread's first allocation: its countdown was never drawn */
+		T.countdown = next_countdown() - (int64_t)(size ? size : 1);
+		if (T.countdown > 0)
+			return 0;
+	}
+	T.countdown = next_countdown();
+	return 1;
+}
+
+/* Recording, after an allocation by the program; `raised`: it raised the peak. */
+static inline void after_alloc(void *p, size_t size, void *ra, int raised)
+{
 	int mode = atomic_load_explicit(&M.mode, memory_order_relaxed);
 	if (likely(mode == FMT_MEM_OFF))
 		return;
 	if (mode == FMT_MEM_SAMPLED) {
-		if (!T.countdown)
-			T.countdown = next_countdown();
 		T.countdown -= (int64_t)(size ? size : 1);
-		if (likely(T.countdown > 0))
+		if (likely(T.countdown > 0) || !sample_due(size))
 			return;
-		T.countdown = next_countdown();
 	}
-	record_alloc(p, size, ra);
+	/* An allocation that raised the peak carries the peak's time, so that a reader puts
+	 * it inside the live set at the peak. */
+	record_alloc(p, size, ra, raised ? T.peak_at : 0);
 }
 
-/* Before p is handed back to the allocator. */
-static inline void on_free(void *p)
+/* Recording, before the program's block p is handed back to the allocator. */
+static inline void before_free(void *p)
 {
-	if (T.busy || T.internal || !counting)
-		return;
-	count_free(usable_size(p));
 	int mode = atomic_load_explicit(&M.mode, memory_order_relaxed);
 	if (likely(mode == FMT_MEM_OFF))
 		return;
-	if (mode == FMT_MEM_FULL ||
-	    (atomic_load_explicit(&M.set_live, memory_order_relaxed) && set_remove((uintptr_t)p)))
+	if (mode == FMT_MEM_FULL || (set_may_hold((uintptr_t)p) && set_remove((uintptr_t)p)))
 		record_free(p);
 }
 
-/* ---- the interposed functions ---- */
 #if !MEM_SANITIZER
+/*
+ * The fast paths below count a call of the program inline only in the common case: glibc's
+ * heap, a thread with a slot, the live batch within bounds and nothing to record (memory
+ * off, or sampled and neither a sampled allocation nor the free of a sampled block). They
+ * change nothing otherwise, and the caller takes the general path, out of line: so the
+ * wrappers keep no registers across calls they do not make.
+ */
+static inline __attribute__((always_inline)) int fast_commit(mem_slot *s, uint64_t nalloc, uint64_t nfree, uint64_t bytes, int64_t d)
+{
+	SET(s->live_delta, d);
+	if (nalloc) {
+		SET(s->allocs, GET(s->allocs) + nalloc);
+		SET(s->bytes, GET(s->bytes) + bytes);
+		if (bytes > GET(s->largest))
+			SET(s->largest, bytes);
+	}
+	if (nfree)
+		SET(s->frees, GET(s->frees) + nfree);
+	return 1;
+}
+
+static inline int in_batch(int64_t d)
+{
+	return (uint64_t)(d + LIVE_BATCH - 1) <= 2 * (uint64_t)(LIVE_BATCH - 1);
+}
+
+/* An allocation of `size` bytes at p (non-NULL) that freed a block of `old` usable bytes
+ * (realloc; else nfree = 0 and old = 0). */
+static inline __attribute__((always_inline)) int alloc_fast(void *p, size_t size, uint64_t nfree, size_t old)
+{
+	mem_slot *s = T.slot;
+	if (unlikely(heap_kind != HEAP_GLIBC) || unlikely(!s))
+		return 0;
+	int64_t d = GET(s->live_delta) + (int64_t)glibc_usable(p) - (int64_t)old;
+	if (unlikely(!in_batch(d)))
+		return 0;
+	int mode = atomic_load_explicit(&M.mode, memory_order_relaxed);
+	if (unlikely(mode != FMT_MEM_OFF)) {
+		int64_t c = T.countdown - (int64_t)(size + !size);
+		if (mode != FMT_MEM_SAMPLED || c <= 0)
+			return 0;
+		T.countdown = c;
+	}
+	return fast_commit(s, 1, nfree, size, d);
+}
+
+static inline __attribute__((always_inline)) int free_fast(void *p)
+{
+	mem_slot *s = T.slot;
+	if (unlikely(heap_kind != HEAP_GLIBC) || unlikely(!s))
+		return 0;
+	int64_t d = GET(s->live_delta) - (int64_t)glibc_usable(p);
+	if (unlikely(!in_batch(d)))
+		return 0;
+	int mode = atomic_load_explicit(&M.mode, memory_order_relaxed);
+	if (unlikely(mode != FMT_MEM_OFF) && (mode != FMT_MEM_SAMPLED || set_may_hold((uintptr_t)p)))
+		return 0;
+	return fast_commit(s, 0, 1, 0, d);
+}
+
+/* The general path of an allocation by the program (T.own clear): returns p. */
+static __attribute__((noinline)) void *alloc_slow(void *p, size_t size, void *ra)
+{
+	if (p && heap_kind != HEAP_NONE)
+		after_alloc(p, size, ra, count(1, 0, size, (int64_t)usable_size(p)));
+	return p;
+}
+
+static inline __attribute__((always_inline)) void *on_alloc(void *p, size_t size, void *ra)
+{
+	if (likely(p != NULL) && likely(alloc_fast(p, size, 0, 0)))
+		return p;
+	return alloc_slow(p, size, ra);
+}
+
+/* The general path of the program's free of p (not NULL, not ours, T.own clear). */
+static __attribute__((noinline)) void free_slow(void *p)
+{
+	if (heap_kind != HEAP_NONE) {
+		count(0, 1, 0, -(int64_t)usable_size(p));
+		before_free(p);
+	}
+	R.free(p);
+}
+
+/* ---- the interposed functions ---- */
 
 #define RA() __builtin_extract_return_addr(__builtin_return_address(0))
 
 API void *malloc(size_t n)
 {
-	if (unlikely(!ready()))
-		return boot_alloc(n, 16);
-	void *p = R.malloc(n);
-	on_alloc(p, n, RA());
-	return p;
+	if (unlikely(T.own))
+		return own_alloc(n, 16);
+	ready();
+	return on_alloc(R.malloc(n), n, RA());
 }
 
 API void *calloc(size_t n, size_t size)
 {
-	if (unlikely(!ready())) {
-		size_t total;
-		return __builtin_mul_overflow(n, size, &total) ? NULL : boot_alloc(total, 16);
-	}
-	void *p = R.calloc(n, size);
-	on_alloc(p, n * size, RA());
-	return p;
+	if (unlikely(T.own))
+		return own_calloc(n, size);
+	ready();
+	return on_alloc(R.calloc(n, size), n * size, RA());
 }
 
 API void free(void *p)
 {
-	if (!p || in_boot(p))
+	if (unlikely(own_block(p))) {
+		own_free(p);
 		return;
-	if (unlikely(!ready()))
-		return; /* cannot happen: only boot blocks exist before the allocator is known */
-	on_free(p);
-	R.free(p);
+	}
+	/* A block not ours was made by the real allocator: R is known by now. */
+	if (unlikely(p == NULL) || unlikely(T.own) || likely(free_fast(p))) {
+		R.free(p);
+		return;
+	}
+	free_slow(p);
 }
 
-static void *realloc_impl(void *p, size_t n, void *ra)
+/* realloc's general path: a thread inside fennec, realloc(NULL, n), another allocator,
+ * no counters, and every case with something to record. */
+static __attribute__((noinline)) void *realloc_slow(void *p, size_t n, void *ra)
 {
-	if (in_boot(p)) {
-		void *q = malloc(n);
-		if (q) {
-			size_t old = *(size_t *)((uint8_t *)p - 16);
-			memcpy(q, p, old < n ? old : n);
-		}
-		return q;
+	if (T.own) {
+		if (!p)
+			return own_alloc(n, 16);
+		ready();
+		return R.realloc(p, n); /* the program's block, resized by fennec: uncounted */
 	}
-	if (unlikely(!ready()))
-		return NULL;
-	if (!p) {
-		void *q = R.malloc(n);
-		on_alloc(q, n, ra);
-		return q;
-	}
-	/* The old block is accounted as freed before the call: once realloc returns, another
-	 * thread may already have been given its address. */
-	int skip = T.busy || T.internal || !counting;
-	size_t old = skip ? 0 : usable_size(p);
-	if (!skip)
-		on_free(p);
+	ready();
+	if (!p)
+		return alloc_slow(R.malloc(n), n, ra);
+	if (heap_kind == HEAP_NONE)
+		return R.realloc(p, n);
+	/* The old block's FREE is recorded before the call: once realloc returns, another
+	 * thread may already have been given its address. The counters take the free and the
+	 * allocation at once, after it. */
+	size_t old = usable_size(p);
+	before_free(p);
 	void *q = R.realloc(p, n);
-	if (!q && n) {
-		if (!skip) { /* failed: the old block stays */
-			count_alloc(0, old);
-			mem_slot *s = my_slot();
-			bump(s, &s->frees, (uint64_t)-1);
-			bump(s, &s->allocs, (uint64_t)-1);
-		}
-		return NULL;
+	if (!q) {
+		if (!n) /* realloc(p, 0) freed p */
+			count(0, 1, 0, -(int64_t)old);
+		return NULL; /* failed: the old block stays (its FREE record too, docs/memory.md) */
 	}
-	on_alloc(q, n, ra);
+	after_alloc(q, n, ra, count(1, 1, n, (int64_t)usable_size(q) - (int64_t)old));
 	return q;
 }
 
-API void *realloc(void *p, size_t n) { return realloc_impl(p, n, RA()); }
+/* After the fast path's realloc(p, n) returned q; p had `old` usable bytes. */
+static __attribute__((noinline)) void *realloc_done_slow(void *q, size_t n, size_t old, void *ra)
+{
+	if (!q) {
+		if (!n)
+			count(0, 1, 0, -(int64_t)old);
+		return NULL;
+	}
+	after_alloc(q, n, ra, count(1, 1, n, (int64_t)usable_size(q) - (int64_t)old));
+	return q;
+}
+
+/* RA() is taken where a slow path needs it, so that the fast path keeps no register for it. */
+API void *realloc(void *p, size_t n)
+{
+	if (unlikely(own_block(p)))
+		return own_realloc(p, n);
+	/* A block not ours was made by the real allocator: R is known by now. */
+	if (unlikely(p == NULL) || unlikely(T.own) || unlikely(heap_kind != HEAP_GLIBC))
+		return realloc_slow(p, n, RA());
+	int mode = atomic_load_explicit(&M.mode, memory_order_relaxed);
+	if (unlikely(mode != FMT_MEM_OFF) && (mode != FMT_MEM_SAMPLED || set_may_hold((uintptr_t)p)))
+		return realloc_slow(p, n, RA());
+	size_t old = glibc_usable(p);
+	void *q = R.realloc(p, n);
+	if (likely(q != NULL) && likely(alloc_fast(q, n, 1, old)))
+		return q;
+	return realloc_done_slow(q, n, old, RA());
+}
 
 API void *reallocarray(void *p, size_t n, size_t size)
 {
@@ -688,55 +969,64 @@ API void *reallocarray(void *p, size_t n, size_t size)
 		errno = ENOMEM;
 		return NULL;
 	}
-	return realloc_impl(p, total, RA());
+	if (unlikely(own_block(p)))
+		return own_realloc(p, total);
+	return realloc_slow(p, total, RA());
 }
 
-static void *aligned_impl(memalign_fn fn, size_t align, size_t n, void *ra)
+/* Alignments as glibc takes them: a power of two, at least 16 here. */
+static size_t pow2_align(size_t align)
 {
-	if (unlikely(!ready()))
-		return boot_alloc(n, align);
-	void *p = fn(align, n);
-	on_alloc(p, n, ra);
-	return p;
+	size_t a = 16;
+	while (a < align && a < (OWN_SPACE >> 4))
+		a *= 2;
+	return a;
 }
 
-API void *memalign(size_t align, size_t n) { return aligned_impl(R.memalign, align, n, RA()); }
-
-API void *aligned_alloc(size_t align, size_t n)
+static void *aligned_impl(memalign_fn *fn, size_t align, size_t n, void *ra)
 {
-	if (unlikely(!ready()))
-		return boot_alloc(n, align);
-	return aligned_impl(R.aligned_alloc, align, n, RA());
+	if (unlikely(T.own))
+		return own_alloc(n, pow2_align(align));
+	ready();
+	return on_alloc((*fn)(align, n), n, ra);
 }
+
+API void *memalign(size_t align, size_t n) { return aligned_impl(&R.memalign, align, n, RA()); }
+
+API void *aligned_alloc(size_t align, size_t n) { return aligned_impl(&R.aligned_alloc, align, n, RA()); }
 
 API int posix_memalign(void **out, size_t align, size_t n)
 {
-	if (unlikely(!ready())) {
-		*out = boot_alloc(n, align);
-		return *out ? 0 : ENOMEM;
+	if (align < sizeof(void *) || (align & (align - 1)))
+		return EINVAL;
+	if (unlikely(T.own)) {
+		void *p = own_alloc(n, align);
+		if (!p)
+			return ENOMEM;
+		*out = p;
+		return 0;
 	}
+	ready();
 	int rc = R.posix_memalign ? R.posix_memalign(out, align, n) : (*out = R.memalign(align, n)) ? 0 : ENOMEM;
 	if (rc == 0)
-		on_alloc(*out, n, RA());
+		alloc_slow(*out, n, RA());
 	return rc;
 }
 
 API void *valloc(size_t n)
 {
-	if (unlikely(!ready()))
-		return boot_alloc(n, 4096);
-	void *p = R.valloc(n);
-	on_alloc(p, n, RA());
-	return p;
+	if (unlikely(T.own))
+		return own_alloc(n, 4096);
+	ready();
+	return on_alloc(R.valloc(n), n, RA());
 }
 
 API void *pvalloc(size_t n)
 {
-	if (unlikely(!ready()))
-		return boot_alloc(n, 4096);
-	void *p = R.pvalloc(n);
-	on_alloc(p, n, RA());
-	return p;
+	if (unlikely(T.own))
+		return own_alloc((n + 4095) & ~(size_t)4095, 4096);
+	ready();
+	return on_alloc(R.pvalloc(n), n, RA());
 }
 
 #endif /* !MEM_SANITIZER */
@@ -771,7 +1061,7 @@ API int fennec_memory_stats(fennec_mem_stats *out)
 	memset(&s, 0, sizeof s);
 	s.size = sizeof s;
 	int was = col_mem_internal(1);
-	s.tracking = atomic_load(&resolved) == 2 && counting;
+	s.tracking = atomic_load(&resolved) == 2 && heap_kind != HEAP_NONE;
 	if (s.tracking) {
 		totals t;
 		sum_totals(&t);
@@ -825,10 +1115,22 @@ int col_mem_mode_parse(const char *s)
 	return -1;
 }
 
+#if !MEM_SANITIZER
+/* A fork must not copy the own heap's lock held by a thread the child will not have. */
+static void own_atfork(void)
+{
+	pthread_atfork(own_lock, own_unlock, own_child);
+}
+#endif
+
 void col_mem_prepare(int mode, uint64_t rate, uint32_t interval_ms, uint32_t depth, col_mem_info *info)
 {
 	ready();
-	if (MEM_SANITIZER || !counting)
+#if !MEM_SANITIZER
+	static pthread_once_t fork_once = PTHREAD_ONCE_INIT;
+	pthread_once(&fork_once, own_atfork);
+#endif
+	if (MEM_SANITIZER || heap_kind == HEAP_NONE)
 		mode = FMT_MEM_OFF; /* nothing interposed: no heap data */
 	M.session_mode = mode;
 	M.rate = rate ? rate : 512 * 1024;
