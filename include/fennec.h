@@ -168,6 +168,18 @@ FENNEC_API void fennec_gauge_set(const char *name, double value);
 FENNEC_API void fennec_value_record(const char *name, double value);
 
 /*
+ * Roofline annotation: the calling thread's innermost open region did `flops`
+ * floating-point operations (an FMA counts as 2) and moved `bytes` bytes between the core
+ * and memory (what the data structures are: for y = A x with an n x n matrix of doubles,
+ * 2n^2 FLOP and about 8n^2 bytes). Call it once per region call, or several times: the
+ * analysis sums per region and, with this machine's ceilings from `fennec calibrate`,
+ * reports each annotated region's arithmetic intensity, achieved FLOP/s and bandwidth, the
+ * % of the roofline it reaches and whether it is memory or compute bound
+ * (docs/roofline.md). Recorded as the counters "fennec.flops" and "fennec.bytes".
+ */
+FENNEC_API void fennec_region_work(uint64_t flops, uint64_t bytes);
+
+/*
  * Memory. When libfennec.so is preloaded (`fennec record`) or linked, it interposes the
  * malloc family and keeps exact heap counters from the start of the process, with or
  * without a recording. Heap bytes are the allocator's usable sizes of the live blocks

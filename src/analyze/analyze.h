@@ -9,6 +9,7 @@
 #ifndef FENNEC_ANALYZE_H
 #define FENNEC_ANALYZE_H
 
+#include "analyze/calib.h"
 #include "format/reader.h"
 
 #define ANA_NONE UINT32_MAX
@@ -43,6 +44,7 @@ typedef struct ana_node {
 	uint64_t open;        /* calls still open at the end */
 	char *path;           /* "/"-joined names */
 	double share_pct, self_pct;
+	double flops, bytes;  /* work annotated inside this region (fennec_region_work) */
 } ana_node;
 
 typedef struct ana_thread {
@@ -146,6 +148,7 @@ typedef struct ana_metric {
 	ana_dist dist;
 	ana_point *points; /* every update, all processes, sorted by time (16 bytes each) */
 	size_t npoints, points_cap;
+	int work;          /* 1: the counter fennec.flops, 2: fennec.bytes (roofline.c) */
 } ana_metric;
 
 /*
@@ -382,7 +385,35 @@ typedef struct ana_options {
 	double offcpu_threshold_pct;    /* off_cpu fires from this blocked share (default 30) */
 	double outlier_factor;    /* step_variance: a step this many times the median is an outlier (default 1.5) */
 	const char *data_regions; /* input_bound: comma-separated region names or globs; NULL: the default words */
+	const char *calibration;  /* roofline ceilings (docs/roofline.md); NULL: the default file */
+	double roofline_min_share_pct; /* memory_bound/compute_bound: regions from this share of wall (default 5) */
 } ana_options;
+
+/*
+ * A region placed on the roofline (roofline.c, docs/roofline.md): work annotated with
+ * fennec_region_work over the region's self time. The roof fields are NaN without a
+ * calibration.
+ */
+typedef struct ana_roof {
+	uint32_t node;
+	double flops, bytes, self_s;
+	double ai;                    /* FLOP per byte (NaN without bytes) */
+	double flops_per_s, bytes_per_s;
+	double roof;                  /* FLOP/s at its intensity (bytes/s when it has no FLOP) */
+	double roof_pct;              /* achieved as a % of the roof */
+	double ridge;                 /* the ridge point of the ceilings used, FLOP per byte */
+	int memory_bound;             /* below the ridge point (or no FLOP at all) */
+	int one_thread;               /* ran on one thread: the one-thread ceilings apply */
+} ana_roof;
+
+typedef struct ana_roofline {
+	ana_roof *r;                  /* by self time, largest first */
+	uint32_t n;
+	int calibrated;               /* 1 loaded, 0 no file, -1 a file that could not be read */
+	char path[4096];              /* the calibration file looked for */
+	char error[256];              /* why it could not be read */
+	ana_calib calib;
+} ana_roofline;
 
 typedef struct ana_profile {
 	ana_options opt;
@@ -421,6 +452,7 @@ typedef struct ana_profile {
 	ana_rank *ranks;
 	uint32_t nranks;
 	ana_balance balance;
+	ana_roofline roof;        /* roofline.c */
 	/* summary */
 	uint64_t wall_ns, cpu_user_ns, cpu_sys_ns, dropped, events;
 	int cut_short;
@@ -439,6 +471,9 @@ typedef struct ana_profile {
 int ana_load(const char *path, const ana_options *opt, ana_profile *p, fmt_error *err);
 /* The same over several paths (files or directories), merged into one profile. */
 int ana_load_paths(const char *const *paths, size_t npaths, const ana_options *opt, ana_profile *p, fmt_error *err);
+
+/* The roofline of the annotated regions (roofline.c): after the statistics. 0 or ENOMEM. */
+int ana_roofline_build(ana_profile *p);
 
 /* The files to load for `paths` (src/analyze/files.c), in model order: by rank, each
  * recording's first process first, then by start time. *out is malloc'd, each string too. */

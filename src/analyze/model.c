@@ -317,6 +317,9 @@ static uint32_t metric_for(ctx *c, const fmt_file *f, uint32_t id, unsigned kind
 	memset(x, 0, sizeof *x);
 	x->name = name;
 	x->kind = kind;
+	/* The roofline's counters (fennec_region_work): also summed into the open region. */
+	if (kind == FMT_SITE_COUNTER)
+		x->work = !strcmp(p->names[name], "fennec.flops") ? 1 : !strcmp(p->names[name], "fennec.bytes") ? 2 : 0;
 	x->min = INFINITY;
 	x->max = -INFINITY;
 	return c->site_metric[id] = p->nmetrics++;
@@ -461,6 +464,9 @@ static int on_event(void *vc, const fmt_file *f, const fmt_event *ev)
 		m->count++;
 		if (ev->type == FMT_EV_COUNTER)
 			m->total += v;
+		if (m->work && t->depth)
+			*(m->work == 1 ? &p->nodes[t->stack[t->depth - 1].node].flops
+				       : &p->nodes[t->stack[t->depth - 1].node].bytes) += v;
 		m->last = v;
 		m->sum += v;
 		if (v < m->min)
@@ -768,6 +774,8 @@ int ana_load_paths(const char *const *paths, size_t npaths, const ana_options *o
 	p->opt.hot_threshold_pct = 10;
 	if (opt)
 		p->opt = *opt;
+	if (p->opt.roofline_min_share_pct <= 0)
+		p->opt.roofline_min_share_pct = 5;
 	p->name_index = calloc(1, sizeof(map));
 	p->node_index = calloc(1, sizeof(map));
 	if (!p->name_index || !p->node_index)
@@ -870,7 +878,7 @@ int ana_load_paths(const char *const *paths, size_t npaths, const ana_options *o
 		snprintf(err->msg, sizeof err->msg, "%s: out of memory while analysing GPU activity", p->procs[0].file.path);
 		return err->code = FENNEC_ENOMEM;
 	}
-	if (ana_ranks(p)) {
+	if (ana_ranks(p) || ana_roofline_build(p)) {
 		snprintf(err->msg, sizeof err->msg, "%s: out of memory while comparing ranks", p->procs[0].file.path);
 		return err->code = FENNEC_ENOMEM;
 	}
@@ -885,6 +893,7 @@ void ana_profile_free(ana_profile *p)
 	for (uint32_t i = 0; i < p->nnames; i++)
 		free(p->names[i]);
 	free(p->names);
+	free(p->roof.r);
 	for (uint32_t i = 0; i < p->nnodes; i++) {
 		free(p->nodes[i].durations.v);
 		free(p->nodes[i].path);

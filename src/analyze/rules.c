@@ -451,6 +451,76 @@ static void rule_allocation_churn(ana_profile *p)
 	f->expected_gain_pct = 0;
 }
 
+/*
+ * memory_bound / compute_bound (docs/roofline.md): a region annotated with
+ * fennec_region_work, of at least --roofline-min-share % of the wall in its own code,
+ * placed on this machine's roofline. Below the ridge point it is memory bound, above it
+ * compute bound; what reaching its roof would save (self share x (1 - roof %)) is the
+ * gain and sets the severity: HIGH from 10 points, MEDIUM from 3, LOW under.
+ */
+static void rule_roofline(ana_profile *p)
+{
+	const ana_roofline *rl = &p->roof;
+	if (rl->calibrated != 1)
+		return;
+	for (uint32_t i = 0; i < rl->n; i++) {
+		const ana_roof *r = &rl->r[i];
+		const ana_node *n = &p->nodes[r->node];
+		if (n->self_pct < p->opt.roofline_min_share_pct || !isfinite(r->roof_pct))
+			continue;
+		double head = r->roof_pct >= 100 ? 0 : 1 - r->roof_pct / 100;
+		double gain = n->self_pct * head;
+		ana_finding *f = add_finding(p, r->memory_bound ? "memory_bound" : "compute_bound",
+					     gain >= 10 ? ANA_HIGH : gain >= 3 ? ANA_MEDIUM : ANA_LOW);
+		if (!f)
+			return;
+		char t[32], bw[32], rb[32];
+		ana_fmt_ns((double)n->self_ns, t, sizeof t);
+		ana_fmt_bytes(r->bytes_per_s, bw, sizeof bw);
+		ana_fmt_bytes(r->roof, rb, sizeof rb);
+		f->subject = fmtstr("%s", n->path);
+		if (r->flops > 0)
+			f->evidence = fmtstr("%s does %.3g FLOP per byte: %.3g GFLOP/s and %s/s over %s of its own time (%.1f%% of the "
+					     "wall, %s); the %s roof at that intensity is %.3g GFLOP/s (ridge point %.2f FLOP/byte), "
+					     "so it reaches %.0f%% of it%s",
+					     n->path, r->ai, r->flops_per_s / 1e9, bw, t, n->self_pct,
+					     r->one_thread ? "one thread" : "several threads", r->memory_bound ? "memory" : "compute",
+					     r->roof / 1e9, r->ridge, r->roof_pct,
+					     r->memory_bound && r->roof_pct > 110 ? " (above the memory roof: its data comes from cache)" : "");
+		else
+			f->evidence = fmtstr("%s moves %s/s over %s of its own time (%.1f%% of the wall, %s) and does no annotated "
+					     "FLOP; peak bandwidth is %s/s, so it reaches %.0f%% of it",
+					     n->path, bw, t, n->self_pct, r->one_thread ? "one thread" : "several threads", rb,
+					     r->roof_pct);
+		num(f, "arithmetic_intensity", r->ai);
+		num(f, "flops_per_s", r->flops_per_s);
+		num(f, "bytes_per_s", r->bytes_per_s);
+		num(f, "roof", r->roof);
+		num(f, "roof_pct", r->roof_pct);
+		num(f, "self_pct", n->self_pct);
+		int at_roof = r->roof_pct >= 80;
+		if (r->memory_bound && at_roof)
+			f->recommendation = fmtstr("%s runs at the memory roof: only moving fewer bytes helps. Fuse passes over the "
+						   "same data, tile or block so that data is reused from cache, or use smaller types "
+						   "(fp32, bf16, int8) where precision allows.", n->path);
+		else if (r->memory_bound)
+			f->recommendation = fmtstr("%s is memory bound but uses %.0f%% of the bandwidth its intensity allows: make "
+						   "its accesses contiguous and prefetchable (unit stride, structure of arrays, no "
+						   "pointer chasing)%s, then raise its intensity by tiling for cache or fusing loops. "
+						   "Reaching the roof would save up to %.1f%% of the run.",
+						   n->path, r->roof_pct, r->one_thread ? " and spread it over the cores" : "", gain);
+		else if (at_roof)
+			f->recommendation = fmtstr("%s runs at the compute roof: only fewer operations help (a cheaper algorithm, "
+						   "lower precision, skipping work that does not change the result).", n->path);
+		else
+			f->recommendation = fmtstr("%s is compute bound at %.0f%% of peak FLOP/s: vectorise it (-O3 -march=native, "
+						   "contiguous aligned data, restrict pointers, no branches in the inner loop), keep "
+						   "enough independent FMAs in flight%s. Reaching the roof would save up to %.1f%% of "
+						   "the run.", n->path, r->roof_pct, r->one_thread ? " and use all cores" : "", gain);
+		f->expected_gain_pct = gain;
+	}
+}
+
 /* "rank 3", or "recording 2" for a recording without a rank. */
 static const char *rank_name(const ana_profile *p, uint32_t r, char *buf, size_t n)
 {
@@ -544,6 +614,7 @@ void ana_rules(ana_profile *p)
 	rule_hot_function(p);
 	rule_memory_leak(p);
 	rule_allocation_churn(p);
+	rule_roofline(p);
 	rule_rank_imbalance(p);
 	ana_gpu_rules(p);
 	if (p->nfindings > 1)

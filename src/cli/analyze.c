@@ -36,6 +36,10 @@ static const char help[] =
 	"  --data-regions LIST    input_bound: the data-loading regions, comma-separated names or\n"
 	"                         globs (default: names with a word load*, data*, batch*, fetch*,\n"
 	"                         prefetch*, read* or io)\n"
+	"  --calibration FILE     the roofline's ceilings (default: what `fennec calibrate` stored;\n"
+	"                         docs/roofline.md)\n"
+	"  --roofline-min-share PCT  memory_bound/compute_bound: regions from this share of the wall\n"
+	"                         in their own code (default 5)\n"
 	"  --max-regions N        rows in the text region table (default 40, 0 = all)\n"
 	"  --top N                rows of the sample tables: hot functions, lines, regions\n"
 	"                         (default 20 in text, all in JSON)\n"
@@ -136,6 +140,17 @@ int cmd_analyze(int argc, char **argv)
 			i++;
 		} else if (!strcmp(a, "--gpu-sync-threshold")) {
 			if (cli_parse_double("analyze", a, v, 0.01, 1e6, &opt.gpu_sync_threshold_pct) < 0)
+				goto out;
+			i++;
+		} else if (!strcmp(a, "--calibration")) {
+			if (!v || !*v) {
+				cli_error("analyze", "--calibration needs a file (written by fennec calibrate)");
+				goto out;
+			}
+			opt.calibration = v;
+			i++;
+		} else if (!strcmp(a, "--roofline-min-share")) {
+			if (cli_parse_double("analyze", a, v, 0.01, 100, &opt.roofline_min_share_pct) < 0)
 				goto out;
 			i++;
 		} else if (!strcmp(a, "--leak-threshold")) {

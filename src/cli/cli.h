@@ -13,6 +13,7 @@ int cmd_export(int argc, char **argv);
 int cmd_plot(int argc, char **argv);
 int cmd_compare(int argc, char **argv);
 int cmd_view(int argc, char **argv);
+int cmd_calibrate(int argc, char **argv);
 /* `fennec record --view[=PORT] ...` (view.c): whether record's options ask for it, and the
  * command that records in a child and serves the dashboard meanwhile. */
 int cli_record_wants_view(int argc, char **argv);

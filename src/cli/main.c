@@ -23,6 +23,7 @@ static const char usage[] =
 	"  plot FILE --kind K -o OUT.svg|OUT.png   a chart for a slide: timing, steps, metrics or memory\n"
 	"  view FILE [--port 8051]                 web dashboard of a recording, also of one in progress\n"
 	"                                          (or record --view[=PORT] ... while recording)\n"
+	"  calibrate                               measure this machine's peak bandwidth and FLOP/s for the roofline\n"
 	"  version                                 print the version\n"
 	"\n"
 	"`fennec <command> --help` describes a command's options. Documentation: docs/.\n";
@@ -126,6 +127,8 @@ int main(int argc, char **argv)
 		return cmd_plot(argc - 1, argv + 1);
 	if (!strcmp(cmd, "compare"))
 		return cmd_compare(argc - 1, argv + 1);
+	if (!strcmp(cmd, "calibrate"))
+		return cmd_calibrate(argc - 1, argv + 1);
 	if (!strcmp(cmd, "view"))
 		return cmd_view(argc - 1, argv + 1);
 	if (!strcmp(cmd, "version") || !strcmp(cmd, "--version")) {

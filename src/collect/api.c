@@ -239,3 +239,12 @@ static void metric_f64(const char *name, unsigned kind, unsigned tag, double v)
 
 API void fennec_gauge_set(const char *name, double v) { metric_f64(name, FMT_SITE_GAUGE, FMT_EV_GAUGE, v); }
 API void fennec_value_record(const char *name, double v) { metric_f64(name, FMT_SITE_VALUE, FMT_EV_VALUE, v); }
+
+API void fennec_region_work(uint64_t flops, uint64_t bytes)
+{
+	/* Literals: their addresses are the sites' keys (col_site_id). */
+	if (flops)
+		fennec_counter_add("fennec.flops", (int64_t)flops);
+	if (bytes)
+		fennec_counter_add("fennec.bytes", (int64_t)bytes);
+}

@@ -355,6 +355,53 @@ static void top_region(FILE *out, const ana_profile *p, uint32_t node, uint64_t 
 	knum(out, "top_region_self_ns", node == ANA_NONE ? NAN : (double)self_ns, first);
 }
 
+/* "roofline" (docs/roofline.md): null unless some region was annotated with work. */
+static void roofline_json(FILE *out, const ana_profile *p)
+{
+	const ana_roofline *rl = &p->roof;
+	fputs("  \"roofline\": ", out);
+	if (!rl->n) {
+		fputs("null,\n", out);
+		return;
+	}
+	int f1 = 1;
+	fputc('{', out);
+	key(out, "calibrated", &f1);
+	fputs(rl->calibrated == 1 ? "true" : "false", out);
+	key(out, "calibration", &f1);
+	rl->path[0] ? rep_json_string(out, rl->path) : (void)fputs("null", out);
+	key(out, "calibration_error", &f1);
+	rl->calibrated < 0 ? rep_json_string(out, rl->error) : (void)fputs("null", out);
+	int c = rl->calibrated == 1;
+	knum(out, "peak_flops_per_s", c ? rl->calib.flops_fp64 : NAN, &f1);
+	knum(out, "peak_bytes_per_s", c ? rl->calib.bw_triad : NAN, &f1);
+	knum(out, "peak_flops_per_s_1t", c ? rl->calib.flops_fp64_1t : NAN, &f1);
+	knum(out, "peak_bytes_per_s_1t", c ? rl->calib.bw_triad_1t : NAN, &f1);
+	knum(out, "ridge_ai", c ? rl->calib.flops_fp64 / rl->calib.bw_triad : NAN, &f1);
+	key(out, "regions", &f1);
+	fputc('[', out);
+	for (uint32_t i = 0; i < rl->n; i++) {
+		const ana_roof *r = &rl->r[i];
+		int f2 = 1;
+		fputs(i ? ",\n     {" : "\n     {", out);
+		kstr(out, "path", p->nodes[r->node].path, &f2);
+		knum(out, "flops", r->flops, &f2);
+		knum(out, "bytes", r->bytes, &f2);
+		knum(out, "self_ns", (double)p->nodes[r->node].self_ns, &f2);
+		knum(out, "ai", r->ai, &f2);
+		knum(out, "flops_per_s", r->flops_per_s, &f2);
+		knum(out, "bytes_per_s", r->bytes_per_s, &f2);
+		knum(out, "roof", r->roof, &f2);
+		knum(out, "roof_pct", r->roof_pct, &f2);
+		knum(out, "ridge_ai", r->ridge, &f2);
+		kstr(out, "bound", r->memory_bound ? "memory" : "compute", &f2);
+		key(out, "one_thread", &f2);
+		fputs(r->one_thread ? "true" : "false", out);
+		fputc('}', out);
+	}
+	fputs("]},\n", out);
+}
+
 /* "ranks" (one per recording) and "balance" (null unless two ranks or more). */
 static void ranks_json(FILE *out, const ana_profile *p)
 {
@@ -555,6 +602,7 @@ int rep_json(FILE *out, const ana_profile *p, const rep_options *o)
 	}
 	fputs(p->nprocs ? "\n  ],\n" : "],\n", out);
 	ranks_json(out, p);
+	roofline_json(out, p);
 
 	fputs("  \"metrics\": [", out);
 	for (uint32_t i = 0; i < p->nmetrics; i++) {

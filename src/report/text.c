@@ -343,6 +343,34 @@ static void processes_text(FILE *out, const ana_profile *p, const style *st)
 	}
 }
 
+/* Regions annotated with fennec_region_work, on this machine's roofline (docs/roofline.md). */
+static void roofline_text(FILE *out, const ana_profile *p, const style *st)
+{
+	const ana_roofline *rl = &p->roof;
+	char a[32], b[32];
+	heading(out, st, "Roofline (work annotated with fennec_region_work, over each region's own time)");
+	if (rl->calibrated == 1)
+		fprintf(out, "  ceilings     %.3g GFLOP/s fp64, %s/s triad (one thread: %.3g GFLOP/s, %s/s); ridge %.2f FLOP/byte\n",
+			rl->calib.flops_fp64 / 1e9, ana_fmt_bytes(rl->calib.bw_triad, a, sizeof a), rl->calib.flops_fp64_1t / 1e9,
+			ana_fmt_bytes(rl->calib.bw_triad_1t, b, sizeof b), rl->calib.flops_fp64 / rl->calib.bw_triad);
+	else if (rl->calibrated < 0)
+		fprintf(out, "  no ceilings: %s: %s\n", rl->path, rl->error);
+	else
+		fprintf(out, "  no ceilings: run `fennec calibrate` once on this machine (docs/roofline.md)\n");
+	fprintf(out, "  %-32s %10s %12s %12s %10s %7s  %s\n", "region", "FLOP/byte", "GFLOP/s", "bytes/s", "own time", "roof%",
+		"bound");
+	for (uint32_t i = 0; i < rl->n; i++) {
+		const ana_roof *r = &rl->r[i];
+		char t[32], bw[32], roof[16] = "-";
+		if (isfinite(r->roof_pct))
+			snprintf(roof, sizeof roof, "%.0f%%", r->roof_pct);
+		fprintf(out, "  %-32s %10.3g %12.3g %10s/s %10s %7s  %s\n", tail_of(p->nodes[r->node].path, 32), r->ai,
+			r->flops_per_s / 1e9, ana_fmt_bytes(r->bytes_per_s, bw, sizeof bw),
+			ana_fmt_ns((double)p->nodes[r->node].self_ns, t, sizeof t), roof,
+			r->memory_bound ? "memory" : "compute");
+	}
+}
+
 /* Per rank (recording), then the balance between ranks and where the slowest loses time. */
 static void ranks_text(FILE *out, const ana_profile *p, const style *st)
 {
@@ -480,6 +508,8 @@ int rep_text(FILE *out, const ana_profile *p, const rep_options *o)
 		processes_text(out, p, &s);
 	if (p->nranks > 1)
 		ranks_text(out, p, &s);
+	if (p->roof.n)
+		roofline_text(out, p, &s);
 	if (p->nmetrics) {
 		heading(out, &s, "Metrics");
 		for (uint32_t i = 0; i < p->nmetrics; i++) {
