@@ -367,7 +367,7 @@ typedef struct ana_finding {
 	ana_severity severity;
 	char *subject;
 	char *evidence;       /* a sentence with the numbers */
-	ana_kv numbers[8];    /* the numbers themselves */
+	ana_kv numbers[12];   /* the numbers themselves */
 	int nnumbers;
 	char *recommendation;
 	double expected_gain_pct;

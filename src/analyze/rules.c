@@ -600,6 +600,526 @@ static void rule_rank_imbalance(ana_profile *p)
 					   rn);
 }
 
+/*
+ * step_variance: some steps are much slower than the median (first process's stepping
+ * thread; the first step, which holds the start-up, is left out). A step is an outlier
+ * above `outlier_factor` (default 1.5) times the median. Fires when the outliers' time
+ * beyond the median is at least 5 % of the steps' time: LOW, MEDIUM from 10 %, HIGH from
+ * 25 %. Outliers on a lattice (every Nth step) are reported as periodic with their period.
+ */
+#define STEP_VAR_MIN_STEPS 10
+
+/* The period of outlier steps `out` (step indices, ascending; `ex` their time beyond the
+ * median) among steps [1, n): the smallest N such that one lattice of steps N apart holds
+ * 3 outliers or more, 75 % of the outliers' excess (a few slow steps of a busy machine
+ * between them do not hide a period), and outliers at 75 % of its points from its first
+ * outlier to its last. 0 when none; *phase is the lattice's first outlier. */
+static uint64_t outlier_period(const uint64_t *out, const double *ex, size_t nout, size_t n, uint64_t *phase)
+{
+	if (nout < 3)
+		return 0;
+	uint64_t maxp = n / 3 < 1000 ? n / 3 : 1000;
+	double *w = calloc(maxp + 1, sizeof *w), total = 0;
+	uint32_t *cnt = calloc(maxp + 1, sizeof *cnt);
+	uint64_t found = 0;
+	if (!w || !cnt)
+		goto out;
+	for (size_t i = 0; i < nout; i++)
+		total += ex[i];
+	for (uint64_t d = 2; d <= maxp && !found; d++) {
+		memset(cnt, 0, d * sizeof *cnt);
+		memset(w, 0, d * sizeof *w);
+		for (size_t i = 0; i < nout; i++) {
+			cnt[out[i] % d]++;
+			w[out[i] % d] += ex[i];
+		}
+		uint64_t r = 0;
+		for (uint64_t k = 1; k < d; k++)
+			if (w[k] > w[r])
+				r = k;
+		uint64_t first = UINT64_MAX, last = 0;
+		for (size_t i = 0; i < nout; i++)
+			if (out[i] % d == r) {
+				first = out[i] < first ? out[i] : first;
+				last = out[i];
+			}
+		uint64_t points = cnt[r] ? (last - first) / d + 1 : 0;
+		if (cnt[r] >= 3 && w[r] >= 0.75 * total && cnt[r] >= 0.75 * (double)points) {
+			found = d;
+			*phase = first;
+		}
+	}
+out:
+	free(w);
+	free(cnt);
+	return found;
+}
+
+/* The region that holds most of the outlier steps' extra time (per-step region time of the
+ * first process's stepping thread), descending to a child holding half of it or more.
+ * ANA_NONE when no region does. *extra is its extra time over the outlier steps, *per the
+ * extra in each outlier step where it ran. */
+static uint32_t outlier_region(const ana_profile *p, const uint8_t *is_out, size_t n, size_t nout, double *extra,
+			       double *per)
+{
+	const ana_process *pr = &p->procs[0];
+	size_t nn = p->nnodes ? p->nnodes : 1;
+	double *in = calloc(nn, sizeof *in), *norm = calloc(nn, sizeof *norm);
+	uint32_t *ran = calloc(nn, sizeof *ran), best = ANA_NONE;
+	if (!in || !norm || !ran || pr->step_thread == ANA_NONE)
+		goto out;
+	for (size_t i = 0; i < p->nstep_nodes; i++) {
+		const ana_step_node *s = &p->step_nodes[i];
+		if (s->thread != pr->step_thread || s->step == 0 || s->step >= n)
+			continue;
+		if (is_out[s->step]) {
+			in[s->node] += (double)s->ns;
+			ran[s->node]++;
+		} else
+			norm[s->node] += (double)s->ns;
+	}
+	/* extra = time in the outlier steps - what the same steps take at the others' mean */
+	size_t nnorm = n - 1 - nout;
+	for (uint32_t k = 0; k < p->nnodes; k++) {
+		norm[k] = nnorm ? norm[k] / (double)nnorm : 0;
+		in[k] -= (double)nout * norm[k];
+	}
+	for (uint32_t k = 0; k < p->nnodes; k++)
+		if (p->nodes[k].parent == ANA_NONE && in[k] > 0 && (best == ANA_NONE || in[k] > in[best]))
+			best = k;
+	for (int moved = best != ANA_NONE; moved;) {
+		moved = 0;
+		for (uint32_t c = p->nodes[best].first_child; c != ANA_NONE; c = p->nodes[c].next_sibling)
+			if (in[c] >= 0.5 * in[best]) {
+				best = c;
+				moved = 1;
+				break;
+			}
+	}
+	if (best != ANA_NONE) {
+		*extra = in[best];
+		*per = ran[best] ? (in[best] + (double)nout * norm[best]) / ran[best] - norm[best] : 0;
+	}
+out:
+	free(in);
+	free(norm);
+	free(ran);
+	return best;
+}
+
+static void rule_step_variance(ana_profile *p)
+{
+	size_t n = p->step_ns.n;
+	double med = p->step_dist.p50, factor = p->opt.outlier_factor > 1 ? p->opt.outlier_factor : 1.5;
+	if (n < STEP_VAR_MIN_STEPS || med <= 0)
+		return;
+	/* the median without the first step */
+	uint64_t *tmp = malloc(n * sizeof *tmp);
+	uint64_t *out = malloc(n * sizeof *out);
+	double *ex = malloc(n * sizeof *ex);
+	uint8_t *is_out = calloc(n, 1);
+	if (!tmp || !out || !ex || !is_out)
+		goto done;
+	memcpy(tmp, p->step_ns.v + 1, (n - 1) * sizeof *tmp);
+	ana_dist d;
+	ana_dist_compute_u64(&d, tmp, n - 1);
+	med = d.p50;
+	double excess = 0, total = d.total, worst = 0;
+	size_t nout = 0;
+	for (size_t i = 1; i < n; i++) {
+		double v = (double)p->step_ns.v[i];
+		if (v > factor * med) {
+			excess += v - med;
+			ex[nout] = v - med;
+			out[nout++] = i;
+			is_out[i] = 1;
+			if (v > worst)
+				worst = v;
+		}
+	}
+	double share = total > 0 ? 100 * excess / total : 0;
+	if (share < 5)
+		goto done;
+	ana_severity sev = share >= 25 ? ANA_HIGH : share >= 10 ? ANA_MEDIUM : ANA_LOW;
+	ana_finding *f = add_finding(p, "step_variance", sev);
+	if (!f)
+		goto done;
+	uint64_t phase = 0, period = outlier_period(out, ex, nout, n, &phase);
+	double extra = 0, per = 0;
+	uint32_t region = outlier_region(p, is_out, n, nout, &extra, &per);
+	char a[32], b[32], c[32], e[32], x[32], y[32], steps[160] = "", in_region[600] = "";
+	size_t k = 0;
+	for (size_t i = 0; i < nout && i < 5 && k < sizeof steps; i++)
+		k += (size_t)snprintf(steps + k, sizeof steps - k, "%s%llu", i ? ", " : "", (unsigned long long)out[i] + 1);
+	if (nout > 5 && k < sizeof steps)
+		snprintf(steps + k, sizeof steps - k, ", ...");
+	if (period)
+		f->subject = fmtstr("every %llu steps a step is slow (%zu of %zu steps)", (unsigned long long)period, nout, n);
+	else
+		f->subject = fmtstr("%zu of %zu steps are outliers", nout, n);
+	if (region != ANA_NONE)
+		snprintf(in_region, sizeof in_region, "; in those steps %s takes %s more than in the others (%s in each slow "
+			 "step where it runs)", p->nodes[region].path, ana_fmt_ns(extra, x, sizeof x), ana_fmt_ns(per, y, sizeof y));
+	f->evidence = fmtstr("%zu steps (%s; numbered from 1, the first left out) took more than %.1fx the median of %s, up to "
+			     "%s; p99 %s is %.1fx the median; their time beyond the median, %s, is %.1f%% of the steps' time%s",
+			     nout, steps, factor, ana_fmt_ns(med, a, sizeof a), ana_fmt_ns(worst, b, sizeof b),
+			     ana_fmt_ns(d.p99, c, sizeof c), d.p99 / med, ana_fmt_ns(excess, e, sizeof e), share, in_region);
+	num(f, "outliers", (double)nout);
+	num(f, "steps", (double)n);
+	num(f, "median_ns", med);
+	num(f, "p99_ns", d.p99);
+	num(f, "p99_over_median", d.p99 / med);
+	num(f, "excess_ns", excess);
+	num(f, "excess_pct", share);
+	num(f, "period", (double)period);
+	if (region != ANA_NONE) {
+		num(f, "region_extra_ns", extra);
+		num(f, "region_extra_per_step_ns", per);
+	}
+	f->expected_gain_pct = p->wall_ns ? 100 * excess / (double)p->wall_ns : share;
+	if (f->expected_gain_pct > 100)
+		f->expected_gain_pct = 100;
+	const char *rname = region != ANA_NONE ? p->nodes[region].path : NULL;
+	if (period)
+		f->recommendation = fmtstr("Every %llu steps (step %llu, %llu, ...) something extra runs%s%s: a checkpoint, an "
+					   "evaluation or logging every %llu steps. Run it less often, make it cheaper, or "
+					   "take it off the training loop (write the checkpoint from a background thread or "
+					   "process while the next steps compute). That saves up to %.1f%% of the run.",
+					   (unsigned long long)period, (unsigned long long)phase + 1,
+					   (unsigned long long)(phase + period + 1), rname ? ", mostly in " : "", rname ? rname : "",
+					   (unsigned long long)period, f->expected_gain_pct);
+	else
+		f->recommendation = fmtstr("Find what differs on the slow steps%s%s: input sizes (sort or bucket batches by "
+					   "size), garbage collection or allocation spikes, I/O, other processes on the "
+					   "machine. Steps at the median would save up to %.1f%% of the run.",
+					   rname ? ", starting with " : "", rname ? rname : "", f->expected_gain_pct);
+done:
+	free(tmp);
+	free(out);
+	free(ex);
+	free(is_out);
+}
+
+/*
+ * off_cpu: with wall-clock sampling, a thread that is blocked (off-CPU samples) for much
+ * of the time it should compute: inside a region, or, on a stepping thread, within its
+ * steps. Fires when the off-CPU share of those samples is at least the threshold (default
+ * 30 %) and the blocked time is at least 5 % of its process's wall time, over 20 samples
+ * or more. HIGH from 60 % blocked and 25 % of the wall time, MEDIUM from 10 % of it.
+ */
+#define OFFCPU_MIN_SAMPLES 20
+#define OFFCPU_MAX 3
+
+static int should_compute(const ana_profile *p, const ana_sample *s)
+{
+	const ana_process *pr = &p->procs[p->threads[s->thread].process];
+	return s->node != ANA_NONE || (pr->step_thread == s->thread && s->step < pr->step_ns.n);
+}
+
+/* What the blocking stack waits for, from its function names (innermost first). */
+static const char *block_kind(const ana_profile *p, const ana_stack *st)
+{
+	static const struct { const char *needle, *kind; } k[] = {
+		{"mutex", "lock"}, {"lll_lock", "lock"}, {"rwlock", "lock"}, {"spin_lock", "lock"},
+		{"cond_wait", "handover"}, {"cond_timedwait", "handover"}, {"sem_wait", "handover"}, {"sem_timedwait", "handover"},
+		{"pthread_join", "join"}, {"waitpid", "child"}, {"wait4", "child"},
+		{"nanosleep", "sleep"}, {"usleep", "sleep"}, {"sleep", "sleep"},
+		{"poll", "event"}, {"select", "event"}, {"epoll", "event"},
+		{"recv", "io"}, {"read", "io"}, {"write", "io"}, {"send", "io"}, {"fsync", "io"}, {"open", "io"}, {"accept", "io"},
+	};
+	for (uint32_t i = st->n; i-- > 0;) {
+		const char *name = p->names[p->smp.funcs[p->smp.locs[st->locs[i]].func].name];
+		for (size_t j = 0; j < ARRAY_LEN(k); j++)
+			if (strstr(name, k[j].needle))
+				return k[j].kind;
+	}
+	return "other";
+}
+
+static const char *frame_name(const ana_profile *p, const ana_stack *st, uint32_t i)
+{
+	return p->names[p->smp.funcs[p->smp.locs[st->locs[i]].func].name];
+}
+
+/* The innermost frame of the program itself (its executable), or UINT32_MAX. */
+static uint32_t program_frame(const ana_profile *p, const ana_stack *st, uint32_t proc)
+{
+	const char *exe = p->procs[proc].file.exe;
+	for (uint32_t i = st->n; exe && i-- > 0;) {
+		const ana_func *fn = &p->smp.funcs[p->smp.locs[st->locs[i]].func];
+		if (!strcmp(p->names[fn->module], exe) && strcmp(p->names[fn->name], "[unknown]"))
+			return i;
+	}
+	return UINT32_MAX;
+}
+
+/* The call the program made that blocked: the frame below its innermost own frame
+ * (pthread_mutex_lock rather than the futex_wait inside it), without the symbol version
+ * and the leading underscores of libc's internal aliases; the leaf when unknown. */
+static void blocking_call(const ana_profile *p, const ana_stack *st, uint32_t prog, char *buf, size_t n)
+{
+	uint32_t i = prog != UINT32_MAX && prog + 1 < st->n ? prog + 1 : st->n - 1;
+	const char *name = frame_name(p, st, i);
+	while (*name == '_' && name[1])
+		name++;
+	snprintf(buf, n, "%.*s", (int)strcspn(name, "@"), name);
+}
+
+static void offcpu_finding(ana_profile *p, uint32_t t, uint64_t cpu, uint64_t off, const uint8_t *data)
+{
+	const ana_sampling *s = &p->smp;
+	const ana_thread *th = &p->threads[t];
+	const ana_process *pr = &p->procs[th->process];
+	double blocked = (double)off * (double)s->period_ns, pct = 100.0 * (double)off / (double)(cpu + off);
+	double wall_pct = pr->wall_ns ? 100 * blocked / (double)pr->wall_ns : 0;
+	/* the heaviest blocking stack and the region it blocks in */
+	uint32_t top = ANA_NONE, node = ANA_NONE;
+	uint64_t top_w = 0;
+	uint64_t *w = calloc(s->nstacks ? s->nstacks : 1, sizeof *w);
+	if (!w)
+		return;
+	for (size_t i = 0; i < s->nsamples; i++) {
+		const ana_sample *x = &s->samples[i];
+		if (x->thread != t || x->kind != ANA_OFFCPU || !should_compute(p, x) || data[x->stack])
+			continue;
+		if ((w[x->stack] += x->weight) > top_w) {
+			top_w = w[x->stack];
+			top = x->stack;
+			node = x->node;
+		}
+	}
+	free(w);
+	if (top == ANA_NONE || !p->smp.stacks[top].n)
+		return;
+	ana_severity sev = pct >= 60 && wall_pct >= 25 ? ANA_HIGH : wall_pct >= 10 ? ANA_MEDIUM : ANA_LOW;
+	ana_finding *f = add_finding(p, "off_cpu", sev);
+	if (!f)
+		return;
+	const ana_stack *st = &p->smp.stacks[top];
+	uint32_t prog = program_frame(p, st, th->process);
+	const char *caller = prog != UINT32_MAX ? frame_name(p, st, prog) : "code outside the program";
+	const char *kind = block_kind(p, st), *region = node != ANA_NONE ? p->nodes[node].path : NULL;
+	char a[32], tname[96], call[256];
+	blocking_call(p, st, prog, call, sizeof call);
+	const char *leaf = call;
+	snprintf(tname, sizeof tname, "thread %llu%s%s%s", (unsigned long long)th->tid, th->name && *th->name ? " (" : "",
+		 th->name ? th->name : "", th->name && *th->name ? ")" : "");
+	f->subject = fmtstr("%s blocked %.0f%% of its working time in %s", tname, pct, leaf);
+	f->evidence = fmtstr("%s of pid %llu was off CPU in %llu of %llu wall-clock samples taken while it should compute "
+			     "(inside regions or steps): %.1f%%, about %s, %.1f%% of its process's wall time; the heaviest "
+			     "blocking stack (%.0f%% of them) waits in %s, called from %s%s%s",
+			     tname, (unsigned long long)pr->file.pid, (unsigned long long)off, (unsigned long long)(cpu + off), pct,
+			     ana_fmt_ns(blocked, a, sizeof a), wall_pct, 100.0 * (double)top_w / (double)off, leaf, caller,
+			     region ? " in region " : "", region ? region : "");
+	num(f, "offcpu_pct", pct);
+	num(f, "offcpu_samples", (double)off);
+	num(f, "samples", (double)(cpu + off));
+	num(f, "blocked_ns", blocked);
+	num(f, "wall_pct", wall_pct);
+	num(f, "tid", (double)th->tid);
+	num(f, "stack_pct", 100.0 * (double)top_w / (double)off);
+	f->expected_gain_pct = wall_pct > 100 ? 100 : wall_pct;
+	const char *in = region ? region : caller;
+	if (!strcmp(kind, "lock"))
+		f->recommendation = fmtstr("%s waits for a lock in %s (%s): shorten the critical section, split the lock "
+					   "(per thread or per shard data, reduce-at-the-end) or use lock-free updates. Not "
+					   "waiting saves up to %.1f%% of the run.", tname, in, leaf, f->expected_gain_pct);
+	else if (!strcmp(kind, "handover") || !strcmp(kind, "join"))
+		f->recommendation = fmtstr("%s waits for another thread in %s (%s): the work it waits for is the "
+					   "bottleneck. Speed that producer up or add producers, queue more work ahead, or "
+					   "give this thread other work meanwhile. Up to %.1f%% of the run.",
+					   tname, in, leaf, f->expected_gain_pct);
+	else if (!strcmp(kind, "io"))
+		f->recommendation = fmtstr("%s does blocking I/O in %s (%s): overlap it with the computation (a reader "
+					   "or writer thread, asynchronous I/O, prefetching), read and write larger blocks, "
+					   "or cache what is read again. Up to %.1f%% of the run.",
+					   tname, in, leaf, f->expected_gain_pct);
+	else if (!strcmp(kind, "sleep"))
+		f->recommendation = fmtstr("%s sleeps in %s (%s) where it should compute: remove the sleep, or wait on "
+					   "the event itself (a condition variable, a blocking read) instead of sleeping and "
+					   "polling. Up to %.1f%% of the run.", tname, in, leaf, f->expected_gain_pct);
+	else
+		f->recommendation = fmtstr("%s blocks in %s (%s) where it should compute: make the call asynchronous or "
+					   "move it off this thread, or do it less often. Up to %.1f%% of the run.",
+					   tname, in, leaf, f->expected_gain_pct);
+}
+
+/* A stack with a data-loading function (ana_name_is_data): input_bound reports that wait. */
+static int data_stack(const ana_profile *p, const ana_stack *st)
+{
+	for (uint32_t k = 0; k < st->n; k++)
+		if (ana_name_is_data(frame_name(p, st, k), p->opt.data_regions))
+			return 1;
+	return 0;
+}
+
+static void rule_off_cpu(ana_profile *p)
+{
+	const ana_sampling *s = &p->smp;
+	if (!s->present || !s->all.samples[ANA_OFFCPU] || !s->period_ns || !p->nthreads)
+		return;
+	double thr = p->opt.offcpu_threshold_pct > 0 ? p->opt.offcpu_threshold_pct : 30;
+	uint64_t *w = calloc((size_t)p->nthreads * 2, sizeof *w);
+	uint8_t *data = calloc(s->nstacks ? s->nstacks : 1, 1);
+	if (!w || !data) {
+		free(w);
+		free(data);
+		return;
+	}
+	for (uint32_t i = 0; i < s->nstacks; i++)
+		data[i] = (uint8_t)data_stack(p, &s->stacks[i]);
+	for (size_t i = 0; i < s->nsamples; i++) {
+		const ana_sample *x = &s->samples[i];
+		if (x->thread < p->nthreads && should_compute(p, x) && !(x->kind == ANA_OFFCPU && data[x->stack]))
+			w[(size_t)x->thread * 2 + (x->kind == ANA_OFFCPU)] += x->weight;
+	}
+	for (int fired = 0; fired < OFFCPU_MAX;) {
+		/* the thread with the most blocked time that passes the thresholds */
+		uint32_t best = ANA_NONE;
+		for (uint32_t t = 0; t < p->nthreads; t++) {
+			uint64_t cpu = w[t * 2], off = w[t * 2 + 1];
+			const ana_process *pr = &p->procs[p->threads[t].process];
+			double blocked = (double)off * (double)s->period_ns;
+			if (cpu + off < OFFCPU_MIN_SAMPLES || 100.0 * (double)off < thr * (double)(cpu + off) ||
+			    blocked < 0.05 * (double)pr->wall_ns)
+				continue;
+			if (best == ANA_NONE || off > w[best * 2 + 1])
+				best = t;
+		}
+		if (best == ANA_NONE)
+			break;
+		offcpu_finding(p, best, w[best * 2], w[best * 2 + 1], data);
+		w[best * 2] = w[best * 2 + 1] = 0;
+		fired++;
+	}
+	free(w);
+	free(data);
+}
+
+/*
+ * input_bound: the thread that computes (the first process's stepping thread, else its
+ * busiest) spends a large share of the run loading data: in data-loading regions (names
+ * whose words begin with load, data, batch, fetch, read, or are io; --data-regions names
+ * others), or, with wall-clock sampling, blocked in a function with such a name outside
+ * them. Fires from 5 % of the wall time: LOW, MEDIUM from 10 %, HIGH above 30 %.
+ */
+static void rule_input_bound(ana_profile *p)
+{
+	const ana_process *pr = &p->procs[0];
+	uint32_t main = pr->step_thread;
+	for (uint32_t t = 0; main == ANA_NONE && t < p->nthreads; t++)
+		if (p->threads[t].process == 0 && p->threads[t].busy_ns &&
+		    (main == ANA_NONE || p->threads[t].busy_ns > p->threads[main].busy_ns))
+			main = t;
+	if (main == ANA_NONE || !pr->wall_ns)
+		return;
+	const char *list = p->opt.data_regions;
+	uint8_t *data = calloc(p->nnodes ? p->nnodes : 1, 1);
+	if (!data)
+		return;
+	for (uint32_t n = 0; n < p->nnodes; n++) {
+		uint32_t parent = p->nodes[n].parent;
+		data[n] = parent != ANA_NONE && data[parent] ? 2 /* inside one */
+			: ana_name_is_data(p->names[p->nodes[n].name], list) || (list && ana_name_is_data(p->nodes[n].path, list));
+	}
+	/* nodes are created parent first, so data[parent] is known */
+	double in_regions = 0, loader_ns = 0, loader_calls = 0;
+	uint32_t top = ANA_NONE, loaders = 0;
+	uint64_t top_ns = 0;
+	for (uint32_t i = 0; i < p->ntnodes; i++) {
+		const ana_tnode *t = &p->tnodes[i];
+		if (data[t->node] != 1)
+			continue;
+		if (t->thread != main) { /* a loader thread or process */
+			loaders++;
+			loader_ns += (double)t->total_ns;
+			loader_calls += (double)t->count;
+			continue;
+		}
+		in_regions += (double)t->total_ns;
+		if (t->total_ns > top_ns) {
+			top_ns = t->total_ns;
+			top = t->node;
+		}
+	}
+	/* wall mode: blocked outside data regions in a function with a data-loading name */
+	double in_stacks = 0;
+	const char *blocked_in = NULL;
+	const ana_sampling *s = &p->smp;
+	for (size_t i = 0; s->present && i < s->nsamples; i++) {
+		const ana_sample *x = &s->samples[i];
+		if (x->thread != main || x->kind != ANA_OFFCPU || (x->node != ANA_NONE && data[x->node]))
+			continue;
+		const ana_stack *st = &s->stacks[x->stack];
+		for (uint32_t k = st->n; k-- > 0;) {
+			const char *fn = p->names[s->funcs[s->locs[st->locs[k]].func].name];
+			if (ana_name_is_data(fn, list)) {
+				in_stacks += (double)x->weight * (double)s->period_ns;
+				blocked_in = fn;
+				break;
+			}
+		}
+	}
+	free(data);
+	double share = 100 * (in_regions + in_stacks) / (double)pr->wall_ns;
+	if (share < 5)
+		return;
+	ana_finding *f = add_finding(p, "input_bound", share > 30 ? ANA_HIGH : share >= 10 ? ANA_MEDIUM : ANA_LOW);
+	if (!f)
+		return;
+	const ana_thread *th = &p->threads[main];
+	const char *what = top != ANA_NONE ? p->nodes[top].path : blocked_in;
+	char a[32], b[32], c[32];
+	uint64_t steps = pr->step_ns.n;
+	double per_step = steps ? (in_regions + in_stacks) / (double)steps : NAN;
+	double compute = steps ? pr->step_dist.p50 - per_step : NAN; /* the median: the first step holds the start-up */
+	/* one batch's load: a loader's call when there are loaders, else the main loop's */
+	double load = loader_calls > 0 ? loader_ns / loader_calls : per_step;
+	unsigned need = steps && compute > 0 ? (unsigned)ceil(load / compute) : 0;
+	f->subject = fmtstr("%s: %.1f%% of the run loading data on the computing thread", what, share);
+	char parts[700] = "";
+	size_t k = 0;
+	if (in_regions > 0)
+		k += (size_t)snprintf(parts + k, sizeof parts - k, "%s in data-loading regions (%s the largest)",
+				      ana_fmt_ns(in_regions, b, sizeof b), p->nodes[top].path);
+	if (in_stacks > 0 && k < sizeof parts)
+		snprintf(parts + k, sizeof parts - k, "%sabout %s blocked in %s (wall-clock samples)", k ? ", and " : "",
+			 ana_fmt_ns(in_stacks, c, sizeof c), blocked_in);
+	f->evidence = fmtstr("thread %llu%s%s%s, which %s, spends %s (%.1f%% of the wall time) loading data: %s%s",
+			     (unsigned long long)th->tid, th->name && *th->name ? " (" : "", th->name ? th->name : "",
+			     th->name && *th->name ? ")" : "", steps ? "marks the steps" : "is the busiest",
+			     ana_fmt_ns(in_regions + in_stacks, a, sizeof a), share, parts,
+			     loaders ? "; other threads or processes run data-loading regions too (loaders)" : "");
+	num(f, "share_pct", share);
+	num(f, "load_ns", in_regions + in_stacks);
+	num(f, "region_ns", in_regions);
+	num(f, "blocked_ns", in_stacks);
+	num(f, "loaders", loaders);
+	if (steps) {
+		num(f, "load_per_step_ns", per_step);
+		num(f, "compute_per_step_ns", compute);
+		num(f, "load_per_batch_ns", load);
+		num(f, "workers_needed", need);
+	}
+	f->expected_gain_pct = share > 100 ? 100 : share;
+	char workers[200] = "";
+	if (need)
+		snprintf(workers, sizeof workers, " Loading a batch takes %s against %s of compute per step: %u loader worker%s "
+			 "or more keep%s up.", ana_fmt_ns(load, a, sizeof a), ana_fmt_ns(compute, b, sizeof b), need,
+			 need > 1 ? "s" : "", need > 1 ? "" : "s");
+	if (loaders)
+		f->recommendation = fmtstr("The loader workers do not keep up: the computing thread still waits in %s. Add "
+					   "loader workers (PyTorch: a larger DataLoader num_workers), prefetch deeper "
+					   "(prefetch_factor), or make each load cheaper (decode less, cache decoded data)."
+					   "%s Hidden entirely, loading would save up to %.1f%% of the run.",
+					   what, workers, f->expected_gain_pct);
+	else
+		f->recommendation = fmtstr("Load the next batch while this one computes: move %s to a loader thread or "
+					   "process with a prefetch queue (PyTorch: DataLoader(num_workers=N, "
+					   "prefetch_factor=2, pin_memory=True)).%s Hidden entirely, loading would save up "
+					   "to %.1f%% of the run.", what, workers, f->expected_gain_pct);
+}
+
 static int cmp_finding(const void *a, const void *b)
 {
 	const ana_finding *x = a, *y = b;
@@ -616,6 +1136,9 @@ void ana_rules(ana_profile *p)
 	rule_allocation_churn(p);
 	rule_roofline(p);
 	rule_rank_imbalance(p);
+	rule_step_variance(p);
+	rule_off_cpu(p);
+	rule_input_bound(p);
 	ana_gpu_rules(p);
 	if (p->nfindings > 1)
 		qsort(p->findings, p->nfindings, sizeof *p->findings, cmp_finding);

@@ -95,6 +95,10 @@ def test_leak_free_program_reports_no_leak():
         assert_eq(m["leaked_bytes"], 0, "memory.leaked_bytes of a leak-free program (%s mode)" % mode)
         assert_eq(m["leaks"], [], "memory.leaks of a leak-free program (%s mode)" % mode)
         assert_eq(leak_findings(rep), [], "memory_leak findings of a leak-free program (%s mode)" % mode)
+        # nor any of the timing rules: one thread, no steps to vary, nothing blocks or loads
+        others = [f["type"] for f in rep["findings"]
+                  if f["type"] in ("step_variance", "off_cpu", "input_bound", "rank_imbalance")]
+        assert_eq(others, [], "timing findings of a leak-free program (%s mode)" % mode)
 
 
 @collector

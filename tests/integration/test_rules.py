@@ -1,0 +1,169 @@
+"""Bottleneck rules step_variance, off_cpu and input_bound on fixtures with one known
+bottleneck each (tests/fixtures/rules.c), and no finding at all on healthy programs
+(tests/fixtures/healthy.c and the healthy modes of rules.c): false positives are bugs.
+docs/bottlenecks.md has the rules; rank_imbalance is tested in test_ranks.py."""
+
+from helpers import (MS, SLOW, analyze, assert_between, assert_close, assert_eq, assert_true, collector,
+                     record, skip_under, timing)
+
+WALL = ("--sample=wall",)
+
+
+def findings(rep, kind):
+    return [f for f in rep["findings"] if f["type"] == kind]
+
+
+def one(rep, kind):
+    f = findings(rep, kind)
+    assert_eq(len(f), 1, "%s findings (all findings: %s)" % (kind, [(x["type"], x["subject"]) for x in rep["findings"]]))
+    return f[0]
+
+
+def wall_of(rep):
+    return rep["summary"]["wall_ns"]
+
+
+def gain_between(f, known_pct, what, over=8):
+    """An expected gain from busy loops on a shared machine: preemption only adds time to
+    the slow part, so the gain may be above the known value, not much below."""
+    assert_between(f["expected_gain_pct"], known_pct * 0.9, known_pct + over, what + " expected_gain_pct", " %")
+
+
+# --- step_variance ---------------------------------------------------------------------------
+
+@timing
+def test_step_variance_periodic():
+    """rules spikes 40 20 60 10: every 10th step also runs "checkpoint" for 60 ms."""
+    steps, step_ms, spike_ms, period = 40, 20, 60, 10
+    _, path = record("rules", "spikes", steps, step_ms, spike_ms, period)
+    rep = analyze(path)
+    f = one(rep, "step_variance")
+    e = f["evidence"]
+    assert_eq(e["period"], period, "the period detected")
+    assert_true("every 10 steps" in f["subject"], "the subject says the period: %r" % f["subject"])
+    assert_between(e["outliers"], steps // period, steps // period + 3, "outlier steps (4 checkpoints, a busy machine adds some)")
+    assert_between(e["median_ns"], step_ms * MS * 0.98, step_ms * MS * 1.4, "median step (a busy machine adds)", "ns")
+    assert_close(e["region_extra_per_step_ns"], spike_ms * MS, 6 * MS * SLOW, "checkpoint's extra per slow step", "ns")
+    assert_true("checkpoint" in f["recommendation"] and "every 10 steps" in f["recommendation"],
+                "the recommendation names the region and the period: %r" % f["recommendation"])
+    gain_between(f, 100.0 * (steps // period) * spike_ms * MS / wall_of(rep), "step_variance")
+    assert_close(f["expected_gain_pct"], 100.0 * e["excess_ns"] / wall_of(rep), 0.01, "gain = excess / wall", " %")
+    # a step must be 5x the median to count: the 4x checkpoint steps do not
+    rep = analyze(path, "--outlier-factor", 5)
+    assert_eq(findings(rep, "step_variance"), [], "no step_variance with --outlier-factor 5")
+
+
+@timing
+def test_step_variance_irregular():
+    """rules spikes 40 20 60 0: steps 4, 9, 10, 23 and 37 run the checkpoint: no period."""
+    _, path = record("rules", "spikes", 40, 20, 60, 0)
+    f = one(analyze(path), "step_variance")
+    assert_eq(f["evidence"]["period"], 0, "no period in irregular outliers")
+    assert_between(f["evidence"]["outliers"], 5, 8, "outlier steps")
+    assert_true("outliers" in f["subject"], "the subject counts the outliers: %r" % f["subject"])
+    assert_true("checkpoint" in f["recommendation"], "the recommendation starts with checkpoint: %r" % f["recommendation"])
+
+
+# --- off_cpu ----------------------------------------------------------------------------------
+
+@collector
+@timing
+def test_off_cpu_lock():
+    """rules lock 30 20 50 with wall-clock sampling: every step the main thread computes
+    10 ms, then blocks 10 ms in pthread_mutex_lock (from lock_shared, in region "update")
+    on a mutex another thread holds."""
+    skip_under("tsan", "off-CPU shares under TSan measure TSan (test_sampling.py says why)")
+    steps, step_ms, pct = 30, 20, 50
+    _, path = record("rules", "lock", steps, step_ms, pct, opts=WALL)
+    rep = analyze(path)
+    f = one(rep, "off_cpu")
+    e = f["evidence"]
+    assert_close(e["offcpu_pct"], pct, 12, "off-CPU share of the main thread's working samples", " %")
+    blocked = steps * step_ms * pct / 100 * MS
+    assert_between(e["blocked_ns"], blocked * 0.75, blocked * 1.3, "blocked time (samples x period)", "ns")
+    assert_eq(e["tid"], rep["processes"][0]["pid"], "the main thread")
+    assert_true("pthread_mutex_lock" in f["subject"], "the subject names the blocking call: %r" % f["subject"])
+    assert_true("lock_shared" in f["evidence"]["text"] and "update" in f["evidence"]["text"],
+                "the evidence names the caller and the region: %r" % f["evidence"]["text"])
+    assert_true("lock" in f["recommendation"], "a lock recommendation: %r" % f["recommendation"])
+    gain_between(f, 100.0 * blocked / wall_of(rep), "off_cpu", over=10)
+    # the holder thread sleeps outside regions: it should not compute, no finding for it
+    assert_eq([x for x in findings(rep, "off_cpu") if x["evidence"]["tid"] != e["tid"]], [], "off_cpu of other threads")
+    rep = analyze(path, "--offcpu-threshold", 80)
+    assert_eq(findings(rep, "off_cpu"), [], "no off_cpu under --offcpu-threshold 80")
+
+
+def test_off_cpu_needs_wall_samples():
+    _, path = record("rules", "lock", 10, 20, 50)
+    assert_eq(findings(analyze(path), "off_cpu"), [], "no off_cpu from CPU sampling (no off-CPU samples)")
+
+
+# --- input_bound --------------------------------------------------------------------------------
+
+@timing
+def test_input_bound_on_main_thread():
+    """rules loader 30 6 14: the stepping thread loads each batch itself (load_batch 6 ms,
+    forward 14 ms): 30 % of its steps."""
+    steps, load_ms, compute_ms = 30, 6, 14
+    _, path = record("rules", "loader", steps, load_ms, compute_ms)
+    rep = analyze(path)
+    f = one(rep, "input_bound")
+    e = f["evidence"]
+    load = steps * load_ms * MS
+    assert_between(e["region_ns"], load * 0.98, load * 1.3 + 10 * MS * SLOW, "time in load_batch on the main thread", "ns")
+    assert_eq(e["loaders"], 0, "no loader threads")
+    assert_close(e["share_pct"], 100.0 * e["load_ns"] / wall_of(rep), 0.01, "share = load / wall", " %")
+    assert_true(f["subject"].startswith("load_batch"), "the subject is the region: %r" % f["subject"])
+    assert_true("load_batch" in f["recommendation"] and "prefetch" in f["recommendation"],
+                "a prefetching recommendation naming load_batch: %r" % f["recommendation"])
+    assert_eq(e["workers_needed"], 1, "one loader keeps up with 6 ms loads against 14 ms of compute")
+    gain_between(f, 100.0 * load / wall_of(rep), "input_bound")
+    # --data-regions names the loading regions instead of the default words
+    rep = analyze(path, "--data-regions", "forw*")
+    f = one(rep, "input_bound")
+    assert_true(f["subject"].startswith("forward"), "--data-regions forw*: the subject is forward: %r" % f["subject"])
+    rep = analyze(path, "--data-regions", "nothing_here")
+    assert_eq(findings(rep, "input_bound"), [], "no input_bound when no region is named a loader")
+
+
+@collector
+@timing
+def test_input_bound_slow_loader():
+    """rules prefetch 30 20 10 with wall-clock sampling: a loader thread takes 20 ms a
+    batch, the main loop computes 10 ms and waits the other 10 ms in wait_batch."""
+    skip_under("tsan", "off-CPU shares under TSan measure TSan")
+    steps, load_ms, compute_ms = 30, 20, 10
+    _, path = record("rules", "prefetch", steps, load_ms, compute_ms, opts=WALL)
+    rep = analyze(path)
+    f = one(rep, "input_bound")
+    e = f["evidence"]
+    wait = steps * (load_ms - compute_ms) * MS
+    assert_between(e["blocked_ns"], wait * 0.6, wait * 1.4, "time blocked in wait_batch (wall samples)", "ns")
+    assert_eq(e["region_ns"], 0, "the main thread runs no loading region")
+    assert_true(e["loaders"] >= 1, "the loader thread is seen: %r" % e["loaders"])
+    assert_eq(e["workers_needed"], 2, "20 ms loads against 10 ms of compute need 2 loaders")
+    assert_true("wait_batch" in f["subject"], "the subject names the waiting function: %r" % f["subject"])
+    assert_true("loader workers" in f["recommendation"], "more loader workers: %r" % f["recommendation"])
+    # the same wait is not an off_cpu finding as well
+    assert_eq(findings(rep, "off_cpu"), [], "a data-loading wait is input_bound's, not off_cpu's")
+
+
+# --- no false positives ---------------------------------------------------------------------------
+
+@collector
+@timing
+def test_healthy_no_findings():
+    """healthy.c (16 equal phases, equal steps, nothing blocks or loads), in CPU and in
+    wall-clock sampling; rules prefetch with a loader faster than the compute; spikes with
+    empty checkpoints. Not one finding of any rule."""
+    for opts in ((), WALL):
+        _, path = record("healthy", opts=opts)
+        rep = analyze(path)
+        assert_eq([(f["type"], f["subject"]) for f in rep["findings"]], [],
+                  "findings on the healthy fixture (%s)" % (opts or "cpu"))
+    _, path = record("rules", "prefetch", 30, 6, 14, opts=WALL)
+    rep = analyze(path)
+    for kind in ("input_bound", "off_cpu", "step_variance"):
+        assert_eq(findings(rep, kind), [], "%s with a loader that keeps up" % kind)
+    _, path = record("rules", "spikes", 30, 20, 0, 10)
+    assert_eq(findings(analyze(path), "step_variance"), [], "step_variance with equal steps")
