@@ -235,6 +235,23 @@ static void linear_forward(const linear *l, int n, const float *x, float *y)
 	}
 }
 
+/*
+ * The work of a forward pass of `n` rows, for the roofline (docs/roofline.md): one
+ * multiply-add (2 FLOP) per row, input and output, over at least the weights, the inputs
+ * and the outputs moved once. The backward pass does twice the multiply-adds with dx and
+ * moves the weights and their gradient.
+ */
+static void linear_work(const linear *l, int n, int backward, int with_dx)
+{
+	uint64_t mac = (uint64_t)n * l->in * l->out, w = (uint64_t)l->in * l->out;
+	uint64_t io = (uint64_t)n * (l->in + l->out);
+	if (!backward)
+		fennec_region_work_fp32(2 * mac, sizeof(float) * (w + io));
+	else
+		fennec_region_work_fp32((with_dx ? 4 : 2) * mac,
+					sizeof(float) * (2 * w + io + (with_dx ? (uint64_t)n * l->in : 0)));
+}
+
 /* Given dy (n x out) and the layer input x, set gw, gb and, if dx is not NULL,
  * dx = dy W^T (n x in). */
 static void linear_backward(linear *l, int n, const float *x, const float *dy, float *dx)
@@ -360,18 +377,21 @@ static double mlp_forward(mlp *m, int n, const float *x, const int *y, int *corr
 	fennec_region_begin("forward");
 	fennec_region_begin("linear1");
 	linear_forward(&m->l1, n, x, m->a1);
+	linear_work(&m->l1, n, 0, 0);
 	fennec_region_end();
 	fennec_region_begin("relu1");
 	relu_forward(m->a1, (size_t)n * m->l1.out);
 	fennec_region_end();
 	fennec_region_begin("linear2");
 	linear_forward(&m->l2, n, m->a1, m->a2);
+	linear_work(&m->l2, n, 0, 0);
 	fennec_region_end();
 	fennec_region_begin("relu2");
 	relu_forward(m->a2, (size_t)n * m->l2.out);
 	fennec_region_end();
 	fennec_region_begin("linear3");
 	linear_forward(&m->l3, n, m->a2, m->p);
+	linear_work(&m->l3, n, 0, 0);
 	fennec_region_end();
 	fennec_region_begin("softmax");
 	loss = softmax_xent(m->p, y, n, correct);
@@ -396,18 +416,21 @@ static void mlp_backward(mlp *m, int n, const float *x, const int *y)
 	}
 	fennec_region_begin("linear3_bwd");
 	linear_backward(&m->l3, n, m->a2, m->dp, m->d2);
+	linear_work(&m->l3, n, 1, 1);
 	fennec_region_end();
 	fennec_region_begin("relu2_bwd");
 	relu_backward(m->a2, m->d2, (size_t)n * m->l2.out);
 	fennec_region_end();
 	fennec_region_begin("linear2_bwd");
 	linear_backward(&m->l2, n, m->a1, m->d2, m->d1);
+	linear_work(&m->l2, n, 1, 1);
 	fennec_region_end();
 	fennec_region_begin("relu1_bwd");
 	relu_backward(m->a1, m->d1, (size_t)n * m->l1.out);
 	fennec_region_end();
 	fennec_region_begin("linear1_bwd");
 	linear_backward(&m->l1, n, x, m->d1, NULL); /* no gradient for the inputs */
+	linear_work(&m->l1, n, 1, 0);
 	fennec_region_end();
 }
 

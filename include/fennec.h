@@ -178,6 +178,9 @@ FENNEC_API void fennec_value_record(const char *name, double value);
  * (docs/roofline.md). Recorded as the counters "fennec.flops" and "fennec.bytes".
  */
 FENNEC_API void fennec_region_work(uint64_t flops, uint64_t bytes);
+/* The same for single-precision work: placed against the fp32 peak (counter
+ * "fennec.flops32", its FLOP counted in "fennec.flops" too). */
+FENNEC_API void fennec_region_work_fp32(uint64_t flops, uint64_t bytes);
 
 /*
  * Memory. When libfennec.so is preloaded (`fennec record`) or linked, it interposes the

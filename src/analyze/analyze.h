@@ -45,6 +45,7 @@ typedef struct ana_node {
 	char *path;           /* "/"-joined names */
 	double share_pct, self_pct;
 	double flops, bytes;  /* work annotated inside this region (fennec_region_work) */
+	double flops32;       /* of which single precision (fennec_region_work_fp32) */
 } ana_node;
 
 typedef struct ana_thread {
@@ -148,7 +149,7 @@ typedef struct ana_metric {
 	ana_dist dist;
 	ana_point *points; /* every update, all processes, sorted by time (16 bytes each) */
 	size_t npoints, points_cap;
-	int work;          /* 1: the counter fennec.flops, 2: fennec.bytes (roofline.c) */
+	int work;          /* 1: the counter fennec.flops, 2: fennec.bytes, 3: fennec.flops32 (roofline.c) */
 } ana_metric;
 
 /*
@@ -404,6 +405,7 @@ typedef struct ana_roof {
 	double ridge;                 /* the ridge point of the ceilings used, FLOP per byte */
 	int memory_bound;             /* below the ridge point (or no FLOP at all) */
 	int one_thread;               /* ran on one thread: the one-thread ceilings apply */
+	int fp32;                     /* mostly single-precision FLOP: the fp32 peak applies */
 } ana_roof;
 
 typedef struct ana_roofline {

@@ -319,7 +319,10 @@ static uint32_t metric_for(ctx *c, const fmt_file *f, uint32_t id, unsigned kind
 	x->kind = kind;
 	/* The roofline's counters (fennec_region_work): also summed into the open region. */
 	if (kind == FMT_SITE_COUNTER)
-		x->work = !strcmp(p->names[name], "fennec.flops") ? 1 : !strcmp(p->names[name], "fennec.bytes") ? 2 : 0;
+		x->work = !strcmp(p->names[name], "fennec.flops")	  ? 1
+			  : !strcmp(p->names[name], "fennec.bytes")   ? 2
+			  : !strcmp(p->names[name], "fennec.flops32") ? 3
+								      : 0;
 	x->min = INFINITY;
 	x->max = -INFINITY;
 	return c->site_metric[id] = p->nmetrics++;
@@ -464,9 +467,10 @@ static int on_event(void *vc, const fmt_file *f, const fmt_event *ev)
 		m->count++;
 		if (ev->type == FMT_EV_COUNTER)
 			m->total += v;
-		if (m->work && t->depth)
-			*(m->work == 1 ? &p->nodes[t->stack[t->depth - 1].node].flops
-				       : &p->nodes[t->stack[t->depth - 1].node].bytes) += v;
+		if (m->work && t->depth) {
+			ana_node *wn = &p->nodes[t->stack[t->depth - 1].node];
+			*(m->work == 1 ? &wn->flops : m->work == 2 ? &wn->bytes : &wn->flops32) += v;
+		}
 		m->last = v;
 		m->sum += v;
 		if (v < m->min)

@@ -66,13 +66,16 @@ int ana_roofline_build(ana_profile *p)
 		x->flops_per_s = x->self_s > 0 ? nd->flops / x->self_s : NAN;
 		x->bytes_per_s = x->self_s > 0 ? nd->bytes / x->self_s : NAN;
 		x->one_thread = nd->threads <= 1;
+		x->fp32 = nd->flops32 * 2 > nd->flops;
 		x->roof = x->roof_pct = x->ridge = NAN;
 		if (r->calibrated != 1) {
 			x->memory_bound = nd->flops <= 0;
 			continue;
 		}
 		double bw = x->one_thread && c->bw_triad_1t > 0 ? c->bw_triad_1t : c->bw_triad;
-		double peak = x->one_thread && c->flops_fp64_1t > 0 ? c->flops_fp64_1t : c->flops_fp64;
+		double p64 = x->one_thread && c->flops_fp64_1t > 0 ? c->flops_fp64_1t : c->flops_fp64;
+		double p32 = x->one_thread && c->flops_fp32_1t > 0 ? c->flops_fp32_1t : c->flops_fp32;
+		double peak = x->fp32 && p32 > 0 ? p32 : p64;
 		x->ridge = peak / bw;
 		if (nd->flops <= 0) { /* bytes only: against the bandwidth */
 			x->memory_bound = 1;

@@ -481,10 +481,11 @@ static void rule_roofline(ana_profile *p)
 		f->subject = fmtstr("%s", n->path);
 		if (r->flops > 0)
 			f->evidence = fmtstr("%s does %.3g FLOP per byte: %.3g GFLOP/s and %s/s over %s of its own time (%.1f%% of the "
-					     "wall, %s); the %s roof at that intensity is %.3g GFLOP/s (ridge point %.2f FLOP/byte), "
+					     "wall, %s, %s); the %s roof at that intensity is %.3g GFLOP/s (ridge point %.2f FLOP/byte), "
 					     "so it reaches %.0f%% of it%s",
 					     n->path, r->ai, r->flops_per_s / 1e9, bw, t, n->self_pct,
-					     r->one_thread ? "one thread" : "several threads", r->memory_bound ? "memory" : "compute",
+					     r->one_thread ? "one thread" : "several threads", r->fp32 ? "fp32" : "fp64",
+					     r->memory_bound ? "memory" : "compute",
 					     r->roof / 1e9, r->ridge, r->roof_pct,
 					     r->memory_bound && r->roof_pct > 110 ? " (above the memory roof: its data comes from cache)" : "");
 		else

@@ -248,3 +248,10 @@ API void fennec_region_work(uint64_t flops, uint64_t bytes)
 	if (bytes)
 		fennec_counter_add("fennec.bytes", (int64_t)bytes);
 }
+
+API void fennec_region_work_fp32(uint64_t flops, uint64_t bytes)
+{
+	if (flops)
+		fennec_counter_add("fennec.flops32", (int64_t)flops);
+	fennec_region_work(flops, bytes);
+}

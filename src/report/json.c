@@ -397,6 +397,7 @@ static void roofline_json(FILE *out, const ana_profile *p)
 		kstr(out, "bound", r->memory_bound ? "memory" : "compute", &f2);
 		key(out, "one_thread", &f2);
 		fputs(r->one_thread ? "true" : "false", out);
+		kstr(out, "precision", r->fp32 ? "fp32" : "fp64", &f2);
 		fputc('}', out);
 	}
 	fputs("]},\n", out);

@@ -16,9 +16,11 @@ N = 1 << 20
 WORK = {  # path: (FLOP, bytes) per call
     "stream": (2 * N, 24 * N),
     "dense": (2 * 8 * 200000, 64),
+    "dense32": (2 * 8 * 200000, 64),
     "outer/inner": (1000000, 1024 * 1024),
 }
-CEIL = {"bw_triad": 1e10, "bw_triad_1t": 8e9, "flops_fp64": 1e11, "flops_fp64_1t": 5e10}
+CEIL = {"bw_triad": 1e10, "bw_triad_1t": 8e9, "flops_fp64": 1e11, "flops_fp64_1t": 5e10, "flops_fp32": 2e11,
+        "flops_fp32_1t": 1e11}
 
 
 def write_calibration(path, **over):
@@ -98,15 +100,19 @@ def test_roofline_known_work():
         rel_close(r["ai"], fl / by, path_ + " intensity")
         rel_close(r["flops_per_s"], CALLS * fl / s, path_ + " FLOP/s")
         rel_close(r["bytes_per_s"], CALLS * by / s, path_ + " bytes/s")
-        # one-thread ceilings: 50 GFLOP/s and 8 GB/s, ridge 6.25
-        rel_close(r["ridge_ai"], 6.25, path_ + " ridge")
-        roof = min(5e10, fl / by * 8e9)
+        # one-thread ceilings: 50 GFLOP/s fp64 (100 fp32) and 8 GB/s, ridge 6.25 (12.5 fp32)
+        fp32 = path_ == "dense32"
+        assert_eq(r["precision"], "fp32" if fp32 else "fp64", path_ + " precision")
+        peak = 1e11 if fp32 else 5e10
+        rel_close(r["ridge_ai"], peak / 8e9, path_ + " ridge")
+        roof = min(peak, fl / by * 8e9)
         rel_close(r["roof"], roof, path_ + " roof")
         rel_close(r["roof_pct"], 100 * CALLS * fl / s / roof, path_ + " % of roof")
-        assert_eq(r["bound"], "memory" if fl / by < 6.25 else "compute", path_ + " bound")
+        assert_eq(r["bound"], "memory" if fl / by < peak / 8e9 else "compute", path_ + " bound")
     # The counters are there too.
     m = {x["name"]: x for x in rep["metrics"]}
     assert_eq(m["fennec.flops"]["total"], CALLS * sum(w[0] for w in WORK.values()), "fennec.flops total")
+    assert_eq(m["fennec.flops32"]["total"], CALLS * WORK["dense32"][0], "fennec.flops32 total")
     assert_eq(m["fennec.bytes"]["total"], CALLS * sum(w[1] for w in WORK.values()), "fennec.bytes total")
     # Findings: every annotated region from 5 % of the wall, with the gain it documents.
     fs = [f for f in rep["findings"] if f["type"] in ("memory_bound", "compute_bound")]
