@@ -1024,11 +1024,13 @@ static void rule_input_bound(ana_profile *p)
 			: ana_name_is_data(p->names[p->nodes[n].name], list) || (list && ana_name_is_data(p->nodes[n].path, list));
 	}
 	/* nodes are created parent first, so data[parent] is known */
-	double in_regions = 0, loader_ns = 0, loader_calls = 0;
+	double in_regions = 0, loader_ns = 0, loader_calls = 0, other_ns = 0;
 	uint32_t top = ANA_NONE, loaders = 0;
 	uint64_t top_ns = 0;
 	for (uint32_t i = 0; i < p->ntnodes; i++) {
 		const ana_tnode *t = &p->tnodes[i];
+		if (!data[t->node] && t->thread == main && p->nodes[t->node].parent == ANA_NONE)
+			other_ns += (double)t->total_ns; /* its top-level regions that do not load */
 		if (data[t->node] != 1)
 			continue;
 		if (t->thread != main) { /* a loader thread or process */
@@ -1073,7 +1075,9 @@ static void rule_input_bound(ana_profile *p)
 	char a[32], b[32], c[32];
 	uint64_t steps = pr->step_ns.n;
 	double per_step = steps ? (in_regions + in_stacks) / (double)steps : NAN;
-	double compute = steps ? pr->step_dist.p50 - per_step : NAN; /* the median: the first step holds the start-up */
+	/* compute per step: its other regions when it has some, else the median step (the
+	 * first holds the start-up) less the loading */
+	double compute = !steps ? NAN : other_ns > 0 ? other_ns / (double)steps : pr->step_dist.p50 - per_step;
 	/* one batch's load: a loader's call when there are loaders, else the main loop's */
 	double load = loader_calls > 0 ? loader_ns / loader_calls : per_step;
 	unsigned need = steps && compute > 0 ? (unsigned)ceil(load / compute) : 0;

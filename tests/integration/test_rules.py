@@ -23,10 +23,11 @@ def wall_of(rep):
     return rep["summary"]["wall_ns"]
 
 
-def gain_between(f, known_pct, what, over=8):
-    """An expected gain from busy loops on a shared machine: preemption only adds time to
-    the slow part, so the gain may be above the known value, not much below."""
-    assert_between(f["expected_gain_pct"], known_pct * 0.9, known_pct + over, what + " expected_gain_pct", " %")
+def gain_between(f, known_pct, what, under=0.9, over=10):
+    """An expected gain from busy loops on a shared machine: preemption mostly adds time to
+    the slow part, so the gain may be above the known value, not much below (sampled
+    estimates may be a little below)."""
+    assert_between(f["expected_gain_pct"], known_pct * under, known_pct + over, what + " expected_gain_pct", " %")
 
 
 # --- step_variance ---------------------------------------------------------------------------
@@ -86,7 +87,7 @@ def test_off_cpu_lock():
     assert_true("lock_shared" in f["evidence"]["text"] and "update" in f["evidence"]["text"],
                 "the evidence names the caller and the region: %r" % f["evidence"]["text"])
     assert_true("lock" in f["recommendation"], "a lock recommendation: %r" % f["recommendation"])
-    gain_between(f, 100.0 * blocked / wall_of(rep), "off_cpu", over=10)
+    gain_between(f, 100.0 * blocked / wall_of(rep), "off_cpu", under=0.8)
     # the holder thread sleeps outside regions: it should not compute, no finding for it
     assert_eq([x for x in findings(rep, "off_cpu") if x["evidence"]["tid"] != e["tid"]], [], "off_cpu of other threads")
     rep = analyze(path, "--offcpu-threshold", 80)
@@ -129,10 +130,10 @@ def test_input_bound_on_main_thread():
 @collector
 @timing
 def test_input_bound_slow_loader():
-    """rules prefetch 30 20 10 with wall-clock sampling: a loader thread takes 20 ms a
-    batch, the main loop computes 10 ms and waits the other 10 ms in wait_batch."""
+    """rules prefetch 30 25 10 with wall-clock sampling: a loader thread takes 25 ms a
+    batch, the main loop computes 10 ms and waits the other 15 ms in wait_batch."""
     skip_under("tsan", "off-CPU shares under TSan measure TSan")
-    steps, load_ms, compute_ms = 30, 20, 10
+    steps, load_ms, compute_ms = 30, 25, 10
     _, path = record("rules", "prefetch", steps, load_ms, compute_ms, opts=WALL)
     rep = analyze(path)
     f = one(rep, "input_bound")
@@ -141,7 +142,7 @@ def test_input_bound_slow_loader():
     assert_between(e["blocked_ns"], wait * 0.6, wait * 1.4, "time blocked in wait_batch (wall samples)", "ns")
     assert_eq(e["region_ns"], 0, "the main thread runs no loading region")
     assert_true(e["loaders"] >= 1, "the loader thread is seen: %r" % e["loaders"])
-    assert_eq(e["workers_needed"], 2, "20 ms loads against 10 ms of compute need 2 loaders")
+    assert_eq(e["workers_needed"], 3, "25 ms loads against 10 ms of compute need 3 loaders")
     assert_true("wait_batch" in f["subject"], "the subject names the waiting function: %r" % f["subject"])
     assert_true("loader workers" in f["recommendation"], "more loader workers: %r" % f["recommendation"])
     # the same wait is not an off_cpu finding as well
