@@ -3,8 +3,8 @@ bottleneck each (tests/fixtures/rules.c), and no finding at all on healthy progr
 (tests/fixtures/healthy.c and the healthy modes of rules.c): false positives are bugs.
 docs/bottlenecks.md has the rules; rank_imbalance is tested in test_ranks.py."""
 
-from helpers import (MS, SLOW, analyze, assert_between, assert_close, assert_eq, assert_true, collector,
-                     record, skip_under, timing)
+from helpers import (MS, SLOW, analyze, assert_between, assert_close, assert_eq, assert_true, record,
+                     skip_under, timing)
 
 WALL = ("--sample=wall",)
 
@@ -67,7 +67,6 @@ def test_step_variance_irregular():
 
 # --- off_cpu ----------------------------------------------------------------------------------
 
-@collector
 @timing
 def test_off_cpu_lock():
     """rules lock 30 20 50 with wall-clock sampling: every step the main thread computes
@@ -127,7 +126,6 @@ def test_input_bound_on_main_thread():
     assert_eq(findings(rep, "input_bound"), [], "no input_bound when no region is named a loader")
 
 
-@collector
 @timing
 def test_input_bound_slow_loader():
     """rules prefetch 30 25 10 with wall-clock sampling: a loader thread takes 25 ms a
@@ -151,7 +149,6 @@ def test_input_bound_slow_loader():
 
 # --- no false positives ---------------------------------------------------------------------------
 
-@collector
 @timing
 def test_healthy_no_findings():
     """healthy.c (16 equal phases, equal steps, nothing blocks or loads), in CPU and in
