@@ -204,6 +204,39 @@ typedef struct fennec_mem_stats {
 } fennec_mem_stats;
 FENNEC_API int fennec_memory_stats(fennec_mem_stats *out);
 
+/*
+ * GPU timers (docs/gpu.md). fennec_gpu_timer_begin records a CUDA event on `stream` (a
+ * cudaStream_t or CUstream; NULL: the default stream) and returns a handle;
+ * fennec_gpu_timer_end records a second one on the same stream. Neither waits for the
+ * GPU: the collector's writer thread reads the elapsed time once both events completed and
+ * writes it into the profile as a GPU timer named `name` (`gpu.timers` of the analysis).
+ * `name` must have static storage duration, like a region name. Both need the CUDA driver
+ * (loaded at run time) and a current CUDA context on the calling thread (any CUDA runtime
+ * call makes one); they cost two event records, a few microseconds. begin returns a
+ * handle >= 0, or FENNEC_ENOTRUNNING (no recording), FENNEC_EIO (no driver or context, or
+ * the event failed), FENNEC_EFULL (4096 timers waiting for their GPU work); end returns 0,
+ * FENNEC_EINVAL (not a running timer) or FENNEC_EIO.
+ */
+FENNEC_API int fennec_gpu_timer_begin(const char *name, void *stream);
+FENNEC_API int fennec_gpu_timer_end(int handle);
+
+/*
+ * Time fn(arg, stream) on the GPU, as a benchmark: `warmup` untimed calls, then `repeat`
+ * calls, each between two CUDA events on `stream`; waits for the last event and fills *out
+ * with statistics of the elapsed times. Each timed call is also written into the profile as
+ * a GPU timer `name` when a recording runs. Blocks until the GPU finished. Returns 0,
+ * FENNEC_EINVAL (no fn or out, out->size too small, repeat 0), FENNEC_EIO (no driver or
+ * context, or an event failed) or FENNEC_ENOMEM.
+ */
+typedef struct fennec_gpu_stats {
+	uint32_t size;              /* sizeof(fennec_gpu_stats), set by the caller */
+	uint32_t count;             /* timed calls */
+	double mean_ns, std_ns;     /* population standard deviation */
+	double min_ns, max_ns, median_ns;
+} fennec_gpu_stats;
+FENNEC_API int fennec_gpu_time(const char *name, void (*fn)(void *arg, void *stream), void *arg, void *stream,
+			       uint32_t warmup, uint32_t repeat, fennec_gpu_stats *out);
+
 #define FENNEC__CAT2(a, b) a##b
 #define FENNEC__CAT(a, b) FENNEC__CAT2(a, b)
 

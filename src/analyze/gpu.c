@@ -748,7 +748,8 @@ static size_t merge(ana_gpu_stream *s)
 {
 	iv2 *v = (iv2 *)s->iv.v;
 	size_t n = s->iv.n / 2, m = 0;
-	qsort(v, n, sizeof *v, cmp_iv);
+	if (n > 1)
+		qsort(v, n, sizeof *v, cmp_iv);
 	for (size_t i = 0; i < n; i++) {
 		if (m && v[i].s <= v[m - 1].e) {
 			if (v[i].e > v[m - 1].e)
@@ -918,7 +919,8 @@ static int sort_kernels(ana_gpu *g)
 	}
 	for (uint32_t i = 0; i < g->nkstreams; i++)
 		g->kstreams[i].kernel = to[g->kstreams[i].kernel];
-	memcpy(g->kernels, sorted, n * sizeof *sorted);
+	if (n)
+		memcpy(g->kernels, sorted, n * sizeof *sorted);
 	free(o);
 	free(to);
 	free(sorted);

@@ -42,6 +42,7 @@ static struct {
 	gdev dev[GPU_MAX_DEVICES];   /* CUDA devices seen (DEVICE records), for NVML and new files */
 	uint32_t ndev;
 	int devices_written;         /* in this session's file */
+	_Atomic int accepting;       /* batches are taken: a session began and has not ended */
 	uint64_t cupti_version;      /* how CUPTI's times were mapped (col_gpu_set_clock) */
 	unsigned clock;
 	int64_t offset_ns;
@@ -156,7 +157,9 @@ static void strings_lost(uint64_t seq)
 
 /* ---- batches ---- */
 
-static int recording(void) { return G.mode != COL_GPU_OFF && atomic_load(&col_on); }
+/* From a session's start to its last drain (which comes after col_on is cleared), with or
+ * without --gpu: GPU timers need no more than a session. */
+static int recording(void) { return atomic_load(&G.accepting) != 0; }
 
 col_gpu_batch *col_gpu_batch_begin(void)
 {
@@ -408,6 +411,7 @@ void col_gpu_prepare(void)
 	strings_reset();
 	G.devices_written = 0;
 	memset(&G.written, 0, sizeof G.written);
+	atomic_store(&G.accepting, 1);
 	discard_batches();
 	atomic_store(&G.records, 0);
 	atomic_store(&G.dropped, 0);
@@ -443,13 +447,15 @@ static void devices_again(void)
 
 void col_gpu_drain(void (*emit)(unsigned type, cm_buf *raw), int final)
 {
-	if (!G.mode)
-		return;
-	if (!G.devices_written)
-		devices_again();
-	col_cupti_flush(final);
-	if (final && N.lib)
-		nvml_round(); /* the last point of the utilisation timeline */
+	col_gpu_timers_poll();
+	if (G.mode) {
+		if (!G.devices_written)
+			devices_again();
+		col_cupti_flush(final);
+		if (final && N.lib)
+			nvml_round(); /* the last point of the utilisation timeline */
+	} else if (!atomic_load(&G.done))
+		goto out;
 	col_gpu_batch *b = atomic_exchange(&G.done, NULL), *order = NULL;
 	while (b) { /* newest first: reverse into the order they ended */
 		col_gpu_batch *next = b->next;
@@ -484,13 +490,16 @@ void col_gpu_drain(void (*emit)(unsigned type, cm_buf *raw), int final)
 	/* A chunk of the prefix alone when it changed: the file then says that CUPTI was
 	 * loaded (and how its clock was mapped) even when no GPU work ran, and has the last
 	 * counts. */
-	if (memcmp(&in, &G.written, sizeof in)) {
+	if (G.mode && memcmp(&in, &G.written, sizeof in)) {
 		raw.len = 0;
 		fmt_gpu_prefix(&raw, &in);
 		emit(FMT_GPU, &raw);
 		G.written = in;
 	}
 	cm_buf_free(&raw);
+out:
+	if (final) /* what comes later belongs to no file (a next session discards it) */
+		atomic_store(&G.accepting, 0);
 }
 
 void col_gpu_stop(void)
@@ -505,6 +514,7 @@ void col_gpu_atfork_child(void)
 	 * held the lock at the fork; its thread does not exist here. */
 	pthread_mutex_init(&G.lock, NULL);
 	G.mode = COL_GPU_OFF;
+	atomic_store(&G.accepting, 0);
 	atomic_store(&G.done, NULL);
 	atomic_store(&G.pending, 0);
 	G.str = NULL; /* the parent's copies leak once rather than race a free */

@@ -63,4 +63,7 @@ void col_gpu_atfork_child(void);
 void col_cupti_flush(int forced);
 void col_cupti_stop(void);
 
+/* GPU timers (gpu_timer.c): the writer resolves the timers whose events completed. */
+void col_gpu_timers_poll(void);
+
 #endif

@@ -330,6 +330,8 @@ void rep_gpu_text(FILE *out, const ana_profile *p, const char *bold, const char 
 					 : "CUPTI was not loaded: see the line fennec record --gpu printed");
 		return;
 	}
+	if (!g->ndevices && !g->api_calls) /* GPU timers only */
+		goto timers;
 	fprintf(out, "  busy         %s (%.1f%% of the devices' wall time)   kernels %s   copies %s   memsets %s\n",
 		ana_fmt_ns((double)g->busy_ns, a, sizeof a), isfinite(g->busy_pct) ? g->busy_pct : 0,
 		ana_fmt_ns((double)g->kernel_ns, b, sizeof b), ana_fmt_ns((double)g->memcpy_ns, c, sizeof c),
@@ -403,6 +405,7 @@ void rep_gpu_text(FILE *out, const ana_profile *p, const char *bold, const char 
 			ana_fmt_ns((double)r->ns, a, sizeof a), (unsigned long long)r->calls,
 			r->node != ANA_NONE ? p->nodes[r->node].path : "(outside regions)");
 	}
+timers:
 	for (uint32_t i = 0; i < g->ntimers; i++) {
 		const ana_gpu_timer *t = &g->timers[i];
 		fprintf(out, "%s  %-24s %8llu   mean %s   min %s   max %s\n", i ? "" : "\n  GPU timers\n", p->names[t->name],

@@ -7,7 +7,7 @@ import os
 
 import fncfile
 from helpers import (BUILD, REPO, Skip, analyze, analyze_raw, assert_clean_error, assert_eq,
-                     assert_true, base_env, libfennec, record, region, run)
+                     assert_true, base_env, collector, libfennec, record, region, run)
 
 CORPUS_GPU = os.path.join(REPO, "tests", "corpus", "valid_gpu_raw.fnc")
 
@@ -74,8 +74,10 @@ def fake_driver():
 
 
 def cupti_built():
-    """Whether this build has CUPTI support (the Makefile found CUPTI's headers)."""
-    return os.path.exists(os.path.join(BUILD, "tests", "cupti_test"))
+    """Whether this build's collector has CUPTI support (the Makefile found CUPTI's headers):
+    then libfennec exports InitializeInjection, the entry point of CUDA_INJECTION64_PATH."""
+    with open(libfennec(), "rb") as f:
+        return b"InitializeInjection" in f.read()
 
 
 def gpu_lines(stderr):
@@ -107,6 +109,7 @@ def test_gpu_record_without_cupti():
     assert_eq(region(analyze(path), "work")["count"], 1, "the program's region was recorded")
 
 
+@collector
 def test_gpu_record_injection():
     """With a driver (a stand-in that calls InitializeInjection as the real one does) and
     CUPTI, the program loads CUPTI through libfennec and runs on; the file says so."""
@@ -418,3 +421,58 @@ def test_rule_stream_serialisation():
     assert_eq((x["evidence"]["streams"], x["evidence"]["overlap_ns"]), (2, 0), "streams and overlap")
     _, f = findings_of([kernel(7, t, t + 6 * MS), kernel(8, t + 2 * MS, t + 8 * MS)], name="rules2.fnc")
     assert_true("stream_serialisation" not in f, "overlapping streams do not fire")
+
+
+# --- GPU timers (include/fennec.h) through a stand-in driver whose events time the host ----
+
+@collector
+def test_gpu_timers():
+    env = base_env({"FENNEC_LIBCUDA": fake_driver()})
+    r, path = record("gpu_fake", fake_driver(), "timers", opts=["--sample", "off"], env=env,
+                     expect_rc=3)
+    assert_true("timers 0 0 0" in r.stdout, "three timers begun and ended: %r" % r.stdout)
+    bench = [l.split() for l in r.stdout.splitlines() if l.startswith("bench ")][0]
+    rc, count, mean, lo, hi, median = int(bench[1]), int(bench[2]), *map(float, bench[3:7])
+    assert_eq((rc, count), (0, 5), "fennec_gpu_time: status and timed calls")
+    assert_true(1e6 <= lo <= median <= hi and median < 3e6,
+                "fennec_gpu_time of a 1 ms function: min %s median %s max %s ns" % (lo, median, hi))
+    g = analyze(path)["gpu"]
+    t = {x["name"]: x for x in g["timers"]}
+    assert_eq(t["step"]["count"], 3, "timers resolved by the writer")
+    assert_true(t["step"]["min_ns"] >= 5e6, "each timer spans its 5 ms: %r" % t["step"])
+    assert_eq(t["bench"]["count"], 5, "fennec_gpu_time's calls recorded too")
+    assert_eq(g["devices"], [], "no device: timers only")
+
+
+def test_gpu_timers_without_driver():
+    env = base_env({"FENNEC_LIBCUDA": "/nonexistent/libcuda.so.1"})
+    r, path = record("gpu_fake", "/nonexistent/libcuda.so.1", "timers", opts=["--sample", "off"],
+                     env=env, expect_rc=3)
+    assert_true("timers -3 -3 -3" in r.stdout and "bench -3 " in r.stdout,
+                "FENNEC_EIO without a driver: %r" % r.stdout)
+    assert_eq(region(analyze(path), "work")["count"], 1, "the program went on")
+
+
+def test_gpu_chunk_mutations_never_crash():
+    """Bytes of a GPU payload changed at random, the checksum made right again: the reader
+    rejects the file with a message naming it, or the analysis takes what it says; never a
+    crash (the fuzzer cannot pass the checksum, this reaches the decoder and the analysis)."""
+    import random
+    rng = random.Random(7)
+    with open(CORPUS_GPU, "rb") as f:
+        data = f.read()
+    _, _, chunks = fncfile.parse(data)
+    c = [c for c in chunks if c.type == 12][0]
+    payload = data[c.payload_offset:c.end]
+    for i in range(80):
+        p = bytearray(payload)
+        for _ in range(rng.randint(1, 4)):
+            p[rng.randrange(len(p))] = rng.randrange(256)
+        mutated = data[:c.offset] + fncfile.make_chunk(12, bytes(p)) + data[c.end:]
+        name = "m%d.fnc" % i
+        with open(name, "wb") as f:
+            f.write(mutated)
+        r = analyze_raw(name, "--format", "json")
+        assert_true(r.returncode in (0, 1), "mutation %d: exit %s\n  %s" % (i, r.returncode, r.describe()))
+        if r.returncode:
+            assert_true(name in r.stderr, "mutation %d: the error names the file: %r" % (i, r.stderr))
