@@ -40,7 +40,7 @@ ifneq ($(NOCUDA),1)
 endif
 ifneq ($(CUPTI_INC),)
   CUPTI_CFLAGS := -DFENNEC_HAVE_CUPTI -I$(CUPTI_INC) -I$(CUDA_HOME)/include
-  GPU_TESTS    := $(O)/tests/cupti_test
+  GPU_TESTS    := $(O)/tests/cupti_test $(O)/tests/nvtx_app
 endif
 
 COMMON_SRC  := $(wildcard src/common/*.c)
@@ -167,6 +167,11 @@ $(UNIT): $(UNIT_SRC) $(ANALIB) $(COLLECT_SRC) $(wildcard src/*/*.h)
 $(O)/tests/cupti_test: tests/gpu/cupti_test.c $(STLIB) $(wildcard src/*/*.h)
 	@mkdir -p $(dir $@)
 	$(Q)$(CC) $(CFLAGS) $(CUPTI_CFLAGS) $(LDFLAGS) $< -o $@ $(STLIB) $(LIBS_COL)
+
+# A program annotated with NVTX (header-only, from the toolkit), not linked with libfennec.
+$(O)/tests/nvtx_app: tests/gpu/nvtx_app.c
+	@mkdir -p $(dir $@)
+	$(Q)$(CC) $(CFLAGS) -I$(CUDA_HOME)/include $(LDFLAGS) $< -o $@ -ldl
 
 # Installs the Debian packages the build, the tests and the demo need (only what is missing).
 deps:

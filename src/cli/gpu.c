@@ -109,10 +109,12 @@ void cli_gpu_env(const cli_gpu *g, const char *lib)
 {
 	if (!g->mode)
 		return;
+	char real[PATH_MAX];
+	const char *abs = realpath(lib, real) ? real : lib; /* the driver and NVTX dlopen it */
 	setenv("FENNEC_GPU", g->mode == 2 ? "kernels" : "all", 1);
+	setenv("NVTX_INJECTION64_PATH", abs, 1); /* NVTX ranges as regions: needs no CUPTI */
 	if (!g->inject)
 		return;
-	char real[PATH_MAX];
 	setenv("FENNEC_CUPTI", g->cupti, 1);
-	setenv("CUDA_INJECTION64_PATH", realpath(lib, real) ? real : lib, 1); /* the driver dlopens it */
+	setenv("CUDA_INJECTION64_PATH", abs, 1);
 }

@@ -476,3 +476,19 @@ def test_gpu_chunk_mutations_never_crash():
         assert_true(r.returncode in (0, 1), "mutation %d: exit %s\n  %s" % (i, r.returncode, r.describe()))
         if r.returncode:
             assert_true(name in r.stderr, "mutation %d: the error names the file: %r" % (i, r.stderr))
+
+
+# --- NVTX ranges as regions ----------------------------------------------------------------
+
+def test_nvtx_ranges_are_regions():
+    exe = os.path.join(BUILD, "tests", "nvtx_app")
+    if not os.path.exists(exe):
+        raise Skip("built without the CUDA toolkit's headers (tests/gpu/nvtx_app.c includes NVTX 3)")
+    env = base_env({"FENNEC_LIBCUDA": fake_driver(), "FENNEC_NVML": "/nonexistent/libnvidia-ml.so.1"})
+    r, path = record(exe, opts=["--gpu", "--sample", "off"], env=env)
+    rep = analyze(path)
+    assert_eq(region(rep, "step")["count"], 3, "nvtxRangePushA/Pop: outer ranges")
+    for name, ms in (("forward", 10), ("backward", 5), ("aten::mm", 2)):
+        x = region(rep, "step/" + name)
+        assert_eq(x["count"], 3, "%s: calls (nested in step)" % name)
+        assert_true(x["min_ns"] >= ms * MS, "%s: each at least its %d ms: %r" % (name, ms, x["min_ns"]))
