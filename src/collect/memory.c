@@ -50,7 +50,8 @@
 #define SET_TOMB ((uintptr_t)1)
 #define RING_SAMPLED (4u << 20)
 #define RING_FULL (64u << 20)
-#define REC_HDR 48
+#define REC_HDR 48                      /* ALLOC and SNAP records' header; FREE's is REC_FREE */
+#define REC_FREE 32
 
 typedef void *(*malloc_fn)(size_t);
 typedef void *(*calloc_fn)(size_t, size_t);
@@ -125,6 +126,9 @@ typedef struct mem_tls {
 	uint64_t peak_at;    /* ticks at which this thread last raised the peak */
 	int64_t countdown;   /* sampled mode: bytes until the next sampled allocation */
 	uint64_t rng;
+	struct sc_cache *stacks; /* cache of allocation stacks (NULL until the first) */
+	uintptr_t stack_lo, stack_hi; /* the thread's stack, where cached stacks may be read */
+	uint8_t no_cache;    /* the cache was given back (thread exit) or could not be made */
 } mem_tls;
 static __thread mem_tls T;
 
@@ -163,7 +167,7 @@ static struct {
 } M = {.statm_fd = -1};
 
 /* One heap event as it sits in the ring (host byte order), followed by frames and
- * region ids (ALLOC) or three counters (SNAP). */
+ * region ids (ALLOC) or three counters (SNAP). A FREE is the first REC_FREE bytes only. */
 typedef struct mrec {
 	uint32_t len;
 	uint8_t type;      /* enum fmt_heap_rec */
@@ -173,11 +177,12 @@ typedef struct mrec {
 	uint16_t nregions;
 	uint16_t pad;
 	uint64_t ticks;
-	uint64_t step;
 	uint64_t a;        /* ALLOC, FREE: address; SNAP: live bytes */
 	uint64_t b;        /* ALLOC: size; SNAP: RSS bytes */
+	uint64_t step;     /* ALLOC, SNAP */
 } mrec;
 _Static_assert(sizeof(mrec) == REC_HDR, "heap record header");
+_Static_assert(offsetof(mrec, b) == REC_FREE, "a FREE record ends before the size");
 
 /* ---- fennec's own heap ---- */
 
@@ -434,9 +439,16 @@ static void slot_release(void *arg)
 	atomic_store_explicit(&s->used, 0, memory_order_release);
 }
 
+#if !MEM_SANITIZER
+static void sc_release(void);
+#endif
+
 static void thread_gone(void *arg)
 {
 	slot_release(arg);
+#if !MEM_SANITIZER
+	sc_release();
+#endif
 	T.slot = NULL; /* frees by later destructors of this thread count in `shared` */
 }
 
@@ -678,68 +690,242 @@ static int reserve(uint32_t len, uint64_t *pos)
 	return 0;
 }
 
-/* Write a record stamped now, or at `ticks` when nonzero. */
-static void put_rec(const mrec *r, uint64_t ticks, const void *tail1, size_t n1, const void *tail2, size_t n2)
+/* Write a record of `hdr` header bytes stamped now, or at `ticks` when nonzero, followed
+ * by the two tails. The writer counts the records it takes (M.records): no shared counter
+ * here. */
+static inline __attribute__((always_inline)) int put_rec(mrec *r, size_t hdr, uint64_t ticks, const void *tail1,
+							       size_t n1, const void *tail2, size_t n2)
 {
-	uint32_t len = (uint32_t)((REC_HDR + n1 + n2 + 7) & ~(size_t)7);
+	uint32_t len = (uint32_t)((hdr + n1 + n2 + 7) & ~(size_t)7);
 	uint64_t pos;
 	if (reserve(len, &pos) < 0)
-		return;
-	mrec h = *r;
-	h.ticks = ticks ? ticks : col_ticks();
-	col_ring_put(&M.ring, pos + 4, (const uint8_t *)&h + 4, REC_HDR - 4);
-	col_ring_put(&M.ring, pos + REC_HDR, tail1, n1);
-	col_ring_put(&M.ring, pos + REC_HDR + n1, tail2, n2);
+		return -1;
+	r->ticks = ticks ? ticks : col_ticks();
+	uint8_t *d = col_ring_span(&M.ring, pos, len);
+	if (likely(d != NULL)) {
+		memcpy(d + 4, (const uint8_t *)r + 4, hdr - 4);
+		if (n1)
+			memcpy(d + hdr, tail1, n1);
+		if (n2)
+			memcpy(d + hdr + n1, tail2, n2);
+	} else {
+		col_ring_put(&M.ring, pos + 4, (const uint8_t *)r + 4, hdr - 4);
+		col_ring_put(&M.ring, pos + hdr, tail1, n1);
+		col_ring_put(&M.ring, pos + hdr + n1, tail2, n2);
+	}
 	col_ring_publish(&M.ring, pos, len);
-	atomic_fetch_add_explicit(&M.records, 1, memory_order_relaxed);
+	return 0;
+}
+
+/* ---- stacks of allocations ---- */
+
+/*
+ * A per-thread cache of allocation stacks: a call site that allocates again and again from
+ * the same stack is not unwound each time (libunwind's unw_backtrace took ~1800
+ * instructions per allocation of a 5-frame stack, most of full mode's cost in the program).
+ * The key is the stack address of the wrapper's return address: the caller's stack pointer
+ * at the call. An entry keeps each frame's return address and the stack address it was read
+ * from (a frame's stack pointer minus 8, as unw_step computed it); a hit reads those words
+ * again and compares every one. For frames whose size is fixed by their code address, equal
+ * words at equal places mean the same frames, by induction from the caller's stack pointer.
+ * A frame that moves its stack pointer by a variable amount (alloca, variable-length arrays,
+ * stack realignment) above the allocating call could in principle leave an old return
+ * address where a later call reads it, and the hit would be wrong: docs/memory.md.
+ * A key has several stacks when a function that allocates is called from several places
+ * at the same depth, so a set of SC_WAYS entries holds them side by side. An entry is filled
+ * on the second miss at its key in a row (unw_step, slower than unw_backtrace), so a stack
+ * seen once costs one unw_backtrace. Only stacks within the thread's own stack and at most
+ * SC_FRAMES deep are cached.
+ */
+#define SC_SETS 16
+#define SC_WAYS 4
+#define SC_FRAMES 48
+
+typedef struct sc_entry {
+	uintptr_t key;                /* the wrapper's return-address slot; 0: empty */
+	uint32_t n;                   /* frames */
+	uint8_t truncated;            /* deeper than M.depth */
+	uint64_t frames[SC_FRAMES];   /* return addresses, innermost (the caller's) first */
+	uintptr_t locs[SC_FRAMES];    /* where each was read */
+} sc_entry;
+
+typedef struct sc_set {
+	uintptr_t seen;               /* the key of the set's latest miss */
+	uint32_t next;                /* the way to fill next */
+	sc_entry way[SC_WAYS];
+} sc_set;
+
+typedef struct sc_cache {
+	sc_set sets[SC_SETS];
+} sc_cache;
+
+#if !MEM_SANITIZER
+static sc_cache *sc_get(void)
+{
+	if (likely(T.stacks != NULL) || T.no_cache)
+		return T.stacks;
+	T.no_cache = 1; /* until made */
+	pthread_attr_t a;
+	void *lo;
+	size_t size;
+	if (pthread_getattr_np(pthread_self(), &a) != 0)
+		return NULL;
+	int ok = pthread_attr_getstack(&a, &lo, &size) == 0;
+	pthread_attr_destroy(&a);
+	sc_cache *e = ok ? own_alloc(sizeof *e, 16) : NULL;
+	if (!e)
+		return NULL;
+	memset(e, 0, sizeof *e);
+	T.stack_lo = (uintptr_t)lo;
+	T.stack_hi = (uintptr_t)lo + size;
+	T.stacks = e;
+	T.no_cache = 0;
+	return e;
+}
+
+static void sc_release(void)
+{
+	if (T.stacks && own_block(T.stacks))
+		own_free(T.stacks);
+	T.stacks = NULL;
+	T.no_cache = 1;
+}
+
+static inline int sc_valid(const sc_entry *e)
+{
+	for (uint32_t i = 1; i < e->n; i++)
+		if (*(const uint64_t *)e->locs[i] != e->frames[i])
+			return 0;
+	return 1;
+}
+
+/* Walk the stack with unw_step from the caller whose return address is at `slot`, into e
+ * (its frames and where each was read). Returns 0, or -1 when it cannot be cached. */
+static int sc_fill(sc_entry *e, void **slot)
+{
+	unw_context_t uc;
+	unw_cursor_t c;
+	unw_word_t ip, sp;
+	if (unw_getcontext(&uc) < 0 || unw_init_local(&c, &uc) < 0)
+		return -1;
+	for (int k = 0;; k++) { /* fennec's frames: up to the caller's, whose sp is just above slot */
+		if (k >= 16 || unw_step(&c) <= 0 || unw_get_reg(&c, UNW_REG_SP, &sp) < 0)
+			return -1;
+		if (sp == (uintptr_t)(slot + 1))
+			break;
+	}
+	if (unw_get_reg(&c, UNW_REG_IP, &ip) < 0 || ip != (unw_word_t)(uintptr_t)*slot)
+		return -1;
+	uint32_t n = 0, depth = M.depth < SC_FRAMES ? M.depth : SC_FRAMES;
+	e->frames[n] = ip;
+	e->locs[n++] = (uintptr_t)slot;
+	int more;
+	while ((more = unw_step(&c)) > 0 && n < depth + 1) {
+		if (n == depth) /* one frame more than kept: the stack is truncated */
+			break;
+		if (unw_get_reg(&c, UNW_REG_IP, &ip) < 0 || unw_get_reg(&c, UNW_REG_SP, &sp) < 0)
+			return -1;
+		uintptr_t loc = (uintptr_t)sp - 8;
+		if (loc < (uintptr_t)slot || loc + 8 > T.stack_hi || *(const uint64_t *)loc != ip)
+			return -1; /* not read from this stack (a signal frame, another stack) */
+		e->frames[n] = ip;
+		e->locs[n++] = loc;
+	}
+	if (more < 0 || (more > 0 && M.depth > SC_FRAMES && n == SC_FRAMES))
+		return -1; /* an unwinding error, or deeper than an entry holds */
+	e->n = n;
+	e->truncated = more > 0;
+	e->key = (uintptr_t)slot;
+	return 0;
+}
+#endif
+
+/*
+ * The stack of the allocation whose wrapper's return address is at `slot`: return
+ * addresses, innermost first, fennec's frames left out. Returns how many; *truncated set
+ * when the stack was deeper than M.depth (or unknown). From a cache entry (*from, frames
+ * left in it), else unwound into `frames` (room for M.depth + 16, *from NULL).
+ */
+static uint32_t alloc_stack(void **slot, uint64_t *frames, uint8_t *truncated, const sc_entry **from)
+{
+	uint64_t ra = (uint64_t)(uintptr_t)*slot;
+	*truncated = 0;
+	*from = NULL;
+#if !MEM_SANITIZER
+	sc_cache *cache = sc_get();
+	uintptr_t key = (uintptr_t)slot;
+	if (cache && key >= T.stack_lo && key < T.stack_hi) {
+		sc_set *set = cache->sets + ((key >> 3) * 0x9e3779b97f4a7c15ull >> 60); /* SC_SETS = 16 */
+		sc_entry *e = NULL;
+		for (int w = 0; w < SC_WAYS && !e; w++)
+			if (set->way[w].key == key && set->way[w].frames[0] == ra && sc_valid(&set->way[w]))
+				e = &set->way[w];
+		if (!e && set->seen == key) { /* the second miss in a row at this key: fill */
+			set->seen = 0;
+			e = &set->way[set->next++ % SC_WAYS];
+			if (sc_fill(e, slot) < 0) {
+				e->key = 0;
+				e = NULL;
+			}
+		} else if (!e) {
+			set->seen = key;
+		}
+		if (e) {
+			*truncated = e->truncated;
+			*from = e;
+			return e->n;
+		}
+	}
+	int n = unw_backtrace((void **)frames, (int)M.depth + 16);
+#else
+	int n = 0;
+#endif
+	/* Drop fennec's own frames: the stack starts at the return address of the wrapper. */
+	int first = -1;
+	for (int i = 0; i < n && i < 16; i++)
+		if (frames[i] == ra) {
+			first = i;
+			break;
+		}
+	if (first < 0) {
+		frames[0] = ra;
+		*truncated = 1;
+		return 1;
+	}
+	uint32_t nf = (uint32_t)(n - first) < M.depth ? (uint32_t)(n - first) : M.depth;
+	if (n - first > (int)M.depth || n == (int)M.depth + 16)
+		*truncated = 1;
+	memmove(frames, frames + first, 8 * (size_t)nf);
+	return nf;
 }
 
 /* Record an allocation with its stack; `at` is the time of the peak it raised, or 0. */
-static __attribute__((noinline)) void record_alloc(void *p, size_t size, void *ra, uint64_t at)
+static __attribute__((noinline)) void record_alloc(void *p, size_t size, void **slot, uint64_t at)
 {
 	T.busy = 1;
 	uint64_t frames[COL_SAMPLE_MAX_DEPTH + 16];
-	int n = 0;
-#if !MEM_SANITIZER
-	n = unw_backtrace((void **)frames, (int)M.depth + 16);
-#endif
-	/* Drop fennec's own frames: the stack starts at the return address of the wrapper. */
-	int from = -1;
-	for (int i = 0; i < n && i < 16; i++)
-		if (frames[i] == (uint64_t)(uintptr_t)ra) {
-			from = i;
-			break;
-		}
-	uint8_t flags = 0;
-	uint32_t nf = 0;
-	if (from < 0) {
-		frames[0] = (uint64_t)(uintptr_t)ra;
-		nf = 1;
-		flags = 1;
-	} else {
-		nf = (uint32_t)(n - from) < M.depth ? (uint32_t)(n - from) : M.depth;
-		if (n - from > (int)M.depth || n == (int)M.depth + 16)
-			flags = 1;
-	}
+	const sc_entry *e;
+	uint8_t flags;
+	uint32_t nf = alloc_stack(slot, frames, &flags, &e);
 	if (flags)
 		atomic_fetch_add_explicit(&M.truncated, 1, memory_order_relaxed);
 	uint32_t regions[COL_MAX_DEPTH];
 	uint32_t nr = col_region_stack(regions, COL_MAX_DEPTH);
-	mrec r = {0, FMT_HR_ALLOC, flags, (uint16_t)nf, my_tid(), (uint16_t)nr, 0, 0,
-		  col_step_index(), (uint64_t)(uintptr_t)p, size};
+	mrec r = {0, FMT_HR_ALLOC, flags, (uint16_t)nf, my_tid(), (uint16_t)nr, 0, 0, (uint64_t)(uintptr_t)p, size,
+		  col_step_index()};
 	if (atomic_load_explicit(&M.mode, memory_order_relaxed) == FMT_MEM_SAMPLED)
 		set_insert((uintptr_t)p); /* before the caller can free it */
 	/* An allocation that raised the peak carries the peak's time, so that a reader puts
 	 * it inside the live set at the peak. */
-	put_rec(&r, at, frames + (from < 0 ? 0 : from), 8 * (size_t)nf, regions, 4 * (size_t)nr);
+	put_rec(&r, REC_HDR, at, e ? e->frames : frames, 8 * (size_t)nf, regions, 4 * (size_t)nr);
 	T.busy = 0;
 }
 
 static __attribute__((noinline)) void record_free(void *p)
 {
 	T.busy = 1;
-	mrec r = {0, FMT_HR_FREE, 0, 0, my_tid(), 0, 0, 0, 0, (uint64_t)(uintptr_t)p, 0};
-	put_rec(&r, 0, NULL, 0, NULL, 0);
+	mrec r = {0, FMT_HR_FREE, 0, 0, my_tid(), 0, 0, 0, (uint64_t)(uintptr_t)p, 0, 0};
+	put_rec(&r, REC_FREE, 0, NULL, 0, NULL, 0);
 	T.busy = 0;
 }
 
@@ -757,7 +943,7 @@ static __attribute__((noinline)) int sample_due(size_t size)
 }
 
 /* Recording, after an allocation by the program; `raised`: it raised the peak. */
-static inline void after_alloc(void *p, size_t size, void *ra, int raised)
+static inline void after_alloc(void *p, size_t size, void **slot, int raised)
 {
 	int mode = atomic_load_explicit(&M.mode, memory_order_relaxed);
 	if (likely(mode == FMT_MEM_OFF))
@@ -769,7 +955,7 @@ static inline void after_alloc(void *p, size_t size, void *ra, int raised)
 	}
 	/* An allocation that raised the peak carries the peak's time, so that a reader puts
 	 * it inside the live set at the peak. */
-	record_alloc(p, size, ra, raised ? T.peak_at : 0);
+	record_alloc(p, size, slot, raised ? T.peak_at : 0);
 }
 
 /* Recording, before the program's block p is handed back to the allocator. */
@@ -844,18 +1030,18 @@ static inline __attribute__((always_inline)) int free_fast(void *p)
 }
 
 /* The general path of an allocation by the program (T.own clear): returns p. */
-static __attribute__((noinline)) void *alloc_slow(void *p, size_t size, void *ra)
+static __attribute__((noinline)) void *alloc_slow(void *p, size_t size, void **slot)
 {
 	if (p && heap_kind != HEAP_NONE)
-		after_alloc(p, size, ra, count(1, 0, size, (int64_t)usable_size(p)));
+		after_alloc(p, size, slot, count(1, 0, size, (int64_t)usable_size(p)));
 	return p;
 }
 
-static inline __attribute__((always_inline)) void *on_alloc(void *p, size_t size, void *ra)
+static inline __attribute__((always_inline)) void *on_alloc(void *p, size_t size, void **slot)
 {
 	if (likely(p != NULL) && likely(alloc_fast(p, size, 0, 0)))
 		return p;
-	return alloc_slow(p, size, ra);
+	return alloc_slow(p, size, slot);
 }
 
 /* The general path of the program's free of p (not NULL, not ours, T.own clear). */
@@ -870,7 +1056,9 @@ static __attribute__((noinline)) void free_slow(void *p)
 
 /* ---- the interposed functions ---- */
 
-#define RA() __builtin_extract_return_addr(__builtin_return_address(0))
+/* Where the wrapper's return address is: the caller's stack pointer at the call (the key of
+ * the stack cache), and the return address itself. */
+#define RA() ((void **)__builtin_dwarf_cfa() - 1)
 
 API void *malloc(size_t n)
 {
@@ -904,7 +1092,7 @@ API void free(void *p)
 
 /* realloc's general path: a thread inside fennec, realloc(NULL, n), another allocator,
  * no counters, and every case with something to record. */
-static __attribute__((noinline)) void *realloc_slow(void *p, size_t n, void *ra)
+static __attribute__((noinline)) void *realloc_slow(void *p, size_t n, void **slot)
 {
 	if (T.own) {
 		if (!p)
@@ -914,7 +1102,7 @@ static __attribute__((noinline)) void *realloc_slow(void *p, size_t n, void *ra)
 	}
 	ready();
 	if (!p)
-		return alloc_slow(R.malloc(n), n, ra);
+		return alloc_slow(R.malloc(n), n, slot);
 	if (heap_kind == HEAP_NONE)
 		return R.realloc(p, n);
 	/* The old block's FREE is recorded before the call: once realloc returns, another
@@ -928,19 +1116,19 @@ static __attribute__((noinline)) void *realloc_slow(void *p, size_t n, void *ra)
 			count(0, 1, 0, -(int64_t)old);
 		return NULL; /* failed: the old block stays (its FREE record too, docs/memory.md) */
 	}
-	after_alloc(q, n, ra, count(1, 1, n, (int64_t)usable_size(q) - (int64_t)old));
+	after_alloc(q, n, slot, count(1, 1, n, (int64_t)usable_size(q) - (int64_t)old));
 	return q;
 }
 
 /* After the fast path's realloc(p, n) returned q; p had `old` usable bytes. */
-static __attribute__((noinline)) void *realloc_done_slow(void *q, size_t n, size_t old, void *ra)
+static __attribute__((noinline)) void *realloc_done_slow(void *q, size_t n, size_t old, void **slot)
 {
 	if (!q) {
 		if (!n)
 			count(0, 1, 0, -(int64_t)old);
 		return NULL;
 	}
-	after_alloc(q, n, ra, count(1, 1, n, (int64_t)usable_size(q) - (int64_t)old));
+	after_alloc(q, n, slot, count(1, 1, n, (int64_t)usable_size(q) - (int64_t)old));
 	return q;
 }
 
@@ -983,12 +1171,12 @@ static size_t pow2_align(size_t align)
 	return a;
 }
 
-static void *aligned_impl(memalign_fn *fn, size_t align, size_t n, void *ra)
+static void *aligned_impl(memalign_fn *fn, size_t align, size_t n, void **slot)
 {
 	if (unlikely(T.own))
 		return own_alloc(n, pow2_align(align));
 	ready();
-	return on_alloc((*fn)(align, n), n, ra);
+	return on_alloc((*fn)(align, n), n, slot);
 }
 
 API void *memalign(size_t align, size_t n) { return aligned_impl(&R.memalign, align, n, RA()); }
@@ -1156,10 +1344,12 @@ static void snapshot(unsigned reason)
 	totals t;
 	sum_totals(&t);
 	uint64_t c[3] = {t.allocs - M.base_allocs, t.frees - M.base_frees, t.bytes - M.base_bytes};
-	mrec r = {0, FMT_HR_SNAP, (uint8_t)reason, 0, my_tid(), 0, 0, 0, col_step_index(),
-		  live_seen(), rss_now()};
-	put_rec(&r, 0, c, sizeof c, NULL, 0);
+	mrec r = {0, FMT_HR_SNAP, (uint8_t)reason, 0, my_tid(), 0, 0, 0, live_seen(), rss_now(),
+		  col_step_index()};
+	put_rec(&r, REC_HDR, 0, c, sizeof c, NULL, 0);
 }
+
+static void writer_reset(void);
 
 void col_mem_start(void)
 {
@@ -1190,6 +1380,7 @@ void col_mem_start(void)
 	atomic_store(&M.truncated, 0);
 	atomic_store(&M.untracked, 0);
 	M.next_snap_ns = 0;
+	writer_reset(); /* a new file: stack ids start over */
 	atomic_store_explicit(&M.mode, M.session_mode, memory_order_release);
 	snapshot(FMT_SNAP_TIMER);
 }
@@ -1232,12 +1423,7 @@ void col_mem_atfork_child(void)
 			slot_release(&slots[i]);
 	atomic_store(&M.mode, FMT_MEM_OFF);
 	col_ring_reset(&M.ring);
-	M.nstacks = 0;
-	if (M.stacks)
-		memset(M.stacks, 0, sizeof *M.stacks * M.stacks_cap);
-	M.stack_data.len = 0;
-	M.body.len = 0;
-	M.counters_written = 0;
+	writer_reset();
 	M.statm_fd = -1; /* close-on-exec, and still ours: reopened at start */
 }
 
@@ -1293,6 +1479,17 @@ static uint32_t intern_stack(const uint8_t *key, size_t n, int *is_new)
 	M.stacks[j].off = off;
 	*is_new = 1;
 	return M.nstacks;
+}
+
+/* Forget everything written (a new file: a new session or a fork child). */
+static void writer_reset(void)
+{
+	M.nstacks = 0;
+	if (M.stacks)
+		memset(M.stacks, 0, sizeof *M.stacks * M.stacks_cap);
+	M.stack_data.len = 0;
+	M.body.len = 0;
+	M.counters_written = 0;
 }
 
 static void emit_heap(void (*emit)(unsigned type, cm_buf *raw), void (*before)(void))
@@ -1392,9 +1589,11 @@ void col_mem_drain(void (*emit)(unsigned type, cm_buf *raw), void (*before)(void
 	uint32_t regions[COL_MAX_DEPTH];
 	uint64_t c[3];
 	int any = 0;
+	uint64_t released = head;
 	for (uint32_t len; (len = col_ring_ready(&M.ring, head));) {
 		mrec r;
-		col_ring_get(&M.ring, head, &r, REC_HDR);
+		col_ring_get(&M.ring, head, &r, len < REC_HDR ? REC_FREE : REC_HDR);
+		atomic_fetch_add_explicit(&M.records, 1, memory_order_relaxed);
 		if (r.type == FMT_HR_ALLOC) {
 			if (r.nframes > COL_SAMPLE_MAX_DEPTH)
 				r.nframes = 0;
@@ -1405,7 +1604,9 @@ void col_mem_drain(void (*emit)(unsigned type, cm_buf *raw), void (*before)(void
 		} else if (r.type == FMT_HR_SNAP) {
 			col_ring_get(&M.ring, head + REC_HDR, c, sizeof c);
 		}
-		col_ring_consume(&M.ring, &head, len);
+		col_ring_clear(&M.ring, &head, len);
+		if (head - released >= (64u << 10)) /* room for the producers, now and then */
+			col_ring_release(&M.ring, released = head);
 		encode(&r, frames, regions, c);
 		any = 1;
 		if (M.body.len > (4u << 20)) {
@@ -1413,6 +1614,7 @@ void col_mem_drain(void (*emit)(unsigned type, cm_buf *raw), void (*before)(void
 			any = 0;
 		}
 	}
+	col_ring_release(&M.ring, head);
 	totals t;
 	sum_totals(&t);
 	if (any || !M.counters_written || M.last_records != atomic_load(&M.records) ||

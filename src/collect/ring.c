@@ -40,14 +40,19 @@ void col_ring_get(const col_ring *r, uint64_t pos, void *dst, size_t n)
 	memcpy((uint8_t *)dst + first, r->buf, n - first);
 }
 
-void col_ring_consume(col_ring *r, uint64_t *head, uint32_t len)
+void col_ring_clear(col_ring *r, uint64_t *head, uint32_t len)
 {
 	uint64_t off = *head & (r->size - 1);
 	size_t first = r->size - off < len ? r->size - off : len;
 	memset(r->buf + off, 0, first);
 	memset(r->buf, 0, len - first);
 	*head += len;
-	atomic_store_explicit(&r->head, *head, memory_order_release);
+}
+
+void col_ring_consume(col_ring *r, uint64_t *head, uint32_t len)
+{
+	col_ring_clear(r, head, len);
+	col_ring_release(r, *head);
 }
 
 void col_ring_reset(col_ring *r)

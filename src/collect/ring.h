@@ -14,11 +14,14 @@
 
 #define COL_RING_READY (1u << 31) /* in a record's first word: the record is complete */
 
+/* tail and head in cache lines of their own: producers' CAS on tail and the writer's
+ * stores to head would otherwise take the line from each other on every record. */
 typedef struct col_ring {
 	uint8_t *buf;              /* NULL until col_ring_init */
 	uint64_t size;             /* bytes, a power of two */
-	_Atomic uint64_t tail;     /* reserved up to (producers) */
-	_Atomic uint64_t head;     /* consumed up to (the writer) */
+	_Alignas(64) _Atomic uint64_t tail; /* reserved up to (producers) */
+	_Alignas(64) _Atomic uint64_t head; /* consumed up to (the writer) */
+	char pad[56];
 } col_ring;
 
 /* Map a ring of `size` bytes (a power of two). Returns 0, or -1 when mmap fails. */
@@ -40,6 +43,14 @@ static inline int col_ring_reserve(col_ring *r, uint32_t len, uint64_t *pos)
 
 /* Copy into (out of) the ring at pos, wrapping. The first 4 bytes of a record are its
  * length word: producers fill from pos + 4 and publish last. */
+/* The `len` bytes at pos when they do not wrap (the common case: one memcpy per field, no
+ * call), else NULL. */
+static inline uint8_t *col_ring_span(col_ring *r, uint64_t pos, size_t len)
+{
+	uint64_t off = pos & (r->size - 1);
+	return off + len <= r->size ? r->buf + off : NULL;
+}
+
 void col_ring_put(col_ring *r, uint64_t pos, const void *src, size_t n);
 void col_ring_get(const col_ring *r, uint64_t pos, void *dst, size_t n);
 
@@ -58,6 +69,16 @@ static inline uint32_t col_ring_ready(const col_ring *r, uint64_t head)
 
 /* The writer is done with the record of `len` bytes at *head: clear it, advance. */
 void col_ring_consume(col_ring *r, uint64_t *head, uint32_t len);
+
+/* The same without handing the room back to producers yet: the writer calls
+ * col_ring_release() once per batch (a store to head per record took its cache line from
+ * the producers each time). */
+void col_ring_clear(col_ring *r, uint64_t *head, uint32_t len);
+
+static inline void col_ring_release(col_ring *r, uint64_t head)
+{
+	atomic_store_explicit(&r->head, head, memory_order_release);
+}
 
 /* Bytes reserved and not yet consumed. */
 static inline uint64_t col_ring_used(col_ring *r)
