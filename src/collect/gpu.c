@@ -377,7 +377,12 @@ static void nvml_round(void)
 
 void col_gpu_tick(uint64_t now_ns)
 {
-	if (!G.mode || !N.lib || now_ns < N.next_ns)
+	if (!G.mode)
+		return;
+	/* A step schedule (--step-schedule, --step-fraction) gates CUPTI like the regions:
+	 * activity records only in recorded steps, switched within a writer slice (2 ms). */
+	col_cupti_gate(atomic_load_explicit(&col_gate, memory_order_relaxed));
+	if (!N.lib || now_ns < N.next_ns)
 		return;
 	N.next_ns = now_ns + G.interval_ns;
 	nvml_round();

@@ -62,6 +62,8 @@ void col_gpu_atfork_child(void);
  */
 void col_cupti_flush(int forced);
 void col_cupti_stop(void);
+/* Activity on (1) or off (0): the writer follows the step schedule with it. */
+void col_cupti_gate(int on);
 
 /* GPU timers (gpu_timer.c): the writer resolves the timers whose events completed. */
 void col_gpu_timers_poll(void);

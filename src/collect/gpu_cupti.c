@@ -15,6 +15,7 @@
 
 void col_cupti_flush(int forced) { (void)forced; }
 void col_cupti_stop(void) {}
+void col_cupti_gate(int on) { (void)on; }
 
 #else
 
@@ -46,9 +47,10 @@ static struct {
 	CUptiResult (*GetCallbackName)(CUpti_CallbackDomain, uint32_t, const char **); /* optional */
 	uint32_t version;
 	int64_t offset_ns;      /* added to CUPTI's times (0 with the timestamp callback) */
-	int active;             /* activity kinds enabled */
+	_Atomic int active;     /* kinds enabled; release-stored once the rest is set up */
 	CUpti_ActivityKind enabled[16];
 	int nenabled;
+	int gate;               /* the kinds other than DEVICE are on (step schedule) */
 } C;
 
 /* ---- translation (pure) ---- */
@@ -395,13 +397,25 @@ static void enable(CUpti_ActivityKind k)
 
 void col_cupti_flush(int forced)
 {
-	if (C.active)
+	if (atomic_load_explicit(&C.active, memory_order_acquire))
 		C.FlushAll(forced ? CUPTI_ACTIVITY_FLAG_FLUSH_FORCED : 0);
+}
+
+/* Follow the step schedule: the kinds (all but DEVICE, which costs nothing after start)
+ * are on only in recorded steps. */
+void col_cupti_gate(int on)
+{
+	if (!atomic_load_explicit(&C.active, memory_order_acquire) || on == C.gate)
+		return;
+	C.gate = on;
+	for (int i = 0; i < C.nenabled; i++)
+		if (C.enabled[i] != CUPTI_ACTIVITY_KIND_DEVICE)
+			(on ? C.Enable : C.Disable)(C.enabled[i]);
 }
 
 void col_cupti_stop(void)
 {
-	if (!C.active)
+	if (!atomic_load_explicit(&C.active, memory_order_acquire))
 		return;
 	C.FlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
 	for (int i = 0; i < C.nenabled; i++)
@@ -439,7 +453,8 @@ int col_cupti_start(int mode, char *why, size_t n)
 		enable(CUPTI_ACTIVITY_KIND_MEMORY2);
 		enable(CUPTI_ACTIVITY_KIND_OVERHEAD);
 	}
-	C.active = 1;
+	C.gate = 1; /* the writer's next look (2 ms) applies the step schedule */
+	atomic_store_explicit(&C.active, 1, memory_order_release);
 	atexit(cupti_atexit);
 	return 0;
 }

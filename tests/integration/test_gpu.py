@@ -7,7 +7,7 @@ import os
 
 import fncfile
 from helpers import (BUILD, REPO, Skip, analyze, analyze_raw, assert_clean_error, assert_eq,
-                     assert_true, base_env, collector, libfennec, record, region, run)
+                     assert_true, base_env, collector, libfennec, maybe_region, record, region, run)
 
 CORPUS_GPU = os.path.join(REPO, "tests", "corpus", "valid_gpu_raw.fnc")
 
@@ -132,6 +132,11 @@ def test_gpu_record_injection():
     assert_true(g["prefix"]["clock"] in (0, 1), "CUPTI's clock mapped: %r" % g["prefix"])
     assert_eq(g["prefix"]["flags"], 0, "flags (all activity)")
     assert_eq(region(analyze(path), "work")["count"], 1, "the program's region was recorded")
+    # Inside a step schedule's wait the writer switches CUPTI's kinds off (and would switch
+    # them on for recorded steps): the program runs on as before.
+    r, path = record("gpu_fake", fake_driver(), out="sched.fnc", env=env, expect_rc=3,
+                     opts=["--gpu", "--sample", "off", "--step-schedule", "1,0,1,1"])
+    assert_true(maybe_region(analyze(path), "work") is None, "no region recorded in the wait step")
 
 
 def test_gpu_record_kernels_only():
