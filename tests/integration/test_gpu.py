@@ -77,7 +77,7 @@ def cupti_built():
     """Whether this build's collector has CUPTI support (the Makefile found CUPTI's headers):
     then libfennec exports InitializeInjection, the entry point of CUDA_INJECTION64_PATH."""
     with open(libfennec(), "rb") as f:
-        return b"InitializeInjection" in f.read()
+        return b"InitializeInjection\0" in f.read()  # not InitializeInjectionNvtx2
 
 
 def gpu_lines(stderr):
