@@ -623,7 +623,7 @@ static int close_memory(ana_profile *p, ana_gpu *g, work *w, uint32_t proc, cons
 		return 0;
 	qsort(w->mem, w->nmem, sizeof *w->mem, cmp_memev);
 	const memev *peak = NULL;
-	ana_gpu_device *peak_dev = NULL;
+	uint32_t peak_dev = ANA_NONE; /* an index: device_of may move the array */
 	for (size_t i = 0; i < w->nmem; i++) {
 		const memev *e = &w->mem[i];
 		ana_gpu_device *d = device_of(g, proc, e->device);
@@ -642,7 +642,7 @@ static int close_memory(ana_profile *p, ana_gpu *g, work *w, uint32_t proc, cons
 			if (d->peak_allocated_bytes > g->peak_allocated_bytes) {
 				g->peak_allocated_bytes = d->peak_allocated_bytes;
 				peak = e;
-				peak_dev = d;
+				peak_dev = (uint32_t)(d - g->devices);
 			}
 		}
 		ana_gpu_point pt = {.t_ns = e->t, .v = {d->allocated_end_bytes}};
@@ -651,7 +651,7 @@ static int close_memory(ana_profile *p, ana_gpu *g, work *w, uint32_t proc, cons
 	}
 	if (!peak)
 		return 0;
-	g->peak_device = (uint32_t)(peak_dev - g->devices);
+	g->peak_device = peak_dev;
 	g->peak_t_ns = peak->t;
 	g->peak_node = ANA_NONE;
 	/* The region of the host call that made the peak allocation (by correlation id). */

@@ -497,3 +497,23 @@ def test_nvtx_ranges_are_regions():
         x = region(rep, "step/" + name)
         assert_eq(x["count"], 3, "%s: calls (nested in step)" % name)
         assert_true(x["min_ns"] >= ms * MS, "%s: each at least its %d ms: %r" % (name, ms, x["min_ns"]))
+
+
+def test_gpu_two_devices():
+    """Each device on its own: busy time, peaks; the largest peak names its device even when
+    the other device is first seen after it."""
+    t = t0() + MS
+    mem = {"type": "memory", "operation": 1, "memory_kind": 3, "address": 0x1000}
+    recs = [dict(mem, device=0, start_ns=t, bytes=1 << 30),
+            dict(kernel(7, t, t + 2 * MS), device=0),
+            dict(mem, device=1, start_ns=t + MS, bytes=512 << 20),
+            dict(kernel(9, t + MS, t + 4 * MS), device=1)]
+    dev1 = dict(A100, id=1, name="Second GPU")
+    payload = fncfile.gpu_payload({"cupti_version": 130001}, [A100, dev1], [(1, "k")], recs)
+    g = analyze(with_gpu(payload))["gpu"]
+    d = {x["id"]: x for x in g["devices"]}
+    assert_eq((d[0]["busy_ns"], d[1]["busy_ns"]), (2 * MS, 3 * MS), "busy per device")
+    assert_eq((d[0]["peak_allocated_bytes"], d[1]["peak_allocated_bytes"]), (1 << 30, 512 << 20),
+              "peak per device")
+    assert_eq((g["peak_allocated_bytes"], g["peak_allocated_device"]), (1 << 30, 0), "the largest peak")
+    assert_eq(g["busy_ns"], 5 * MS, "busy summed over devices")
