@@ -1291,6 +1291,7 @@ const char *ana_module_status_name(int status) { return sym_status_name(status);
 
 const char *ana_sample_source_name(uint64_t source)
 {
-	return source == FMT_SRC_PERF ? "perf_event task-clock" : source == FMT_SRC_TIMER ? "POSIX CPU timer"
+	return source == FMT_SRC_RING ? "perf_event task-clock ring" : source == FMT_SRC_PERF ? "perf_event task-clock"
+	       : source == FMT_SRC_TIMER ? "POSIX CPU timer"
 			       : source == FMT_SRC_WALL ? "wall-clock thread" : "unknown";
 }

@@ -93,6 +93,7 @@ void col_sample_poll(void);
 void col_sample_stop(void);
 void col_sample_atfork_child(void);
 void col_sample_drain(void (*emit)(unsigned type, cm_buf *raw), void (*before)(void));
+void col_sample_tick(void); /* writer, between flushes: unwinds the fuller rings (ring source) */
 void col_modules_drain(void (*emit)(unsigned type, cm_buf *raw), uint64_t now_ticks);
 void col_sample_thread_begin(void);
 void col_sample_thread_end(void);

@@ -4,6 +4,10 @@
  * (modules, thread names, SAMPLES chunks). Design: docs/internals/sampling.md.
  *
  * Sources, best first:
+ *   ring     a perf_event task-clock counter per thread whose samples (registers and a
+ *            copy of the top of the stack) the kernel writes into a ring: no signal; the
+ *            writer unwinds them (perfring.c), and the analysis takes their regions and
+ *            step from the thread's events by time;
  *   perf     a perf_event task-clock counter per thread (hrtimer-based, any rate), whose
  *            overflow raises our signal on that thread (F_SETSIG + F_SETOWN_EX);
  *   timer    a POSIX timer on the thread's CPU-time clock (limited to the kernel tick);
@@ -14,6 +18,7 @@
  * sample into one shared lock-free ring that the writer drains.
  */
 #include "collect/collect.h"
+#include "collect/perfring.h"
 #include "collect/ring.h"
 
 #define UNW_LOCAL_ONLY
@@ -89,7 +94,8 @@ typedef struct blk {
 typedef struct tid_ent {
 	pid_t tid;
 	blk *blk;          /* wall mode, once the thread made a sleeping call */
-	int fd;            /* perf event, -1 if none */
+	col_pr *pr;        /* ring source */
+	int fd;            /* perf event raising the signal, -1 if none */
 	timer_t timer;
 	int has_timer;
 	int stat_fd, sys_fd; /* wall mode: /proc/self/task/<tid>/{stat,syscall} */
@@ -106,9 +112,18 @@ static struct {
 	int exclude_kernel;
 	_Atomic int active;      /* the handler records while set */
 	int handler_installed;
+	_Atomic int signalling;  /* some thread has a signal source: sleeping calls block it */
+	col_pr_cfg prc;          /* ring source: the counters' settings */
+	col_pr **retired;        /* rings of released threads, for the next drain to empty and free */
+	size_t nretired, retired_cap;
+	col_pr **snap;           /* the rings of one drain (under unwind_lock) */
+	size_t snap_cap;
+	uint64_t cal_mono, cal_ticks; /* a clock point at start, for ring samples' times */
 	col_ring ring;           /* samples, drained by the writer */
 	_Atomic uint64_t taken, dropped, truncated;
 	pthread_mutex_t lock;    /* the tid table; never taken in the handler */
+	pthread_mutex_t unwind_lock; /* rings' reading and freeing, the unwinder (after lock in
+				      * order: flush lock, unwind_lock, lock) */
 	tid_ent *tids;
 	uint32_t ntids;
 	int fd_budget;           /* perf fds we may still open */
@@ -128,7 +143,7 @@ static struct {
 	uint64_t last_taken, last_dropped, last_truncated; /* counters in the last SAMPLES chunk */
 	int counters_written;
 	cm_buf recs, modules, tasks;
-} P = {.lock = PTHREAD_MUTEX_INITIALIZER, .sig = 0};
+} P = {.lock = PTHREAD_MUTEX_INITIALIZER, .unwind_lock = PTHREAD_MUTEX_INITIALIZER, .sig = 0};
 
 /* ---- configuration ---- */
 
@@ -184,6 +199,81 @@ static int perf_open(pid_t tid, int exclude_kernel)
 }
 
 /*
+ * The ring source's counter settings. The kernel copies FENNEC_STACK_COPY bytes of stack
+ * per sample, by default 96 per frame of the depth limit (12 KiB for 128 frames; perf
+ * copies 8 KiB): frames of compiled code take 16 to 100 bytes, so the copy rarely ends
+ * before the depth limit does. The ring holds 64 samples (the writer unwinds it when a
+ * quarter full, col_sample_tick), at least 8 when locked memory runs short (perfring.c).
+ */
+static void ring_config(void)
+{
+	const char *e = getenv("FENNEC_STACK_COPY");
+	long bytes = e && *e ? strtol(e, NULL, 0) : 96L * P.depth;
+	if (bytes < 4096)
+		bytes = 4096;
+	if (bytes > 60 * 1024)
+		bytes = 60 * 1024; /* a sample is at most 64 KiB */
+	P.prc.period_ns = P.period_ns;
+	P.prc.stack_bytes = ((uint32_t)bytes + 511) & ~511u;
+	uint64_t rec_bytes = P.prc.stack_bytes + 256; /* header, registers, sizes */
+	uint32_t pages = 1;
+	while ((uint64_t)pages * 4096 < 64 * rec_bytes)
+		pages *= 2;
+	P.prc.pages = pages;
+	P.prc.min_pages = 1;
+	while ((uint64_t)P.prc.min_pages * 4096 < 8 * rec_bytes)
+		P.prc.min_pages *= 2;
+}
+
+/* Kernel time too where allowed (root, or perf_event_paranoid < 2): a thread in a system
+ * call is then sampled, at its user-space stack. Sets P.exclude_kernel. */
+static int probe_ring(void)
+{
+	ring_config();
+	for (int ek = 0; ek < 2; ek++) {
+		P.prc.exclude_kernel = ek;
+		col_pr *r = col_pr_open(0, &P.prc, fd_high); /* fd_high: see probe_signal */
+		if (r) {
+			col_pr_free(r);
+			P.exclude_kernel = ek;
+			return 0;
+		}
+	}
+	return -1;
+}
+
+static int probe_signal(void)
+{
+	P.exclude_kernel = 0;
+	int fd = perf_open(0, 0);
+	if (fd < 0) {
+		P.exclude_kernel = 1;
+		fd = perf_open(0, 1);
+	}
+	if (fd < 0)
+		return -1;
+	/* Grow the fd table to where fd_high puts the per-thread fds now, while the process
+	 * is most likely single-threaded: growing a table that threads share waits for an
+	 * RCU grace period (10-20 ms here), which would otherwise delay the first thread
+	 * sampled. */
+	close(fd_high(fd));
+	return 0;
+}
+
+/* FENNEC_SAMPLE_SOURCE: ring (the default), signal (or perf: the counter's signal), timer.
+ * Each falls back to the next when the kernel refuses it. */
+static int pick_source(const char *want)
+{
+	int timer = want && !strcmp(want, "timer");
+	int signal = want && (!strcmp(want, "signal") || !strcmp(want, "perf"));
+	if (!timer && !signal && probe_ring() == 0)
+		return FMT_SRC_RING;
+	if (!timer && P.sig && probe_signal() == 0)
+		return FMT_SRC_PERF;
+	return FMT_SRC_TIMER;
+}
+
+/*
  * Decide mode, rate and source before the header is written. Returns the mode in force
  * (off when sampling is impossible: no free signal, or no source).
  */
@@ -206,34 +296,10 @@ void col_sample_prepare(int mode, uint32_t hz, uint32_t depth, col_sample_info *
 	P.period_ns = 1000000000ull / hz;
 	if (!P.handler_installed)
 		P.sig = pick_signal();
-	if (!P.sig)
+	P.source = mode == FMT_SAMPLE_WALL ? FMT_SRC_WALL : pick_source(getenv("FENNEC_SAMPLE_SOURCE"));
+	/* The ring source needs the signal only for threads whose ring the kernel refuses. */
+	if (!P.sig && P.source != FMT_SRC_RING)
 		return;
-	if (mode == FMT_SAMPLE_WALL) {
-		P.source = FMT_SRC_WALL;
-	} else {
-		const char *want = getenv("FENNEC_SAMPLE_SOURCE");
-		int fd = -1;
-		if (!want || strcmp(want, "timer") != 0) {
-			/* Kernel time too where allowed (root, or perf_event_paranoid < 2): a
-			 * thread in a system call is then sampled, at its user-space stack. */
-			P.exclude_kernel = 0;
-			fd = perf_open(0, 0);
-			if (fd < 0) {
-				P.exclude_kernel = 1;
-				fd = perf_open(0, 1);
-			}
-		}
-		if (fd >= 0) {
-			/* Grow the fd table to where fd_high puts the per-thread fds now, while
-			 * the process is most likely single-threaded: growing a table that
-			 * threads share waits for an RCU grace period (10-20 ms here), which
-			 * would otherwise delay the first thread sampled. */
-			close(fd_high(fd));
-			P.source = FMT_SRC_PERF;
-		} else {
-			P.source = FMT_SRC_TIMER;
-		}
-	}
 	P.mode = mode;
 	info->mode = (unsigned)mode;
 	info->source = (unsigned)P.source;
@@ -244,9 +310,10 @@ void col_sample_prepare(int mode, uint32_t hz, uint32_t depth, col_sample_info *
 
 /* ---- the ring ---- */
 
-/* Reserve, fill and publish one record. Async-signal-safe (atomics and memcpy only). */
-static void ring_write(pid_t tid, unsigned flags, uint32_t weight, const uint64_t *frames, uint32_t nf,
-		       const uint32_t *regions, uint32_t nr)
+/* Reserve, fill and publish one record. Async-signal-safe (atomics and memcpy only).
+ * `ticks` 0: now. */
+static void ring_write_at(pid_t tid, unsigned flags, uint32_t weight, uint64_t ticks, uint64_t step,
+			  const uint64_t *frames, uint32_t nf, const uint32_t *regions, uint32_t nr)
 {
 	uint32_t len = (uint32_t)((REC_HDR + 8 * nf + 4 * nr + 7) & ~7u);
 	uint64_t pos;
@@ -254,7 +321,7 @@ static void ring_write(pid_t tid, unsigned flags, uint32_t weight, const uint64_
 		atomic_fetch_add_explicit(&P.dropped, 1, memory_order_relaxed);
 		return;
 	}
-	rec r = {0, (uint32_t)tid, col_ticks(), col_step_index(), (uint16_t)(weight < 65535 ? weight : 65535),
+	rec r = {0, (uint32_t)tid, ticks ? ticks : col_ticks(), step, (uint16_t)(weight < 65535 ? weight : 65535),
 		 (uint16_t)flags, (uint16_t)nf, (uint16_t)nr};
 	col_ring_put(&P.ring, pos + 4, (const uint8_t *)&r + 4, REC_HDR - 4);
 	col_ring_put(&P.ring, pos + REC_HDR, frames, 8 * (size_t)nf);
@@ -263,6 +330,12 @@ static void ring_write(pid_t tid, unsigned flags, uint32_t weight, const uint64_
 	atomic_fetch_add_explicit(&P.taken, 1, memory_order_relaxed);
 	if (flags & FMT_S_TRUNCATED)
 		atomic_fetch_add_explicit(&P.truncated, 1, memory_order_relaxed);
+}
+
+static void ring_write(pid_t tid, unsigned flags, uint32_t weight, const uint64_t *frames, uint32_t nf,
+		       const uint32_t *regions, uint32_t nr)
+{
+	ring_write_at(tid, flags, weight, 0, col_step_index(), frames, nf, regions, nr);
 }
 
 /* ---- the handler ---- */
@@ -347,8 +420,31 @@ static tid_ent *tid_find(pid_t tid)
 	return NULL;
 }
 
+/* A released thread's ring still holds its last samples: the next drain (rings_drain)
+ * unwinds them, then frees it. Called with P.lock held. */
+static void ring_retire(col_pr *r)
+{
+	int was = col_mem_internal(1);
+	if (P.nretired == P.retired_cap) {
+		size_t cap = P.retired_cap ? P.retired_cap * 2 : 16;
+		col_pr **a = realloc(P.retired, cap * sizeof *a);
+		if (!a) {
+			col_mem_internal(was);
+			col_pr_free(r); /* its last samples are lost, not its descriptor */
+			P.fd_budget++;
+			return;
+		}
+		P.retired = a;
+		P.retired_cap = cap;
+	}
+	col_mem_internal(was);
+	P.retired[P.nretired++] = r;
+}
+
 static void tid_release(tid_ent *e)
 {
+	if (e->pr)
+		ring_retire(e->pr);
 	if (e->fd >= 0) {
 		ioctl(e->fd, PERF_EVENT_IOC_DISABLE, 0);
 		close(e->fd);
@@ -415,7 +511,19 @@ static void tid_add(pid_t tid)
 	if (tid_find(tid) || P.ntids >= MAX_TIDS || blocks_signal(tid))
 		return;
 	tid_ent e = {.tid = tid, .fd = -1, .stat_fd = -1, .sys_fd = -1, .seen = 1};
-	if (P.source == FMT_SRC_PERF && P.fd_budget > 0) {
+	if (P.source == FMT_SRC_RING && P.fd_budget > 0) {
+		e.pr = col_pr_open(tid, &P.prc, fd_high);
+		if (e.pr) {
+			P.fd_budget--;
+			P.tids[P.ntids++] = e;
+			return;
+		}
+	}
+	if (!P.sig && P.source != FMT_SRC_WALL)
+		return; /* the ring was refused and no signal is free for a fallback */
+	/* Before the first signal source starts: sleeping calls block the signal from now. */
+	atomic_store(&P.signalling, 1);
+	if ((P.source == FMT_SRC_PERF || P.source == FMT_SRC_RING) && P.fd_budget > 0) {
 		int fd = fd_high(perf_open(tid, P.exclude_kernel));
 		if (fd >= 0) {
 			struct f_owner_ex o = {F_OWNER_TID, tid};
@@ -663,10 +771,23 @@ static void *wall_main(void *arg)
 
 /* ---- start and stop ---- */
 
+static void release_blocking(void);
+
+/* A fork waits for a drain in progress (a dlclose's, say): the drain holds the loader's
+ * lock, which the child would inherit taken. Registered before the session's handlers, so
+ * this prepare runs after the session's (flush lock first, as the writer takes them). */
+static void unwind_lock_take(void) { pthread_mutex_lock(&P.unwind_lock); }
+static void unwind_lock_drop(void) { pthread_mutex_unlock(&P.unwind_lock); }
+
 void col_sample_start(void)
 {
+	static int atfork_done;
 	if (P.mode == FMT_SAMPLE_OFF)
 		return;
+	if (!atfork_done) {
+		pthread_atfork(unwind_lock_take, unwind_lock_drop, unwind_lock_drop);
+		atfork_done = 1;
+	}
 	if (col_ring_init(&P.ring, RING_SIZE) < 0) {
 		P.mode = FMT_SAMPLE_OFF;
 		return;
@@ -676,18 +797,27 @@ void col_sample_start(void)
 	void *warm[8];
 	unw_backtrace(warm, 8);
 #endif
-	if (!P.handler_installed) {
+	if (!P.handler_installed && P.sig) {
 		struct sigaction sa;
 		memset(&sa, 0, sizeof sa);
 		sa.sa_sigaction = on_signal;
 		sa.sa_flags = SA_SIGINFO | SA_RESTART;
 		sigfillset(&sa.sa_mask);
-		if (sigaction(P.sig, &sa, NULL) != 0) {
+		if (sigaction(P.sig, &sa, NULL) == 0)
+			P.handler_installed = 1;
+		else if (P.source == FMT_SRC_RING)
+			P.sig = 0; /* rings only, no fallback */
+		else {
 			P.mode = FMT_SAMPLE_OFF;
 			return;
 		}
-		P.handler_installed = 1;
 	}
+	if (P.source != FMT_SRC_RING)
+		atomic_store(&P.signalling, 1);
+	/* Ring samples carry CLOCK_MONOTONIC times: a clock point to convert them to ticks
+	 * (with the TSC) over a baseline that grows with the run. */
+	P.cal_ticks = col_ticks();
+	P.cal_mono = cm_mono_ns();
 	struct rlimit rl;
 	P.fd_budget = getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY ? (int)(rl.rlim_cur / 4) : 1024;
 	if (P.fd_budget > MAX_TIDS)
@@ -720,8 +850,15 @@ void col_sample_poll(void)
 	pthread_mutex_lock(&P.lock);
 	if (P.mode != FMT_SAMPLE_WALL)
 		scan_tasks();
-	/* A thread that blocked our signal after it was added lets samples queue up:
-	 * when the queue grows, stop sampling such threads. */
+	if (atomic_load(&P.signalling))
+		release_blocking();
+	pthread_mutex_unlock(&P.lock);
+}
+
+/* A thread that blocked our signal after it was added lets samples queue up: when the
+ * queue grows, stop sampling such threads (rings raise no signal). Caller holds P.lock. */
+static void release_blocking(void)
+{
 	char buf[4096];
 	int fd = open("/proc/self/status", O_RDONLY | O_CLOEXEC);
 	ssize_t n = fd >= 0 ? read(fd, buf, sizeof buf - 1) : -1;
@@ -730,13 +867,12 @@ void col_sample_poll(void)
 	char *q = n > 0 ? (buf[n] = 0, strstr(buf, "SigQ:")) : NULL;
 	if (q && strtoull(q + 5, NULL, 10) > 256) {
 		for (uint32_t i = 0; i < P.ntids;) {
-			if (blocks_signal(P.tids[i].tid))
+			if (!P.tids[i].pr && blocks_signal(P.tids[i].tid))
 				tid_release(&P.tids[i]);
 			else
 				i++;
 		}
 	}
-	pthread_mutex_unlock(&P.lock);
 }
 
 void col_sample_stop(void)
@@ -764,6 +900,7 @@ void col_sample_atfork_child(void)
 	atomic_store(&P.active, 0);
 	pthread_mutex_init(&P.lock, NULL);
 	for (uint32_t i = 0; i < P.ntids; i++) {
+		col_pr_forget(P.tids[i].pr);
 		if (P.tids[i].fd >= 0)
 			close(P.tids[i].fd);
 		if (P.tids[i].stat_fd >= 0)
@@ -772,6 +909,9 @@ void col_sample_atfork_child(void)
 			close(P.tids[i].sys_fd);
 	}
 	P.ntids = 0;
+	for (size_t i = 0; i < P.nretired; i++)
+		col_pr_forget(P.retired[i]);
+	P.nretired = 0;
 	P.wall_running = 0;
 	P.wall_tid = 0;
 	col_ring_reset(&P.ring);
@@ -981,14 +1121,127 @@ void col_modules_drain(void (*emit)(unsigned type, cm_buf *raw), uint64_t now_ti
 	}
 }
 
+/* ---- the ring source, writer side ---- */
+
+/* A clock point for converting ring samples' CLOCK_MONOTONIC times to ticks: with the
+ * TSC, along the line through the point taken at start and this one (the TSC's rate is
+ * constant; over a baseline of milliseconds or more, a sample 100 ms old is placed within
+ * a few microseconds, and a long run makes it better). */
+typedef struct ring_clock {
+	uint64_t mono, ticks;
+	double rate; /* ticks per ns */
+} ring_clock;
+
+static void ring_clock_now(ring_clock *c)
+{
+	uint64_t t0 = col_ticks();
+	c->mono = cm_mono_ns();
+	uint64_t t1 = col_ticks();
+	c->ticks = t0 + (t1 - t0) / 2;
+	c->rate = c->mono > P.cal_mono && c->ticks > P.cal_ticks
+			  ? (double)(c->ticks - P.cal_ticks) / (double)(c->mono - P.cal_mono)
+			  : 1.0;
+}
+
+static void ring_emit(void *ctx, pid_t tid, uint64_t mono, unsigned flags, const uint64_t *frames, uint32_t nf)
+{
+	const ring_clock *c = ctx;
+	uint64_t ticks = mono;
+	if (col_use_tsc)
+		ticks = c->ticks - (uint64_t)(int64_t)((double)(int64_t)(c->mono - mono) * c->rate);
+	/* No regions, step 0: the analysis takes them from the thread's events by time. */
+	ring_write_at(tid, flags | FMT_S_BY_TIME, 1, ticks ? ticks : 1, 0, frames, nf, NULL, 0);
+}
+
+/*
+ * Unwind the samples of the rings at least `min_pct` full (0: all) and of the released
+ * threads' rings, up to now, into the sample ring; then free the released ones. Rings are
+ * read and freed only here, under P.unwind_lock (the unwinder's state is not shared), so
+ * the snapshot is read without P.lock. Returns the time it took samples up to, in ticks.
+ */
+static uint64_t rings_drain(unsigned min_pct)
+{
+	pthread_mutex_lock(&P.unwind_lock);
+	pthread_mutex_lock(&P.lock);
+	size_t n = 0, nret = P.nretired, want = P.ntids + nret;
+	if (want > P.snap_cap) {
+		col_pr **a = realloc(P.snap, want * sizeof *a);
+		if (!a) {
+			pthread_mutex_unlock(&P.lock);
+			pthread_mutex_unlock(&P.unwind_lock);
+			return col_ticks();
+		}
+		P.snap = a;
+		P.snap_cap = want;
+	}
+	for (uint32_t i = 0; i < P.ntids; i++)
+		if (P.tids[i].pr && (!min_pct || col_pr_fill_pct(P.tids[i].pr) >= min_pct))
+			P.snap[n++] = P.tids[i].pr;
+	for (size_t i = 0; i < nret; i++)
+		P.snap[n++] = P.retired[i];
+	pthread_mutex_unlock(&P.lock);
+	/* The clock point after the snapshot: every released thread ended before it. */
+	ring_clock c;
+	ring_clock_now(&c);
+	if (n) {
+		uint64_t lost = col_pr_drain(P.snap, n, c.mono, P.depth, ring_emit, &c);
+		atomic_fetch_add_explicit(&P.dropped, lost, memory_order_relaxed);
+	}
+	if (nret) {
+		pthread_mutex_lock(&P.lock);
+		for (size_t i = 0; i < nret; i++)
+			col_pr_free(P.retired[i]);
+		P.fd_budget += (int)nret;
+		memmove(P.retired, P.retired + nret, (P.nretired - nret) * sizeof *P.retired);
+		P.nretired -= nret;
+		pthread_mutex_unlock(&P.lock);
+	}
+	pthread_mutex_unlock(&P.unwind_lock);
+	return c.ticks;
+}
+
+/* The writer, every few milliseconds between flushes: unwind the rings a quarter full,
+ * so that rings of a few dozen samples last from one flush to the next. */
+void col_sample_tick(void)
+{
+	if (P.mode != FMT_SAMPLE_OFF && P.source == FMT_SRC_RING)
+		rings_drain(25);
+}
+
+/*
+ * A library about to be unloaded takes its code and unwind tables with it: ring samples
+ * taken in it and not unwound yet would keep their first frame only. They are unwound
+ * now, by the unloading thread (samples taken between this and the unmapping still are
+ * not: microseconds).
+ */
+FENNEC_API int dlclose(void *handle)
+{
+	static int (*real)(void *);
+	if (!real)
+		real = (int (*)(void *))dlsym(RTLD_NEXT, "dlclose");
+	if (P.mode != FMT_SAMPLE_OFF && P.source == FMT_SRC_RING && atomic_load(&P.active)) {
+		int was = col_mem_internal(1);
+		rings_drain(0);
+		col_mem_internal(was);
+	}
+	return real ? real(handle) : -1;
+}
+
 /*
  * Drain the sample ring into chunk payloads: TASKS and SAMPLES, handed to `emit` in that
- * order (after col_modules_drain has written the MODULES they need).
+ * order (after col_modules_drain has written the MODULES they need). The rings of the
+ * ring source are unwound first, up to now: the flush drained the threads' events just
+ * before, so every event earlier than these samples precedes the next SAMPLES chunk, and
+ * every event written before this one is older than them (docs/format.md, "Regions and
+ * step by time").
  */
 void col_sample_drain(void (*emit)(unsigned type, cm_buf *raw), void (*before)(void))
 {
 	if (P.mode == FMT_SAMPLE_OFF || !P.ring.buf)
 		return;
+	/* A dlclose may unwind ring samples newer than this cut while the loop below runs:
+	 * they, and what follows them in the ring, wait for the next flush. */
+	uint64_t cut = P.source == FMT_SRC_RING ? rings_drain(0) : UINT64_MAX;
 	P.flushes++;
 	uint64_t head = atomic_load_explicit(&P.ring.head, memory_order_relaxed);
 	uint64_t prev = 0;
@@ -1002,6 +1255,8 @@ void col_sample_drain(void (*emit)(unsigned type, cm_buf *raw), void (*before)(v
 			break;
 		rec r;
 		col_ring_get(&P.ring, head, &r, REC_HDR);
+		if ((r.flags & FMT_S_BY_TIME) && r.ticks > cut)
+			break;
 		uint64_t step = r.step;
 		uint32_t nf = r.nframes <= COL_SAMPLE_MAX_DEPTH ? r.nframes : 0;
 		uint32_t nr = r.nregions <= COL_MAX_DEPTH ? r.nregions : 0;
@@ -1112,7 +1367,7 @@ static inline void blk_leave(blk *b)
  */
 static int sig_block(sigset_t *old)
 {
-	if (P.mode == FMT_SAMPLE_OFF || !P.handler_installed)
+	if (P.mode == FMT_SAMPLE_OFF || !P.handler_installed || !atomic_load_explicit(&P.signalling, memory_order_relaxed))
 		return 0;
 	sigset_t s;
 	sigemptyset(&s);
@@ -1123,7 +1378,8 @@ static int sig_block(sigset_t *old)
 /* For calls that install a signal mask themselves: that mask, plus the sampling signal. */
 static const sigset_t *with_sig(const sigset_t *mask, sigset_t *copy)
 {
-	if (!mask || P.mode == FMT_SAMPLE_OFF || !P.handler_installed)
+	if (!mask || P.mode == FMT_SAMPLE_OFF || !P.handler_installed ||
+	    !atomic_load_explicit(&P.signalling, memory_order_relaxed))
 		return mask;
 	*copy = *mask;
 	sigaddset(copy, P.sig);

@@ -618,6 +618,16 @@ static void stats_payload(cm_buf *b, cm_buf *drops, uint32_t ndrops, uint32_t th
 	cm_buf_varint(b, S.lost_bytes);
 }
 
+/* A flush's samples go before its events: ring samples take their regions from the
+ * events by time, and the reader needs every event before a SAMPLES chunk to be older
+ * than its samples (docs/format.md, "Regions and step by time"). */
+static void emit_samples(void)
+{
+	if (S.sample.mode || S.mem.mode)
+		col_modules_drain(emit_chunk, col_ticks());
+	col_sample_drain(emit_chunk, emit_sites); /* SITES first: samples name regions */
+}
+
 /* Drain every ring into chunks and append them to the file. Caller holds flush_lock.
  * Returns through S.out; `final` adds the END chunk. */
 static void flush_locked(int final, unsigned exit_reason)
@@ -640,8 +650,10 @@ static void flush_locked(int final, unsigned exit_reason)
 		if (c > h) {
 			copy_segment(t, h, c);
 			atomic_store_explicit(&t->head, c, memory_order_release);
-			if (S.raw.len > (8u << 20))
+			if (S.raw.len > (8u << 20)) {
+				emit_samples();
 				emit_events();
+			}
 		}
 		uint64_t d = atomic_load_explicit(&t->dropped, memory_order_relaxed);
 		if (d != t->dropped_written) {
@@ -656,12 +668,10 @@ static void flush_locked(int final, unsigned exit_reason)
 			atomic_store_explicit(&t->state, COL_T_FREE, memory_order_release);
 		}
 	}
-	emit_events();
 	if (!final)
 		col_sample_poll();
-	if (S.sample.mode || S.mem.mode)
-		col_modules_drain(emit_chunk, col_ticks());
-	col_sample_drain(emit_chunk, emit_sites); /* SITES first: samples name regions */
+	emit_samples();
+	emit_events();
 	col_mem_drain(emit_chunk, emit_sites);
 	col_gpu_drain(emit_chunk, final);
 	if (S.ends.len)
@@ -716,6 +726,7 @@ static void *writer_main(void *arg)
 		uint64_t now = cm_mono_ns();
 		col_mem_tick(now);
 		col_gpu_tick(now);
+		col_sample_tick();
 		if (now < next && max_fill_pct() < 25 && col_mem_fill_pct() < 25) {
 			uint64_t wait = next - now < WRITER_SLICE_NS ? next - now : WRITER_SLICE_NS;
 			struct timespec ts;

@@ -54,10 +54,11 @@ enum fmt_sample_flag {
 	FMT_S_OFFCPU = 1,
 	FMT_S_TRUNCATED = 4,
 	FMT_S_EXACT_PC = 8,
+	FMT_S_BY_TIME = 16, /* regions and step from the thread's events by time (1.3) */
 };
 
 enum fmt_sample_mode { FMT_SAMPLE_OFF = 0, FMT_SAMPLE_CPU = 1, FMT_SAMPLE_WALL = 2 };
-enum fmt_sample_source { FMT_SRC_PERF = 0, FMT_SRC_TIMER = 1, FMT_SRC_WALL = 2 };
+enum fmt_sample_source { FMT_SRC_PERF = 0, FMT_SRC_TIMER = 1, FMT_SRC_WALL = 2, FMT_SRC_RING = 3 };
 #define FMT_MAX_FRAMES 1024  /* readers reject deeper stacks */
 #define FMT_MAX_REGIONS 4096
 

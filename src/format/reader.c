@@ -33,9 +33,12 @@ typedef struct rd {
 	int seen_header;
 	int header_only; /* stop after the HEADER chunk */
 	int calib_pass;  /* first pass: only clock points from HEADER, STATS and END */
+	struct bytime *bt; /* samples waiting for their regions and step (bytime_*) */
 } rd;
 
 static void fmt_file_free_records(fmt_file *f);
+static void bt_thread(rd *r, uint32_t idx, uint64_t tid);
+static int bt_flush(rd *r);
 
 static int fail(rd *r, int code, uint64_t off, const char *fmt, ...)
 {
@@ -265,6 +268,8 @@ static int decode_threads(rd *r, cur *c)
 		t->start_ticks = start;
 		t->last_ticks = start;
 		t->known = 1;
+		if (r->fn)
+			bt_thread(r, (uint32_t)idx, tid);
 	}
 	return c->bad ? fail(r, FENNEC_ECORRUPT, r->chunk_off, "THREAD: record runs past the end of the chunk") : 0;
 }
@@ -312,7 +317,315 @@ static int decode_stats(rd *r, cur *c, int is_end)
 		f->has_end = 1;
 		f->exit_reason = reason;
 	}
+	return r->fn ? bt_flush(r) : 0; /* the end of a flush */
+}
+
+/* ---- samples whose regions and step come from the events, by time ----
+ *
+ * docs/format.md, "Regions and step by time". Such a sample waits in `pend` until its
+ * thread's next region event later than it (it then takes the thread's open regions, as
+ * they are before that event) or the end of its flush (the next STATS or END chunk, or the
+ * end of the file: it then takes them as they are). The samples of a flush are delivered
+ * together at its end, when every step earlier than them has been read, in file order.
+ * Regions are tracked per thread index; samples name a tid, whose latest thread index
+ * holds them.
+ */
+
+#define BT_NONE UINT32_MAX
+
+typedef struct bt_pend {
+	uint64_t ticks, tid;
+	int64_t weight;
+	uint32_t flags;
+	uint32_t frames, nframes;   /* into frames[] */
+	uint32_t regions, nregions; /* into regions[], once resolved */
+	uint32_t next;              /* next unresolved sample of the same tid */
+	int resolved;
+} bt_pend;
+
+typedef struct bt_tid {
+	uint64_t tid;
+	uint32_t thread;            /* latest thread index with this tid, BT_NONE if none */
+	uint32_t first, last;       /* its unresolved samples, oldest first */
+} bt_tid;
+
+typedef struct bt_stack {
+	uint32_t *ids;              /* open region site ids, outermost first */
+	uint32_t n, cap;
+} bt_stack;
+
+typedef struct bytime {
+	bt_pend *pend;
+	uint32_t npend, pend_cap;
+	uint64_t *frames;
+	uint32_t nframes, frames_cap;
+	uint32_t *regions;
+	uint32_t nregions, regions_cap;
+	uint32_t unresolved;
+	bt_tid *tids;               /* dense; tid_slot maps tid -> index + 1 */
+	uint32_t ntids, tids_cap;
+	uint32_t *tid_slot;
+	uint32_t slot_cap;          /* a power of two, at least twice ntids */
+	uint32_t *tid_of_thread;    /* thread index -> tids index + 1 (0: none yet) */
+	bt_stack *stacks;           /* by thread index */
+	uint32_t nthreads;          /* size of tid_of_thread and stacks */
+	uint64_t *steps;            /* STEP times of the file, sorted */
+	uint32_t nsteps, steps_cap;
+	int oom;
+} bytime;
+
+static int bt_grow(void **a, uint32_t *cap, uint32_t want, size_t elem)
+{
+	if (want <= *cap)
+		return 0;
+	uint32_t c = *cap ? *cap : 16;
+	while (c < want) {
+		if (c > UINT32_MAX / 2)
+			return -1;
+		c *= 2;
+	}
+	void *n = realloc(*a, (size_t)c * elem);
+	if (!n)
+		return -1;
+	memset((char *)n + (size_t)*cap * elem, 0, (size_t)(c - *cap) * elem);
+	*a = n;
+	*cap = c;
 	return 0;
+}
+
+static bytime *bt_get(rd *r)
+{
+	if (!r->bt && !(r->bt = calloc(1, sizeof *r->bt)))
+		return NULL;
+	return r->bt->oom ? NULL : r->bt;
+}
+
+static void bt_free(bytime *b)
+{
+	if (!b)
+		return;
+	for (uint32_t i = 0; i < b->nthreads; i++)
+		free(b->stacks[i].ids);
+	free(b->pend);
+	free(b->frames);
+	free(b->regions);
+	free(b->tids);
+	free(b->tid_slot);
+	free(b->tid_of_thread);
+	free(b->stacks);
+	free(b->steps);
+	free(b);
+}
+
+static uint32_t bt_hash(uint64_t tid, uint32_t cap)
+{
+	return (uint32_t)((tid * 0x9E3779B97F4A7C15ull) >> 32) & (cap - 1);
+}
+
+/* The entry of `tid`, made if new; BT_NONE when out of memory. */
+static uint32_t bt_tid_of(bytime *b, uint64_t tid)
+{
+	if (b->slot_cap) {
+		for (uint32_t h = bt_hash(tid, b->slot_cap); b->tid_slot[h]; h = (h + 1) & (b->slot_cap - 1))
+			if (b->tids[b->tid_slot[h] - 1].tid == tid)
+				return b->tid_slot[h] - 1;
+	}
+	if (bt_grow((void **)&b->tids, &b->tids_cap, b->ntids + 1, sizeof *b->tids) < 0)
+		return BT_NONE;
+	if (2 * (b->ntids + 1) > b->slot_cap) {
+		uint32_t cap = b->slot_cap ? b->slot_cap * 2 : 64;
+		uint32_t *slot = calloc(cap, sizeof *slot);
+		if (!slot)
+			return BT_NONE;
+		for (uint32_t i = 0; i < b->ntids; i++) {
+			uint32_t h = bt_hash(b->tids[i].tid, cap);
+			while (slot[h])
+				h = (h + 1) & (cap - 1);
+			slot[h] = i + 1;
+		}
+		free(b->tid_slot);
+		b->tid_slot = slot;
+		b->slot_cap = cap;
+	}
+	uint32_t h = bt_hash(tid, b->slot_cap);
+	while (b->tid_slot[h])
+		h = (h + 1) & (b->slot_cap - 1);
+	b->tid_slot[h] = b->ntids + 1;
+	b->tids[b->ntids] = (bt_tid){tid, BT_NONE, BT_NONE, BT_NONE};
+	return b->ntids++;
+}
+
+static int bt_threads(bytime *b, uint32_t n)
+{
+	uint32_t cap = b->nthreads;
+	if (bt_grow((void **)&b->tid_of_thread, &cap, n, sizeof *b->tid_of_thread) < 0)
+		return -1;
+	cap = b->nthreads;
+	if (bt_grow((void **)&b->stacks, &cap, n, sizeof *b->stacks) < 0)
+		return -1;
+	if (cap > b->nthreads)
+		b->nthreads = cap;
+	return 0;
+}
+
+/* A THREAD record: thread index `idx` is now the one of `tid`. */
+static void bt_thread(rd *r, uint32_t idx, uint64_t tid)
+{
+	bytime *b = bt_get(r);
+	if (!b)
+		return;
+	uint32_t e = bt_tid_of(b, tid);
+	if (e == BT_NONE || bt_threads(b, idx + 1) < 0) {
+		b->oom = 1;
+		return;
+	}
+	b->tids[e].thread = idx;
+	b->tid_of_thread[idx] = e + 1;
+	b->stacks[idx].n = 0;
+}
+
+/* Sample `i` takes thread `ti`'s open regions (none when ti is BT_NONE). */
+static void bt_resolve(bytime *b, uint32_t i, uint32_t ti)
+{
+	bt_pend *p = &b->pend[i];
+	const bt_stack *s = ti != BT_NONE && ti < b->nthreads ? &b->stacks[ti] : NULL;
+	uint32_t n = s ? (s->n < FMT_MAX_REGIONS ? s->n : FMT_MAX_REGIONS) : 0;
+	p->resolved = 1;
+	b->unresolved--;
+	if (!n)
+		return;
+	if (bt_grow((void **)&b->regions, &b->regions_cap, b->nregions + n, sizeof *b->regions) < 0) {
+		b->oom = 1;
+		return;
+	}
+	memcpy(b->regions + b->nregions, s->ids, n * sizeof *s->ids);
+	p->regions = b->nregions;
+	p->nregions = n;
+	b->nregions += n;
+}
+
+/* Before thread ti's region event at `ticks`: its samples older than the event take its
+ * regions as they are. */
+static void bt_before_event(rd *r, uint32_t ti, uint64_t ticks)
+{
+	bytime *b = r->bt;
+	if (!b || !b->unresolved || ti >= b->nthreads || !b->tid_of_thread[ti])
+		return;
+	bt_tid *t = &b->tids[b->tid_of_thread[ti] - 1];
+	while (t->first != BT_NONE && b->pend[t->first].ticks < ticks) {
+		uint32_t i = t->first;
+		t->first = b->pend[i].next;
+		bt_resolve(b, i, ti);
+	}
+	if (t->first == BT_NONE)
+		t->last = BT_NONE;
+}
+
+/* Region events change the thread's open regions. */
+static void bt_region(rd *r, uint32_t ti, unsigned type, uint32_t id)
+{
+	bytime *b = r->bt;
+	if (!b || b->oom || ti >= b->nthreads)
+		return;
+	bt_stack *s = &b->stacks[ti];
+	if (type == FMT_EV_END) {
+		if (s->n)
+			s->n--;
+	} else if (bt_grow((void **)&s->ids, &s->cap, s->n + 1, sizeof *s->ids) < 0) {
+		b->oom = 1;
+	} else {
+		s->ids[s->n++] = id;
+	}
+}
+
+static void bt_step(rd *r, uint64_t ticks)
+{
+	bytime *b = bt_get(r);
+	if (!b)
+		return;
+	if (bt_grow((void **)&b->steps, &b->steps_cap, b->nsteps + 1, sizeof *b->steps) < 0) {
+		b->oom = 1;
+		return;
+	}
+	uint32_t i = b->nsteps++;
+	for (; i > 0 && b->steps[i - 1] > ticks; i--) /* steps of several threads interleave */
+		b->steps[i] = b->steps[i - 1];
+	b->steps[i] = ticks;
+}
+
+/* Steps made at or before `ticks`. */
+static uint64_t bt_steps_before(const bytime *b, uint64_t ticks)
+{
+	uint32_t lo = 0, hi = b->nsteps;
+	while (lo < hi) {
+		uint32_t mid = lo + (hi - lo) / 2;
+		if (b->steps[mid] <= ticks)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return lo;
+}
+
+/* Keep a sample of a SAMPLES chunk until its flush ends. */
+static void bt_add(rd *r, const fmt_event *ev)
+{
+	bytime *b = bt_get(r);
+	uint32_t e = b ? bt_tid_of(b, ev->tid) : BT_NONE;
+	if (e == BT_NONE ||
+	    bt_grow((void **)&b->pend, &b->pend_cap, b->npend + 1, sizeof *b->pend) < 0 ||
+	    bt_grow((void **)&b->frames, &b->frames_cap, b->nframes + ev->nframes, sizeof *b->frames) < 0) {
+		if (b)
+			b->oom = 1;
+		return;
+	}
+	uint32_t i = b->npend++;
+	b->pend[i] = (bt_pend){ev->ticks, ev->tid, ev->i, ev->flags, b->nframes, ev->nframes, 0, 0, BT_NONE, 0};
+	memcpy(b->frames + b->nframes, ev->frames, ev->nframes * sizeof *ev->frames);
+	b->nframes += ev->nframes;
+	bt_tid *t = &b->tids[e];
+	if (t->last != BT_NONE)
+		b->pend[t->last].next = i;
+	else
+		t->first = i;
+	t->last = i;
+	b->unresolved++;
+}
+
+/* The end of a flush (STATS, END) or of the file: every waiting sample takes its thread's
+ * regions as they are now and its step, and is delivered. Returns the callback's value. */
+static int bt_flush(rd *r)
+{
+	bytime *b = r->bt;
+	if (!b || !b->npend)
+		return 0;
+	if (b->oom) {
+		/* Out of memory while reading: fail like the rest of the reader would. */
+		return fail(r, FENNEC_ENOMEM, r->chunk_off, "out of memory for samples attributed by time");
+	}
+	for (uint32_t e = 0; e < b->ntids; e++) {
+		bt_tid *t = &b->tids[e];
+		for (uint32_t i = t->first; i != BT_NONE; i = b->pend[i].next)
+			bt_resolve(b, i, t->thread);
+		t->first = t->last = BT_NONE;
+	}
+	int rc = b->oom ? fail(r, FENNEC_ENOMEM, r->chunk_off, "out of memory for samples attributed by time") : 0;
+	for (uint32_t i = 0; i < b->npend && !rc; i++) {
+		const bt_pend *p = &b->pend[i];
+		fmt_event ev = {.type = FMT_EV_SAMPLE, .thread = UINT32_MAX};
+		ev.flags = p->flags;
+		ev.tid = p->tid;
+		ev.ticks = p->ticks;
+		ev.i = p->weight;
+		ev.u = bt_steps_before(b, p->ticks);
+		ev.frames = b->frames + p->frames;
+		ev.nframes = p->nframes;
+		ev.regions = p->nregions ? b->regions + p->regions : NULL;
+		ev.nregions = p->nregions;
+		rc = r->fn(r->ctx, r->f, &ev);
+	}
+	b->npend = b->nframes = b->nregions = b->unresolved = 0;
+	return rc;
 }
 
 /* Decode one thread's segment of events. */
@@ -396,6 +709,10 @@ static int decode_segment(rd *r, uint32_t ti, const uint8_t *p, const uint8_t *e
 				ev.ticks = now;
 				t->depth++;
 				nev++;
+				if (r->bt) {
+					bt_before_event(r, ti, now);
+					bt_region(r, ti, FMT_EV_BEGIN, ev.id);
+				}
 				if (r->fn) {
 					int rc = r->fn(r->ctx, f, &ev);
 					if (rc)
@@ -421,6 +738,12 @@ static int decode_segment(rd *r, uint32_t ti, const uint8_t *p, const uint8_t *e
 			t->depth--;
 		}
 		nev++;
+		if (r->bt && (type == FMT_EV_BEGIN || type == FMT_EV_END)) {
+			bt_before_event(r, ti, now);
+			bt_region(r, ti, type, ev.id);
+		} else if (type == FMT_EV_STEP && r->fn) {
+			bt_step(r, now);
+		}
 		if (r->fn && type != FMT_EV_TIME) {
 			int rc = r->fn(r->ctx, f, &ev);
 			if (rc)
@@ -473,8 +796,8 @@ static int decode_samples(rd *r, cur *c)
 		ev.i = (int64_t)cur_varint(c);
 		ev.u = cur_varint(c);
 		uint64_t nr = cur_varint(c);
-		if (c->bad || nr > FMT_MAX_REGIONS || (ev.flags & ~15u) || (ev.flags & FMT_S_KIND_MASK) > FMT_S_OFFCPU ||
-		    ev.i < 1 || (int64_t)ev.ticks < 0)
+		if (c->bad || nr > FMT_MAX_REGIONS || (ev.flags & ~31u) || (ev.flags & FMT_S_KIND_MASK) > FMT_S_OFFCPU ||
+		    ev.i < 1 || (int64_t)ev.ticks < 0 || ((ev.flags & FMT_S_BY_TIME) && (nr || ev.u)))
 			return fail(r, FENNEC_ECORRUPT, r->chunk_off, "SAMPLES: bad sample at payload byte %td", at - base);
 		for (uint64_t k = 0; k < nr; k++) {
 			uint64_t id = cur_varint(c);
@@ -500,7 +823,9 @@ static int decode_samples(rd *r, cur *c)
 		f->samples++;
 		if (ev.ticks > f->last_ticks)
 			f->last_ticks = ev.ticks;
-		if (r->fn) {
+		if (r->fn && (ev.flags & FMT_S_BY_TIME)) {
+			bt_add(r, &ev); /* delivered at the end of its flush */
+		} else if (r->fn) {
 			int rc = r->fn(r->ctx, f, &ev);
 			if (rc)
 				return rc;
@@ -1137,7 +1462,18 @@ static int read_two_pass(rd *r, const uint8_t *data, size_t len)
 	r->err = err;
 	r->calib_pass = 0;
 	r->seen_header = 0;
-	return read_chunks(r, data, len);
+	int rc = read_chunks(r, data, len);
+	/* Samples of a flush cut short (a torn tail; with --force, a corrupt chunk) take the
+	 * regions and steps read so far. */
+	if (r->bt && r->fn && (rc == 0 || err->code)) {
+		fmt_error keep = *err;
+		int frc = bt_flush(r);
+		if (rc)
+			*err = keep;
+		else
+			rc = frc;
+	}
+	return rc;
 }
 
 static int read_mem(const uint8_t *data, size_t len, const char *name, fmt_file *f, fmt_event_fn fn,
@@ -1149,6 +1485,7 @@ static int read_mem(const uint8_t *data, size_t len, const char *name, fmt_file 
 	rd r = {.f = f, .name = f->path ? f->path : "<memory>", .err = err, .fn = fn, .ctx = ctx,
 		.header_only = header_only};
 	int rc = header_only ? read_chunks(&r, data, len) : read_two_pass(&r, data, len);
+	bt_free(r.bt);
 	ZSTD_freeDCtx(r.dctx);
 	free(r.buf);
 	return rc;

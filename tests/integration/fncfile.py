@@ -1,6 +1,7 @@
 """Reading and damaging fennec profile files (docs/format.md), for the tests and for
 tests/corpus/make_corpus.py. Python 3 standard library only."""
 
+import bisect
 import struct
 
 MAGIC = b"\x89FNC\r\n\x1a\n"
@@ -15,6 +16,7 @@ CHUNK_NAMES = {1: "HEADER", 2: "SITES", 3: "THREAD", 4: "EVENTS", 5: "STATS",
 SAMPLE_KIND_MASK = 3        # 0 = on CPU, 1 = off CPU
 SAMPLE_TRUNCATED = 4        # the stack was cut at the depth limit
 SAMPLE_EXACT_PC = 8         # frame_0 is the interrupted instruction, not a return address
+SAMPLE_BY_TIME = 16         # regions and step come from the thread's events by time (1.3)
 
 # A minimal PNG: signature + IHDR of a 1x1 image + IEND.
 PNG_BYTES = bytes.fromhex(
@@ -212,6 +214,7 @@ def decode(data):
            "samples": [], "sample_counts": None, "sample_chunks": 0, "modules": [],
            "tasks": {}, "heap": None, "gpu": None}
     streams = {}
+    starts = {}
     for c in chunks:
         if c.codec != 0:
             raise ValueError("chunk %r is compressed (record with FENNEC_COMPRESSION=0)" % c)
@@ -249,8 +252,9 @@ def decode(data):
                 idx, pos = _varint(p, pos)
                 tid, pos = _varint(p, pos)
                 name, pos = _string(p, pos)
-                _st, pos = _varint(p, pos)
+                st, pos = _varint(p, pos)
                 out["threads"][idx] = (tid, name.decode(errors="replace"))
+                starts[idx] = st
         elif c.type == 4:
             while pos < len(p):
                 idx, pos = _varint(p, pos)
@@ -293,7 +297,50 @@ def decode(data):
             _gpu(p, out["gpu"])
     for idx, s in streams.items():
         out["events"][idx] = _events(bytes(s))
+    _by_time(out, starts)
     return out
+
+
+def _by_time(out, starts):
+    """Give samples flagged SAMPLE_BY_TIME their regions and step from the events, by time
+    (docs/format.md "Regions and step by time"): the open regions of the latest thread of
+    their tid that started by then, after every event at or before the sample; the number of
+    STEP events of the file at or before it. Independent of the file-order protocol the C
+    reader relies on: the whole file is known here."""
+    pending = [s for s in out["samples"] if s["flags"] & SAMPLE_BY_TIME]
+    if not pending:
+        return
+    steps = sorted(e[1] for evs in out["events"].values() for e in evs if e[0] == "S")
+    changes = {}  # thread index -> ([time], [open regions after the events up to then])
+    for idx, evs in out["events"].items():
+        times, stacks, stack = [], [], []
+        for e in evs:
+            if e[0] == "B":
+                stack = stack + [e[2]]
+            elif e[0] == "K":
+                stack = stack + list(e[2])
+            elif e[0] == "E":
+                stack = stack[:-1]
+            else:
+                continue
+            times.append(e[1])
+            stacks.append(stack)
+        changes[idx] = (times, stacks)
+    by_tid = {}
+    for idx, (tid, _name) in out["threads"].items():
+        by_tid.setdefault(tid, []).append(idx)
+    for s in pending:
+        idx = None
+        for i in by_tid.get(s["tid"], []):
+            if starts.get(i, 0) <= s["ticks"] and (idx is None or starts[i] >= starts[idx]):
+                idx = i
+        regions = []
+        if idx is not None and idx in changes:
+            times, stacks = changes[idx]
+            k = bisect.bisect_right(times, s["ticks"])
+            regions = list(stacks[k - 1]) if k else []
+        s["regions"] = regions
+        s["step"] = bisect.bisect_right(steps, s["ticks"])
 
 
 def _samples(p, out):
@@ -307,7 +354,7 @@ def _samples(p, out):
     while pos < len(p):
         flags = p[pos]
         pos += 1
-        if flags & ~15:
+        if flags & ~31:
             raise ValueError("sample flags 0x%x: reserved bits set" % flags)
         tid, pos = _varint(p, pos)
         dt, pos = _varint(p, pos)
@@ -327,6 +374,8 @@ def _samples(p, out):
                 frames.append(v)
             else:
                 frames.append((frames[-1] + _unzigzag(v)) & 0xFFFFFFFFFFFFFFFF)
+        if flags & SAMPLE_BY_TIME and (regions or step):
+            raise ValueError("sample attributed by time carries regions or a step")
         out.append({"kind": flags & SAMPLE_KIND_MASK, "flags": flags, "tid": tid,
                     "ticks": t, "weight": weight, "step": step, "regions": regions,
                     "frames": frames})
