@@ -205,29 +205,40 @@ static const cand *recording_head(const cands *c, uint64_t rec)
 	return best;
 }
 
-/* Two recordings of one rank: a directory that also holds an older run. Keep the newer. */
-static void one_recording_per_rank(cands *c, ana_profile *p)
+/* Two recordings of one rank: a directory that also holds an older run. Keep the newer.
+ * The heads are found once: a job of a thousand ranks is a thousand recordings. */
+static int one_recording_per_rank(cands *c, ana_profile *p)
 {
+	const cand **head = malloc((c->n ? c->n : 1) * sizeof *head);
+	uint8_t *drop = calloc(c->n ? c->n : 1, 1);
+	if (!head || !drop) {
+		free(head);
+		free(drop);
+		return FENNEC_ENOMEM;
+	}
+	for (size_t i = 0; i < c->n; i++)
+		head[i] = c->v[i].ok ? recording_head(c, c->v[i].h.recording_id) : NULL;
 	for (size_t i = 0; i < c->n; i++) {
-		cand *x = &c->v[i];
-		if (!x->ok)
-			continue;
-		const cand *hx = recording_head(c, x->h.recording_id);
-		if (hx->h.rank < 0)
+		const cand *hx = head[i];
+		if (!hx || hx->h.rank < 0)
 			continue;
 		for (size_t j = 0; j < c->n; j++) {
-			const cand *y = &c->v[j];
-			if (!y->ok || y->h.recording_id == x->h.recording_id)
-				continue;
-			const cand *hy = recording_head(c, y->h.recording_id);
-			if (hy->h.rank != hx->h.rank || hy->h.start_real_ns <= hx->h.start_real_ns)
+			const cand *hy = head[j];
+			if (!hy || hy->h.recording_id == hx->h.recording_id || hy->h.rank != hx->h.rank ||
+			    hy->h.start_real_ns <= hx->h.start_real_ns)
 				continue;
 			ana_warn(p, "skipped %s: rank %lld is also recorded in %s, which started later (an older "
-				    "run's file?)", x->file, (long long)hx->h.rank, hy->file);
-			cand_drop(x);
+				    "run's file?)", c->v[i].file, (long long)hx->h.rank, hy->file);
+			drop[i] = 1; /* below: the heads still point at live entries */
 			break;
 		}
 	}
+	for (size_t i = 0; i < c->n; i++)
+		if (drop[i])
+			cand_drop(&c->v[i]);
+	free(head);
+	free(drop);
+	return 0;
 }
 
 /* Read the headers; a bad named file is the error, other bad files are warned about
@@ -311,7 +322,9 @@ int ana_list_files(const char *const *paths, size_t npaths, char ***out, size_t 
 		rc = read_headers(&c, err, p);
 	if (!rc) {
 		drop_duplicates(&c);
-		one_recording_per_rank(&c, p);
+		rc = one_recording_per_rank(&c, p);
+	}
+	if (!rc) {
 		/* Sort keys of a recording: its head's rank and start (want_rec is free now). */
 		for (size_t i = 0; i < c.n; i++)
 			if (c.v[i].ok) {

@@ -231,14 +231,14 @@ def test_mpi_straggler():
         assert_eq(x["steps"], steps, "rank %d steps" % rank)
         # regions end at deadlines: a preempted end overruns by a time slice
         assert_between(x["work_ns"], work_units * unit * steps * MS * 0.98,
-                       work_units * unit * steps * MS * 1.25 + 40 * MS * SLOW, "rank %d work_ns" % rank, "ns")
+                       work_units * unit * steps * MS * 1.5 + 60 * MS * SLOW, "rank %d work_ns" % rank, "ns")
     assert_true(ranks[0]["comm_ns"] > ranks[1]["comm_ns"], "rank 0 waits longer in sync: %r vs %r"
                 % (ranks[0]["comm_ns"], ranks[1]["comm_ns"]))
     assert_eq(ranks[1]["top_region"], "compute", "rank 1's top region")
     # the barrier makes the ranks' steps equal
     assert_rel(ranks[0]["step_mean_ns"], ranks[1]["step_mean_ns"], 0.10, "step means of the two ranks", "ns")
     b = rep["balance"]
-    assert_close(b["imbalance_pct"], 20, 6, "balance.imbalance_pct (known 20 %)", " %")
+    assert_close(b["imbalance_pct"], 20, 8, "balance.imbalance_pct (known 20 %)", " %")
     assert_eq(b["slowest_rank"], 1, "balance.slowest_rank")
     assert_eq(b["losses"][0]["region"], "compute", "where rank 1 loses time")
     # one-sided: a region preempted at its end overruns its deadline
