@@ -200,15 +200,25 @@ static int perf_open(pid_t tid, int exclude_kernel)
 
 /*
  * The ring source's counter settings. The kernel copies FENNEC_STACK_COPY bytes of stack
- * per sample, by default 96 per frame of the depth limit (12 KiB for 128 frames; perf
- * copies 8 KiB): frames of compiled code take 16 to 100 bytes, so the copy rarely ends
- * before the depth limit does. The ring holds 64 samples (the writer unwinds it when a
- * quarter full, col_sample_tick), at least 8 when locked memory runs short (perfring.c).
+ * per sample, by default STACK_PER_FRAME per frame of the depth limit and at least 8 KiB
+ * (12 KiB for 128 frames; perf copies 8 KiB): frames of compiled code take 16 to 100 bytes,
+ * so the copy rarely ends before the depth limit does (a few library frames are larger:
+ * an ASan interceptor's took 4 KiB). The ring holds 64 samples (the writer unwinds
+ * it when a quarter full, col_sample_tick), at least 8 when locked memory runs short
+ * (perfring.c).
  */
+#if defined(__SANITIZE_ADDRESS__)
+#define STACK_PER_FRAME 256 /* ASan's frames hold redzones: 176 bytes where 64 did */
+#else
+#define STACK_PER_FRAME 96
+#endif
+
 static void ring_config(void)
 {
 	const char *e = getenv("FENNEC_STACK_COPY");
-	long bytes = e && *e ? strtol(e, NULL, 0) : 96L * P.depth;
+	long bytes = e && *e ? strtol(e, NULL, 0) : (long)STACK_PER_FRAME * P.depth;
+	if (!(e && *e) && bytes < 8192)
+		bytes = 8192;
 	if (bytes < 4096)
 		bytes = 4096;
 	if (bytes > 60 * 1024)
