@@ -62,18 +62,20 @@ def test_record_names_per_rank():
 # --- fake ranks: the launcher's variables set by hand -------------------------------------
 
 STEP_MS = {0: 10, 1: 20}  # rank 1 does twice the work in every region
+FAKE_STEPS = 20
 
 
-def record_fake_job(out="job/run.fnc", steps=10):
+def record_fake_job(out="job/run.fnc", steps=FAKE_STEPS):
     for rank, ms in STEP_MS.items():
         record("steps", steps, ms, out=out, env=rank_env(rank, len(STEP_MS)), expect_rc=None)
 
 
 @timing
 def test_fake_ranks_imbalance():
-    """steps.c as rank 0 (10 ms steps) and rank 1 (20 ms): 90 % of a step in regions fwd
-    (40 %) and bwd (50 %). Work 90 vs 180 ms: imbalance 180 / 135 - 1 = 33.3 %; rank 1 the
-    straggler, losing most in bwd (+50 ms); the others wait 90 ms."""
+    """steps.c as rank 0 (10 ms steps) and rank 1 (20 ms), 20 steps: 90 % of a step in
+    regions fwd (40 %) and bwd (50 %). Work 180 vs 360 ms: imbalance 360 / 270 - 1 = 33.3 %;
+    rank 1 the straggler, losing most in bwd (+100 ms); the others wait 180 ms."""
+    n = FAKE_STEPS
     record_fake_job()
     rep = analyze("job")
     assert_eq(rep["summary"]["ranks"], 2, "summary.ranks")
@@ -82,9 +84,10 @@ def test_fake_ranks_imbalance():
     assert_eq(sorted(ranks), [0, 1], "ranks")
     for rank, ms in STEP_MS.items():
         r = ranks[rank]
-        assert_eq(r["steps"], 10, "rank %d steps" % rank)
+        assert_eq(r["steps"], n, "rank %d steps" % rank)
         assert_eq(r["processes"], 1, "rank %d processes" % rank)
-        assert_close(r["work_ns"], 9 * ms * 0.9 * MS + ms * 0.9 * MS, 15 * MS * SLOW, "rank %d work_ns" % rank, "ns")
+        # the first step also holds the start-up, which the chained deadlines take from it
+        assert_close(r["work_ns"], n * ms * 0.9 * MS, 20 * MS * SLOW, "rank %d work_ns" % rank, "ns")
         assert_eq(r["comm_ns"], 0, "rank %d comm_ns (no communication region)" % rank)
         assert_rel(r["step_p50_ns"], ms * MS, 0.10, "rank %d step_p50_ns" % rank, "ns")
         # rank 0's 4 ms and 5 ms regions are close enough for start-up to swap them
@@ -97,20 +100,24 @@ def test_fake_ranks_imbalance():
     assert_close(b["step_imbalance_pct"], 100 * (20 / 15 - 1), 5, "balance.step_imbalance_pct", " %")
     assert_eq(b["slowest_rank"], 1, "balance.slowest_rank")
     assert_eq(b["fastest_rank"], 0, "balance.fastest_rank")
-    assert_close(b["wait_ns"], 90 * MS, 15 * MS * SLOW, "balance.wait_ns", "ns")
-    assert_eq([l["region"] for l in b["losses"]], ["bwd", "fwd"], "balance.losses regions, largest first")
-    assert_close(b["losses"][0]["excess_ns"], 50 * MS, 10 * MS * SLOW, "bwd's excess on rank 1", "ns")
+    assert_close(b["wait_ns"], n * 9 * MS, 25 * MS * SLOW, "balance.wait_ns", "ns")
+    losses = {l["region"]: l for l in b["losses"]}
+    assert_eq(sorted(losses), ["bwd", "fwd"], "balance.losses regions")
+    excess = [l["excess_ns"] for l in b["losses"]]
+    assert_eq(excess, sorted(excess, reverse=True), "balance.losses, largest first")
+    assert_close(losses["bwd"]["excess_ns"], n * 5 * MS, 20 * MS * SLOW, "bwd's excess on rank 1", "ns")
+    assert_close(losses["fwd"]["excess_ns"], n * 4 * MS, 20 * MS * SLOW, "fwd's excess on rank 1", "ns")
     f = findings(rep, "rank_imbalance")
     assert_eq(len(f), 1, "one rank_imbalance finding")
     f = f[0]
-    assert_eq(f["severity"], "HIGH", "severity from 30 %")
+    assert_eq(f["severity"], "HIGH" if b["imbalance_pct"] >= 30 else "MEDIUM", "severity: HIGH from 30 %, MEDIUM from 10 %")
     assert_true("rank 1" in f["subject"], "the subject names rank 1: %r" % f["subject"])
-    assert_true("bwd" in f["recommendation"] and "rank 1" in f["recommendation"],
+    assert_true(b["losses"][0]["region"] in f["recommendation"] and "rank 1" in f["recommendation"],
                 "the recommendation names the region and the rank: %r" % f["recommendation"])
     wall1 = ranks[1]["wall_ns"]
     assert_close(f["expected_gain_pct"], 100 * f["evidence"]["wait_ns"] / wall1, 0.01,
                  "expected gain: the others' wait over the straggler's wall time", " %")
-    assert_close(f["expected_gain_pct"], 100 * 90 * MS / wall1, 8, "expected gain vs the known wait", " %")
+    assert_close(f["expected_gain_pct"], 100 * n * 9 * MS / wall1, 8, "expected gain vs the known wait", " %")
     # the same from the two files named together, and from the name without its rank
     for args in (["job/run.rank0.fnc", "job/run.rank1.fnc"], ["job/run.fnc"]):
         r = analyze_raw(*args, "--format", "json")
@@ -119,7 +126,7 @@ def test_fake_ranks_imbalance():
         assert_eq(sorted(x["rank"] for x in other["ranks"]), [0, 1], "ranks of analyze %s" % " ".join(args))
     # the text report has the rank table and the balance
     r = analyze_raw("job")
-    for words in ("Ranks", "imbalance", "slowest      rank 1", "loses time   bwd"):
+    for words in ("Ranks", "imbalance", "slowest      rank 1", "loses time   "):
         assert_true(words in r.stdout, "the text report has %r:\n%s" % (words, r.stdout))
     # --imbalance-threshold above the imbalance: no finding
     rep = analyze("job", "--imbalance-threshold", 50)
