@@ -82,7 +82,9 @@ def test_off_cpu_lock():
     rep = analyze(path)
     f = one(rep, "off_cpu")
     e = f["evidence"]
-    assert_close(e["offcpu_pct"], pct, 12, "off-CPU share of the main thread's working samples", " %")
+    # a busy machine makes the computing half longer in wall time (a runnable thread counts as
+    # on CPU), so the share is lower, not higher
+    assert_between(e["offcpu_pct"], pct - 18, pct + 10, "off-CPU share of the main thread's working samples", " %")
     blocked = steps * step_ms * pct / 100 * MS
     assert_between(e["blocked_ns"], blocked * 0.75, blocked * 1.3, "blocked time (samples x period)", "ns")
     assert_eq(e["tid"], rep["processes"][0]["pid"], "the main thread")
