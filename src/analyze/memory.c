@@ -194,6 +194,46 @@ static void on_free(ana_profile *p, rstate *r, blk *b)
 	bmap_del(&r->live, b);
 }
 
+/* The weight of a block of `size` bytes: how many allocations it stands for. */
+static double weight(const rstate *r, uint64_t size)
+{
+	return r->sampled ? 1 / -expm1(-(size ? (double)size : 1) / r->rate) : 1;
+}
+
+/* An ALLOC or FREE of a HEAP2 chunk: a free names its block's stack and size, and whether
+ * it was a temporary, rather than its address (docs/format.md, "Heap (1.3)"). */
+static int by_stack(ana_profile *p, rstate *r, const fmt_file *f, const fmt_event *ev)
+{
+	uint32_t si;
+	ana_mem_site *s = site_for(p, r, f, ev->id, &si);
+	if (!s)
+		return FENNEC_ENOMEM;
+	double w = weight(r, ev->size), bytes = (double)ev->size * w;
+	r->ordinal++;
+	touch(r, s);
+	if (ev->type == FMT_EV_FREE) {
+		if (ev->flags & FMT_HEV_TEMP && !r->sampled)
+			s->temporary++;
+		s->live_count -= w;
+		s->live_bytes -= bytes;
+		r->live_bytes -= bytes;
+		return 0;
+	}
+	s->allocs += w;
+	s->bytes += bytes;
+	s->live_count += w;
+	s->live_bytes += bytes;
+	r->live_bytes += bytes;
+	if (!r->sampled && r->live_bytes > r->peak_bytes) {
+		r->peak_bytes = r->live_bytes;
+		r->P = r->ordinal;
+		r->peak_ticks = ev->ticks;
+		r->peak_step = ev->u;
+		r->peak_site = si;
+	}
+	return 0;
+}
+
 int ana_memory_event(ana_profile *p, uint32_t proc, const fmt_file *f, const fmt_event *ev)
 {
 	ana_memory *m = &p->mem;
@@ -215,6 +255,8 @@ int ana_memory_event(ana_profile *p, uint32_t proc, const fmt_file *f, const fmt
 		r->P = r->ordinal;
 		r->marked_for = f->heap.peak_ticks;
 	}
+	if (ev->flags & FMT_HEV_NOADDR)
+		return by_stack(p, r, f, ev);
 	blk *b = bmap_find(&r->live, ev->addr);
 	if (ev->type == FMT_EV_FREE) {
 		if (!b)
@@ -230,11 +272,7 @@ int ana_memory_event(ana_profile *p, uint32_t proc, const fmt_file *f, const fmt
 	ana_mem_site *s = site_for(p, r, f, ev->id, &si);
 	if (!s)
 		return FENNEC_ENOMEM;
-	double w = 1;
-	if (r->sampled) {
-		double sz = ev->size ? (double)ev->size : 1;
-		w = 1 / -expm1(-sz / r->rate);
-	}
+	double w = weight(r, ev->size);
 	r->ordinal++;
 	touch(r, s);
 	s->allocs += w;

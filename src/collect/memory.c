@@ -49,9 +49,12 @@
 #define FILTER_SIZE (1u << 12)          /* counting filter in front of the set: 4 KiB, stays in L1 */
 #define SET_TOMB ((uintptr_t)1)
 #define RING_SAMPLED (4u << 20)
-#define RING_FULL (64u << 20)
+#define RING_FULL (16u << 20)          /* the writer drains at 25 %, looking every 2-6 ms */
 #define REC_HDR 48                      /* ALLOC and SNAP records' header; FREE's is REC_FREE */
 #define REC_FREE 32
+#define MREC_TRUNCATED 1                /* ALLOC: the stack was cut at the depth limit */
+#define MREC_SAME 2                     /* ALLOC: no frames or regions follow: the same stack
+					   (and regions) as the thread's previous ALLOC record */
 
 typedef void *(*malloc_fn)(size_t);
 typedef void *(*calloc_fn)(size_t, size_t);
@@ -149,6 +152,7 @@ static struct {
 	col_ring ring;
 	_Atomic uint64_t records, dropped, truncated, untracked;
 	uint64_t base_allocs, base_frees, base_bytes; /* totals at session start */
+	_Atomic uint32_t gen;          /* sessions started: a thread's MREC_SAME hint is of this one */
 	int statm_fd;
 	long page;
 	uint64_t next_snap_ns;
@@ -156,12 +160,21 @@ static struct {
 	_Atomic uintptr_t set[SET_SIZE];
 	_Atomic uint8_t filter[FILTER_SIZE]; /* 255 sticks: never decremented again */
 	_Atomic uint32_t set_live;
-	/* writer side */
+	/* writer side (docs/format.md, "Heap (1.3)") */
 	struct stk { uint64_t hash; uint32_t id; uint32_t off; } *stacks;
 	uint32_t nstacks, stacks_cap;  /* open addressing, cap a power of two */
 	cm_buf stack_data;             /* interned stacks: nf, nr, flags, frames, regions */
+	struct wblock *live;           /* the blocks allocated and not freed, by address */
+	uint32_t nlive, live_cap;
+	struct wthread *threads;       /* by tid */
+	struct wthread *hot;           /* the latest looked up (NULL after the table moved) */
+	uint32_t nthreads, threads_cap;
+	uint32_t chunk_threads;        /* THREAD indices given in the chunk being written */
+	uint32_t cur_tid;              /* the thread of the chunk's latest ALLOC or FREE; 0: none */
+	uint64_t cur_q, cur_step;      /* the chunk's TIME and STEP state */
+	unsigned shift;                /* TIME unit: 2^shift ticks */
 	cm_buf body, chunk;
-	uint64_t prev_ticks;
+	uint64_t emitted_ns;           /* when the latest chunk was written */
 	int counters_written;
 	uint64_t last_records, last_dropped, last_allocs, last_frees;
 } M = {.statm_fd = -1};
@@ -171,7 +184,7 @@ static struct {
 typedef struct mrec {
 	uint32_t len;
 	uint8_t type;      /* enum fmt_heap_rec */
-	uint8_t flags;     /* ALLOC: 1 = stack truncated; SNAP: enum fmt_snap_reason */
+	uint8_t flags;     /* ALLOC: MREC_TRUNCATED, MREC_SAME; SNAP: enum fmt_snap_reason */
 	uint16_t nframes;
 	uint32_t tid;
 	uint16_t nregions;
@@ -744,6 +757,7 @@ static inline __attribute__((always_inline)) int put_rec(mrec *r, size_t hdr, ui
 typedef struct sc_entry {
 	uintptr_t key;                /* the wrapper's return-address slot; 0: empty */
 	uint32_t n;                   /* frames */
+	uint32_t version;             /* fills so far */
 	uint8_t truncated;            /* deeper than M.depth */
 	uint64_t frames[SC_FRAMES];   /* return addresses, innermost (the caller's) first */
 	uintptr_t locs[SC_FRAMES];    /* where each was read */
@@ -755,8 +769,14 @@ typedef struct sc_set {
 	sc_entry way[SC_WAYS];
 } sc_set;
 
+/* A thread's cache, and what its latest ALLOC record carried: when the next one has the
+ * same stack (the same entry, not refilled since) and the same regions, it carries none
+ * (MREC_SAME) and the writer takes the previous one's. */
 typedef struct sc_cache {
 	sc_set sets[SC_SETS];
+	const sc_entry *prev;         /* NULL: the next ALLOC record carries its stack */
+	uint32_t prev_version, prev_gen, nregions;
+	uint32_t regions[COL_MAX_DEPTH];
 } sc_cache;
 
 #if !MEM_SANITIZER
@@ -836,6 +856,7 @@ static int sc_fill(sc_entry *e, void **slot)
 	e->n = n;
 	e->truncated = more > 0;
 	e->key = (uintptr_t)slot;
+	e->version++;
 	return 0;
 }
 #endif
@@ -911,13 +932,27 @@ static __attribute__((noinline)) void record_alloc(void *p, size_t size, void **
 		atomic_fetch_add_explicit(&M.truncated, 1, memory_order_relaxed);
 	uint32_t regions[COL_MAX_DEPTH];
 	uint32_t nr = col_region_stack(regions, COL_MAX_DEPTH);
-	mrec r = {0, FMT_HR_ALLOC, flags, (uint16_t)nf, my_tid(), (uint16_t)nr, 0, 0, (uint64_t)(uintptr_t)p, size,
-		  col_step_index()};
+	sc_cache *cache = T.stacks;
+	uint32_t gen = atomic_load_explicit(&M.gen, memory_order_relaxed);
+	int same = e && cache && cache->prev == e && cache->prev_version == e->version && cache->prev_gen == gen &&
+		   cache->nregions == nr && !memcmp(cache->regions, regions, 4 * (size_t)nr);
+	mrec r = {0, FMT_HR_ALLOC, flags | (same ? MREC_SAME : 0), (uint16_t)(same ? 0 : nf), my_tid(),
+		  (uint16_t)(same ? 0 : nr), 0, 0, (uint64_t)(uintptr_t)p, size, col_step_index()};
 	if (atomic_load_explicit(&M.mode, memory_order_relaxed) == FMT_MEM_SAMPLED)
 		set_insert((uintptr_t)p); /* before the caller can free it */
 	/* An allocation that raised the peak carries the peak's time, so that a reader puts
 	 * it inside the live set at the peak. */
-	put_rec(&r, REC_HDR, at, e ? e->frames : frames, 8 * (size_t)nf, regions, 4 * (size_t)nr);
+	int ok = same ? put_rec(&r, REC_HDR, at, NULL, 0, NULL, 0) == 0
+		      : put_rec(&r, REC_HDR, at, e ? e->frames : frames, 8 * (size_t)nf, regions, 4 * (size_t)nr) == 0;
+	if (cache) { /* a lost record breaks the chain of MREC_SAME hints */
+		cache->prev = ok ? e : NULL;
+		if (ok && e && !same) {
+			cache->prev_version = e->version;
+			cache->prev_gen = gen;
+			cache->nregions = nr;
+			memcpy(cache->regions, regions, 4 * (size_t)nr);
+		}
+	}
 	T.busy = 0;
 }
 
@@ -1351,6 +1386,24 @@ static void snapshot(unsigned reason)
 
 static void writer_reset(void);
 
+/* HEAP2 times are in units of 2^shift ticks, the largest power of two not over 10 us
+ * (docs/format.md): ticks per microsecond measured over 20 us of CLOCK_MONOTONIC. */
+static unsigned time_shift(void)
+{
+	struct timespec a, b;
+	clock_gettime(CLOCK_MONOTONIC, &a);
+	uint64_t t0 = col_ticks(), ns;
+	do {
+		clock_gettime(CLOCK_MONOTONIC, &b);
+		ns = (uint64_t)(b.tv_sec - a.tv_sec) * 1000000000u + (uint64_t)b.tv_nsec - (uint64_t)a.tv_nsec;
+	} while (ns < 20000);
+	double per_us = (double)(col_ticks() - t0) * 1000.0 / (double)ns;
+	unsigned shift = 0;
+	while (shift < 40 && (double)(2ull << shift) <= 10 * per_us)
+		shift++;
+	return shift;
+}
+
 void col_mem_start(void)
 {
 	if (M.session_mode == FMT_MEM_OFF)
@@ -1380,7 +1433,9 @@ void col_mem_start(void)
 	atomic_store(&M.truncated, 0);
 	atomic_store(&M.untracked, 0);
 	M.next_snap_ns = 0;
-	writer_reset(); /* a new file: stack ids start over */
+	writer_reset(); /* a new file: stack ids and live blocks start over */
+	atomic_fetch_add(&M.gen, 1); /* and threads' MREC_SAME hints with them */
+	M.shift = time_shift();
 	atomic_store_explicit(&M.mode, M.session_mode, memory_order_release);
 	snapshot(FMT_SNAP_TIMER);
 }
@@ -1416,6 +1471,8 @@ unsigned col_mem_fill_pct(void)
 void col_mem_atfork_child(void)
 {
 	T.tid = 0;
+	if (T.stacks)
+		T.stacks->prev = NULL; /* the child's file starts without this thread's stacks */
 	/* Counters of threads that do not exist here are history: fold them. */
 	uint32_t n = atomic_load(&slots_hwm);
 	for (uint32_t i = 0; i < n; i++)
@@ -1429,17 +1486,203 @@ void col_mem_atfork_child(void)
 
 /* ---- the writer's side ---- */
 
-static uint64_t hash_bytes(const uint8_t *p, size_t n)
+/*
+ * The writer turns ring records into HEAP2 records (docs/format.md, "Heap (1.3)"). It keeps
+ * the live blocks by address, so that a FREE names the stack and size of the block it frees
+ * instead of its address (the reader and the analysis need no more, and addresses were most
+ * of the file), and per thread the state the records leave implied: the thread, the time and
+ * the step are written when they change, a stack when it differs from the thread's previous
+ * one, nothing at all for a free of the thread's latest allocation in the chunk.
+ */
+typedef struct wblock {
+	uint64_t addr;       /* 0: a free table entry */
+	uint64_t size;
+	uint32_t stack;
+	uint32_t tid;        /* the allocating thread */
+} wblock;
+
+typedef struct wthread {
+	uint32_t tid;        /* 0: a free table entry */
+	uint32_t index;      /* THREAD index in the chunk being written; NO_INDEX: none yet */
+	uint32_t stack;      /* of its latest ALLOC or FREE record in the chunk (0: none) */
+	uint32_t last_stack; /* its latest allocation, while live (last_addr 0: none) */
+	uint32_t alloc_stack; /* of its latest ALLOC record: what MREC_SAME refers to */
+	uint64_t last_addr, last_size;
+	int last_here;       /* ... was written in this chunk */
+} wthread;
+#define NO_INDEX UINT32_MAX
+
+static inline uint64_t mix64(uint64_t h)
 {
-	uint64_t h = 1469598103934665603ull;
-	for (size_t i = 0; i < n; i++)
-		h = (h ^ p[i]) * 1099511628211ull;
-	return h | 1; /* 0 marks a free table entry */
+	h ^= h >> 33;
+	h *= 0xff51afd7ed558ccdull;
+	h ^= h >> 33;
+	return h;
 }
 
-/* The id of the stack (flags, frames, regions) in `key` (n bytes), interned; *is_new set
- * when it was not known. 0 when out of memory. */
-static uint32_t intern_stack(const uint8_t *key, size_t n, int *is_new)
+static inline uint32_t live_slot(uint64_t addr, uint32_t cap)
+{
+	return (uint32_t)(mix64(addr >> 4) & (cap - 1));
+}
+
+static int live_grow(void)
+{
+	uint32_t cap = M.live_cap ? M.live_cap * 2 : 1u << 12;
+	wblock *t = calloc(cap, sizeof *t);
+	if (!t)
+		return -1;
+	for (uint32_t i = 0; i < M.live_cap; i++) {
+		if (!M.live[i].addr)
+			continue;
+		uint32_t j = live_slot(M.live[i].addr, cap);
+		while (t[j].addr)
+			j = (j + 1) & (cap - 1);
+		t[j] = M.live[i];
+	}
+	free(M.live);
+	M.live = t;
+	M.live_cap = cap;
+	return 0;
+}
+
+static wblock *live_find(uint64_t addr)
+{
+	if (!M.live_cap)
+		return NULL;
+	for (uint32_t j = live_slot(addr, M.live_cap);; j = (j + 1) & (M.live_cap - 1)) {
+		if (M.live[j].addr == addr)
+			return &M.live[j];
+		if (!M.live[j].addr)
+			return NULL;
+	}
+}
+
+/* The entry for addr: the live block there (its FREE was lost), or a free entry made
+ * ready for it (addr set, counted). One pass over the probe sequence. NULL when out of
+ * memory. */
+static wblock *live_upsert(uint64_t addr)
+{
+	if ((M.nlive + 1) * 2 > M.live_cap && live_grow() < 0)
+		return NULL;
+	uint32_t j = live_slot(addr, M.live_cap);
+	while (M.live[j].addr && M.live[j].addr != addr)
+		j = (j + 1) & (M.live_cap - 1);
+	if (!M.live[j].addr) {
+		M.live[j] = (wblock){.addr = addr};
+		M.nlive++;
+	}
+	return &M.live[j];
+}
+
+/* Linear probing without tombstones: later entries of the run move back into the hole. */
+static void live_del(wblock *b)
+{
+	uint32_t mask = M.live_cap - 1, i = (uint32_t)(b - M.live);
+	for (uint32_t j = (i + 1) & mask; M.live[j].addr; j = (j + 1) & mask) {
+		uint32_t home = live_slot(M.live[j].addr, M.live_cap);
+		if (((j - home) & mask) >= ((j - i) & mask)) { /* home not in (i, j]: may move to i */
+			M.live[i] = M.live[j];
+			i = j;
+		}
+	}
+	M.live[i].addr = 0;
+	M.nlive--;
+}
+
+static wthread *thread_find(uint32_t tid)
+{
+	if (M.hot && M.hot->tid == tid)
+		return M.hot;
+	if (!M.threads_cap)
+		return NULL;
+	for (uint32_t j = (uint32_t)mix64(tid) & (M.threads_cap - 1);; j = (j + 1) & (M.threads_cap - 1)) {
+		if (M.threads[j].tid == tid)
+			return M.hot = &M.threads[j];
+		if (!M.threads[j].tid)
+			return NULL;
+	}
+}
+
+/* The state of thread `tid`, made on first use (which may move the others': callers hold
+ * no other wthread pointer across it). NULL when out of memory. */
+static wthread *thread_state(uint32_t tid)
+{
+	wthread *t = thread_find(tid);
+	if (t)
+		return t;
+	if ((M.nthreads + 1) * 2 > M.threads_cap) {
+		uint32_t cap = M.threads_cap ? M.threads_cap * 2 : 64;
+		wthread *n = calloc(cap, sizeof *n);
+		if (!n)
+			return NULL;
+		for (uint32_t i = 0; i < M.threads_cap; i++) {
+			if (!M.threads[i].tid)
+				continue;
+			uint32_t j = (uint32_t)mix64(M.threads[i].tid) & (cap - 1);
+			while (n[j].tid)
+				j = (j + 1) & (cap - 1);
+			n[j] = M.threads[i];
+		}
+		free(M.threads);
+		M.threads = n;
+		M.threads_cap = cap;
+		M.hot = NULL;
+	}
+	uint32_t j = (uint32_t)mix64(tid) & (M.threads_cap - 1);
+	while (M.threads[j].tid)
+		j = (j + 1) & (M.threads_cap - 1);
+	M.threads[j] = (wthread){.tid = tid, .index = NO_INDEX};
+	M.nthreads++;
+	return &M.threads[j];
+}
+
+/* A new chunk: the state records imply starts over (the last allocations stay known). */
+static void chunk_reset(void)
+{
+	M.chunk_threads = 0;
+	M.cur_tid = 0;
+	M.cur_q = 0;
+	M.cur_step = 0;
+	for (uint32_t i = 0; i < M.threads_cap; i++) {
+		M.threads[i].index = NO_INDEX;
+		M.threads[i].stack = 0;
+		M.threads[i].last_here = 0;
+	}
+}
+
+/* Forget everything written (a new file: a new session or a fork child). */
+static void writer_reset(void)
+{
+	M.nstacks = 0;
+	if (M.stacks)
+		memset(M.stacks, 0, sizeof *M.stacks * M.stacks_cap);
+	M.stack_data.len = 0;
+	if (M.live)
+		memset(M.live, 0, sizeof *M.live * M.live_cap);
+	M.nlive = 0;
+	if (M.threads)
+		memset(M.threads, 0, sizeof *M.threads * M.threads_cap);
+	M.nthreads = 0;
+	M.hot = NULL;
+	chunk_reset();
+	M.body.len = 0;
+	M.counters_written = 0;
+}
+
+static uint64_t hash_stack(uint8_t flags, const uint64_t *frames, uint32_t nf, const uint32_t *regions, uint32_t nr)
+{
+	uint64_t h = mix64(((uint64_t)nf << 32 | (uint64_t)nr << 8 | flags) + 0x9e3779b97f4a7c15ull);
+	for (uint32_t i = 0; i < nf; i++)
+		h = (h ^ frames[i]) * 0x9e3779b97f4a7c15ull + (h >> 29);
+	for (uint32_t i = 0; i < nr; i++)
+		h = (h ^ regions[i]) * 0x9e3779b97f4a7c15ull + (h >> 29);
+	return mix64(h) | 1; /* 0 marks a free table entry */
+}
+
+/* The id of the stack (flags, frames, regions), interned; *is_new set when it was not
+ * known. 0 when out of memory. Kept as bytes: u8 flags, u16 nf, u16 nr, frames, regions. */
+static uint32_t intern_stack(uint8_t flags, const uint64_t *frames, uint32_t nf, const uint32_t *regions,
+			     uint32_t nr, int *is_new)
 {
 	*is_new = 0;
 	if (M.nstacks * 2 >= M.stacks_cap) {
@@ -1459,19 +1702,26 @@ static uint32_t intern_stack(const uint8_t *key, size_t n, int *is_new)
 		M.stacks = t;
 		M.stacks_cap = cap;
 	}
-	uint64_t h = hash_bytes(key, n);
+	uint64_t h = hash_stack(flags, frames, nf, regions, nr);
 	uint32_t j = (uint32_t)h & (M.stacks_cap - 1);
 	for (; M.stacks[j].hash; j = (j + 1) & (M.stacks_cap - 1)) {
 		if (M.stacks[j].hash != h)
 			continue;
-		uint32_t len;
-		memcpy(&len, M.stack_data.data + M.stacks[j].off, 4);
-		if (len == n && !memcmp(M.stack_data.data + M.stacks[j].off + 4, key, n))
+		const uint8_t *k = M.stack_data.data + M.stacks[j].off;
+		uint16_t knf, knr;
+		memcpy(&knf, k + 1, 2);
+		memcpy(&knr, k + 3, 2);
+		if (k[0] == flags && knf == nf && knr == nr && !memcmp(k + 5, frames, 8 * (size_t)nf) &&
+		    !memcmp(k + 5 + 8 * (size_t)nf, regions, 4 * (size_t)nr))
 			return M.stacks[j].id;
 	}
-	uint32_t off = (uint32_t)M.stack_data.len, len = (uint32_t)n;
-	cm_buf_put(&M.stack_data, &len, 4);
-	cm_buf_put(&M.stack_data, key, n);
+	uint32_t off = (uint32_t)M.stack_data.len;
+	uint16_t n16 = (uint16_t)nf, r16 = (uint16_t)nr;
+	cm_buf_u8(&M.stack_data, flags);
+	cm_buf_put(&M.stack_data, &n16, 2);
+	cm_buf_put(&M.stack_data, &r16, 2);
+	cm_buf_put(&M.stack_data, frames, 8 * (size_t)nf);
+	cm_buf_put(&M.stack_data, regions, 4 * (size_t)nr);
 	if (M.stack_data.failed)
 		return 0;
 	M.stacks[j].hash = h;
@@ -1479,17 +1729,6 @@ static uint32_t intern_stack(const uint8_t *key, size_t n, int *is_new)
 	M.stacks[j].off = off;
 	*is_new = 1;
 	return M.nstacks;
-}
-
-/* Forget everything written (a new file: a new session or a fork child). */
-static void writer_reset(void)
-{
-	M.nstacks = 0;
-	if (M.stacks)
-		memset(M.stacks, 0, sizeof *M.stacks * M.stacks_cap);
-	M.stack_data.len = 0;
-	M.body.len = 0;
-	M.counters_written = 0;
 }
 
 static void emit_heap(void (*emit)(unsigned type, cm_buf *raw), void (*before)(void))
@@ -1514,10 +1753,15 @@ static void emit_heap(void (*emit)(unsigned type, cm_buf *raw), void (*before)(v
 	cm_buf_varint(b, M.last_dropped);
 	cm_buf_varint(b, atomic_load(&M.truncated));
 	cm_buf_varint(b, atomic_load(&M.untracked));
+	cm_buf_varint(b, M.shift);
 	cm_buf_put(b, M.body.data, M.body.len);
-	emit(FMT_HEAP, b);
+	if (M.body.failed)
+		b->failed = 1; /* records were lost: the chunk is counted as lost */
+	emit(FMT_HEAP2, b);
+	M.emitted_ns = cm_mono_ns();
 	M.body.len = 0;
-	M.prev_ticks = 0;
+	M.body.failed = 0;
+	chunk_reset();
 	M.counters_written = 1;
 	M.last_allocs = t.allocs;
 	M.last_frees = t.frees;
@@ -1525,99 +1769,237 @@ static void emit_heap(void (*emit)(unsigned type, cm_buf *raw), void (*before)(v
 		cm_buf_free(b);
 }
 
-static void encode(const mrec *r, const uint64_t *frames, const uint32_t *regions, const uint64_t *c)
+/* Room for `n` more bytes of the body, written through the pointer returned (NULL when out
+ * of memory) and closed by wr_end(). */
+static uint8_t *wr_begin(size_t n)
 {
-	cm_buf *b = &M.body;
-	if (r->type == FMT_HR_ALLOC) {
-		uint8_t key[8 + 8 * COL_SAMPLE_MAX_DEPTH + 4 * COL_MAX_DEPTH];
-		size_t n = 0;
-		key[n++] = r->flags;
-		memcpy(key + n, &r->nframes, 2), n += 2;
-		memcpy(key + n, &r->nregions, 2), n += 2;
-		memcpy(key + n, frames, 8 * (size_t)r->nframes), n += 8 * (size_t)r->nframes;
-		memcpy(key + n, regions, 4 * (size_t)r->nregions), n += 4 * (size_t)r->nregions;
-		int is_new;
-		uint32_t id = intern_stack(key, n, &is_new);
-		if (!id)
-			return;
-		if (is_new) {
-			cm_buf_u8(b, FMT_HR_STACK);
-			cm_buf_varint(b, id);
-			cm_buf_u8(b, r->flags & 1);
-			cm_buf_varint(b, r->nregions);
-			for (uint32_t i = 0; i < r->nregions; i++)
-				cm_buf_varint(b, regions[i]);
-			cm_buf_varint(b, r->nframes);
-			for (uint32_t i = 0; i < r->nframes; i++)
-				cm_buf_varint(b, i ? cm_zigzag((int64_t)(frames[i] - frames[i - 1])) : frames[i]);
-		}
-		cm_buf_u8(b, FMT_HR_ALLOC);
-		cm_buf_varint(b, r->tid);
-		cm_buf_varint(b, cm_zigzag((int64_t)(r->ticks - M.prev_ticks)));
-		cm_buf_varint(b, r->step);
-		cm_buf_varint(b, r->a);
-		cm_buf_varint(b, r->b);
-		cm_buf_varint(b, id);
-	} else if (r->type == FMT_HR_FREE) {
-		cm_buf_u8(b, FMT_HR_FREE);
-		cm_buf_varint(b, r->tid);
-		cm_buf_varint(b, cm_zigzag((int64_t)(r->ticks - M.prev_ticks)));
-		cm_buf_varint(b, r->a);
-	} else {
-		cm_buf_u8(b, FMT_HR_SNAP);
-		cm_buf_varint(b, cm_zigzag((int64_t)(r->ticks - M.prev_ticks)));
-		cm_buf_varint(b, r->step);
-		cm_buf_varint(b, r->a);
-		cm_buf_varint(b, r->b);
-		for (int i = 0; i < 3; i++)
-			cm_buf_varint(b, c[i]);
-		cm_buf_u8(b, r->flags);
-	}
-	M.prev_ticks = r->ticks;
+	return cm_buf_reserve(&M.body, n) < 0 ? NULL : M.body.data + M.body.len;
 }
 
+static void wr_end(const uint8_t *w)
+{
+	M.body.len = (size_t)(w - M.body.data);
+}
+
+static inline uint8_t *wr_varint(uint8_t *w, uint64_t v)
+{
+	while (v >= 0x80) {
+		*w++ = (uint8_t)(v | 0x80);
+		v >>= 7;
+	}
+	*w++ = (uint8_t)v;
+	return w;
+}
+
+/* The TIME and THREAD state records an ALLOC, FREE or SNAP at `ticks` by `t` needs. */
+static uint8_t *wr_state(uint8_t *w, uint64_t ticks, wthread *t)
+{
+	uint64_t q = ticks >> M.shift;
+	if (q != M.cur_q) {
+		*w++ = FMT_H2_TIME;
+		w = wr_varint(w, cm_zigzag((int64_t)(q - M.cur_q)));
+		M.cur_q = q;
+	}
+	if (t && t->tid != M.cur_tid) {
+		*w++ = FMT_H2_THREAD;
+		if (t->index == NO_INDEX) {
+			t->index = M.chunk_threads++;
+			w = wr_varint(w, t->index);
+			w = wr_varint(w, t->tid);
+		} else {
+			w = wr_varint(w, t->index);
+		}
+		M.cur_tid = t->tid;
+	}
+	return w;
+}
+
+#define WR_MAX 64 /* the most an ALLOC, FREE or SNAP takes with its state records */
+
+/* A FREE by thread t of the live block b. */
+static void put_free(wthread *t, uint64_t ticks, wblock *b)
+{
+	uint8_t *w = wr_begin(WR_MAX);
+	if (!w)
+		return;
+	w = wr_state(w, ticks, t);
+	if (b->tid != t->tid) { /* another thread's block: no longer its latest allocation */
+		wthread *owner = thread_find(b->tid);
+		if (owner && owner->last_addr == b->addr)
+			owner->last_addr = 0;
+	}
+	if (t->last_addr == b->addr) { /* freed before its thread allocated anything else */
+		if (t->last_here) {
+			*w++ = FMT_H2_FREE | FMT_H2_LAST;
+		} else {
+			*w++ = FMT_H2_FREE | FMT_H2_TEMP | (t->stack == b->stack ? FMT_H2_SAME : 0);
+			if (t->stack != b->stack)
+				w = wr_varint(w, b->stack);
+			w = wr_varint(w, b->size);
+		}
+		t->last_addr = 0;
+	} else {
+		*w++ = FMT_H2_FREE | (t->stack == b->stack ? FMT_H2_SAME : 0);
+		if (t->stack != b->stack)
+			w = wr_varint(w, b->stack);
+		w = wr_varint(w, b->size);
+	}
+	t->stack = b->stack;
+	wr_end(w);
+	live_del(b);
+}
+
+static void put_alloc(const mrec *r, const uint64_t *frames, const uint32_t *regions)
+{
+	uint32_t nf = r->nframes, nr = r->nregions, id;
+	int is_new = 0;
+	wthread *t = thread_state(r->tid);
+	if (!t)
+		return;
+	if (r->flags & MREC_SAME) {
+		id = t->alloc_stack;
+	} else {
+		id = intern_stack(r->flags & MREC_TRUNCATED, frames, nf, regions, nr, &is_new);
+		t->alloc_stack = id;
+	}
+	if (!id)
+		return;
+	if (is_new) {
+		uint8_t *w = wr_begin(32 + 5 * (size_t)nr + 10 * (size_t)nf);
+		if (!w)
+			return;
+		*w++ = FMT_H2_STACK;
+		w = wr_varint(w, id);
+		*w++ = r->flags & 1;
+		w = wr_varint(w, nr);
+		for (uint32_t i = 0; i < nr; i++)
+			w = wr_varint(w, regions[i]);
+		w = wr_varint(w, nf);
+		for (uint32_t i = 0; i < nf; i++)
+			w = wr_varint(w, i ? cm_zigzag((int64_t)(frames[i] - frames[i - 1])) : frames[i]);
+		wr_end(w);
+	}
+	wblock *b = live_upsert(r->a);
+	if (b && b->stack) { /* its free was lost (the heap buffer stayed full): the address was reused */
+		wblock old = *b;
+		put_free(t, r->ticks, b); /* takes the entry out */
+		b = live_upsert(old.addr);
+	}
+	uint8_t *w = wr_begin(WR_MAX);
+	if (!w) {
+		if (b)
+			live_del(b);
+		return;
+	}
+	w = wr_state(w, r->ticks, t);
+	if (r->step != M.cur_step) {
+		*w++ = FMT_H2_STEP;
+		w = wr_varint(w, r->step);
+		M.cur_step = r->step;
+	}
+	*w++ = FMT_H2_ALLOC | (t->stack == id ? FMT_H2_SAME : 0);
+	w = wr_varint(w, r->b);
+	if (t->stack != id)
+		w = wr_varint(w, id);
+	wr_end(w);
+	t->stack = id;
+	if (b) {
+		*b = (wblock){r->a, r->b, id, r->tid};
+		t->last_addr = r->a;
+		t->last_size = r->b;
+		t->last_stack = id;
+		t->last_here = 1;
+	}
+}
+
+static void put_snap(const mrec *r, const uint64_t *c)
+{
+	uint8_t *w = wr_begin(WR_MAX + 40);
+	if (!w)
+		return;
+	w = wr_state(w, r->ticks, NULL);
+	*w++ = FMT_H2_SNAP;
+	w = wr_varint(w, r->step);
+	w = wr_varint(w, r->a);
+	w = wr_varint(w, r->b);
+	for (int i = 0; i < 3; i++)
+		w = wr_varint(w, c[i]);
+	*w++ = r->flags;
+	wr_end(w);
+}
+
+static void encode(const mrec *r, const uint8_t *tail)
+{
+	if (r->type == FMT_HR_ALLOC) {
+		put_alloc(r, (const uint64_t *)tail, (const uint32_t *)(tail + 8 * (size_t)r->nframes));
+	} else if (r->type == FMT_HR_FREE) {
+		wblock *b = live_find(r->a);
+		wthread *t = b ? thread_state(r->tid) : NULL;
+		if (t) /* else allocated before the session, or its ALLOC was lost */
+			put_free(t, r->ticks, b);
+	} else if (r->type == FMT_HR_SNAP) {
+		uint64_t c[3];
+		memcpy(c, tail, sizeof c);
+		put_snap(r, c);
+	}
+}
+
+#define EMIT_BYTES (1u << 20)    /* a chunk's body: larger ones compress better */
+#define EMIT_NS 100000000u       /* ... but one is written at least this often */
+
 /*
- * Drain the heap ring into HEAP chunks, handed to `emit` after `before` (which writes the
- * SITES the stacks name). Writes a chunk when records were drained or the counters moved.
+ * Drain the heap ring into HEAP2 chunks, handed to `emit` after `before` (which writes the
+ * SITES the stacks name). The writer drains every few milliseconds when the ring fills;
+ * a chunk is written when its body reaches EMIT_BYTES, at the end of the session, and
+ * otherwise every EMIT_NS when records were drained or the counters moved.
  */
 void col_mem_drain(void (*emit)(unsigned type, cm_buf *raw), void (*before)(void))
 {
 	if (M.session_mode == FMT_MEM_OFF || !M.ring.buf)
 		return;
 	uint64_t head = atomic_load_explicit(&M.ring.head, memory_order_relaxed);
-	uint64_t frames[COL_SAMPLE_MAX_DEPTH];
-	uint32_t regions[COL_MAX_DEPTH];
-	uint64_t c[3];
-	int any = 0;
-	uint64_t released = head;
-	for (uint32_t len; (len = col_ring_ready(&M.ring, head));) {
-		mrec r;
-		col_ring_get(&M.ring, head, &r, len < REC_HDR ? REC_FREE : REC_HDR);
+	uint64_t cleared = head, ahead = head;
+	unsigned nahead = 0;
+	static _Alignas(8) uint8_t wrapped[REC_HDR + 8 * COL_SAMPLE_MAX_DEPTH + 4 * COL_MAX_DEPTH + 24];
+	for (uint32_t len; (len = col_ring_ready(&M.ring, head)); nahead--) {
+		/* The live table is larger than the caches: ask for the entries of the records
+		 * a few places ahead while this one is written. */
+		for (uint32_t l; nahead < 8 && (l = col_ring_ready(&M.ring, ahead)); ahead += l, nahead++) {
+			const mrec *p = (const mrec *)col_ring_span(&M.ring, ahead, REC_FREE);
+			if (p && p->type != FMT_HR_SNAP && M.live_cap)
+				__builtin_prefetch(&M.live[live_slot(p->a, M.live_cap)]);
+		}
+		/* The record in place, or copied out when it wraps. */
+		const uint8_t *rec = col_ring_span(&M.ring, head, len);
+		if (!rec && len <= sizeof wrapped) {
+			col_ring_get(&M.ring, head, wrapped, len);
+			rec = wrapped;
+		}
+		mrec r = {0};
+		if (rec)
+			memcpy(&r, rec, len < REC_HDR ? REC_FREE : REC_HDR);
 		atomic_fetch_add_explicit(&M.records, 1, memory_order_relaxed);
-		if (r.type == FMT_HR_ALLOC) {
-			if (r.nframes > COL_SAMPLE_MAX_DEPTH)
-				r.nframes = 0;
-			if (r.nregions > COL_MAX_DEPTH)
-				r.nregions = 0;
-			col_ring_get(&M.ring, head + REC_HDR, frames, 8 * (size_t)r.nframes);
-			col_ring_get(&M.ring, head + REC_HDR + 8 * (uint64_t)r.nframes, regions, 4 * (size_t)r.nregions);
-		} else if (r.type == FMT_HR_SNAP) {
-			col_ring_get(&M.ring, head + REC_HDR, c, sizeof c);
+		size_t tail = 8 * (size_t)r.nframes + 4 * (size_t)r.nregions;
+		if (rec && (r.type == FMT_HR_FREE ? len >= REC_FREE : len >= REC_HDR + (r.type == FMT_HR_SNAP ? 24 : tail)))
+			encode(&r, rec + REC_HDR);
+		head += len;
+		/* Consumed bytes are zeroed (a record's first word must read 0 until it is
+		 * published) and handed back to the producers in batches. */
+		if (head - cleared >= (64u << 10)) {
+			col_ring_clear(&M.ring, &cleared, (uint32_t)(head - cleared));
+			col_ring_release(&M.ring, cleared);
 		}
-		col_ring_clear(&M.ring, &head, len);
-		if (head - released >= (64u << 10)) /* room for the producers, now and then */
-			col_ring_release(&M.ring, released = head);
-		encode(&r, frames, regions, c);
-		any = 1;
-		if (M.body.len > (4u << 20)) {
+		if (M.body.len >= EMIT_BYTES)
 			emit_heap(emit, before);
-			any = 0;
-		}
 	}
+	col_ring_clear(&M.ring, &cleared, (uint32_t)(head - cleared));
 	col_ring_release(&M.ring, head);
+	int final = !atomic_load_explicit(&M.mode, memory_order_acquire); /* after col_mem_stop() */
+	if (!final && M.counters_written && cm_mono_ns() - M.emitted_ns < EMIT_NS)
+		return;
 	totals t;
 	sum_totals(&t);
-	if (any || !M.counters_written || M.last_records != atomic_load(&M.records) ||
+	if (M.body.len || !M.counters_written || M.last_records != atomic_load(&M.records) ||
 	    M.last_dropped != atomic_load(&M.dropped) || M.last_allocs != t.allocs || M.last_frees != t.frees)
 		emit_heap(emit, before);
 	if (M.body.cap > (16u << 20))

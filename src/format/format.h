@@ -27,6 +27,7 @@ enum fmt_chunk_type {
 	FMT_TASKS = 10,
 	FMT_HEAP = 11,
 	FMT_GPU = 12,
+	FMT_HEAP2 = 13,
 };
 
 enum fmt_codec { FMT_RAW = 0, FMT_ZSTD = 1 };
@@ -73,8 +74,21 @@ enum fmt_hkey {
 	FMT_H_SAMPLE_DEPTH, FMT_H_SAMPLE_HZ, FMT_H_MEM_MODE, FMT_H_MEM_RATE, FMT_H_MEM_INTERVAL,
 };
 
-/* HEAP records (docs/format.md) */
+/* HEAP records (docs/format.md, "Heap (1.2)") */
 enum fmt_heap_rec { FMT_HR_STACK = 1, FMT_HR_ALLOC = 2, FMT_HR_FREE = 3, FMT_HR_SNAP = 4 };
+/* HEAP2 records (docs/format.md, "Heap (1.3)"): a tag's low 3 bits are the type, the rest
+ * flags of ALLOC and FREE */
+enum fmt_heap2_rec {
+	FMT_H2_TIME = 0, FMT_H2_STACK = 1, FMT_H2_ALLOC = 2, FMT_H2_FREE = 3, FMT_H2_SNAP = 4,
+	FMT_H2_THREAD = 5, FMT_H2_STEP = 6,
+};
+#define FMT_H2_TYPE 7
+#define FMT_H2_SAME 8   /* ALLOC, FREE: the stack of the thread's previous ALLOC or FREE */
+#define FMT_H2_TEMP 16  /* FREE: of the thread's latest allocation (a temporary) */
+#define FMT_H2_LAST 32  /* FREE: of the thread's latest ALLOC in this chunk; nothing follows */
+/* fmt_event.flags of ALLOC and FREE events read from HEAP2 chunks */
+#define FMT_HEV_NOADDR 1 /* addr is 0: a FREE names its block by id (stack) and size */
+#define FMT_HEV_TEMP 2   /* FREE of the thread's latest allocation */
 enum fmt_mem_mode { FMT_MEM_OFF = 0, FMT_MEM_SAMPLED = 1, FMT_MEM_FULL = 2 };
 enum fmt_snap_reason { FMT_SNAP_TIMER = 0, FMT_SNAP_STEP = 1, FMT_SNAP_FINAL = 2 };
 

@@ -954,7 +954,8 @@ static int heap_stack(rd *r, cur *c, const uint8_t *at, const uint8_t *base)
 	return c->bad ? fail(r, FENNEC_ECORRUPT, r->chunk_off, "HEAP: stack at payload byte %td runs past the end of the chunk", at - base) : 0;
 }
 
-static int decode_heap(rd *r, cur *c)
+/* The counters that open a HEAP or HEAP2 chunk. */
+static int heap_counters(rd *r, cur *c)
 {
 	fmt_file *f = r->f;
 	fmt_heap_counters *h = &f->heap;
@@ -966,6 +967,15 @@ static int decode_heap(rd *r, cur *c)
 	if (c->bad)
 		return fail(r, FENNEC_ECORRUPT, r->chunk_off, "HEAP: counters run past the end of the chunk");
 	f->has_heap = 1;
+	return 0;
+}
+
+static int decode_heap(rd *r, cur *c)
+{
+	fmt_file *f = r->f;
+	int rc = heap_counters(r, c);
+	if (rc)
+		return rc;
 	uint64_t t = 0;
 	const uint8_t *base = c->p;
 	while (c->p < c->end && !c->bad) {
@@ -973,12 +983,11 @@ static int decode_heap(rd *r, cur *c)
 		unsigned type = cur_u8(c);
 		fmt_event ev = {.thread = UINT32_MAX};
 		switch (type) {
-		case FMT_HR_STACK: {
-			int rc = heap_stack(r, c, at, base);
+		case FMT_HR_STACK:
+			rc = heap_stack(r, c, at, base);
 			if (rc)
 				return rc;
 			continue;
-		}
 		case FMT_HR_ALLOC:
 			ev.type = FMT_EV_ALLOC;
 			ev.tid = cur_varint(c);
@@ -1016,11 +1025,8 @@ static int decode_heap(rd *r, cur *c)
 		ev.ticks = t;
 		if (t > f->last_ticks)
 			f->last_ticks = t;
-		if (r->fn) {
-			int rc = r->fn(r->ctx, f, &ev);
-			if (rc)
-				return rc;
-		}
+		if (r->fn && (rc = r->fn(r->ctx, f, &ev)) != 0)
+			return rc;
 	}
 	return c->bad ? fail(r, FENNEC_ECORRUPT, r->chunk_off, "HEAP: record runs past the end of the chunk") : 0;
 }
@@ -1285,6 +1291,139 @@ const fmt_gpu_device *fmt_gpu_device_get(const fmt_file *f, uint32_t id)
 	return NULL;
 }
 
+/* A thread of a HEAP2 chunk: the state its records leave implied. */
+typedef struct h2thread {
+	uint64_t tid;
+	uint64_t stack;      /* of its latest ALLOC or FREE (0: none yet) */
+	uint64_t last_stack; /* its latest ALLOC, while not freed (0: none) */
+	uint64_t last_size;
+} h2thread;
+
+static int decode_heap2(rd *r, cur *c)
+{
+	fmt_file *f = r->f;
+	int rc = heap_counters(r, c);
+	if (rc)
+		return rc;
+	uint64_t shift = cur_varint(c);
+	if (c->bad || shift > 62)
+		return fail(r, FENNEC_ECORRUPT, r->chunk_off, "HEAP2: bad time unit");
+	uint64_t q = 0, step = 0;
+	h2thread *th = NULL;
+	uint32_t nth = 0, cap = 0, cur_th = UINT32_MAX;
+	const uint8_t *base = c->p;
+	while (c->p < c->end && !c->bad) {
+		const uint8_t *at = c->p;
+		unsigned tag = cur_u8(c), type = tag & FMT_H2_TYPE, fl = tag & ~(unsigned)FMT_H2_TYPE;
+		fmt_event ev = {.thread = UINT32_MAX};
+		h2thread *t = cur_th < nth ? &th[cur_th] : NULL;
+		const char *bad = NULL;
+		if (fl && type != FMT_H2_ALLOC && type != FMT_H2_FREE)
+			bad = "flags on a record that takes none";
+		else if ((type == FMT_H2_ALLOC || type == FMT_H2_FREE) && !t)
+			bad = "an allocation or free before any THREAD record";
+		if (bad) {
+			free(th);
+			return fail(r, FENNEC_ECORRUPT, r->chunk_off, "HEAP2: %s at payload byte %td", bad, at - base);
+		}
+		switch (type) {
+		case FMT_H2_TIME:
+			q += (uint64_t)cm_unzigzag(cur_varint(c));
+			if (q > (UINT64_MAX >> 1 >> shift))
+				c->bad = 1;
+			continue;
+		case FMT_H2_STEP:
+			step = cur_varint(c);
+			continue;
+		case FMT_H2_THREAD: {
+			uint64_t idx = cur_varint(c);
+			if (idx == nth && !c->bad) { /* a thread new to this chunk: its tid follows */
+				if (grow((void **)&th, &cap, nth + 1, sizeof *th, MAX_THREADS) < 0) {
+					free(th);
+					return fail(r, FENNEC_ENOMEM, r->chunk_off, "out of memory");
+				}
+				th[nth++] = (h2thread){cur_varint(c), 0, 0, 0};
+			} else if (idx > nth) {
+				c->bad = 1;
+			}
+			cur_th = (uint32_t)idx;
+			continue;
+		}
+		case FMT_H2_STACK:
+			rc = heap_stack(r, c, at, base);
+			if (rc) {
+				free(th);
+				return rc;
+			}
+			continue;
+		case FMT_H2_ALLOC:
+			ev.type = FMT_EV_ALLOC;
+			ev.size = cur_varint(c);
+			ev.id = (uint32_t)(fl & FMT_H2_SAME ? t->stack : cur_varint(c));
+			if (fl & ~(unsigned)FMT_H2_SAME)
+				c->bad = 1;
+			t->stack = t->last_stack = ev.id;
+			t->last_size = ev.size;
+			ev.u = step;
+			ev.flags = FMT_HEV_NOADDR;
+			break;
+		case FMT_H2_FREE:
+			ev.type = FMT_EV_FREE;
+			ev.flags = FMT_HEV_NOADDR;
+			if (fl & FMT_H2_LAST) {
+				if (fl != FMT_H2_LAST || !t->last_stack)
+					c->bad = 1;
+				ev.id = (uint32_t)t->last_stack;
+				ev.size = t->last_size;
+				ev.flags |= FMT_HEV_TEMP;
+			} else {
+				ev.id = (uint32_t)(fl & FMT_H2_SAME ? t->stack : cur_varint(c));
+				ev.size = cur_varint(c);
+				if (fl & FMT_H2_TEMP)
+					ev.flags |= FMT_HEV_TEMP;
+			}
+			if (ev.flags & FMT_HEV_TEMP)
+				t->last_stack = 0;
+			t->stack = ev.id;
+			break;
+		case FMT_H2_SNAP:
+			ev.type = FMT_EV_HEAP_SNAP;
+			ev.u = cur_varint(c);
+			for (int k = 0; k < 5; k++)
+				ev.heap[k] = cur_varint(c);
+			ev.flags = cur_u8(c);
+			if (ev.flags > FMT_SNAP_FINAL)
+				c->bad = 1;
+			break;
+		default:
+			free(th);
+			return fail(r, FENNEC_ECORRUPT, r->chunk_off, "HEAP2: unknown record type %u at payload byte %td", type,
+				    at - base);
+		}
+		if (c->bad) {
+			free(th);
+			return fail(r, FENNEC_ECORRUPT, r->chunk_off, "HEAP2: bad record at payload byte %td", at - base);
+		}
+		if (type != FMT_H2_SNAP) {
+			if (!fmt_heap_stack_get(f, ev.id)) {
+				free(th);
+				return fail(r, FENNEC_ECORRUPT, r->chunk_off, "HEAP2: %s at payload byte %td names undefined stack %u",
+					    type == FMT_H2_ALLOC ? "allocation" : "free", at - base, ev.id);
+			}
+			ev.tid = t->tid;
+		}
+		ev.ticks = q << shift;
+		if (ev.ticks > f->last_ticks)
+			f->last_ticks = ev.ticks;
+		if (r->fn && (rc = r->fn(r->ctx, f, &ev)) != 0) {
+			free(th);
+			return rc;
+		}
+	}
+	free(th);
+	return c->bad ? fail(r, FENNEC_ECORRUPT, r->chunk_off, "HEAP2: record runs past the end of the chunk") : 0;
+}
+
 const fmt_module *fmt_module_at(const fmt_file *f, uint64_t addr, uint64_t ticks)
 {
 	const fmt_module *best = NULL, *any = NULL;
@@ -1419,6 +1558,7 @@ static int read_chunks(rd *r, const uint8_t *data, size_t len)
 		case FMT_MODULES: rc = decode_modules(r, &c); break;
 		case FMT_TASKS: rc = decode_tasks(r, &c); break;
 		case FMT_HEAP: rc = decode_heap(r, &c); break;
+		case FMT_HEAP2: rc = decode_heap2(r, &c); break;
 		case FMT_GPU: rc = decode_gpu(r, &c); break;
 		default: break; /* newer chunk type */
 		}

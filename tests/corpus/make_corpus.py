@@ -5,7 +5,8 @@ They are small valid and damaged files: the seed corpus of the reader fuzzer
 (`make fuzz-run` passes tests/corpus to tests/fuzz/reader_fuzz) and samples for reading
 by hand. Needs a build (make all): records its fixtures with `fennec record`.
 
-Usage: python3 tests/corpus/make_corpus.py [--build DIR]   (default: $FENNEC_BUILD or build)
+Usage: python3 tests/corpus/make_corpus.py [--build DIR] [NAME...]
+  --build: default $FENNEC_BUILD or build; NAMEs: write only these files
 
 Files written (every one under 64 KiB, the fuzzer's -max_len):
   valid_nested.fnc      nested.c 50 ms, zstd chunks
@@ -16,7 +17,7 @@ Files written (every one under 64 KiB, the fuzzer's -max_len):
   valid_empty.fnc       empty.c: a header and an END chunk only
   valid_samples_raw.fnc nested.c 50 ms sampled at 2000 Hz (SAMPLES, MODULES, TASKS), raw
   valid_wall_raw.fnc    threads.c sampled in wall mode, raw
-  valid_heap_raw.fnc    mem_leaks.c 200, heap profiled in full mode (HEAP), raw
+  valid_heap_raw.fnc    mem_leaks.c 200, heap profiled in full mode (HEAP2, format 1.3), raw
   valid_gpu_raw.fnc     valid_nested_raw.fnc plus a GPU chunk of every record type (encoded by
                         fncfile.gpu_payload: no GPU is needed to make it)
   torn_tail.fnc         valid_nested_raw.fnc cut inside a chunk (analysed as cut short)
@@ -29,6 +30,10 @@ Files written (every one under 64 KiB, the fuzzer's -max_len):
   huge_raw_len.fnc      a chunk claiming raw_len 1 GiB with a valid CRC (error)
   foreign.png           a PNG (not a fennec profile)
   empty.fnc             zero bytes (error)
+
+Not written here, kept as they were made:
+  valid_heap_1_2_raw.fnc  mem_leaks.c 200 in full mode as format 1.2 wrote it (HEAP chunks, by
+                          address), so that readers keep reading 1.2 files
 """
 
 import argparse
@@ -84,6 +89,7 @@ def gpu_example(t0):
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--build", default=os.environ.get("FENNEC_BUILD") or "build")
+    ap.add_argument("names", nargs="*", help="write only these files")
     args = ap.parse_args()
     os.environ["FENNEC_BUILD"] = args.build
     import fncfile
@@ -131,7 +137,12 @@ def main():
     files["foreign.png"] = fncfile.PNG_BYTES
     files["empty.fnc"] = b""
 
+    unknown = set(args.names) - set(files)
+    if unknown:
+        sys.exit("make_corpus: no such file: %s" % ", ".join(sorted(unknown)))
     for name, data in sorted(files.items()):
+        if args.names and name not in args.names:
+            continue
         if len(data) > 65536:
             sys.exit("make_corpus: %s is %d bytes, over the fuzzer's 64 KiB" % (name, len(data)))
         with open(os.path.join(HERE, name), "wb") as f:

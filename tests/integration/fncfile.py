@@ -10,7 +10,7 @@ CHUNK_HDR_LEN = 16
 
 CHUNK_NAMES = {1: "HEADER", 2: "SITES", 3: "THREAD", 4: "EVENTS", 5: "STATS",
                6: "THREAD_END", 7: "END", 8: "SAMPLES", 9: "MODULES", 10: "TASKS",
-               11: "HEAP", 12: "GPU"}
+               11: "HEAP", 12: "GPU", 13: "HEAP2"}
 
 # SAMPLES flags (docs/format.md "Samples (1.1)")
 SAMPLE_KIND_MASK = 3        # 0 = on CPU, 1 = off CPU
@@ -287,10 +287,10 @@ def decode(data):
                 tid, pos = _varint(p, pos)
                 name, pos = _string(p, pos)
                 out["tasks"][tid] = name.decode(errors="replace")
-        elif c.type == 11:
+        elif c.type in (11, 13):
             if out["heap"] is None:
                 out["heap"] = {"counters": None, "stacks": {}, "records": []}
-            _heap(p, out["heap"])
+            (_heap if c.type == 11 else _heap2)(p, out["heap"])
         elif c.type == 12:
             if out["gpu"] is None:
                 out["gpu"] = {"prefix": None, "devices": {}, "strings": {}, "records": []}
@@ -613,6 +613,111 @@ def insert_before_end(data, chunk):
     _, _, chunks = parse(data)
     at = chunks[-1].offset if chunks and chunks[-1].type == 7 else len(data)
     return data[:at] + chunk + data[at:]
+
+
+def _heap_stack(p, pos, heap):
+    sid, pos = _varint(p, pos)
+    trunc = p[pos]
+    pos += 1
+    n, pos = _varint(p, pos)
+    regions = []
+    for _ in range(n):
+        r, pos = _varint(p, pos)
+        regions.append(r)
+    n, pos = _varint(p, pos)
+    frames = []
+    for i in range(n):
+        v, pos = _varint(p, pos)
+        frames.append(v if i == 0 else (frames[-1] + _unzigzag(v)) & 0xFFFFFFFFFFFFFFFF)
+    if sid in heap["stacks"]:
+        raise ValueError("HEAP stack %d defined twice" % sid)
+    heap["stacks"][sid] = {"truncated": trunc, "regions": regions, "frames": frames}
+    return pos
+
+
+H2_SAME, H2_TEMP, H2_LAST = 8, 16, 32
+
+
+def _heap2(p, heap):
+    """Decode one HEAP2 payload (format 1.3) into `heap` as _heap does, with records
+    ("alloc", tid, ticks, step, None, size, stack) | ("free", tid, ticks, None, stack, size,
+    temporary) | ("snap", ...) as _heap's: HEAP2 has no addresses."""
+    pos = 0
+    counters = {}
+    for name in HEAP_COUNTERS:
+        counters[name], pos = _varint(p, pos)
+    heap["counters"] = counters
+    shift, pos = _varint(p, pos)
+    q = step = 0
+    tids, cur = [], None
+    cur_stack, last = {}, {}   # by thread index: current stack; latest live ALLOC (stack, size)
+    while pos < len(p):
+        tag = p[pos]
+        pos += 1
+        rtype, flags = tag & 7, tag & ~7
+        if flags and rtype not in (2, 3):
+            raise ValueError("HEAP2 flags 0x%x on record type %d" % (flags, rtype))
+        if rtype in (2, 3) and cur is None:
+            raise ValueError("HEAP2 allocation or free before any THREAD record")
+        if rtype == 0:
+            dq, pos = _varint(p, pos)
+            q += _unzigzag(dq)
+        elif rtype == 1:
+            pos = _heap_stack(p, pos, heap)
+        elif rtype == 6:
+            step, pos = _varint(p, pos)
+        elif rtype == 5:
+            idx, pos = _varint(p, pos)
+            if idx == len(tids):
+                tid, pos = _varint(p, pos)
+                tids.append(tid)
+            elif idx > len(tids):
+                raise ValueError("HEAP2 THREAD index %d of %d" % (idx, len(tids)))
+            cur = idx
+        elif rtype == 2:
+            if flags & ~H2_SAME:
+                raise ValueError("HEAP2 ALLOC flags 0x%x" % flags)
+            size, pos = _varint(p, pos)
+            if flags & H2_SAME:
+                sid = cur_stack.get(cur)
+            else:
+                sid, pos = _varint(p, pos)
+            if sid not in heap["stacks"]:
+                raise ValueError("HEAP2 allocation names undefined stack %r" % sid)
+            cur_stack[cur] = sid
+            last[cur] = (sid, size)
+            heap["records"].append(("alloc", tids[cur], q << shift, step, None, size, sid))
+        elif rtype == 3:
+            if flags & H2_LAST:
+                if flags != H2_LAST or cur not in last:
+                    raise ValueError("HEAP2 FREE LAST without a live ALLOC of the thread")
+                sid, size = last.pop(cur)
+                temp = True
+            else:
+                if flags & H2_SAME:
+                    sid = cur_stack.get(cur)
+                else:
+                    sid, pos = _varint(p, pos)
+                size, pos = _varint(p, pos)
+                temp = bool(flags & H2_TEMP)
+                if temp:
+                    last.pop(cur, None)
+            if sid not in heap["stacks"]:
+                raise ValueError("HEAP2 free names undefined stack %r" % sid)
+            cur_stack[cur] = sid
+            heap["records"].append(("free", tids[cur], q << shift, None, sid, size, temp))
+        elif rtype == 4:
+            vals = []
+            for _ in range(6):
+                v, pos = _varint(p, pos)
+                vals.append(v)
+            reason = p[pos]
+            pos += 1
+            heap["records"].append(("snap", q << shift) + tuple(vals) + (reason,))
+        else:
+            raise ValueError("HEAP2 record type %d" % rtype)
+    if pos != len(p):
+        raise ValueError("HEAP2 record runs past the end of the chunk")
 
 
 def module_of(dec, addr):

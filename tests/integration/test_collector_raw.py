@@ -105,3 +105,40 @@ def test_raw_fork_stack():
     st = fncfile.region_stats(child)
     assert_eq(st.get("outer/child_work", [0])[0], 1, "child: outer/child_work count")
     assert_eq(st.get("outer", [0])[0], 1, "child: outer count")
+
+
+@collector
+def test_raw_heap2_replays_to_the_known_leaks():
+    """HEAP2 (format 1.3) decoded by the reference decoder alone: a FREE names the stack and
+    size of a block live at that point, and what is left at the end holds the 13 blocks and
+    27000 bytes mem_leaks leaks (plus the C runtime's own blocks, not freed either)."""
+    from helpers import SANITIZER, Skip
+    if SANITIZER:
+        raise Skip("the %s build does not interpose malloc" % SANITIZER)
+    n = 3000
+    dec = raw_record("mem_leaks", n, opts=["--memory=full", "--sample", "off"])
+    heap = dec["heap"]
+    assert_true(heap is not None, "no HEAP2 chunk")
+    live, temporaries = {}, 0
+    for r in heap["records"]:
+        if r[0] == "alloc":
+            key = (r[6], r[5])
+            live[key] = live.get(key, 0) + 1
+        elif r[0] == "free":
+            key = (r[4], r[5])
+            assert_true(live.get(key, 0) > 0, "a FREE of stack %d, %d bytes, with none of them live" % key)
+            live[key] -= 1
+            temporaries += r[6]
+    left = {k: c for k, c in live.items() if c}
+    left_bytes = sum(size * c for (_, size), c in left.items())
+    assert_true(sum(left.values()) >= 13 and left_bytes >= 27000,
+                "blocks left at the end: %d, %d bytes (13 and 27000 leaked on purpose)" % (
+                    sum(left.values()), left_bytes))
+    for size, count in ((1000, 5), (2000, 4), (5000, 1), (3000, 3)):
+        got = sum(c for (_, sz), c in left.items() if sz == size)
+        assert_true(got >= count, "%d-byte blocks left: %d, leaked: %d" % (size, got, count))
+    allocs = sum(1 for r in heap["records"] if r[0] == "alloc")
+    assert_eq(allocs, heap["counters"]["allocs"], "ALLOC records against the allocations counted")
+    # churn: n malloc/free pairs, each freed before its thread allocates again
+    assert_true(temporaries >= n, "temporary frees: %d, churn made %d" % (temporaries, n))
+

@@ -12,7 +12,9 @@ tests run on the plain build only.
 
 import json
 
-from helpers import (SANITIZER, Skip, analyze, assert_between, assert_eq, assert_rel, assert_true,
+import os
+
+from helpers import (REPO, SANITIZER, Skip, analyze, assert_between, assert_eq, assert_rel, assert_true,
                      base_env, collector, fixture, record, run)
 
 MIB = 1024 * 1024
@@ -224,3 +226,18 @@ def test_bad_memory_options():
         r = run([fennec_bin(), "record"] + opts + ["--", "true"])
         assert_eq(r.returncode, 2, "exit status of fennec record %s" % " ".join(opts))
         assert_true(word in r.stderr, "the message names %s: %r" % (word, r.stderr))
+
+
+def test_format_1_2_and_1_3_heap_files_agree():
+    """tests/corpus keeps a full-mode recording of `mem_leaks 200` as format 1.2 wrote it
+    (HEAP chunks: frees by address) beside one made by this collector (HEAP2: frees by stack
+    and size): the reader reads both, and the analysis finds the same heap in each."""
+    keys = ("mode", "allocations", "frees", "allocated_bytes", "leaked_bytes", "leaked_count",
+            "runtime_bytes", "temporary_allocations", "peak_bytes")
+    got = {}
+    for name in ("valid_heap_1_2_raw.fnc", "valid_heap_raw.fnc"):
+        m = mem(analyze(os.path.join(REPO, "tests", "corpus", name)))
+        got[name] = {k: m[k] for k in keys}
+        assert_eq((m["leaked_bytes"], m["leaked_count"]), (27000, 13), "%s: leaked bytes and blocks" % name)
+    assert_eq(got["valid_heap_raw.fnc"], got["valid_heap_1_2_raw.fnc"], "the 1.3 file's heap against the 1.2 file's")
+
