@@ -74,6 +74,18 @@ extern void *__libc_memalign(size_t, size_t);
 extern void *__libc_valloc(size_t);
 extern void *__libc_pvalloc(size_t);
 
+static void *stub_malloc(size_t n);
+static void *stub_calloc(size_t n, size_t size);
+static void *stub_realloc(void *p, size_t n);
+static void stub_free(void *p);
+static void *stub_memalign(size_t align, size_t n);
+static void *stub_aligned_alloc(size_t align, size_t n);
+static int stub_posix_memalign(void **out, size_t align, size_t n);
+static void *stub_valloc(size_t n);
+static void *stub_pvalloc(size_t n);
+
+/* The next allocator. Until it is resolved these are stubs that resolve it and call it: the
+ * wrappers' common path need not check. */
 static struct {
 	malloc_fn malloc;
 	calloc_fn calloc;
@@ -84,7 +96,8 @@ static struct {
 	posix_memalign_fn posix_memalign;
 	valloc_fn valloc, pvalloc;
 	usable_fn usable;
-} R;
+} R = {stub_malloc, stub_calloc, stub_realloc, NULL, stub_free, stub_memalign, stub_aligned_alloc,
+       stub_posix_memalign, stub_valloc, stub_pvalloc, NULL};
 static _Atomic int resolved; /* 0: not yet, 1: resolving, 2: done */
 enum { HEAP_NONE, HEAP_GLIBC, HEAP_OTHER };
 static int heap_kind;        /* NONE: no counters (FENNEC_MEMORY=none); GLIBC: the next
@@ -116,6 +129,7 @@ static int key_ok;
 
 typedef struct mem_tls {
 	mem_slot *slot;      /* NULL until the first allocation */
+	mem_slot *fast;      /* slot, when the heap is glibc's: the wrappers' inline path */
 	union {
 		struct {
 			uint8_t busy;      /* inside a wrapper's recording path */
@@ -150,7 +164,8 @@ static struct {
 	uint64_t interval_ns;
 	uint32_t depth;
 	col_ring ring;
-	_Atomic uint64_t records, dropped, truncated, untracked;
+	uint64_t records;              /* records the writer took (only it counts, under flush_lock) */
+	_Atomic uint64_t dropped, truncated, untracked;
 	uint64_t base_allocs, base_frees, base_bytes; /* totals at session start */
 	_Atomic uint32_t gen;          /* sessions started: a thread's MREC_SAME hint is of this one */
 	int statm_fd;
@@ -159,7 +174,6 @@ static struct {
 	/* sampled mode: addresses of sampled live blocks, with a counting filter in front */
 	_Atomic uintptr_t set[SET_SIZE];
 	_Atomic uint8_t filter[FILTER_SIZE]; /* 255 sticks: never decremented again */
-	_Atomic uint32_t set_live;
 	/* writer side (docs/format.md, "Heap (1.3)") */
 	struct stk { uint64_t hash; uint32_t id; uint32_t off; } *stacks;
 	uint32_t nstacks, stacks_cap;  /* open addressing, cap a power of two */
@@ -393,6 +407,8 @@ static void resolve(void)
 	R.memalign = (memalign_fn)sym("memalign", (void *)__libc_memalign);
 	R.aligned_alloc = (memalign_fn)sym("aligned_alloc", (void *)__libc_memalign);
 	R.posix_memalign = (posix_memalign_fn)sym("posix_memalign", NULL);
+	if (!R.posix_memalign)
+		R.posix_memalign = stub_posix_memalign; /* then memalign's, as the stub does */
 	R.valloc = (valloc_fn)sym("valloc", (void *)__libc_valloc);
 	R.pvalloc = (valloc_fn)sym("pvalloc", (void *)__libc_pvalloc);
 	R.usable = (usable_fn)sym("malloc_usable_size", NULL);
@@ -412,6 +428,23 @@ static inline void ready(void)
 {
 	if (unlikely(atomic_load_explicit(&resolved, memory_order_acquire) != 2))
 		resolve();
+}
+
+static void *stub_malloc(size_t n) { resolve(); return R.malloc(n); }
+static void *stub_calloc(size_t n, size_t size) { resolve(); return R.calloc(n, size); }
+static void *stub_realloc(void *p, size_t n) { resolve(); return R.realloc(p, n); }
+static void stub_free(void *p) { resolve(); R.free(p); }
+static void *stub_memalign(size_t align, size_t n) { resolve(); return R.memalign(align, n); }
+static void *stub_aligned_alloc(size_t align, size_t n) { resolve(); return R.aligned_alloc(align, n); }
+static void *stub_valloc(size_t n) { resolve(); return R.valloc(n); }
+static void *stub_pvalloc(size_t n) { resolve(); return R.pvalloc(n); }
+
+static int stub_posix_memalign(void **out, size_t align, size_t n)
+{
+	resolve();
+	if (R.posix_memalign != stub_posix_memalign)
+		return R.posix_memalign(out, align, n);
+	return (*out = R.memalign(align, n)) ? 0 : ENOMEM; /* the next allocator has none */
 }
 
 /* ---- counters ---- */
@@ -462,7 +495,7 @@ static void thread_gone(void *arg)
 #if !MEM_SANITIZER
 	sc_release();
 #endif
-	T.slot = NULL; /* frees by later destructors of this thread count in `shared` */
+	T.slot = T.fast = NULL; /* frees by later destructors of this thread count in `shared` */
 }
 
 static void make_key(void)
@@ -494,6 +527,7 @@ static __attribute__((noinline)) mem_slot *claim_slot(void)
 	}
 	T.internal = (uint8_t)was;
 	T.slot = got;
+	T.fast = heap_kind == HEAP_GLIBC ? got : NULL;
 	return got;
 }
 
@@ -637,6 +671,13 @@ static inline uint32_t addr_hash(uintptr_t p)
 	return (uint32_t)(((uint64_t)p >> 4) * 0x9e3779b97f4a7c15ull >> 40);
 }
 
+/* The filter's counter of p: a block's address bits above its 16-byte granule, unhashed,
+ * so that a free's check is a shift, a mask and a load. */
+static inline _Atomic uint8_t *filter_of(uintptr_t p)
+{
+	return &M.filter[(p >> 4) & (FILTER_SIZE - 1)];
+}
+
 static void set_insert(uintptr_t p)
 {
 	uint32_t h = addr_hash(p);
@@ -645,11 +686,10 @@ static void set_insert(uintptr_t p)
 		uintptr_t cur = atomic_load_explicit(e, memory_order_relaxed);
 		while (cur == 0 || cur == SET_TOMB) {
 			if (atomic_compare_exchange_weak(e, &cur, p)) {
-				_Atomic uint8_t *c = &M.filter[h & (FILTER_SIZE - 1)];
+				_Atomic uint8_t *c = filter_of(p);
 				uint8_t v = atomic_load(c);
 				while (v < 255 && !atomic_compare_exchange_weak(c, &v, v + 1))
 					;
-				atomic_fetch_add(&M.set_live, 1);
 				return;
 			}
 		}
@@ -660,8 +700,7 @@ static void set_insert(uintptr_t p)
 /* Whether p may be a sampled live block: one load, in front of set_remove(). */
 static inline int set_may_hold(uintptr_t p)
 {
-	return atomic_load_explicit(&M.set_live, memory_order_relaxed) &&
-	       atomic_load_explicit(&M.filter[addr_hash(p) & (FILTER_SIZE - 1)], memory_order_relaxed);
+	return atomic_load_explicit(filter_of(p), memory_order_relaxed) != 0;
 }
 
 /* Whether p is a sampled live block; removes it. */
@@ -674,11 +713,10 @@ static __attribute__((noinline)) int set_remove(uintptr_t p)
 		if (cur == 0)
 			return 0;
 		if (cur == p && atomic_compare_exchange_strong(e, &cur, SET_TOMB)) {
-			_Atomic uint8_t *c = &M.filter[h & (FILTER_SIZE - 1)];
+			_Atomic uint8_t *c = filter_of(p);
 			uint8_t v = atomic_load(c);
 			while (v > 0 && v < 255 && !atomic_compare_exchange_weak(c, &v, v - 1))
 				;
-			atomic_fetch_sub(&M.set_live, 1);
 			return 1;
 		}
 	}
@@ -1034,8 +1072,8 @@ static inline int in_batch(int64_t d)
  * (realloc; else nfree = 0 and old = 0). */
 static inline __attribute__((always_inline)) int alloc_fast(void *p, size_t size, uint64_t nfree, size_t old)
 {
-	mem_slot *s = T.slot;
-	if (unlikely(heap_kind != HEAP_GLIBC) || unlikely(!s))
+	mem_slot *s = T.fast;
+	if (unlikely(!s))
 		return 0;
 	int64_t d = GET(s->live_delta) + (int64_t)glibc_usable(p) - (int64_t)old;
 	if (unlikely(!in_batch(d)))
@@ -1052,8 +1090,8 @@ static inline __attribute__((always_inline)) int alloc_fast(void *p, size_t size
 
 static inline __attribute__((always_inline)) int free_fast(void *p)
 {
-	mem_slot *s = T.slot;
-	if (unlikely(heap_kind != HEAP_GLIBC) || unlikely(!s))
+	mem_slot *s = T.fast;
+	if (unlikely(!s))
 		return 0;
 	int64_t d = GET(s->live_delta) - (int64_t)glibc_usable(p);
 	if (unlikely(!in_batch(d)))
@@ -1099,7 +1137,6 @@ API void *malloc(size_t n)
 {
 	if (unlikely(T.own))
 		return own_alloc(n, 16);
-	ready();
 	return on_alloc(R.malloc(n), n, RA());
 }
 
@@ -1107,7 +1144,6 @@ API void *calloc(size_t n, size_t size)
 {
 	if (unlikely(T.own))
 		return own_calloc(n, size);
-	ready();
 	return on_alloc(R.calloc(n, size), n * size, RA());
 }
 
@@ -1132,10 +1168,8 @@ static __attribute__((noinline)) void *realloc_slow(void *p, size_t n, void **sl
 	if (T.own) {
 		if (!p)
 			return own_alloc(n, 16);
-		ready();
 		return R.realloc(p, n); /* the program's block, resized by fennec: uncounted */
 	}
-	ready();
 	if (!p)
 		return alloc_slow(R.malloc(n), n, slot);
 	if (heap_kind == HEAP_NONE)
@@ -1210,7 +1244,6 @@ static void *aligned_impl(memalign_fn *fn, size_t align, size_t n, void **slot)
 {
 	if (unlikely(T.own))
 		return own_alloc(n, pow2_align(align));
-	ready();
 	return on_alloc((*fn)(align, n), n, slot);
 }
 
@@ -1229,8 +1262,7 @@ API int posix_memalign(void **out, size_t align, size_t n)
 		*out = p;
 		return 0;
 	}
-	ready();
-	int rc = R.posix_memalign ? R.posix_memalign(out, align, n) : (*out = R.memalign(align, n)) ? 0 : ENOMEM;
+	int rc = R.posix_memalign(out, align, n);
 	if (rc == 0)
 		alloc_slow(*out, n, RA());
 	return rc;
@@ -1240,7 +1272,6 @@ API void *valloc(size_t n)
 {
 	if (unlikely(T.own))
 		return own_alloc(n, 4096);
-	ready();
 	return on_alloc(R.valloc(n), n, RA());
 }
 
@@ -1248,7 +1279,6 @@ API void *pvalloc(size_t n)
 {
 	if (unlikely(T.own))
 		return own_alloc((n + 4095) & ~(size_t)4095, 4096);
-	ready();
 	return on_alloc(R.pvalloc(n), n, RA());
 }
 
@@ -1428,7 +1458,7 @@ void col_mem_start(void)
 	atomic_store(&peak_ticks, col_ticks());
 	atomic_store(&peak_step, 0);
 	atomic_store(&peak_site, 0);
-	atomic_store(&M.records, 0);
+	M.records = 0;
 	atomic_store(&M.dropped, 0);
 	atomic_store(&M.truncated, 0);
 	atomic_store(&M.untracked, 0);
@@ -1747,7 +1777,7 @@ static void emit_heap(void (*emit)(unsigned type, cm_buf *raw), void (*before)(v
 	cm_buf_varint(b, atomic_load(&peak_step));
 	cm_buf_varint(b, atomic_load(&peak_site));
 	cm_buf_varint(b, t.largest);
-	M.last_records = atomic_load(&M.records);
+	M.last_records = M.records;
 	M.last_dropped = atomic_load(&M.dropped);
 	cm_buf_varint(b, M.last_records);
 	cm_buf_varint(b, M.last_dropped);
@@ -1975,13 +2005,13 @@ void col_mem_drain(void (*emit)(unsigned type, cm_buf *raw), void (*before)(void
 			col_ring_get(&M.ring, head, wrapped, len);
 			rec = wrapped;
 		}
-		mrec r = {0};
-		if (rec)
-			memcpy(&r, rec, len < REC_HDR ? REC_FREE : REC_HDR);
-		atomic_fetch_add_explicit(&M.records, 1, memory_order_relaxed);
-		size_t tail = 8 * (size_t)r.nframes + 4 * (size_t)r.nregions;
-		if (rec && (r.type == FMT_HR_FREE ? len >= REC_FREE : len >= REC_HDR + (r.type == FMT_HR_SNAP ? 24 : tail)))
-			encode(&r, rec + REC_HDR);
+		/* Read in place (a FREE's fields end at REC_FREE): a copy of a variable size
+		 * cost a string move and a stalled load per record. */
+		const mrec *r = (const mrec *)rec;
+		M.records++;
+		if (r && (r->type == FMT_HR_FREE ? len >= REC_FREE
+				  : len >= REC_HDR + (r->type == FMT_HR_SNAP ? 24 : 8 * (size_t)r->nframes + 4 * (size_t)r->nregions)))
+			encode(r, rec + REC_HDR);
 		head += len;
 		/* Consumed bytes are zeroed (a record's first word must read 0 until it is
 		 * published) and handed back to the producers in batches. */
@@ -1999,7 +2029,7 @@ void col_mem_drain(void (*emit)(unsigned type, cm_buf *raw), void (*before)(void
 		return;
 	totals t;
 	sum_totals(&t);
-	if (M.body.len || !M.counters_written || M.last_records != atomic_load(&M.records) ||
+	if (M.body.len || !M.counters_written || M.last_records != M.records ||
 	    M.last_dropped != atomic_load(&M.dropped) || M.last_allocs != t.allocs || M.last_frees != t.frees)
 		emit_heap(emit, before);
 	if (M.body.cap > (16u << 20))
