@@ -2,7 +2,10 @@
 # bench/sampling.sh - the cost of CPU sampling with call stacks, fennec beside its peers, in
 # one run: slowdown of two workloads (build/bench/work_calls: deep recursion and many small
 # functions; build/bench/work_compute: a matrix multiply) under
-#   fennec      fennec record -F HZ (defaults: cpu mode, 128 frames)
+#   fennec      fennec record -F HZ --memory off (cpu mode, the ring source, 128 frames;
+#               heap profiling, on by default, has its own benchmark: memory.sh)
+#   fennec-signal  the same with FENNEC_SAMPLE_SOURCE=signal (a signal per sample, the
+#               stack taken in the handler: the fallback source)
 #   perf-fp     perf record -F HZ -g               (frame pointers: Debian's libc has none)
 #   perf-dwarf  perf record -F HZ --call-graph dwarf (copies 8 KiB of stack per sample)
 #   gperftools  LD_PRELOAD=libprofiler.so CPUPROFILE_FREQUENCY=HZ (setitimer: ~250/s here)
@@ -48,7 +51,7 @@ have_gperf=0
 tmp=$(mktemp -d /tmp/fennec-bench-smp.XXXXXX)
 if [ "${KEEP:-0}" = 1 ]; then echo "keeping $tmp"; else trap 'rm -rf "$tmp"' EXIT; fi
 
-variants=(base fennec)
+variants=(base fennec fennec-signal)
 if [ $have_perf = 1 ]; then variants+=(perf-fp perf-dwarf); else echo "sampling: perf unusable here; skipped" >&2; fi
 if [ $have_gperf = 1 ]; then variants+=(gperftools); else echo "sampling: libprofiler.so not found (apt-get install libgoogle-perftools-dev); skipped" >&2; fi
 
@@ -79,7 +82,8 @@ run_one() {
 	t0=$(date +%s%N)
 	if ! case $v in
 	base) out=$("${T[@]}" "$exe" "$SCALE") ;;
-	fennec) out=$("${T[@]}" "$FENNEC" record -q -F "$HZ" -o "$prof" -- "$exe" "$SCALE") ;;
+	fennec) out=$("${T[@]}" "$FENNEC" record -q -F "$HZ" --memory off -o "$prof" -- "$exe" "$SCALE") ;;
+	fennec-signal) out=$("${T[@]}" env FENNEC_SAMPLE_SOURCE=signal "$FENNEC" record -q -F "$HZ" --memory off -o "$prof" -- "$exe" "$SCALE") ;;
 	perf-fp) out=$("${T[@]}" perf record -q $PERF_OPTS -F "$HZ" -g -o "$prof" -- "$exe" "$SCALE" 2>/dev/null) ;;
 	perf-dwarf) out=$("${T[@]}" perf record -q $PERF_OPTS -F "$HZ" --call-graph dwarf -o "$prof" -- "$exe" "$SCALE" 2>/dev/null) ;;
 	gperftools) out=$("${T[@]}" env LD_PRELOAD="$LIBPROFILER" CPUPROFILE="$prof" CPUPROFILE_FREQUENCY="$HZ" "$exe" "$SCALE" 2>/dev/null) ;;
@@ -100,7 +104,7 @@ run_one() {
 samples_of() {
 	case $1 in
 	base) echo 0 ;;
-	fennec) "$FENNEC" analyze "$2" --format json 2>/dev/null | jq -r '.samples.count // "NA"' 2>/dev/null || echo NA ;;
+	fennec*) "$FENNEC" analyze "$2" --format json 2>/dev/null | jq -r '.samples.count // "NA"' 2>/dev/null || echo NA ;;
 	perf-*) perf report -i "$2" --stats 2>/dev/null | awk '/SAMPLE events:/ { print $3; exit }' | grep . || echo NA ;;
 	gperftools) gperf_samples "$2" 2>/dev/null || echo NA ;;
 	esac
@@ -120,7 +124,7 @@ analysis_s() {
 	for _ in 1 2 3; do
 		t0=$(date +%s%N)
 		case $v in
-		fennec) "$FENNEC" analyze "$prof" -o /dev/null >/dev/null 2>&1 || true ;;
+		fennec*) "$FENNEC" analyze "$prof" -o /dev/null >/dev/null 2>&1 || true ;;
 		perf-*) perf report -i "$prof" --stdio >/dev/null 2>&1 || true ;;
 		gperftools) google-pprof --text "$exe" "$prof" >/dev/null 2>&1 || true ;;
 		esac
@@ -157,8 +161,9 @@ import csv, statistics, sys
 rows = list(csv.DictReader(open(sys.argv[1]), delimiter="\t"))
 hz = sys.argv[2]
 num = lambda s: None if s in (None, "", "NA") else float(s)
-order = ["base", "fennec", "perf-fp", "perf-dwarf", "gperftools"]
-label = {"base": "unprofiled", "fennec": "fennec -F %s" % hz, "perf-fp": "perf -F %s -g" % hz,
+order = ["base", "fennec", "fennec-signal", "perf-fp", "perf-dwarf", "gperftools"]
+label = {"base": "unprofiled", "fennec": "fennec -F %s" % hz,
+         "fennec-signal": "fennec (signal) -F %s" % hz, "perf-fp": "perf -F %s -g" % hz,
          "perf-dwarf": "perf -F %s --call-graph dwarf" % hz,
          "gperftools": "gperftools, CPUPROFILE_FREQUENCY=%s" % hz}
 TIMES = ["inproc_ns", "inproc_cpu_ns", "e2e_ns", "e2e_cpu_ns"]

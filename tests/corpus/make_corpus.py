@@ -15,7 +15,10 @@ Files written (every one under 64 KiB, the fuzzer's -max_len):
   valid_metrics_raw.fnc metrics.c (counters, gauge, values), raw chunks
   valid_steps_raw.fnc   steps.c 20 steps, raw chunks
   valid_empty.fnc       empty.c: a header and an END chunk only
-  valid_samples_raw.fnc nested.c 50 ms sampled at 2000 Hz (SAMPLES, MODULES, TASKS), raw
+  valid_samples_raw.fnc nested.c 50 ms sampled at 2000 Hz (SAMPLES, MODULES, TASKS), signal
+                        source (samples carry their regions and step), raw
+  valid_ring_raw.fnc    region_funcs.c, 3 steps of 20 ms, sampled by the ring source (samples
+                        whose regions and step come from the events by time, format 1.3), raw
   valid_wall_raw.fnc    threads.c sampled in wall mode, raw
   valid_heap_raw.fnc    mem_leaks.c 200, heap profiled in full mode (HEAP2, format 1.3), raw
   valid_gpu_raw.fnc     valid_nested_raw.fnc plus a GPU chunk of every record type (encoded by
@@ -116,7 +119,11 @@ def main():
         "valid_steps_raw.fnc": rec("e.fnc", "steps", 20, 1, 4, env=raw_env),
         "valid_empty.fnc": rec("f.fnc", "empty"),
         "valid_samples_raw.fnc": rec("g.fnc", "nested", 50, env=helpers.base_env(
-            {"FENNEC_COMPRESSION": "0", "FENNEC_SAMPLE": "cpu", "FENNEC_HZ": "2000"})),
+            {"FENNEC_COMPRESSION": "0", "FENNEC_SAMPLE": "cpu", "FENNEC_HZ": "2000",
+             "FENNEC_SAMPLE_SOURCE": "signal"})),
+        "valid_ring_raw.fnc": rec("j.fnc", "region_funcs", 3, 20, env=helpers.base_env(
+            {"FENNEC_COMPRESSION": "0", "FENNEC_SAMPLE": "cpu", "FENNEC_SAMPLE_SOURCE": "ring",
+             "FENNEC_MEMORY": "off"})),
         "valid_wall_raw.fnc": rec("h.fnc", "threads", 2, env=helpers.base_env(
             {"FENNEC_COMPRESSION": "0", "FENNEC_SAMPLE": "wall"})),
         "valid_heap_raw.fnc": rec("i.fnc", "mem_leaks", 200, env=helpers.base_env(
