@@ -499,6 +499,11 @@ int ana_name_is_data(const char *name, const char *list);
 
 /* Run the rules (docs/bottlenecks.md) and fill p->findings. */
 void ana_rules(ana_profile *p);
+/* For the rules (rules.c, gpu_rules.c): a malloc'd printf (NULL when out of memory), a new
+ * finding appended to p->findings (NULL when out of memory), and one of its numbers. */
+char *ana_strf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+ana_finding *ana_finding_add(ana_profile *p, const char *type, ana_severity sev);
+void ana_finding_num(ana_finding *f, const char *key, double v);
 
 void ana_profile_free(ana_profile *p);
 

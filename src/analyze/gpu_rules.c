@@ -14,40 +14,6 @@
 #define SMALL_KERNEL_NS 10000      /* "a few microseconds": a kernel mean under 10 us */
 #define LEAK_MIN_BYTES_PER_STEP (1 << 20)
 
-static char *fmtstr(const char *fmt, ...)
-{
-	va_list ap;
-	char *s = NULL;
-	va_start(ap, fmt);
-	if (vasprintf(&s, fmt, ap) < 0)
-		s = NULL;
-	va_end(ap);
-	return s;
-}
-
-static ana_finding *add(ana_profile *p, const char *type, ana_severity sev)
-{
-	if (p->nfindings == p->findings_cap) {
-		uint32_t cap = p->findings_cap ? p->findings_cap * 2 : 8;
-		ana_finding *f = realloc(p->findings, cap * sizeof *f);
-		if (!f)
-			return NULL;
-		p->findings = f;
-		p->findings_cap = cap;
-	}
-	ana_finding *f = &p->findings[p->nfindings++];
-	memset(f, 0, sizeof *f);
-	f->type = type;
-	f->severity = sev;
-	return f;
-}
-
-static void num(ana_finding *f, const char *key, double v)
-{
-	if (f->nnumbers < (int)ARRAY_LEN(f->numbers))
-		f->numbers[f->nnumbers++] = (ana_kv){key, v};
-}
-
 /* Wall time of the processes with GPU work: the base of every "share of the run". */
 static double gpu_wall_ns(const ana_profile *p, const ana_gpu *g)
 {
@@ -79,7 +45,7 @@ static void rule_cpu_gpu_sync(ana_profile *p, const ana_gpu *g)
 	double share = 100.0 * (double)g->sync_ns / (double)g->busy_ns;
 	if (share < thr)
 		return;
-	ana_finding *f = add(p, "cpu_gpu_sync", share >= 50 ? ANA_HIGH : share >= 25 ? ANA_MEDIUM : ANA_LOW);
+	ana_finding *f = ana_finding_add(p, "cpu_gpu_sync", share >= 50 ? ANA_HIGH : share >= 25 ? ANA_MEDIUM : ANA_LOW);
 	if (!f)
 		return;
 	char a[32], b[32], where[512] = "";
@@ -87,20 +53,20 @@ static void rule_cpu_gpu_sync(ana_profile *p, const ana_gpu *g)
 	if (top && top->node != ANA_NONE)
 		snprintf(where, sizeof where, "; %s of it in %s (%llu calls)", ana_fmt_ns((double)top->ns, b, sizeof b),
 			 p->nodes[top->node].path, (unsigned long long)top->calls);
-	f->subject = fmtstr("%s", top && top->node != ANA_NONE ? p->nodes[top->node].path : "host-GPU synchronisation");
-	f->evidence = fmtstr("host threads waited %s in %llu synchronising calls or synchronous copies, %.0f%% of the "
-			     "GPU's busy time%s",
-			     ana_fmt_ns((double)g->sync_ns, a, sizeof a), (unsigned long long)g->sync_calls, share, where);
-	num(f, "sync_ns", (double)g->sync_ns);
-	num(f, "sync_calls", (double)g->sync_calls);
-	num(f, "share_of_gpu_busy_pct", share);
-	num(f, "threshold_pct", thr);
-	f->recommendation = fmtstr("Let the host run ahead of the GPU%s%s: drop cudaDeviceSynchronize and "
-				   "cudaStreamSynchronize from the loop, replace synchronous cudaMemcpy with "
-				   "cudaMemcpyAsync from pinned memory, read results back once per step or less (in "
-				   "PyTorch: avoid .item(), .cpu(), print(tensor) and bool(tensor) inside the step), and "
-				   "wait on events only where the host needs the data.",
-				   top && top->node != ANA_NONE ? " in " : "", top && top->node != ANA_NONE ? p->nodes[top->node].path : "");
+	f->subject = ana_strf("%s", top && top->node != ANA_NONE ? p->nodes[top->node].path : "host-GPU synchronisation");
+	f->evidence = ana_strf("host threads waited %s in %llu synchronising calls or synchronous copies, %.0f%% of the "
+			       "GPU's busy time%s",
+			       ana_fmt_ns((double)g->sync_ns, a, sizeof a), (unsigned long long)g->sync_calls, share, where);
+	ana_finding_num(f, "sync_ns", (double)g->sync_ns);
+	ana_finding_num(f, "sync_calls", (double)g->sync_calls);
+	ana_finding_num(f, "share_of_gpu_busy_pct", share);
+	ana_finding_num(f, "threshold_pct", thr);
+	f->recommendation = ana_strf("Let the host run ahead of the GPU%s%s: drop cudaDeviceSynchronize and "
+				     "cudaStreamSynchronize from the loop, replace synchronous cudaMemcpy with "
+				     "cudaMemcpyAsync from pinned memory, read results back once per step or less (in "
+				     "PyTorch: avoid .item(), .cpu(), print(tensor) and bool(tensor) inside the step), and "
+				     "wait on events only where the host needs the data.",
+				     top && top->node != ANA_NONE ? " in " : "", top && top->node != ANA_NONE ? p->nodes[top->node].path : "");
 	double wall = gpu_wall_ns(p, g);
 	f->expected_gain_pct = wall > 0 ? fmin(100, 100.0 * (double)g->sync_ns / wall) : 0;
 }
@@ -130,30 +96,30 @@ static void rule_gpu_idle(ana_profile *p, const ana_gpu *g)
 		if (idle < 30 || cpu < 0.5)
 			continue;
 		int launch = g->launch_calls && g->launch_ns > g->kernel_ns;
-		ana_finding *f = add(p, "gpu_idle", idle >= 60 ? ANA_HIGH : idle >= 40 ? ANA_MEDIUM : ANA_LOW);
+		ana_finding *f = ana_finding_add(p, "gpu_idle", idle >= 60 ? ANA_HIGH : idle >= 40 ? ANA_MEDIUM : ANA_LOW);
 		if (!f)
 			return;
 		char a[32], b[32], c[32];
-		f->subject = fmtstr("device %u (%s) of pid %llu", d->id, dev_name(d), (unsigned long long)pr->file.pid);
-		f->evidence = fmtstr("the device was idle %.0f%% of its %s of activity (busy %s) while the host was busy "
-				     "%.0f%% of the time (CPU time, or time in regions)%s%s",
-				     idle, ana_fmt_ns((double)window, a, sizeof a), ana_fmt_ns((double)d->busy_ns, b, sizeof b),
-				     100 * cpu, launch ? "; kernel launches took more host time than the kernels took on "
-							 "the GPU: " : "",
-				     launch ? ana_fmt_ns((double)g->launch_ns, c, sizeof c) : "");
-		num(f, "idle_pct", idle);
-		num(f, "window_ns", (double)window);
-		num(f, "busy_ns", (double)d->busy_ns);
-		num(f, "host_busy_pct", 100 * cpu);
-		num(f, "launch_ns", (double)g->launch_ns);
-		f->recommendation = fmtstr(launch ? "The GPU is launch-bound: give it bigger kernels (larger batches, fused "
-						    "operations, torch.compile) or capture the step in a CUDA graph, so that "
-						    "one launch does the work of many."
-						  : "The GPU is input-bound: find what the host does between GPU work (the "
-						    "regions and hot functions above) and overlap it with the GPU: prepare the "
-						    "next batch while this one runs (DataLoader workers, pinned memory and "
-						    "non_blocking copies on a side stream), and keep pre- and post-processing "
-						    "on the GPU.");
+		f->subject = ana_strf("device %u (%s) of pid %llu", d->id, dev_name(d), (unsigned long long)pr->file.pid);
+		f->evidence = ana_strf("the device was idle %.0f%% of its %s of activity (busy %s) while the host was busy "
+				       "%.0f%% of the time (CPU time, or time in regions)%s%s",
+				       idle, ana_fmt_ns((double)window, a, sizeof a), ana_fmt_ns((double)d->busy_ns, b, sizeof b),
+				       100 * cpu, launch ? "; kernel launches took more host time than the kernels took on "
+							   "the GPU: " : "",
+				       launch ? ana_fmt_ns((double)g->launch_ns, c, sizeof c) : "");
+		ana_finding_num(f, "idle_pct", idle);
+		ana_finding_num(f, "window_ns", (double)window);
+		ana_finding_num(f, "busy_ns", (double)d->busy_ns);
+		ana_finding_num(f, "host_busy_pct", 100 * cpu);
+		ana_finding_num(f, "launch_ns", (double)g->launch_ns);
+		f->recommendation = ana_strf(launch ? "The GPU is launch-bound: give it bigger kernels (larger batches, fused "
+						      "operations, torch.compile) or capture the step in a CUDA graph, so that "
+						      "one launch does the work of many."
+						    : "The GPU is input-bound: find what the host does between GPU work (the "
+						      "regions and hot functions above) and overlap it with the GPU: prepare the "
+						      "next batch while this one runs (DataLoader workers, pinned memory and "
+						      "non_blocking copies on a side stream), and keep pre- and post-processing "
+						      "on the GPU.");
 		f->expected_gain_pct = pr->wall_ns ? fmin(100, 100.0 * (double)(window - d->busy_ns) / (double)pr->wall_ns) : 0;
 	}
 }
@@ -181,24 +147,24 @@ static void rule_small_kernels(ana_profile *p, const ana_gpu *g)
 		return;
 	double wall = gpu_wall_ns(p, g);
 	double launch_pct = wall > 0 ? 100.0 * (double)g->launch_ns / wall : 0;
-	ana_finding *f = add(p, "small_kernels", launch_pct >= 20 ? ANA_HIGH : ANA_MEDIUM);
+	ana_finding *f = ana_finding_add(p, "small_kernels", launch_pct >= 20 ? ANA_HIGH : ANA_MEDIUM);
 	if (!f)
 		return;
 	char a[32], b[32], nm[160];
 	snprintf(nm, sizeof nm, "%s", p->names[top->name]);
-	f->subject = fmtstr("%llu kernel launches under 10 us", (unsigned long long)small);
-	f->evidence = fmtstr("%llu of %llu kernel launches (%.0f%%) were of kernels averaging under 10 us, %s of GPU "
-			     "time in all; the most launched: %s (%llu launches, mean %s)%s",
-			     (unsigned long long)small, (unsigned long long)all, 100.0 * (double)small / (double)all,
-			     ana_fmt_ns((double)small_ns, a, sizeof a), nm, (unsigned long long)top->count,
-			     ana_fmt_ns(top->mean_ns, b, sizeof b), g->launch_calls ? "" : " (no API records: launch cost unknown)");
-	num(f, "small_launches", (double)small);
-	num(f, "launches", (double)all);
-	num(f, "small_kernel_ns", (double)small_ns);
-	num(f, "launch_ns", (double)g->launch_ns);
-	f->recommendation = fmtstr("Do more per launch: fuse the small kernels (torch.compile, fused optimizers and "
-				   "layers, custom kernels), batch the work they do, or capture the sequence in a CUDA "
-				   "graph (torch.cuda.graphs, cudaGraphLaunch) so that one launch replaces many.");
+	f->subject = ana_strf("%llu kernel launches under 10 us", (unsigned long long)small);
+	f->evidence = ana_strf("%llu of %llu kernel launches (%.0f%%) were of kernels averaging under 10 us, %s of GPU "
+			       "time in all; the most launched: %s (%llu launches, mean %s)%s",
+			       (unsigned long long)small, (unsigned long long)all, 100.0 * (double)small / (double)all,
+			       ana_fmt_ns((double)small_ns, a, sizeof a), nm, (unsigned long long)top->count,
+			       ana_fmt_ns(top->mean_ns, b, sizeof b), g->launch_calls ? "" : " (no API records: launch cost unknown)");
+	ana_finding_num(f, "small_launches", (double)small);
+	ana_finding_num(f, "launches", (double)all);
+	ana_finding_num(f, "small_kernel_ns", (double)small_ns);
+	ana_finding_num(f, "launch_ns", (double)g->launch_ns);
+	f->recommendation = ana_strf("Do more per launch: fuse the small kernels (torch.compile, fused optimizers and "
+				     "layers, custom kernels), batch the work they do, or capture the sequence in a CUDA "
+				     "graph (torch.cuda.graphs, cudaGraphLaunch) so that one launch replaces many.");
 	f->expected_gain_pct = fmin(100, launch_pct);
 }
 
@@ -218,23 +184,23 @@ static void rule_pageable_memcpy(ana_profile *p, const ana_gpu *g)
 		    (d->bytes ? (double)d->total_ns * (double)d->pageable_bytes / (double)d->bytes : 0);
 	double wall = gpu_wall_ns(p, g);
 	double pct = wall > 0 ? 100.0 * ns / wall : 0;
-	ana_finding *f = add(p, "pageable_memcpy", pct >= 10 ? ANA_HIGH : ANA_MEDIUM);
+	ana_finding *f = ana_finding_add(p, "pageable_memcpy", pct >= 10 ? ANA_HIGH : ANA_MEDIUM);
 	if (!f)
 		return;
 	char a[32], b[32], c[32];
 	double bw = ns > 0 ? (double)pageable * 1e9 / ns : NAN;
-	f->subject = fmtstr("%s of pageable host-device copies", ana_fmt_bytes((double)pageable, a, sizeof a));
-	f->evidence = fmtstr("%s of %s copied between host and device (%.0f%%) came from or went to pageable memory, "
-			     "in %s (%s/s)",
-			     a, ana_fmt_bytes((double)bytes, b, sizeof b), 100.0 * (double)pageable / (double)bytes,
-			     ana_fmt_ns(ns, c, sizeof c), isfinite(bw) ? ana_fmt_bytes(bw, b, sizeof b) : "-");
-	num(f, "pageable_bytes", (double)pageable);
-	num(f, "bytes", (double)bytes);
-	num(f, "pageable_ns", ns);
-	f->recommendation = fmtstr("Pin the host buffers that go to or come from the GPU (cudaMallocHost or "
-				   "cudaHostRegister; in PyTorch DataLoader(pin_memory=True) or tensor.pin_memory()) and "
-				   "copy with cudaMemcpyAsync / .to(device, non_blocking=True), so the copies run at full "
-				   "bandwidth and overlap with compute.");
+	f->subject = ana_strf("%s of pageable host-device copies", ana_fmt_bytes((double)pageable, a, sizeof a));
+	f->evidence = ana_strf("%s of %s copied between host and device (%.0f%%) came from or went to pageable memory, "
+			       "in %s (%s/s)",
+			       a, ana_fmt_bytes((double)bytes, b, sizeof b), 100.0 * (double)pageable / (double)bytes,
+			       ana_fmt_ns(ns, c, sizeof c), isfinite(bw) ? ana_fmt_bytes(bw, b, sizeof b) : "-");
+	ana_finding_num(f, "pageable_bytes", (double)pageable);
+	ana_finding_num(f, "bytes", (double)bytes);
+	ana_finding_num(f, "pageable_ns", ns);
+	f->recommendation = ana_strf("Pin the host buffers that go to or come from the GPU (cudaMallocHost or "
+				     "cudaHostRegister; in PyTorch DataLoader(pin_memory=True) or tensor.pin_memory()) and "
+				     "copy with cudaMemcpyAsync / .to(device, non_blocking=True), so the copies run at full "
+				     "bandwidth and overlap with compute.");
 	f->expected_gain_pct = fmin(100, pct / 2); /* pinned copies are about twice as fast */
 }
 
@@ -272,23 +238,23 @@ static void rule_gpu_memory_leak(ana_profile *p, const ana_gpu *g)
 		if (slope < LEAK_MIN_BYTES_PER_STEP || r2 < 0.8)
 			continue;
 		double grown = slope * (double)(n - 1);
-		ana_finding *f = add(p, "gpu_memory_leak", grown >= 0.25 * (double)d->peak_allocated_bytes ? ANA_HIGH : ANA_MEDIUM);
+		ana_finding *f = ana_finding_add(p, "gpu_memory_leak", grown >= 0.25 * (double)d->peak_allocated_bytes ? ANA_HIGH : ANA_MEDIUM);
 		if (!f)
 			return;
 		char a[32], b[32];
-		f->subject = fmtstr("device %u (%s)", d->id, dev_name(d));
-		f->evidence = fmtstr("allocated GPU memory grew %s per step over %zu steps (r^2 %.2f), %s in all; %s still "
-				     "allocated at the end",
-				     ana_fmt_bytes(slope, a, sizeof a), n, r2, ana_fmt_bytes(grown, b, sizeof b),
-				     ana_fmt_bytes((double)d->allocated_end_bytes, b, sizeof b));
-		num(f, "slope_bytes_per_step", slope);
-		num(f, "r2", r2);
-		num(f, "steps", (double)n);
-		num(f, "allocated_end_bytes", (double)d->allocated_end_bytes);
-		f->recommendation = fmtstr("Something keeps device memory from one step to the next: tensors appended to a "
-					   "list across steps (store loss.item(), not loss, which keeps its graph), caches "
-					   "keyed by step or shape, or buffers allocated per step and never freed. Free them "
-					   "(del, cudaFree) or reuse one buffer; the run will otherwise end in out-of-memory.");
+		f->subject = ana_strf("device %u (%s)", d->id, dev_name(d));
+		f->evidence = ana_strf("allocated GPU memory grew %s per step over %zu steps (r^2 %.2f), %s in all; %s still "
+				       "allocated at the end",
+				       ana_fmt_bytes(slope, a, sizeof a), n, r2, ana_fmt_bytes(grown, b, sizeof b),
+				       ana_fmt_bytes((double)d->allocated_end_bytes, b, sizeof b));
+		ana_finding_num(f, "slope_bytes_per_step", slope);
+		ana_finding_num(f, "r2", r2);
+		ana_finding_num(f, "steps", (double)n);
+		ana_finding_num(f, "allocated_end_bytes", (double)d->allocated_end_bytes);
+		f->recommendation = ana_strf("Something keeps device memory from one step to the next: tensors appended to a "
+					     "list across steps (store loss.item(), not loss, which keeps its graph), caches "
+					     "keyed by step or shape, or buffers allocated per step and never freed. Free them "
+					     "(del, cudaFree) or reuse one buffer; the run will otherwise end in out-of-memory.");
 		f->expected_gain_pct = 0;
 	}
 }
@@ -317,23 +283,23 @@ static void rule_stream_serialisation(ana_profile *p, const ana_gpu *g)
 		}
 		if (busy_streams < 2 || (double)d->overlap_ns >= 0.05 * (double)second)
 			continue;
-		ana_finding *f = add(p, "stream_serialisation", ANA_MEDIUM);
+		ana_finding *f = ana_finding_add(p, "stream_serialisation", ANA_MEDIUM);
 		if (!f)
 			return;
 		char a[32], b[32];
-		f->subject = fmtstr("device %u (%s) of pid %llu", d->id, dev_name(d),
-				    (unsigned long long)p->procs[d->process].file.pid);
-		f->evidence = fmtstr("%u streams were each busy 1 ms or more (the second busiest %s), yet they ran at the "
-				     "same time for only %s: the work was serialised",
-				     busy_streams, ana_fmt_ns((double)second, a, sizeof a), ana_fmt_ns((double)d->overlap_ns, b, sizeof b));
-		num(f, "streams", busy_streams);
-		num(f, "overlap_ns", (double)d->overlap_ns);
-		num(f, "second_stream_busy_ns", (double)second);
-		f->recommendation = fmtstr("Let the streams run concurrently: create them with cudaStreamNonBlocking (the "
-					   "legacy default stream waits for all others) or build with per-thread default "
-					   "streams, copy from pinned memory (pageable copies do not overlap), and avoid calls "
-					   "that synchronise the device between launches (cudaMalloc, cudaFree, synchronous "
-					   "copies, cudaDeviceSynchronize).");
+		f->subject = ana_strf("device %u (%s) of pid %llu", d->id, dev_name(d),
+				      (unsigned long long)p->procs[d->process].file.pid);
+		f->evidence = ana_strf("%u streams were each busy 1 ms or more (the second busiest %s), yet they ran at the "
+				       "same time for only %s: the work was serialised",
+				       busy_streams, ana_fmt_ns((double)second, a, sizeof a), ana_fmt_ns((double)d->overlap_ns, b, sizeof b));
+		ana_finding_num(f, "streams", busy_streams);
+		ana_finding_num(f, "overlap_ns", (double)d->overlap_ns);
+		ana_finding_num(f, "second_stream_busy_ns", (double)second);
+		f->recommendation = ana_strf("Let the streams run concurrently: create them with cudaStreamNonBlocking (the "
+					     "legacy default stream waits for all others) or build with per-thread default "
+					     "streams, copy from pinned memory (pageable copies do not overlap), and avoid calls "
+					     "that synchronise the device between launches (cudaMalloc, cudaFree, synchronous "
+					     "copies, cudaDeviceSynchronize).");
 		double wall = (double)p->procs[d->process].wall_ns;
 		f->expected_gain_pct = wall > 0 ? fmin(100, 100.0 * (double)second / wall) : 0;
 	}

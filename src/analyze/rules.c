@@ -10,7 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-static char *fmtstr(const char *fmt, ...)
+char *ana_strf(const char *fmt, ...)
 {
 	va_list ap;
 	char *s = NULL;
@@ -27,7 +27,7 @@ static const char *base_name(const char *path)
 	return s && s[1] ? s + 1 : path;
 }
 
-static ana_finding *add_finding(ana_profile *p, const char *type, ana_severity sev)
+ana_finding *ana_finding_add(ana_profile *p, const char *type, ana_severity sev)
 {
 	if (p->nfindings == p->findings_cap) {
 		uint32_t cap = p->findings_cap ? p->findings_cap * 2 : 8;
@@ -44,7 +44,7 @@ static ana_finding *add_finding(ana_profile *p, const char *type, ana_severity s
 	return f;
 }
 
-static void num(ana_finding *f, const char *key, double v)
+void ana_finding_num(ana_finding *f, const char *key, double v)
 {
 	if (f->nnumbers < (int)ARRAY_LEN(f->numbers))
 		f->numbers[f->nnumbers++] = (ana_kv){key, v};
@@ -66,45 +66,45 @@ static void rule_hot_operation(ana_profile *p)
 		if (n->first_child != ANA_NONE && n->child_ns >= 0.9 * (double)n->total_ns)
 			continue;
 		ana_severity sev = n->share_pct > 30 ? ANA_HIGH : n->share_pct >= 10 ? ANA_MEDIUM : ANA_LOW;
-		ana_finding *f = add_finding(p, "hot_operation", sev);
+		ana_finding *f = ana_finding_add(p, "hot_operation", sev);
 		if (!f)
 			return;
 		char a[32], b[32], c[32];
 		double self_frac = n->total_ns ? (double)n->self_ns / (double)n->total_ns : 0;
 		f->subject = strdup(n->path ? n->path : p->names[n->name]);
-		f->evidence = fmtstr("%s takes %.1f%% of the wall time (%s in %llu calls, mean %s, p99 %s); "
-				     "%.0f%% of it is its own code, %.0f%% in nested regions",
-				     f->subject, n->share_pct, ana_fmt_ns((double)n->total_ns, a, sizeof a),
-				     (unsigned long long)n->dist.count, ana_fmt_ns(n->dist.mean, b, sizeof b),
-				     ana_fmt_ns(n->dist.p99, c, sizeof c), 100 * self_frac, 100 * (1 - self_frac));
-		num(f, "share_pct", n->share_pct);
-		num(f, "self_pct", n->self_pct);
-		num(f, "total_ns", (double)n->total_ns);
-		num(f, "count", (double)n->dist.count);
-		num(f, "mean_ns", n->dist.mean);
-		num(f, "p99_ns", n->dist.p99);
+		f->evidence = ana_strf("%s takes %.1f%% of the wall time (%s in %llu calls, mean %s, p99 %s); "
+				       "%.0f%% of it is its own code, %.0f%% in nested regions",
+				       f->subject, n->share_pct, ana_fmt_ns((double)n->total_ns, a, sizeof a),
+				       (unsigned long long)n->dist.count, ana_fmt_ns(n->dist.mean, b, sizeof b),
+				       ana_fmt_ns(n->dist.p99, c, sizeof c), 100 * self_frac, 100 * (1 - self_frac));
+		ana_finding_num(f, "share_pct", n->share_pct);
+		ana_finding_num(f, "self_pct", n->self_pct);
+		ana_finding_num(f, "total_ns", (double)n->total_ns);
+		ana_finding_num(f, "count", (double)n->dist.count);
+		ana_finding_num(f, "mean_ns", n->dist.mean);
+		ana_finding_num(f, "p99_ns", n->dist.p99);
 		/* The largest child, to point at when the time is not the region's own. */
 		uint32_t top = ANA_NONE;
 		for (uint32_t k = n->first_child; k != ANA_NONE; k = p->nodes[k].next_sibling)
 			if (top == ANA_NONE || p->nodes[k].total_ns > p->nodes[top].total_ns)
 				top = k;
 		if (self_frac < 0.5 && top != ANA_NONE)
-			f->recommendation = fmtstr("Most of %s is spent in nested regions; start with %s "
-						   "(%.1f%% of the wall time), then the rest of %s's children.",
-						   f->subject, p->nodes[top].path, p->nodes[top].share_pct, f->subject);
+			f->recommendation = ana_strf("Most of %s is spent in nested regions; start with %s "
+						     "(%.1f%% of the wall time), then the rest of %s's children.",
+						     f->subject, p->nodes[top].path, p->nodes[top].share_pct, f->subject);
 		else if (n->dist.count >= 10000 && n->dist.mean < 20000)
-			f->recommendation = fmtstr("%s is called %llu times at %s each: per-call overhead "
-						   "dominates. Batch the work into fewer, larger calls or fuse it "
-						   "with its caller; if the region itself is too fine-grained, "
-						   "move it outward.",
-						   f->subject, (unsigned long long)n->dist.count,
-						   ana_fmt_ns(n->dist.mean, b, sizeof b));
+			f->recommendation = ana_strf("%s is called %llu times at %s each: per-call overhead "
+						     "dominates. Batch the work into fewer, larger calls or fuse it "
+						     "with its caller; if the region itself is too fine-grained, "
+						     "move it outward.",
+						     f->subject, (unsigned long long)n->dist.count,
+						     ana_fmt_ns(n->dist.mean, b, sizeof b));
 		else if (n->dist.p99 > 3 * n->dist.p50 && n->dist.count >= 20)
-			f->recommendation = fmtstr("%s is slow on some calls: p99 %s vs median %s. Find what "
-						   "differs on the slow calls (input size, cache misses, I/O, "
-						   "allocation) before optimising the common case.",
-						   f->subject, ana_fmt_ns(n->dist.p99, c, sizeof c),
-						   ana_fmt_ns(n->dist.p50, a, sizeof a));
+			f->recommendation = ana_strf("%s is slow on some calls: p99 %s vs median %s. Find what "
+						     "differs on the slow calls (input size, cache misses, I/O, "
+						     "allocation) before optimising the common case.",
+						     f->subject, ana_fmt_ns(n->dist.p99, c, sizeof c),
+						     ana_fmt_ns(n->dist.p50, a, sizeof a));
 		else if (p->smp.present && p->smp.all.nodes && p->smp.all.nodes[i].ntop) {
 			/* The samples inside the region say where its own code spends the time. */
 			const ana_node_samples *ns = &p->smp.all.nodes[i];
@@ -112,19 +112,19 @@ static void rule_hot_operation(ana_profile *p)
 			char where[512] = "";
 			if (fn->file != ANA_NONE && fn->line)
 				snprintf(where, sizeof where, " (%s:%u)", base_name(p->names[fn->file]), fn->line);
-			f->recommendation = fmtstr("%s's own code dominates, and %.0f%% of its %llu on-CPU samples are "
-						   "in %s%s: reduce the work there (algorithm, vectorisation, data "
-						   "layout) or run it in parallel. Halving the region saves about "
-						   "%.0f%% of the run.",
-						   f->subject, ns->top_pct[0], (unsigned long long)ns->samples[ANA_CPU],
-						   p->names[fn->name], where, n->share_pct / 2 > 100 ? 50.0 : n->share_pct / 2);
+			f->recommendation = ana_strf("%s's own code dominates, and %.0f%% of its %llu on-CPU samples are "
+						     "in %s%s: reduce the work there (algorithm, vectorisation, data "
+						     "layout) or run it in parallel. Halving the region saves about "
+						     "%.0f%% of the run.",
+						     f->subject, ns->top_pct[0], (unsigned long long)ns->samples[ANA_CPU],
+						     p->names[fn->name], where, n->share_pct / 2 > 100 ? 50.0 : n->share_pct / 2);
 		} else
-			f->recommendation = fmtstr("%s's own code dominates: record it with CPU sampling on (the "
-						   "default of fennec record; not --sample off) to see its hot "
-						   "functions and lines, then reduce the work per call "
-						   "(algorithm, vectorisation, data layout) or run it in parallel. "
-						   "Halving it saves about %.0f%% of the run.",
-						   f->subject, n->share_pct / 2 > 100 ? 50.0 : n->share_pct / 2);
+			f->recommendation = ana_strf("%s's own code dominates: record it with CPU sampling on (the "
+						     "default of fennec record; not --sample off) to see its hot "
+						     "functions and lines, then reduce the work per call "
+						     "(algorithm, vectorisation, data layout) or run it in parallel. "
+						     "Halving it saves about %.0f%% of the run.",
+						     f->subject, n->share_pct / 2 > 100 ? 50.0 : n->share_pct / 2);
 		f->expected_gain_pct = n->share_pct > 100 ? 100 : n->share_pct;
 	}
 }
@@ -175,23 +175,23 @@ static void rule_hot_function(ana_profile *p)
 		double pct = 100.0 * (double)self / (double)v->weight[ANA_CPU];
 		if (pct < thr || self < HOT_FUNCTION_MIN_SELF)
 			continue;
-		ana_finding *f = add_finding(p, "hot_function", pct > 30 ? ANA_HIGH : pct >= 10 ? ANA_MEDIUM : ANA_LOW);
+		ana_finding *f = ana_finding_add(p, "hot_function", pct > 30 ? ANA_HIGH : pct >= 10 ? ANA_MEDIUM : ANA_LOW);
 		if (!f)
 			return;
 		const char *path = p->names[mod->path];
-		f->subject = fmtstr("%s (not symbolised)", base_name(path));
-		f->evidence = fmtstr("%.1f%% of the on-CPU samples (%llu of %llu) are in the code of %s, which could "
-				     "not be symbolised: %s",
-				     pct, (unsigned long long)self, (unsigned long long)v->weight[ANA_CPU], path,
-				     mod->status == 2 ? "the file there now has another build id than the recorded one"
-						      : "the file is gone");
-		num(f, "self_pct", pct);
-		num(f, "self_samples", (double)self);
-		num(f, "cpu_samples", (double)v->weight[ANA_CPU]);
-		f->recommendation = fmtstr("Analyse where the recorded %s is, or install its debug file (the one "
-					   "with the recorded build id, under /usr/lib/debug/.build-id/), and run fennec "
-					   "analyze again: its hot functions will then have names and lines.",
-					   base_name(path));
+		f->subject = ana_strf("%s (not symbolised)", base_name(path));
+		f->evidence = ana_strf("%.1f%% of the on-CPU samples (%llu of %llu) are in the code of %s, which could "
+				       "not be symbolised: %s",
+				       pct, (unsigned long long)self, (unsigned long long)v->weight[ANA_CPU], path,
+				       mod->status == 2 ? "the file there now has another build id than the recorded one"
+						        : "the file is gone");
+		ana_finding_num(f, "self_pct", pct);
+		ana_finding_num(f, "self_samples", (double)self);
+		ana_finding_num(f, "cpu_samples", (double)v->weight[ANA_CPU]);
+		f->recommendation = ana_strf("Analyse where the recorded %s is, or install its debug file (the one "
+					     "with the recorded build id, under /usr/lib/debug/.build-id/), and run fennec "
+					     "analyze again: its hot functions will then have names and lines.",
+					     base_name(path));
 		double cpu_all = (double)(p->cpu_user_ns + p->cpu_sys_ns);
 		double frac = p->wall_ns && cpu_all > 0 && cpu_all < (double)p->wall_ns ? cpu_all / (double)p->wall_ns : 1;
 		f->expected_gain_pct = pct * frac;
@@ -211,7 +211,7 @@ static void rule_hot_function(ana_profile *p)
 		if (h->self < HOT_FUNCTION_MIN_SELF || !strcmp(name, "[unknown]") || module_status(s, fn->module))
 			continue;
 		ana_severity sev = h->self_pct > 30 ? ANA_HIGH : h->self_pct >= 10 ? ANA_MEDIUM : ANA_LOW;
-		ana_finding *f = add_finding(p, "hot_function", sev);
+		ana_finding *f = ana_finding_add(p, "hot_function", sev);
 		if (!f)
 			return;
 		fired++;
@@ -232,38 +232,38 @@ static void rule_hot_function(ana_profile *p)
 				 line_pct > 100 ? 100.0 : line_pct);
 		}
 		const char *caller = h->caller != ANA_NONE ? p->names[s->funcs[h->caller].name] : NULL;
-		f->evidence = fmtstr("%s has %.1f%% of the on-CPU samples in its own code (%llu of %llu)%s; "
-				     "%.1f%% with what it calls%s%s",
-				     name, h->self_pct, (unsigned long long)h->self, (unsigned long long)v->weight[ANA_CPU],
-				     line_note, h->total_pct, caller ? "; called from " : "", caller ? caller : "");
-		num(f, "self_pct", h->self_pct);
-		num(f, "total_pct", h->total_pct);
-		num(f, "self_samples", (double)h->self);
-		num(f, "total_samples", (double)h->total);
-		num(f, "cpu_samples", (double)v->weight[ANA_CPU]);
+		f->evidence = ana_strf("%s has %.1f%% of the on-CPU samples in its own code (%llu of %llu)%s; "
+				       "%.1f%% with what it calls%s%s",
+				       name, h->self_pct, (unsigned long long)h->self, (unsigned long long)v->weight[ANA_CPU],
+				       line_note, h->total_pct, caller ? "; called from " : "", caller ? caller : "");
+		ana_finding_num(f, "self_pct", h->self_pct);
+		ana_finding_num(f, "total_pct", h->total_pct);
+		ana_finding_num(f, "self_samples", (double)h->self);
+		ana_finding_num(f, "total_samples", (double)h->total);
+		ana_finding_num(f, "cpu_samples", (double)v->weight[ANA_CPU]);
 		if (h->line)
-			num(f, "line", h->line);
+			ana_finding_num(f, "line", h->line);
 		if (caller)
-			num(f, "caller_pct", h->caller_pct);
+			ana_finding_num(f, "caller_pct", h->caller_pct);
 		f->expected_gain_pct = h->self_pct * cpu_frac;
 		/* A library function (libc's memcpy, libm's expf) is rarely the thing to change:
 		 * its caller decides how often and how much. */
 		int library = caller && fn->module != s->funcs[h->caller].module;
 		if (library)
-			f->recommendation = fmtstr("%s is library code (%s), reached mostly from %s (%.0f%% of its "
-						   "samples): make %s call it less often or on more data at a time "
-						   "(batch, cache its results, pick a cheaper routine). Removing its "
-						   "time would save up to %.0f%% of the run.",
-						   name, base_name(p->names[fn->module]), caller, h->caller_pct, caller,
-						   f->expected_gain_pct);
+			f->recommendation = ana_strf("%s is library code (%s), reached mostly from %s (%.0f%% of its "
+						     "samples): make %s call it less often or on more data at a time "
+						     "(batch, cache its results, pick a cheaper routine). Removing its "
+						     "time would save up to %.0f%% of the run.",
+						     name, base_name(p->names[fn->module]), caller, h->caller_pct, caller,
+						     f->expected_gain_pct);
 		else
-			f->recommendation = fmtstr("Optimise %s%s%s: reduce the work of its own code (algorithm, "
-						   "vectorisation, data layout, memory access order)%s%s%s. Halving it "
-						   "saves about %.0f%% of the run.",
-						   name, where[0] ? ", starting at " : "", where,
-						   caller ? ", or call it less from " : "", caller ? caller : "",
-						   caller ? (h->caller_pct >= 99.5 ? " (its only caller)" : " (its main caller)") : "",
-						   f->expected_gain_pct / 2);
+			f->recommendation = ana_strf("Optimise %s%s%s: reduce the work of its own code (algorithm, "
+						     "vectorisation, data layout, memory access order)%s%s%s. Halving it "
+						     "saves about %.0f%% of the run.",
+						     name, where[0] ? ", starting at " : "", where,
+						     caller ? ", or call it less from " : "", caller ? caller : "",
+						     caller ? (h->caller_pct >= 99.5 ? " (its only caller)" : " (its main caller)") : "",
+						     f->expected_gain_pct / 2);
 	}
 }
 
@@ -337,27 +337,27 @@ static void rule_memory_leak(ana_profile *p)
 							 : (double)(m->points[i].t_ns - m->points[0].t_ns) / 1e9;
 		double growth = m->slope * span;
 		ana_severity sev = m->r2 >= 0.9 && growth >= 0.5 * (double)m->peak_bytes ? ANA_HIGH : ANA_MEDIUM;
-		ana_finding *f = add_finding(p, "memory_leak", sev);
+		ana_finding *f = ana_finding_add(p, "memory_leak", sev);
 		if (!f)
 			return;
 		const char *per = m->trend_per_step ? "step" : "second";
 		const ana_mem_site *top = top_live_site(p);
-		f->subject = fmtstr("heap grows %s per %s", ana_fmt_bytes(m->slope, a, sizeof a), per);
-		f->evidence = fmtstr("live heap grows by %s per %s (linear fit over %u points, r^2 = %.3f), %s over the run; "
-				     "threshold %s per %s%s%s",
-				     ana_fmt_bytes(m->slope, a, sizeof a), per, m->trend_points, m->r2, ana_fmt_bytes(growth, b, sizeof b),
-				     ana_fmt_bytes(thr, c, sizeof c), per, top ? "; most unfreed memory comes from " : "",
-				     top ? site_where(p, top, w, sizeof w) : "");
-		num(f, m->trend_per_step ? "slope_bytes_per_step" : "slope_bytes_per_s", m->slope);
-		num(f, "r2", m->r2);
-		num(f, "points", m->trend_points);
-		num(f, "threshold_bytes", thr);
-		f->recommendation = fmtstr("Something keeps memory alive from one %s to the next%s%s: find what holds "
-					   "references across %ss (caches without a bound, lists that only grow, "
-					   "tensors or buffers kept for logging) and free or bound it. Record with "
-					   "--memory=full to see every unfreed allocation with its stack.",
-					   per, top ? ", most of it allocated at " : "", top ? site_where(p, top, w, sizeof w) : "",
-					   per);
+		f->subject = ana_strf("heap grows %s per %s", ana_fmt_bytes(m->slope, a, sizeof a), per);
+		f->evidence = ana_strf("live heap grows by %s per %s (linear fit over %u points, r^2 = %.3f), %s over the run; "
+				       "threshold %s per %s%s%s",
+				       ana_fmt_bytes(m->slope, a, sizeof a), per, m->trend_points, m->r2, ana_fmt_bytes(growth, b, sizeof b),
+				       ana_fmt_bytes(thr, c, sizeof c), per, top ? "; most unfreed memory comes from " : "",
+				       top ? site_where(p, top, w, sizeof w) : "");
+		ana_finding_num(f, m->trend_per_step ? "slope_bytes_per_step" : "slope_bytes_per_s", m->slope);
+		ana_finding_num(f, "r2", m->r2);
+		ana_finding_num(f, "points", m->trend_points);
+		ana_finding_num(f, "threshold_bytes", thr);
+		f->recommendation = ana_strf("Something keeps memory alive from one %s to the next%s%s: find what holds "
+					     "references across %ss (caches without a bound, lists that only grow, "
+					     "tensors or buffers kept for logging) and free or bound it. Record with "
+					     "--memory=full to see every unfreed allocation with its stack.",
+					     per, top ? ", most of it allocated at " : "", top ? site_where(p, top, w, sizeof w) : "",
+					     per);
 		f->expected_gain_pct = 0;
 	}
 	uint32_t idx[LEAK_MAX];
@@ -384,27 +384,27 @@ static void rule_memory_leak(ana_profile *p)
 		double bytes = s->live_bytes, count = s->live_count;
 		ana_severity sev = bytes >= 0.1 * (double)m->peak_bytes || bytes >= 100.0 * 1048576 ? ANA_HIGH
 				 : bytes >= 1048576 ? ANA_MEDIUM : ANA_LOW;
-		ana_finding *f = add_finding(p, "memory_leak", sev);
+		ana_finding *f = ana_finding_add(p, "memory_leak", sev);
 		if (!f)
 			return;
 		site_where(p, s, w, sizeof w);
 		const char *via = site_caller(p, s);
-		f->subject = fmtstr("unfreed at exit: %s%s%s", w, via ? " called from " : "", via ? via : "");
-		f->evidence = fmtstr("%s%s in %.0f allocation%s made at %s %s never freed%s%s",
-				     full ? "" : "about ", ana_fmt_bytes(bytes, a, sizeof a), count, count >= 1.5 ? "s" : "", w,
-				     count >= 1.5 ? "were" : "was",
-				     full ? "" : " (an estimate from sampled allocations; record with --memory=full for exact numbers)",
-				     s->node != ANA_NONE ? "" : "");
-		num(f, "bytes", full ? bytes : round(bytes));
-		num(f, "count", full ? count : round(count));
-		num(f, "estimated", full ? 0 : 1);
+		f->subject = ana_strf("unfreed at exit: %s%s%s", w, via ? " called from " : "", via ? via : "");
+		f->evidence = ana_strf("%s%s in %.0f allocation%s made at %s %s never freed%s%s",
+				       full ? "" : "about ", ana_fmt_bytes(bytes, a, sizeof a), count, count >= 1.5 ? "s" : "", w,
+				       count >= 1.5 ? "were" : "was",
+				       full ? "" : " (an estimate from sampled allocations; record with --memory=full for exact numbers)",
+				       s->node != ANA_NONE ? "" : "");
+		ana_finding_num(f, "bytes", full ? bytes : round(bytes));
+		ana_finding_num(f, "count", full ? count : round(count));
+		ana_finding_num(f, "estimated", full ? 0 : 1);
 		if (s->node != ANA_NONE)
-			f->recommendation = fmtstr("Free what %s allocates (inside region %s) when it is no longer needed, or "
-						   "give it an owner that does; if it must live until exit, allocate it once.",
-						   w, p->nodes[s->node].path ? p->nodes[s->node].path : "?");
+			f->recommendation = ana_strf("Free what %s allocates (inside region %s) when it is no longer needed, or "
+						     "give it an owner that does; if it must live until exit, allocate it once.",
+						     w, p->nodes[s->node].path ? p->nodes[s->node].path : "?");
 		else
-			f->recommendation = fmtstr("Free what %s allocates when it is no longer needed, or give it an owner "
-						   "that does; if it must live until exit, allocate it once.", w);
+			f->recommendation = ana_strf("Free what %s allocates when it is no longer needed, or give it an owner "
+						     "that does; if it must live until exit, allocate it once.", w);
 		f->expected_gain_pct = 0;
 	}
 }
@@ -428,26 +428,26 @@ static void rule_allocation_churn(ana_profile *p)
 	for (uint32_t i = 0; i < m->nsites; i++)
 		if (!top || m->sites[i].allocs > top->allocs)
 			top = &m->sites[i];
-	ana_finding *f = add_finding(p, "allocation_churn", rate >= 10 * thr ? ANA_HIGH : ANA_MEDIUM);
+	ana_finding *f = ana_finding_add(p, "allocation_churn", rate >= 10 * thr ? ANA_HIGH : ANA_MEDIUM);
 	if (!f)
 		return;
 	char w[512] = "", a[32];
 	if (top)
 		site_where(p, top, w, sizeof w);
 	double top_pct = top && m->allocs ? 100.0 * top->allocs / (double)m->allocs : 0;
-	f->subject = fmtstr("%.0f allocations per %s", rate, per_step ? "step" : "second");
-	f->evidence = fmtstr("%llu heap allocations (%s) in the run, %.0f per %s%s%s%s",
-			     (unsigned long long)m->allocs, ana_fmt_bytes((double)m->alloc_bytes, a, sizeof a), rate,
-			     per_step ? "step" : "second", top ? "; the most from " : "", w,
-			     top ? "" : "");
-	num(f, per_step ? "allocations_per_step" : "allocations_per_s", rate);
-	num(f, "allocations", (double)m->allocs);
-	num(f, "top_site_pct", top_pct);
+	f->subject = ana_strf("%.0f allocations per %s", rate, per_step ? "step" : "second");
+	f->evidence = ana_strf("%llu heap allocations (%s) in the run, %.0f per %s%s%s%s",
+			       (unsigned long long)m->allocs, ana_fmt_bytes((double)m->alloc_bytes, a, sizeof a), rate,
+			       per_step ? "step" : "second", top ? "; the most from " : "", w,
+			       top ? "" : "");
+	ana_finding_num(f, per_step ? "allocations_per_step" : "allocations_per_s", rate);
+	ana_finding_num(f, "allocations", (double)m->allocs);
+	ana_finding_num(f, "top_site_pct", top_pct);
 	if (m->mode == FMT_MEM_FULL)
-		num(f, "temporary", (double)m->temporary);
-	f->recommendation = fmtstr("Allocate less often%s%s (%.0f%% of the allocations): reuse buffers across %ss, "
-				   "reserve capacity up front, or use an arena or pool for short-lived objects.",
-				   top ? " at " : "", w, top_pct, per_step ? "step" : "iteration");
+		ana_finding_num(f, "temporary", (double)m->temporary);
+	f->recommendation = ana_strf("Allocate less often%s%s (%.0f%% of the allocations): reuse buffers across %ss, "
+				     "reserve capacity up front, or use an arena or pool for short-lived objects.",
+				     top ? " at " : "", w, top_pct, per_step ? "step" : "iteration");
 	f->expected_gain_pct = 0;
 }
 
@@ -470,54 +470,54 @@ static void rule_roofline(ana_profile *p)
 			continue;
 		double head = r->roof_pct >= 100 ? 0 : 1 - r->roof_pct / 100;
 		double gain = n->self_pct * head;
-		ana_finding *f = add_finding(p, r->memory_bound ? "memory_bound" : "compute_bound",
-					     gain >= 10 ? ANA_HIGH : gain >= 3 ? ANA_MEDIUM : ANA_LOW);
+		ana_finding *f = ana_finding_add(p, r->memory_bound ? "memory_bound" : "compute_bound",
+					         gain >= 10 ? ANA_HIGH : gain >= 3 ? ANA_MEDIUM : ANA_LOW);
 		if (!f)
 			return;
 		char t[32], bw[32], rb[32];
 		ana_fmt_ns((double)n->self_ns, t, sizeof t);
 		ana_fmt_bytes(r->bytes_per_s, bw, sizeof bw);
 		ana_fmt_bytes(r->roof, rb, sizeof rb);
-		f->subject = fmtstr("%s", n->path);
+		f->subject = ana_strf("%s", n->path);
 		if (r->flops > 0)
-			f->evidence = fmtstr("%s does %.3g FLOP per byte: %.3g GFLOP/s and %s/s over %s of its own time (%.1f%% of the "
-					     "wall, %s, %s); the %s roof at that intensity is %.3g GFLOP/s (ridge point %.2f FLOP/byte), "
-					     "so it reaches %.0f%% of it%s",
-					     n->path, r->ai, r->flops_per_s / 1e9, bw, t, n->self_pct,
-					     r->one_thread ? "one thread" : "several threads", r->fp32 ? "fp32" : "fp64",
-					     r->memory_bound ? "memory" : "compute",
-					     r->roof / 1e9, r->ridge, r->roof_pct,
-					     r->memory_bound && r->roof_pct > 110 ? " (above the memory roof: its data comes from cache)" : "");
+			f->evidence = ana_strf("%s does %.3g FLOP per byte: %.3g GFLOP/s and %s/s over %s of its own time (%.1f%% of the "
+					       "wall, %s, %s); the %s roof at that intensity is %.3g GFLOP/s (ridge point %.2f FLOP/byte), "
+					       "so it reaches %.0f%% of it%s",
+					       n->path, r->ai, r->flops_per_s / 1e9, bw, t, n->self_pct,
+					       r->one_thread ? "one thread" : "several threads", r->fp32 ? "fp32" : "fp64",
+					       r->memory_bound ? "memory" : "compute",
+					       r->roof / 1e9, r->ridge, r->roof_pct,
+					       r->memory_bound && r->roof_pct > 110 ? " (above the memory roof: its data comes from cache)" : "");
 		else
-			f->evidence = fmtstr("%s moves %s/s over %s of its own time (%.1f%% of the wall, %s) and does no annotated "
-					     "FLOP; peak bandwidth is %s/s, so it reaches %.0f%% of it",
-					     n->path, bw, t, n->self_pct, r->one_thread ? "one thread" : "several threads", rb,
-					     r->roof_pct);
-		num(f, "arithmetic_intensity", r->ai);
-		num(f, "flops_per_s", r->flops_per_s);
-		num(f, "bytes_per_s", r->bytes_per_s);
-		num(f, "roof", r->roof);
-		num(f, "roof_pct", r->roof_pct);
-		num(f, "self_pct", n->self_pct);
+			f->evidence = ana_strf("%s moves %s/s over %s of its own time (%.1f%% of the wall, %s) and does no annotated "
+					       "FLOP; peak bandwidth is %s/s, so it reaches %.0f%% of it",
+					       n->path, bw, t, n->self_pct, r->one_thread ? "one thread" : "several threads", rb,
+					       r->roof_pct);
+		ana_finding_num(f, "arithmetic_intensity", r->ai);
+		ana_finding_num(f, "flops_per_s", r->flops_per_s);
+		ana_finding_num(f, "bytes_per_s", r->bytes_per_s);
+		ana_finding_num(f, "roof", r->roof);
+		ana_finding_num(f, "roof_pct", r->roof_pct);
+		ana_finding_num(f, "self_pct", n->self_pct);
 		int at_roof = r->roof_pct >= 80;
 		if (r->memory_bound && at_roof)
-			f->recommendation = fmtstr("%s runs at the memory roof: only moving fewer bytes helps. Fuse passes over the "
-						   "same data, tile or block so that data is reused from cache, or use smaller types "
-						   "(fp32, bf16, int8) where precision allows.", n->path);
+			f->recommendation = ana_strf("%s runs at the memory roof: only moving fewer bytes helps. Fuse passes over the "
+						     "same data, tile or block so that data is reused from cache, or use smaller types "
+						     "(fp32, bf16, int8) where precision allows.", n->path);
 		else if (r->memory_bound)
-			f->recommendation = fmtstr("%s is memory bound but uses %.0f%% of the bandwidth its intensity allows: make "
-						   "its accesses contiguous and prefetchable (unit stride, structure of arrays, no "
-						   "pointer chasing)%s, then raise its intensity by tiling for cache or fusing loops. "
-						   "Reaching the roof would save up to %.1f%% of the run.",
-						   n->path, r->roof_pct, r->one_thread ? " and spread it over the cores" : "", gain);
+			f->recommendation = ana_strf("%s is memory bound but uses %.0f%% of the bandwidth its intensity allows: make "
+						     "its accesses contiguous and prefetchable (unit stride, structure of arrays, no "
+						     "pointer chasing)%s, then raise its intensity by tiling for cache or fusing loops. "
+						     "Reaching the roof would save up to %.1f%% of the run.",
+						     n->path, r->roof_pct, r->one_thread ? " and spread it over the cores" : "", gain);
 		else if (at_roof)
-			f->recommendation = fmtstr("%s runs at the compute roof: only fewer operations help (a cheaper algorithm, "
-						   "lower precision, skipping work that does not change the result).", n->path);
+			f->recommendation = ana_strf("%s runs at the compute roof: only fewer operations help (a cheaper algorithm, "
+						     "lower precision, skipping work that does not change the result).", n->path);
 		else
-			f->recommendation = fmtstr("%s is compute bound at %.0f%% of peak FLOP/s: vectorise it (-O3 -march=native, "
-						   "contiguous aligned data, restrict pointers, no branches in the inner loop), keep "
-						   "enough independent FMAs in flight%s. Reaching the roof would save up to %.1f%% of "
-						   "the run.", n->path, r->roof_pct, r->one_thread ? " and use all cores" : "", gain);
+			f->recommendation = ana_strf("%s is compute bound at %.0f%% of peak FLOP/s: vectorise it (-O3 -march=native, "
+						     "contiguous aligned data, restrict pointers, no branches in the inner loop), keep "
+						     "enough independent FMAs in flight%s. Reaching the roof would save up to %.1f%% of "
+						     "the run.", n->path, r->roof_pct, r->one_thread ? " and use all cores" : "", gain);
 		f->expected_gain_pct = gain;
 	}
 }
@@ -548,7 +548,7 @@ static void rule_rank_imbalance(ana_profile *p)
 	if (!b->present || b->imbalance_pct < thr || b->mean_ns <= 0)
 		return;
 	ana_severity sev = b->imbalance_pct >= 30 ? ANA_HIGH : b->imbalance_pct >= 10 ? ANA_MEDIUM : ANA_LOW;
-	ana_finding *f = add_finding(p, "rank_imbalance", sev);
+	ana_finding *f = ana_finding_add(p, "rank_imbalance", sev);
 	if (!f)
 		return;
 	const ana_rank *r = &p->ranks[b->slowest];
@@ -558,7 +558,7 @@ static void rule_rank_imbalance(ana_profile *p)
 			 : !strcmp(b->basis, "steps") ? "per step (mean)" : "of wall time";
 	rank_name(p, b->slowest, rn, sizeof rn);
 	rank_name(p, b->fastest, fn, sizeof fn);
-	f->subject = fmtstr("%s is the straggler: %.1f%% imbalance over %u ranks", rn, b->imbalance_pct, p->nranks);
+	f->subject = ana_strf("%s is the straggler: %.1f%% imbalance over %u ranks", rn, b->imbalance_pct, p->nranks);
 	char where[1024] = "";
 	size_t k = 0;
 	for (uint32_t i = 0; i < b->nlosses && k < sizeof where; i++) {
@@ -567,38 +567,38 @@ static void rule_rank_imbalance(ana_profile *p)
 				      p->nodes[l->node].path, ana_fmt_ns((double)l->rank_ns, a, sizeof a),
 				      ana_fmt_ns(l->others_ns, c, sizeof c), ana_fmt_ns(l->excess_ns, d, sizeof d));
 	}
-	f->evidence = fmtstr("%s has %s %s against a mean of %s over %u ranks (imbalance = max / mean - 1 = %.1f%%; "
-			     "%s has the least, %s); the others wait about %s for it%s%s",
-			     rn, ana_fmt_ns(b->max_ns, a, sizeof a), what, ana_fmt_ns(b->mean_ns, c, sizeof c), p->nranks,
-			     b->imbalance_pct, fn, ana_fmt_ns(b->min_ns, d, sizeof d), ana_fmt_ns(wait, w, sizeof w),
-			     k ? "; it loses the time in " : "", where);
-	num(f, "imbalance_pct", b->imbalance_pct);
-	num(f, "rank", (double)r->rank);
-	num(f, "ranks", p->nranks);
-	num(f, "max_ns", b->max_ns);
-	num(f, "mean_ns", b->mean_ns);
-	num(f, "others_mean_ns", b->others_mean_ns);
-	num(f, "wait_ns", wait);
+	f->evidence = ana_strf("%s has %s %s against a mean of %s over %u ranks (imbalance = max / mean - 1 = %.1f%%; "
+			       "%s has the least, %s); the others wait about %s for it%s%s",
+			       rn, ana_fmt_ns(b->max_ns, a, sizeof a), what, ana_fmt_ns(b->mean_ns, c, sizeof c), p->nranks,
+			       b->imbalance_pct, fn, ana_fmt_ns(b->min_ns, d, sizeof d), ana_fmt_ns(wait, w, sizeof w),
+			       k ? "; it loses the time in " : "", where);
+	ana_finding_num(f, "imbalance_pct", b->imbalance_pct);
+	ana_finding_num(f, "rank", (double)r->rank);
+	ana_finding_num(f, "ranks", p->nranks);
+	ana_finding_num(f, "max_ns", b->max_ns);
+	ana_finding_num(f, "mean_ns", b->mean_ns);
+	ana_finding_num(f, "others_mean_ns", b->others_mean_ns);
+	ana_finding_num(f, "wait_ns", wait);
 	if (isfinite(b->step_imbalance_pct))
-		num(f, "step_imbalance_pct", b->step_imbalance_pct);
+		ana_finding_num(f, "step_imbalance_pct", b->step_imbalance_pct);
 	double gain = r->wall_ns ? 100 * wait / (double)r->wall_ns : 0;
 	f->expected_gain_pct = gain > 100 ? 100 : gain;
 	if (b->nlosses) {
 		const ana_loss *l = &b->losses[0];
 		const char *region = p->nodes[l->node].path;
-		f->recommendation = fmtstr("Balance %s: on %s it takes %s, %.2fx the other ranks' mean of %s. Give %s a "
-					   "smaller share of the data or domain (or split %s's work by cost, not by count); "
-					   "if the shares are already equal, find what makes %s slower there (a slower or "
-					   "busier node, a larger or harder partition). Balanced, the other ranks would stop "
-					   "waiting about %s, up to %.0f%% of the run.",
-					   region, rn, ana_fmt_ns((double)l->rank_ns, a, sizeof a),
-					   l->others_ns > 0 ? (double)l->rank_ns / l->others_ns : 0, ana_fmt_ns(l->others_ns, c, sizeof c),
-					   rn, region, rn, ana_fmt_ns(wait, w, sizeof w), f->expected_gain_pct);
+		f->recommendation = ana_strf("Balance %s: on %s it takes %s, %.2fx the other ranks' mean of %s. Give %s a "
+					     "smaller share of the data or domain (or split %s's work by cost, not by count); "
+					     "if the shares are already equal, find what makes %s slower there (a slower or "
+					     "busier node, a larger or harder partition). Balanced, the other ranks would stop "
+					     "waiting about %s, up to %.0f%% of the run.",
+					     region, rn, ana_fmt_ns((double)l->rank_ns, a, sizeof a),
+					     l->others_ns > 0 ? (double)l->rank_ns / l->others_ns : 0, ana_fmt_ns(l->others_ns, c, sizeof c),
+					     rn, region, rn, ana_fmt_ns(wait, w, sizeof w), f->expected_gain_pct);
 	} else
-		f->recommendation = fmtstr("%s does more than the others and they wait for it. Mark the phases of a step with "
-					   "regions (fennec_region_begin/end) to see where it loses the time, then give it a "
-					   "smaller share of the work.",
-					   rn);
+		f->recommendation = ana_strf("%s does more than the others and they wait for it. Mark the phases of a step with "
+					     "regions (fennec_region_begin/end) to see where it loses the time, then give it a "
+					     "smaller share of the work.",
+					     rn);
 }
 
 /*
@@ -742,7 +742,7 @@ static void rule_step_variance(ana_profile *p)
 	if (share < 5)
 		goto done;
 	ana_severity sev = share >= 25 ? ANA_HIGH : share >= 10 ? ANA_MEDIUM : ANA_LOW;
-	ana_finding *f = add_finding(p, "step_variance", sev);
+	ana_finding *f = ana_finding_add(p, "step_variance", sev);
 	if (!f)
 		goto done;
 	uint64_t phase = 0, period = outlier_period(out, ex, nout, n, &phase);
@@ -755,45 +755,45 @@ static void rule_step_variance(ana_profile *p)
 	if (nout > 5 && k < sizeof steps)
 		snprintf(steps + k, sizeof steps - k, ", ...");
 	if (period)
-		f->subject = fmtstr("every %llu steps a step is slow (%zu of %zu steps)", (unsigned long long)period, nout, n);
+		f->subject = ana_strf("every %llu steps a step is slow (%zu of %zu steps)", (unsigned long long)period, nout, n);
 	else
-		f->subject = fmtstr("%zu of %zu steps are outliers", nout, n);
+		f->subject = ana_strf("%zu of %zu steps are outliers", nout, n);
 	if (region != ANA_NONE)
 		snprintf(in_region, sizeof in_region, "; in those steps %s takes %s more than in the others (%s in each slow "
 			 "step where it runs)", p->nodes[region].path, ana_fmt_ns(extra, x, sizeof x), ana_fmt_ns(per, y, sizeof y));
-	f->evidence = fmtstr("%zu steps (%s; numbered from 1, the first left out) took more than %.1fx the median of %s, up to "
-			     "%s; p99 %s is %.1fx the median; their time beyond the median, %s, is %.1f%% of the steps' time%s",
-			     nout, steps, factor, ana_fmt_ns(med, a, sizeof a), ana_fmt_ns(worst, b, sizeof b),
-			     ana_fmt_ns(d.p99, c, sizeof c), d.p99 / med, ana_fmt_ns(excess, e, sizeof e), share, in_region);
-	num(f, "outliers", (double)nout);
-	num(f, "steps", (double)n);
-	num(f, "median_ns", med);
-	num(f, "p99_ns", d.p99);
-	num(f, "p99_over_median", d.p99 / med);
-	num(f, "excess_ns", excess);
-	num(f, "excess_pct", share);
-	num(f, "period", (double)period);
+	f->evidence = ana_strf("%zu steps (%s; numbered from 1, the first left out) took more than %.1fx the median of %s, up to "
+			       "%s; p99 %s is %.1fx the median; their time beyond the median, %s, is %.1f%% of the steps' time%s",
+			       nout, steps, factor, ana_fmt_ns(med, a, sizeof a), ana_fmt_ns(worst, b, sizeof b),
+			       ana_fmt_ns(d.p99, c, sizeof c), d.p99 / med, ana_fmt_ns(excess, e, sizeof e), share, in_region);
+	ana_finding_num(f, "outliers", (double)nout);
+	ana_finding_num(f, "steps", (double)n);
+	ana_finding_num(f, "median_ns", med);
+	ana_finding_num(f, "p99_ns", d.p99);
+	ana_finding_num(f, "p99_over_median", d.p99 / med);
+	ana_finding_num(f, "excess_ns", excess);
+	ana_finding_num(f, "excess_pct", share);
+	ana_finding_num(f, "period", (double)period);
 	if (region != ANA_NONE) {
-		num(f, "region_extra_ns", extra);
-		num(f, "region_extra_per_step_ns", per);
+		ana_finding_num(f, "region_extra_ns", extra);
+		ana_finding_num(f, "region_extra_per_step_ns", per);
 	}
 	f->expected_gain_pct = p->wall_ns ? 100 * excess / (double)p->wall_ns : share;
 	if (f->expected_gain_pct > 100)
 		f->expected_gain_pct = 100;
 	const char *rname = region != ANA_NONE ? p->nodes[region].path : NULL;
 	if (period)
-		f->recommendation = fmtstr("Every %llu steps (step %llu, %llu, ...) something extra runs%s%s: a checkpoint, an "
-					   "evaluation or logging every %llu steps. Run it less often, make it cheaper, or "
-					   "take it off the training loop (write the checkpoint from a background thread or "
-					   "process while the next steps compute). That saves up to %.1f%% of the run.",
-					   (unsigned long long)period, (unsigned long long)phase + 1,
-					   (unsigned long long)(phase + period + 1), rname ? ", mostly in " : "", rname ? rname : "",
-					   (unsigned long long)period, f->expected_gain_pct);
+		f->recommendation = ana_strf("Every %llu steps (step %llu, %llu, ...) something extra runs%s%s: a checkpoint, an "
+					     "evaluation or logging every %llu steps. Run it less often, make it cheaper, or "
+					     "take it off the training loop (write the checkpoint from a background thread or "
+					     "process while the next steps compute). That saves up to %.1f%% of the run.",
+					     (unsigned long long)period, (unsigned long long)phase + 1,
+					     (unsigned long long)(phase + period + 1), rname ? ", mostly in " : "", rname ? rname : "",
+					     (unsigned long long)period, f->expected_gain_pct);
 	else
-		f->recommendation = fmtstr("Find what differs on the slow steps%s%s: input sizes (sort or bucket batches by "
-					   "size), garbage collection or allocation spikes, I/O, other processes on the "
-					   "machine. Steps at the median would save up to %.1f%% of the run.",
-					   rname ? ", starting with " : "", rname ? rname : "", f->expected_gain_pct);
+		f->recommendation = ana_strf("Find what differs on the slow steps%s%s: input sizes (sort or bucket batches by "
+					     "size), garbage collection or allocation spikes, I/O, other processes on the "
+					     "machine. Steps at the median would save up to %.1f%% of the run.",
+					     rname ? ", starting with " : "", rname ? rname : "", f->expected_gain_pct);
 done:
 	free(tmp);
 	free(out);
@@ -893,7 +893,7 @@ static void offcpu_finding(ana_profile *p, uint32_t t, uint64_t cpu, uint64_t of
 	if (top == ANA_NONE || !p->smp.stacks[top].n)
 		return;
 	ana_severity sev = pct >= 60 && wall_pct >= 25 ? ANA_HIGH : wall_pct >= 10 ? ANA_MEDIUM : ANA_LOW;
-	ana_finding *f = add_finding(p, "off_cpu", sev);
+	ana_finding *f = ana_finding_add(p, "off_cpu", sev);
 	if (!f)
 		return;
 	const ana_stack *st = &p->smp.stacks[top];
@@ -905,44 +905,44 @@ static void offcpu_finding(ana_profile *p, uint32_t t, uint64_t cpu, uint64_t of
 	const char *leaf = call;
 	snprintf(tname, sizeof tname, "thread %llu%s%s%s", (unsigned long long)th->tid, th->name && *th->name ? " (" : "",
 		 th->name ? th->name : "", th->name && *th->name ? ")" : "");
-	f->subject = fmtstr("%s blocked %.0f%% of its working time in %s", tname, pct, leaf);
-	f->evidence = fmtstr("%s of pid %llu was off CPU in %llu of %llu wall-clock samples taken while it should compute "
-			     "(inside regions or steps): %.1f%%, about %s, %.1f%% of its process's wall time; the heaviest "
-			     "blocking stack (%.0f%% of them) waits in %s, called from %s%s%s",
-			     tname, (unsigned long long)pr->file.pid, (unsigned long long)off, (unsigned long long)(cpu + off), pct,
-			     ana_fmt_ns(blocked, a, sizeof a), wall_pct, 100.0 * (double)top_w / (double)off, leaf, caller,
-			     region ? " in region " : "", region ? region : "");
-	num(f, "offcpu_pct", pct);
-	num(f, "offcpu_samples", (double)off);
-	num(f, "samples", (double)(cpu + off));
-	num(f, "blocked_ns", blocked);
-	num(f, "wall_pct", wall_pct);
-	num(f, "tid", (double)th->tid);
-	num(f, "stack_pct", 100.0 * (double)top_w / (double)off);
+	f->subject = ana_strf("%s blocked %.0f%% of its working time in %s", tname, pct, leaf);
+	f->evidence = ana_strf("%s of pid %llu was off CPU in %llu of %llu wall-clock samples taken while it should compute "
+			       "(inside regions or steps): %.1f%%, about %s, %.1f%% of its process's wall time; the heaviest "
+			       "blocking stack (%.0f%% of them) waits in %s, called from %s%s%s",
+			       tname, (unsigned long long)pr->file.pid, (unsigned long long)off, (unsigned long long)(cpu + off), pct,
+			       ana_fmt_ns(blocked, a, sizeof a), wall_pct, 100.0 * (double)top_w / (double)off, leaf, caller,
+			       region ? " in region " : "", region ? region : "");
+	ana_finding_num(f, "offcpu_pct", pct);
+	ana_finding_num(f, "offcpu_samples", (double)off);
+	ana_finding_num(f, "samples", (double)(cpu + off));
+	ana_finding_num(f, "blocked_ns", blocked);
+	ana_finding_num(f, "wall_pct", wall_pct);
+	ana_finding_num(f, "tid", (double)th->tid);
+	ana_finding_num(f, "stack_pct", 100.0 * (double)top_w / (double)off);
 	f->expected_gain_pct = wall_pct > 100 ? 100 : wall_pct;
 	const char *in = region ? region : caller;
 	if (!strcmp(kind, "lock"))
-		f->recommendation = fmtstr("%s waits for a lock in %s (%s): shorten the critical section, split the lock "
-					   "(per thread or per shard data, reduce-at-the-end) or use lock-free updates. Not "
-					   "waiting saves up to %.1f%% of the run.", tname, in, leaf, f->expected_gain_pct);
+		f->recommendation = ana_strf("%s waits for a lock in %s (%s): shorten the critical section, split the lock "
+					     "(per thread or per shard data, reduce-at-the-end) or use lock-free updates. Not "
+					     "waiting saves up to %.1f%% of the run.", tname, in, leaf, f->expected_gain_pct);
 	else if (!strcmp(kind, "handover") || !strcmp(kind, "join"))
-		f->recommendation = fmtstr("%s waits for another thread in %s (%s): the work it waits for is the "
-					   "bottleneck. Speed that producer up or add producers, queue more work ahead, or "
-					   "give this thread other work meanwhile. Up to %.1f%% of the run.",
-					   tname, in, leaf, f->expected_gain_pct);
+		f->recommendation = ana_strf("%s waits for another thread in %s (%s): the work it waits for is the "
+					     "bottleneck. Speed that producer up or add producers, queue more work ahead, or "
+					     "give this thread other work meanwhile. Up to %.1f%% of the run.",
+					     tname, in, leaf, f->expected_gain_pct);
 	else if (!strcmp(kind, "io"))
-		f->recommendation = fmtstr("%s does blocking I/O in %s (%s): overlap it with the computation (a reader "
-					   "or writer thread, asynchronous I/O, prefetching), read and write larger blocks, "
-					   "or cache what is read again. Up to %.1f%% of the run.",
-					   tname, in, leaf, f->expected_gain_pct);
+		f->recommendation = ana_strf("%s does blocking I/O in %s (%s): overlap it with the computation (a reader "
+					     "or writer thread, asynchronous I/O, prefetching), read and write larger blocks, "
+					     "or cache what is read again. Up to %.1f%% of the run.",
+					     tname, in, leaf, f->expected_gain_pct);
 	else if (!strcmp(kind, "sleep"))
-		f->recommendation = fmtstr("%s sleeps in %s (%s) where it should compute: remove the sleep, or wait on "
-					   "the event itself (a condition variable, a blocking read) instead of sleeping and "
-					   "polling. Up to %.1f%% of the run.", tname, in, leaf, f->expected_gain_pct);
+		f->recommendation = ana_strf("%s sleeps in %s (%s) where it should compute: remove the sleep, or wait on "
+					     "the event itself (a condition variable, a blocking read) instead of sleeping and "
+					     "polling. Up to %.1f%% of the run.", tname, in, leaf, f->expected_gain_pct);
 	else
-		f->recommendation = fmtstr("%s blocks in %s (%s) where it should compute: make the call asynchronous or "
-					   "move it off this thread, or do it less often. Up to %.1f%% of the run.",
-					   tname, in, leaf, f->expected_gain_pct);
+		f->recommendation = ana_strf("%s blocks in %s (%s) where it should compute: make the call asynchronous or "
+					     "move it off this thread, or do it less often. Up to %.1f%% of the run.",
+					     tname, in, leaf, f->expected_gain_pct);
 }
 
 /* A stack with a data-loading function (ana_name_is_data): input_bound reports that wait. */
@@ -1067,7 +1067,7 @@ static void rule_input_bound(ana_profile *p)
 	double share = 100 * (in_regions + in_stacks) / (double)pr->wall_ns;
 	if (share < 5)
 		return;
-	ana_finding *f = add_finding(p, "input_bound", share > 30 ? ANA_HIGH : share >= 10 ? ANA_MEDIUM : ANA_LOW);
+	ana_finding *f = ana_finding_add(p, "input_bound", share > 30 ? ANA_HIGH : share >= 10 ? ANA_MEDIUM : ANA_LOW);
 	if (!f)
 		return;
 	const ana_thread *th = &p->threads[main];
@@ -1081,7 +1081,7 @@ static void rule_input_bound(ana_profile *p)
 	/* one batch's load: a loader's call when there are loaders, else the main loop's */
 	double load = loader_calls > 0 ? loader_ns / loader_calls : per_step;
 	unsigned need = steps && compute > 0 ? (unsigned)ceil(load / compute) : 0;
-	f->subject = fmtstr("%s: %.1f%% of the run loading data on the computing thread", what, share);
+	f->subject = ana_strf("%s: %.1f%% of the run loading data on the computing thread", what, share);
 	char parts[700] = "";
 	size_t k = 0;
 	if (in_regions > 0)
@@ -1090,21 +1090,21 @@ static void rule_input_bound(ana_profile *p)
 	if (in_stacks > 0 && k < sizeof parts)
 		snprintf(parts + k, sizeof parts - k, "%sabout %s blocked in %s (wall-clock samples)", k ? ", and " : "",
 			 ana_fmt_ns(in_stacks, c, sizeof c), blocked_in);
-	f->evidence = fmtstr("thread %llu%s%s%s, which %s, spends %s (%.1f%% of the wall time) loading data: %s%s",
-			     (unsigned long long)th->tid, th->name && *th->name ? " (" : "", th->name ? th->name : "",
-			     th->name && *th->name ? ")" : "", steps ? "marks the steps" : "is the busiest",
-			     ana_fmt_ns(in_regions + in_stacks, a, sizeof a), share, parts,
-			     loaders ? "; other threads or processes run data-loading regions too (loaders)" : "");
-	num(f, "share_pct", share);
-	num(f, "load_ns", in_regions + in_stacks);
-	num(f, "region_ns", in_regions);
-	num(f, "blocked_ns", in_stacks);
-	num(f, "loaders", loaders);
+	f->evidence = ana_strf("thread %llu%s%s%s, which %s, spends %s (%.1f%% of the wall time) loading data: %s%s",
+			       (unsigned long long)th->tid, th->name && *th->name ? " (" : "", th->name ? th->name : "",
+			       th->name && *th->name ? ")" : "", steps ? "marks the steps" : "is the busiest",
+			       ana_fmt_ns(in_regions + in_stacks, a, sizeof a), share, parts,
+			       loaders ? "; other threads or processes run data-loading regions too (loaders)" : "");
+	ana_finding_num(f, "share_pct", share);
+	ana_finding_num(f, "load_ns", in_regions + in_stacks);
+	ana_finding_num(f, "region_ns", in_regions);
+	ana_finding_num(f, "blocked_ns", in_stacks);
+	ana_finding_num(f, "loaders", loaders);
 	if (steps) {
-		num(f, "load_per_step_ns", per_step);
-		num(f, "compute_per_step_ns", compute);
-		num(f, "load_per_batch_ns", load);
-		num(f, "workers_needed", need);
+		ana_finding_num(f, "load_per_step_ns", per_step);
+		ana_finding_num(f, "compute_per_step_ns", compute);
+		ana_finding_num(f, "load_per_batch_ns", load);
+		ana_finding_num(f, "workers_needed", need);
 	}
 	f->expected_gain_pct = share > 100 ? 100 : share;
 	char workers[200] = "";
@@ -1113,16 +1113,16 @@ static void rule_input_bound(ana_profile *p)
 			 "or more keep%s up.", ana_fmt_ns(load, a, sizeof a), ana_fmt_ns(compute, b, sizeof b), need,
 			 need > 1 ? "s" : "", need > 1 ? "" : "s");
 	if (loaders)
-		f->recommendation = fmtstr("The loader workers do not keep up: the computing thread still waits in %s. Add "
-					   "loader workers (PyTorch: a larger DataLoader num_workers), prefetch deeper "
-					   "(prefetch_factor), or make each load cheaper (decode less, cache decoded data)."
-					   "%s Hidden entirely, loading would save up to %.1f%% of the run.",
-					   what, workers, f->expected_gain_pct);
+		f->recommendation = ana_strf("The loader workers do not keep up: the computing thread still waits in %s. Add "
+					     "loader workers (PyTorch: a larger DataLoader num_workers), prefetch deeper "
+					     "(prefetch_factor), or make each load cheaper (decode less, cache decoded data)."
+					     "%s Hidden entirely, loading would save up to %.1f%% of the run.",
+					     what, workers, f->expected_gain_pct);
 	else
-		f->recommendation = fmtstr("Load the next batch while this one computes: move %s to a loader thread or "
-					   "process with a prefetch queue (PyTorch: DataLoader(num_workers=N, "
-					   "prefetch_factor=2, pin_memory=True)).%s Hidden entirely, loading would save up "
-					   "to %.1f%% of the run.", what, workers, f->expected_gain_pct);
+		f->recommendation = ana_strf("Load the next batch while this one computes: move %s to a loader thread or "
+					     "process with a prefetch queue (PyTorch: DataLoader(num_workers=N, "
+					     "prefetch_factor=2, pin_memory=True)).%s Hidden entirely, loading would save up "
+					     "to %.1f%% of the run.", what, workers, f->expected_gain_pct);
 }
 
 static int cmp_finding(const void *a, const void *b)
