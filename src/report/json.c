@@ -394,7 +394,8 @@ static void roofline_json(FILE *out, const ana_profile *p)
 		knum(out, "roof", r->roof, &f2);
 		knum(out, "roof_pct", r->roof_pct, &f2);
 		knum(out, "ridge_ai", r->ridge, &f2);
-		kstr(out, "bound", r->memory_bound ? "memory" : "compute", &f2);
+		key(out, "bound", &f2); /* unknown without the ridge point */
+		rl->calibrated == 1 ? rep_json_string(out, r->memory_bound ? "memory" : "compute") : (void)fputs("null", out);
 		key(out, "one_thread", &f2);
 		fputs(r->one_thread ? "true" : "false", out);
 		kstr(out, "precision", r->fp32 ? "fp32" : "fp64", &f2);

@@ -364,10 +364,12 @@ static void roofline_text(FILE *out, const ana_profile *p, const style *st)
 		char t[32], bw[32], roof[16] = "-";
 		if (isfinite(r->roof_pct))
 			snprintf(roof, sizeof roof, "%.0f%%", r->roof_pct);
+		/* Without ceilings there is no ridge point, so no bound. */
+		const char *bound = rl->calibrated != 1 ? "-" : !r->memory_bound ? (r->fp32 ? "compute (fp32)" : "compute") : "memory";
 		fprintf(out, "  %-32s %10.3g %12.3g %10s/s %10s %7s  %s\n", tail_of(p->nodes[r->node].path, 32), r->ai,
 			r->flops_per_s / 1e9, ana_fmt_bytes(r->bytes_per_s, bw, sizeof bw),
 			ana_fmt_ns((double)p->nodes[r->node].self_ns, t, sizeof t), roof,
-			r->memory_bound ? "memory" : r->fp32 ? "compute (fp32)" : "compute");
+			bound);
 	}
 }
 

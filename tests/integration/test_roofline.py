@@ -146,8 +146,8 @@ def test_roofline_without_calibration():
     rl = rep["roofline"]
     assert_eq(rl["calibrated"], False, "calibrated")
     assert_eq(rl["calibration_error"], None, "no error when none was asked for")
-    assert_true(all(x["roof_pct"] is None and x["ai"] > 0 for x in rl["regions"]),
-                "intensities without roofs: %r" % rl["regions"])
+    assert_true(all(x["roof_pct"] is None and x["bound"] is None and x["ai"] > 0 for x in rl["regions"]),
+                "intensities without roofs or bounds: %r" % rl["regions"])
     assert_eq([f for f in rep["findings"] if f["type"].endswith("_bound")], [], "no roofline finding")
     # A calibration file that cannot be read is said, not ignored.
     with open("broken", "w") as f:
