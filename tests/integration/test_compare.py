@@ -178,7 +178,13 @@ def check_known_2x(doc):
     assert_between(same["speedup"], 0.8, 1.25, "same speedup (2 ms a call in both)")
     assert_true(not same["significant"] and same["verdict"] == "no significant change",
                 "same is no significant change: %r" % same)
-    assert_true(same["ci_low"] <= 1 <= same["ci_high"], "same: the CI contains 1: %r" % same)
+    # "same" does the same work in both, but with chained deadlines a run's lateness can move
+    # its mean by a few hundredths of a percent, which 60 precise calls resolve (seen in CI:
+    # 0.9993x, CI 0.9988-0.9998). What must hold is that the interval reaches into the noise
+    # band (--threshold, 2 %), so no change is called.
+    t = doc["options"]["threshold_pct"] / 100
+    assert_true(same["ci_low"] <= 1 + t and same["ci_high"] >= 1 / (1 + t),
+                "same: the CI reaches into the noise band %.3f-%.3f: %r" % (1 / (1 + t), 1 + t, same))
     assert_eq((doc["summary"]["faster_regions"], doc["summary"]["slower_regions"]), (1, 0),
               "faster and slower regions")
     # steps: 6 ms against 4 ms
