@@ -450,6 +450,13 @@ def main_tid(dec, name):
     raise AssertionError("no task named %r in TASKS: %s" % (name, dec["tasks"]))
 
 
+# Seen in CI's ASan stage: the main thread's off-CPU share 51 % against 55-75 %. A thread
+# woken to take its own stack can still be runnable at the next tick and is counted on CPU
+# (docs/sampling.md); ASan's slower handler makes it common. The plain build checks shares.
+ASAN_WALL = ("off-CPU shares under ASan: a thread woken for its sample stays runnable longer and "
+             "its next samples count on CPU (docs/sampling.md)")
+
+
 @collector
 @timeout(180)
 def test_wall_offcpu_shares():
@@ -459,6 +466,7 @@ def test_wall_offcpu_shares():
     skip_under("tsan", "shares of on- and off-CPU time under TSan's 5-15x slowdown measure TSan "
                        "(a thread woken for its sample stays runnable longer); the wall sampler's "
                        "threading is exercised under TSan by test_no_early_returns")
+    skip_under("asan", ASAN_WALL)
     r, path, dec = record_raw("offcpu", 20, 100, opts=("--sample=wall",))
     t = truth_of(r)
     assert_eq(dec["header"].get(22), 2, "header sampling mode (2 = wall)")
@@ -933,6 +941,7 @@ def test_analysis_wall_offcpu():
     skip_under("tsan", "shares of on- and off-CPU time under TSan's 5-15x slowdown measure TSan "
                        "(a thread woken for its sample stays runnable longer); the wall sampler's "
                        "threading is exercised under TSan by test_no_early_returns")
+    skip_under("asan", ASAN_WALL)
     r, path = record("offcpu", 20, 100, opts=("--sample=wall",))
     t = truth_of(r)
     rep = analyze(path)
