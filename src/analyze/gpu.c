@@ -7,75 +7,13 @@
  * Memory grows with the kernels, copies and memsets (16 bytes each), not with the file.
  */
 #include "analyze/gpu.h"
+#include "analyze/map.h"
 
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 
 #include "symbol/symbol.h"
-
-/* ---- a small map: 64-bit key -> 32-bit value ---- */
-
-typedef struct gmap {
-	uint64_t *keys;
-	uint32_t *vals;          /* ANA_NONE: empty */
-	size_t cap, n;
-} gmap;
-
-static uint64_t mix(uint64_t k)
-{
-	k ^= k >> 33;
-	k *= 0xff51afd7ed558ccdull;
-	k ^= k >> 33;
-	return k;
-}
-
-static uint32_t gmap_get(const gmap *m, uint64_t key)
-{
-	if (!m->cap)
-		return ANA_NONE;
-	for (size_t i = mix(key) & (m->cap - 1);; i = (i + 1) & (m->cap - 1)) {
-		if (m->vals[i] == ANA_NONE || m->keys[i] == key)
-			return m->vals[i];
-	}
-}
-
-static int gmap_put(gmap *m, uint64_t key, uint32_t val)
-{
-	if ((m->n + 1) * 2 > m->cap) {
-		gmap nm = {0};
-		nm.cap = m->cap ? m->cap * 2 : 256;
-		nm.keys = malloc(nm.cap * sizeof *nm.keys);
-		nm.vals = malloc(nm.cap * sizeof *nm.vals);
-		if (!nm.keys || !nm.vals) {
-			free(nm.keys);
-			free(nm.vals);
-			return -1;
-		}
-		memset(nm.vals, 0xff, nm.cap * sizeof *nm.vals);
-		for (size_t i = 0; i < m->cap; i++)
-			if (m->vals[i] != ANA_NONE)
-				gmap_put(&nm, m->keys[i], m->vals[i]);
-		free(m->keys);
-		free(m->vals);
-		*m = nm;
-	}
-	size_t i = mix(key) & (m->cap - 1);
-	while (m->vals[i] != ANA_NONE && m->keys[i] != key)
-		i = (i + 1) & (m->cap - 1);
-	if (m->vals[i] == ANA_NONE)
-		m->n++;
-	m->keys[i] = key;
-	m->vals[i] = val;
-	return 0;
-}
-
-static void gmap_free(gmap *m)
-{
-	free(m->keys);
-	free(m->vals);
-	memset(m, 0, sizeof *m);
-}
 
 /* ---- working state ---- */
 
@@ -95,11 +33,11 @@ typedef struct config {
 } config;
 
 typedef struct work {
-	gmap kernel_of_name;     /* p->names index -> kernels index (all processes) */
-	gmap stream_of;          /* (process, device, stream) -> streams index */
-	gmap kstream_of;         /* (kernel, stream) -> kstreams index */
-	gmap config_of;          /* hash of a config -> configs index */
-	gmap timer_of;           /* p->names index -> timers index */
+	ana_map kernel_of_name;     /* p->names index -> kernels index (all processes) */
+	ana_map stream_of;          /* (process, device, stream) -> streams index */
+	ana_map kstream_of;         /* (kernel, stream) -> kstreams index */
+	ana_map config_of;          /* hash of a config -> configs index */
+	ana_map timer_of;           /* p->names index -> timers index */
 	config *configs;
 	size_t nconfigs, configs_cap;
 	/* the process being read */
@@ -192,11 +130,11 @@ static ana_gpu_device *device_of(ana_gpu *g, uint32_t proc, uint32_t id)
 static ana_gpu_stream *stream_of(ana_gpu *g, work *w, uint32_t proc, const fmt_gpu *r)
 {
 	uint64_t key = (uint64_t)proc << 40 ^ (uint64_t)(r->device & 0xff) << 32 ^ r->stream;
-	uint32_t i = gmap_get(&w->stream_of, key);
+	uint32_t i = ana_map_get(&w->stream_of, key);
 	if (i != ANA_NONE)
 		return &g->streams[i];
 	if (ana_grow(&g->streams, &g->streams_cap, g->nstreams, sizeof *g->streams) < 0 ||
-	    gmap_put(&w->stream_of, key, g->nstreams) < 0)
+	    ana_map_put(&w->stream_of, key, g->nstreams) < 0)
 		return NULL;
 	ana_gpu_stream *s = &g->streams[g->nstreams++];
 	s->process = proc;
@@ -215,10 +153,10 @@ static uint32_t kernel_of(ana_profile *p, ana_gpu *g, work *w, const fmt_gpu *r)
 	free(dm);
 	if (name == ANA_NONE)
 		return ANA_NONE;
-	uint32_t k = gmap_get(&w->kernel_of_name, name);
+	uint32_t k = ana_map_get(&w->kernel_of_name, name);
 	if (k == ANA_NONE) {
 		if (ana_grow(&g->kernels, &g->kernels_cap, g->nkernels, sizeof *g->kernels) < 0 ||
-		    gmap_put(&w->kernel_of_name, name, g->nkernels) < 0)
+		    ana_map_put(&w->kernel_of_name, name, g->nkernels) < 0)
 			return ANA_NONE;
 		k = g->nkernels++;
 		ana_gpu_kernel *x = &g->kernels[k];
@@ -247,10 +185,11 @@ static uint32_t kernel_of(ana_profile *p, ana_gpu *g, work *w, const fmt_gpu *r)
 static int add_config(work *w, uint32_t k, const fmt_gpu *r, uint64_t ns)
 {
 	config c = {k, r->device, r->block[0] * r->block[1] * r->block[2], r->regs, r->smem_static + r->smem_dynamic, 0};
-	uint64_t key = mix(((uint64_t)k << 32 | c.device) ^ mix((uint64_t)c.threads << 40 ^ (uint64_t)c.regs << 24 ^ c.smem));
-	uint32_t i = gmap_get(&w->config_of, key);
+	uint64_t key = ana_hash64(((uint64_t)k << 32 | c.device) ^
+				  ana_hash64((uint64_t)c.threads << 40 ^ (uint64_t)c.regs << 24 ^ c.smem));
+	uint32_t i = ana_map_get(&w->config_of, key);
 	if (i == ANA_NONE) {
-		if (PUSH(w->configs, w->nconfigs, w->configs_cap, c) < 0 || gmap_put(&w->config_of, key, (uint32_t)w->nconfigs - 1) < 0)
+		if (PUSH(w->configs, w->nconfigs, w->configs_cap, c) < 0 || ana_map_put(&w->config_of, key, (uint32_t)w->nconfigs - 1) < 0)
 			return -1;
 		i = (uint32_t)w->nconfigs - 1;
 	}
@@ -273,10 +212,10 @@ static int kernel_event(ana_profile *p, ana_gpu *g, work *w, const fmt_gpu *r, a
 		x->max_ns = ns;
 	uint32_t si = (uint32_t)(s - g->streams);
 	uint64_t key = (uint64_t)k << 32 | si;
-	uint32_t ks = gmap_get(&w->kstream_of, key);
+	uint32_t ks = ana_map_get(&w->kstream_of, key);
 	if (ks == ANA_NONE) {
 		if (ana_grow(&g->kstreams, &g->kstreams_cap, g->nkstreams, sizeof *g->kstreams) < 0 ||
-		    gmap_put(&w->kstream_of, key, g->nkstreams) < 0)
+		    ana_map_put(&w->kstream_of, key, g->nkstreams) < 0)
 			return -1;
 		ks = g->nkstreams++;
 		g->kstreams[ks] = (ana_gpu_kstream){k, si, x->first_kstream, 0, 0};
@@ -379,10 +318,10 @@ static int timer_event(ana_profile *p, ana_gpu *g, work *w, const fmt_gpu *r)
 	uint32_t name = ana_intern(p, r->name_str ? r->name_str : "[unnamed timer]");
 	if (name == ANA_NONE)
 		return -1;
-	uint32_t i = gmap_get(&w->timer_of, name);
+	uint32_t i = ana_map_get(&w->timer_of, name);
 	if (i == ANA_NONE) {
 		if (ana_grow(&g->timers, &g->timers_cap, g->ntimers, sizeof *g->timers) < 0 ||
-		    gmap_put(&w->timer_of, name, g->ntimers) < 0)
+		    ana_map_put(&w->timer_of, name, g->ntimers) < 0)
 			return -1;
 		i = g->ntimers++;
 		g->timers[i] = (ana_gpu_timer){.name = name, .min_ns = UINT64_MAX};
@@ -991,11 +930,11 @@ int ana_gpu_finish(ana_profile *p)
 	if (g->nsync_regions > 1)
 		qsort(g->sync_regions, g->nsync_regions, sizeof *g->sync_regions, cmp_sync_region);
 	if (w) {
-		gmap_free(&w->kernel_of_name);
-		gmap_free(&w->stream_of);
-		gmap_free(&w->kstream_of);
-		gmap_free(&w->config_of);
-		gmap_free(&w->timer_of);
+		ana_map_clear(&w->kernel_of_name);
+		ana_map_clear(&w->stream_of);
+		ana_map_clear(&w->kstream_of);
+		ana_map_clear(&w->config_of);
+		ana_map_clear(&w->timer_of);
 		free(w->configs);
 		free(w->kernel_of_string);
 		free(w->sync);
@@ -1019,11 +958,11 @@ void ana_gpu_free(ana_profile *p)
 		return;
 	if (g->priv) {
 		work *w = g->priv;
-		gmap_free(&w->kernel_of_name);
-		gmap_free(&w->stream_of);
-		gmap_free(&w->kstream_of);
-		gmap_free(&w->config_of);
-		gmap_free(&w->timer_of);
+		ana_map_clear(&w->kernel_of_name);
+		ana_map_clear(&w->stream_of);
+		ana_map_clear(&w->kstream_of);
+		ana_map_clear(&w->config_of);
+		ana_map_clear(&w->timer_of);
 		free(w->configs);
 		free(w->kernel_of_string);
 		free(w->sync);

@@ -7,6 +7,7 @@
  * not with the file.
  */
 #include "analyze/analyze.h"
+#include "analyze/map.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -63,67 +64,12 @@ static void *grow(void *arr, uint32_t *cap, uint32_t n, size_t elem)
 	return a;
 }
 
-/* Open-addressing map from a 64-bit key to a 32-bit value. */
-typedef struct map {
-	uint64_t *keys;
-	uint32_t *vals;
-	size_t cap, n;
-} map;
-
-static uint64_t mix(uint64_t k)
-{
-	k ^= k >> 33;
-	k *= 0xff51afd7ed558ccdull;
-	k ^= k >> 33;
-	return k;
-}
-
-static uint32_t map_get(const map *m, uint64_t key)
-{
-	if (!m->cap)
-		return ANA_NONE;
-	for (size_t i = mix(key) & (m->cap - 1);; i = (i + 1) & (m->cap - 1)) {
-		if (m->vals[i] == ANA_NONE)
-			return ANA_NONE;
-		if (m->keys[i] == key)
-			return m->vals[i];
-	}
-}
-
-static int map_put(map *m, uint64_t key, uint32_t val)
-{
-	if ((m->n + 1) * 2 > m->cap) {
-		size_t cap = m->cap ? m->cap * 2 : 1024;
-		map nm = {malloc(cap * sizeof(uint64_t)), malloc(cap * sizeof(uint32_t)), cap, 0};
-		if (!nm.keys || !nm.vals) {
-			free(nm.keys);
-			free(nm.vals);
-			return -1;
-		}
-		memset(nm.vals, 0xff, cap * sizeof(uint32_t));
-		for (size_t i = 0; i < m->cap; i++)
-			if (m->vals[i] != ANA_NONE)
-				map_put(&nm, m->keys[i], m->vals[i]);
-		free(m->keys);
-		free(m->vals);
-		*m = nm;
-	}
-	size_t i = mix(key) & (m->cap - 1);
-	while (m->vals[i] != ANA_NONE && m->keys[i] != key)
-		i = (i + 1) & (m->cap - 1);
-	if (m->vals[i] == ANA_NONE)
-		m->n++;
-	m->keys[i] = key;
-	m->vals[i] = val;
-	return 0;
-}
-
-static void map_free(map *m)
+/* The name and node indexes (p->name_index, p->node_index) are heap-allocated maps. */
+static void map_free(ana_map *m)
 {
 	if (!m)
 		return;
-	free(m->keys);
-	free(m->vals);
+	ana_map_clear(m);
 	free(m);
 }
 
@@ -155,11 +101,11 @@ void ana_warn(ana_profile *p, const char *fmt, ...)
  * on hash + index). Returns ANA_NONE on allocation failure. */
 static uint32_t intern(ana_profile *p, const char *s)
 {
-	map *m = p->name_index;
+	ana_map *m = p->name_index;
 	uint64_t h = str_hash(s);
 	/* Probe h, h+1, ... in key space: each key holds one name; collisions move on. */
 	for (uint64_t k = h;; k++) {
-		uint32_t v = map_get(m, k);
+		uint32_t v = ana_map_get(m, k);
 		if (v == ANA_NONE)
 			break;
 		if (!strcmp(p->names[v], s))
@@ -173,9 +119,9 @@ static uint32_t intern(ana_profile *p, const char *s)
 	if (!p->names[p->nnames])
 		return ANA_NONE;
 	uint64_t k = h;
-	while (map_get(m, k) != ANA_NONE)
+	while (ana_map_get(m, k) != ANA_NONE)
 		k++;
-	map_put(m, k, p->nnames);
+	ana_map_put(m, k, p->nnames);
 	return p->nnames++;
 }
 
@@ -206,7 +152,7 @@ typedef struct ctx {
 	uint32_t nsite_map;
 	lthread *th;
 	uint32_t nth;
-	map seen;             /* (thread, node) pairs met -> p->tnodes index */
+	ana_map seen;         /* (thread, node) pairs met -> p->tnodes index */
 	uint32_t first_thread, first_tn; /* p->threads, p->tnodes and p->step_nodes of this file start here */
 	size_t first_sn;
 	int oom;
@@ -242,9 +188,9 @@ static uint32_t site_name(ctx *c, const fmt_file *f, uint32_t id)
 
 static uint32_t node_for(ana_profile *p, uint32_t parent, uint32_t name)
 {
-	map *m = p->node_index;
+	ana_map *m = p->node_index;
 	uint64_t key = (uint64_t)parent << 32 | name;
-	uint32_t n = map_get(m, key);
+	uint32_t n = ana_map_get(m, key);
 	if (n != ANA_NONE)
 		return n;
 	ana_node *nodes = grow(p->nodes, &p->nodes_cap, p->nnodes, sizeof *nodes);
@@ -262,7 +208,7 @@ static uint32_t node_for(ana_profile *p, uint32_t parent, uint32_t name)
 		x->next_sibling = p->nodes[parent].first_child;
 		p->nodes[parent].first_child = n;
 	}
-	map_put(m, key, n);
+	ana_map_put(m, key, n);
 	return n;
 }
 
@@ -407,8 +353,8 @@ static int on_event(void *vc, const fmt_file *f, const fmt_event *ev)
 				goto oom;
 			/* Distinct threads per node: cache misses are rare, so check a set here. */
 			uint64_t key = (uint64_t)t->g << 32 | node;
-			if ((tn = map_get(&c->seen, key)) == ANA_NONE) {
-				if ((tn = tnode_new(p, t->g, node)) == ANA_NONE || map_put(&c->seen, key, tn) < 0)
+			if ((tn = ana_map_get(&c->seen, key)) == ANA_NONE) {
+				if ((tn = tnode_new(p, t->g, node)) == ANA_NONE || ana_map_put(&c->seen, key, tn) < 0)
 					goto oom;
 				p->nodes[node].threads++;
 			}
@@ -759,8 +705,7 @@ static int load_file(ana_profile *p, const char *path, fmt_error *err)
 		free(c.th[i].step_flags.v);
 	}
 	free(c.th);
-	free(c.seen.keys);
-	free(c.seen.vals);
+	ana_map_clear(&c.seen);
 	free(c.site_name);
 	free(c.site_metric);
 	return rc;
@@ -780,8 +725,8 @@ int ana_load_paths(const char *const *paths, size_t npaths, const ana_options *o
 		p->opt = *opt;
 	if (p->opt.roofline_min_share_pct <= 0)
 		p->opt.roofline_min_share_pct = 5;
-	p->name_index = calloc(1, sizeof(map));
-	p->node_index = calloc(1, sizeof(map));
+	p->name_index = calloc(1, sizeof(ana_map));
+	p->node_index = calloc(1, sizeof(ana_map));
 	if (!p->name_index || !p->node_index)
 		return FENNEC_ENOMEM;
 	char **files = NULL;
@@ -987,5 +932,5 @@ uint32_t ana_intern(ana_profile *p, const char *s) { return intern(p, s); }
 
 uint32_t ana_node_find(const ana_profile *p, uint32_t parent, uint32_t name)
 {
-	return map_get(p->node_index, (uint64_t)parent << 32 | name);
+	return ana_map_get(p->node_index, (uint64_t)parent << 32 | name);
 }
