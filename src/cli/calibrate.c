@@ -47,14 +47,77 @@ static double now_s(void)
 enum { K_READ, K_COPY, K_TRIAD, NKERN };
 static const double kbytes[NKERN] = {8, 16, 24}; /* bytes per element, STREAM's counting */
 
-typedef struct bw_job {
+/*
+ * One measuring thread: it prepares (first touch of its slice), waits for the start, runs
+ * its kernel between two clock reads and says how much it did (bytes or FLOP).
+ */
+typedef struct team {
+	pthread_mutex_t mu;
+	pthread_cond_t cv;
+	int go; /* 1: start; -1: a thread could not be created, return at once */
+} team;
+
+typedef struct job {
+	void (*prepare)(struct job *);
+	double (*work)(struct job *);
 	double *a, *b, *c;
 	size_t n;
-	int kernel;
-	double sink;
-	pthread_barrier_t *bar;
-	double t0, t1;
-} bw_job;
+	int kernel, fp32;
+	double sink, t0, t1, done;
+	team *team;
+} job;
+
+static void *job_main(void *p)
+{
+	job *j = p;
+	if (j->prepare)
+		j->prepare(j);
+	pthread_mutex_lock(&j->team->mu);
+	while (!j->team->go)
+		pthread_cond_wait(&j->team->cv, &j->team->mu);
+	int go = j->team->go;
+	pthread_mutex_unlock(&j->team->mu);
+	if (go < 0)
+		return NULL;
+	j->t0 = now_s();
+	j->done = j->work(j);
+	j->t1 = now_s();
+	return NULL;
+}
+
+static void team_start(team *t, int go)
+{
+	pthread_mutex_lock(&t->mu);
+	t->go = go;
+	pthread_cond_broadcast(&t->cv);
+	pthread_mutex_unlock(&t->mu);
+}
+
+/* Run n jobs together; their total work over first start to last end, per second, or 0
+ * when a thread could not be started (those that were are released and joined). */
+static double run_jobs(job *jobs, unsigned n)
+{
+	team t = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0};
+	pthread_t th[n];
+	unsigned started = 0;
+	for (; started < n; started++) {
+		jobs[started].team = &t;
+		if (pthread_create(&th[started], NULL, job_main, &jobs[started]))
+			break;
+	}
+	team_start(&t, started == n ? 1 : -1);
+	double t0 = 1e300, t1 = 0, done = 0, sink = 0;
+	for (unsigned i = 0; i < started; i++) {
+		pthread_join(th[i], NULL);
+		t0 = jobs[i].t0 < t0 ? jobs[i].t0 : t0;
+		t1 = jobs[i].t1 > t1 ? jobs[i].t1 : t1;
+		done += jobs[i].done;
+		sink += jobs[i].sink;
+	}
+	if (sink < 0)
+		fputs("", stderr); /* keep the kernels' results alive */
+	return started == n && t1 > t0 ? done / (t1 - t0) : 0;
+}
 
 #if defined(__GNUC__) && !defined(__clang__)
 #define VECTORIZE __attribute__((optimize("O3", "tree-vectorize")))
@@ -93,45 +156,30 @@ static VECTORIZE double run_kernel(int k, double *restrict a, const double *rest
 	return s;
 }
 
-static void *bw_main(void *p)
+static void bw_prepare(job *j)
 {
-	bw_job *j = p;
 	for (size_t i = 0; i < j->n; i++) { /* first touch: pages local to this thread */
 		j->a[i] = 0;
 		j->b[i] = 1;
 		j->c[i] = 2;
 	}
-	pthread_barrier_wait(j->bar);
-	j->t0 = now_s();
+}
+
+static double bw_work(job *j)
+{
 	j->sink += run_kernel(j->kernel, j->a, j->b, j->c, j->n);
-	j->t1 = now_s();
-	return NULL;
+	return kbytes[j->kernel] * (double)j->n;
 }
 
 /* One pass of kernel k on `threads` threads over n elements per array; bytes/s. */
 static double bw_pass(double *a, double *b, double *c, size_t n, unsigned threads, int k)
 {
-	pthread_t th[threads];
-	bw_job job[threads];
-	pthread_barrier_t bar;
-	pthread_barrier_init(&bar, NULL, threads);
+	job jobs[threads];
 	size_t per = n / threads;
-	for (unsigned t = 0; t < threads; t++) {
-		job[t] = (bw_job){a + t * per, b + t * per, c + t * per, per, k, 0, &bar, 0, 0};
-		if (pthread_create(&th[t], NULL, bw_main, &job[t]))
-			return 0;
-	}
-	double t0 = 1e300, t1 = 0, sink = 0;
-	for (unsigned t = 0; t < threads; t++) {
-		pthread_join(th[t], NULL);
-		t0 = job[t].t0 < t0 ? job[t].t0 : t0;
-		t1 = job[t].t1 > t1 ? job[t].t1 : t1;
-		sink += job[t].sink;
-	}
-	pthread_barrier_destroy(&bar);
-	if (sink < 0)
-		fputs("", stderr); /* keep the read kernel's sum alive */
-	return t1 > t0 ? kbytes[k] * (double)(per * threads) / (t1 - t0) : 0;
+	for (unsigned t = 0; t < threads; t++)
+		jobs[t] = (job){.prepare = bw_prepare, .work = bw_work, .a = a + t * per, .b = b + t * per,
+				.c = c + t * per, .n = per, .kernel = k};
+	return run_jobs(jobs, threads);
 }
 
 static double bw_best(double *a, double *b, double *c, size_t n, unsigned threads, int k, unsigned reps)
@@ -149,11 +197,6 @@ static double bw_best(double *a, double *b, double *c, size_t n, unsigned thread
 #define CHAINS 12  /* independent accumulators: more than FMA latency x FMA ports */
 #define ITERS 2000000u
 
-typedef struct fl_job {
-	int fp32;
-	double flops, t0, t1, sink;
-	pthread_barrier_t *bar;
-} fl_job;
 
 /*
  * CHAINS named accumulators, so that they live in registers (an array of vectors is kept
@@ -260,47 +303,30 @@ static const char *isa(void)
 	return "scalar";
 }
 
-static void *fl_main(void *p)
+static double fl_work(job *j)
 {
-	fl_job *j = p;
 	const char *s = isa();
-	pthread_barrier_wait(j->bar);
-	j->t0 = now_s();
+	double flops = 0;
 #if defined(__x86_64__)
 	if (!strcmp(s, "avx512f"))
-		j->sink = j->fp32 ? fma512_ps(&j->flops) : fma512_pd(&j->flops);
+		j->sink = j->fp32 ? fma512_ps(&flops) : fma512_pd(&flops);
 	else if (!strcmp(s, "avx2+fma"))
-		j->sink = j->fp32 ? fma256_ps(&j->flops) : fma256_pd(&j->flops);
+		j->sink = j->fp32 ? fma256_ps(&flops) : fma256_pd(&flops);
 	else
 #endif
-		j->sink = j->fp32 ? fma_scalar_ps(&j->flops) : fma_scalar_pd(&j->flops);
-	j->t1 = now_s();
+		j->sink = j->fp32 ? fma_scalar_ps(&flops) : fma_scalar_pd(&flops);
 	(void)s;
-	return NULL;
+	return flops;
 }
 
 static double fl_best(unsigned threads, int fp32, unsigned reps)
 {
 	double best = 0;
 	for (unsigned r = 0; r < reps; r++) {
-		pthread_t th[threads];
-		fl_job job[threads];
-		pthread_barrier_t bar;
-		pthread_barrier_init(&bar, NULL, threads);
-		for (unsigned t = 0; t < threads; t++) {
-			job[t] = (fl_job){fp32, 0, 0, 0, 0, &bar};
-			if (pthread_create(&th[t], NULL, fl_main, &job[t]))
-				return 0;
-		}
-		double t0 = 1e300, t1 = 0, flops = 0;
-		for (unsigned t = 0; t < threads; t++) {
-			pthread_join(th[t], NULL);
-			t0 = job[t].t0 < t0 ? job[t].t0 : t0;
-			t1 = job[t].t1 > t1 ? job[t].t1 : t1;
-			flops += job[t].flops;
-		}
-		pthread_barrier_destroy(&bar);
-		double v = t1 > t0 ? flops / (t1 - t0) : 0;
+		job jobs[threads];
+		for (unsigned t = 0; t < threads; t++)
+			jobs[t] = (job){.work = fl_work, .fp32 = fp32};
+		double v = run_jobs(jobs, threads);
 		best = v > best ? v : best;
 	}
 	return best;
