@@ -439,12 +439,14 @@ typedef struct ana_profile {
 	ana_u64vec step_ns;
 	ana_u64vec step_start_ns; /* each step's start: the previous mark, or the process start (CLOCK_MONOTONIC) */
 	ana_u64vec step_items;    /* each step's items (0 when none were given) */
+	ana_u64vec step_flags;    /* each step's mark flags (bit 0: its regions were recorded) */
 	uint64_t steps, steps_recorded, items;
 	int has_items;
 	ana_dist step_dist;
 	ana_sampling smp;
 	ana_memory mem;
 	struct ana_gpu *gpu;      /* GPU activity (analyze/gpu.h); NULL when no file has any */
+	struct ana_critpath *cp;  /* the critical path of the steps (analyze/critpath.h); NULL without steps */
 	/* per thread and region node; per step of each process's stepping thread (model.c) */
 	ana_tnode *tnodes;
 	uint32_t ntnodes, tnodes_cap;

@@ -7,6 +7,7 @@
  * not with the file.
  */
 #include "analyze/analyze.h"
+#include "analyze/critpath.h"
 #include "analyze/map.h"
 
 #include <dirent.h>
@@ -155,6 +156,7 @@ typedef struct ctx {
 	ana_map seen;         /* (thread, node) pairs met -> p->tnodes index */
 	uint32_t first_thread, first_tn; /* p->threads, p->tnodes and p->step_nodes of this file start here */
 	size_t first_sn;
+	int cp;               /* the first process: its transitions go to the critical path (critpath.c) */
 	int oom;
 } ctx;
 
@@ -334,8 +336,11 @@ static int on_event(void *vc, const fmt_file *f, const fmt_event *ev)
 		return ana_samples_event(p, c->proc, f, ev) ? (c->oom = 1, FENNEC_ENOMEM) : 0;
 	if (ev->type >= FMT_EV_ALLOC && ev->type <= FMT_EV_HEAP_SNAP) /* heap: memory.c */
 		return ana_memory_event(p, c->proc, f, ev) ? (c->oom = 1, FENNEC_ENOMEM) : 0;
-	if (ev->type == FMT_EV_GPU) /* GPU records: gpu.c */
+	if (ev->type == FMT_EV_GPU) { /* GPU records: gpu.c (and the critical path's streams) */
+		if (c->cp && ana_cp_collecting(p) && ana_cp_gpu(p, ev->gpu))
+			goto oom;
 		return ana_gpu_event(p, c->proc, f, ev) ? (c->oom = 1, FENNEC_ENOMEM) : 0;
+	}
 	lthread *t = thread_of(c, f, ev->thread);
 	if (!t)
 		goto oom;
@@ -372,6 +377,8 @@ static int on_event(void *vc, const fmt_file *f, const fmt_event *ev)
 			t->cap = cap;
 		}
 		t->stack[t->depth++] = (frame){node, tn, ev->ticks, 0};
+		if (c->cp && ana_cp_collecting(p) && ana_cp_region(p, t->g, ev->ticks, node))
+			goto oom;
 		break;
 	}
 	case FMT_EV_END: {
@@ -390,12 +397,17 @@ static int on_event(void *vc, const fmt_file *f, const fmt_event *ev)
 			t->stack[t->depth - 1].child_ticks += dt;
 		else
 			t->busy_ticks += dt;
+		if (c->cp && ana_cp_collecting(p) &&
+		    ana_cp_region(p, t->g, ev->ticks, t->depth ? t->stack[t->depth - 1].node : ANA_NONE))
+			goto oom;
 		break;
 	}
 	case FMT_EV_STEP:
 		if (u64_push(&t->step_ticks, ev->ticks) < 0 || u64_push(&t->step_items, ev->u) < 0 ||
 		    u64_push(&t->step_flags, ev->flags) < 0)
 			goto oom;
+		if (c->cp)
+			ana_cp_step_seen(p);
 		break;
 	case FMT_EV_COUNTER:
 	case FMT_EV_GAUGE:
@@ -592,7 +604,10 @@ static int load_file(ana_profile *p, const char *path, fmt_error *err)
 	p->procs = procs;
 	ana_process *pr = &p->procs[p->nprocs];
 	memset(pr, 0, sizeof *pr);
-	ctx c = {.p = p, .proc = p->nprocs, .first_thread = p->nthreads, .first_tn = p->ntnodes, .first_sn = p->nstep_nodes};
+	ctx c = {.p = p, .proc = p->nprocs, .first_thread = p->nthreads, .first_tn = p->ntnodes, .first_sn = p->nstep_nodes,
+		 .cp = p->nprocs == 0};
+	if (c.cp && ana_cp_begin(p))
+		return FENNEC_ENOMEM;
 	int rc = fmt_read(path, &pr->file, on_event, &c, err);
 	if (rc && rc != FENNEC_ENOMEM && p->opt.force && pr->file.recording_id) {
 		ana_warn(p, "%s (analysed up to that point because of --force)", err->msg);
@@ -637,6 +652,7 @@ static int load_file(ana_profile *p, const char *path, fmt_error *err)
 					u64_push(&p->step_ns, (uint64_t)llround(fmt_dticks_to_ns(f, tk > prev ? tk - prev : 0)));
 					u64_push(&p->step_start_ns, (uint64_t)llround(fmt_ticks_to_ns(f, prev)));
 					u64_push(&p->step_items, best->step_items.v[k]);
+					u64_push(&p->step_flags, best->step_flags.v[k]);
 					prev = tk;
 					p->items += best->step_items.v[k];
 					if (best->step_flags.v[k] & 2)
@@ -827,6 +843,10 @@ int ana_load_paths(const char *const *paths, size_t npaths, const ana_options *o
 		snprintf(err->msg, sizeof err->msg, "%s: out of memory while analysing GPU activity", p->procs[0].file.path);
 		return err->code = FENNEC_ENOMEM;
 	}
+	if (ana_critpath_build(p)) {
+		snprintf(err->msg, sizeof err->msg, "%s: out of memory while finding critical paths", p->procs[0].file.path);
+		return err->code = FENNEC_ENOMEM;
+	}
 	if (ana_ranks(p) || ana_roofline_build(p)) {
 		snprintf(err->msg, sizeof err->msg, "%s: out of memory while comparing ranks", p->procs[0].file.path);
 		return err->code = FENNEC_ENOMEM;
@@ -871,6 +891,8 @@ void ana_profile_free(ana_profile *p)
 	free(p->step_ns.v);
 	free(p->step_start_ns.v);
 	free(p->step_items.v);
+	free(p->step_flags.v);
+	ana_critpath_free(p);
 	free(p->tnodes);
 	free(p->step_nodes);
 	free(p->ranks);
