@@ -4,6 +4,7 @@
  * (p->smp.sel).
  */
 #include "report/report.h"
+#include "analyze/critpath.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -465,6 +466,93 @@ static void ranks_json(FILE *out, const ana_profile *p)
 	fputs("]\n  },\n", out);
 }
 
+/* A lane's thread (name, tid) or GPU stream keys. */
+static void cp_lane_keys(FILE *out, const ana_profile *p, uint32_t lane, int *first)
+{
+	char buf[64];
+	const ana_cp_where *w = &p->cp->where[lane];
+	kstr(out, "thread", ana_cp_lane_name(p, lane, buf, sizeof buf), first);
+	knum(out, "tid", w->thread == ANA_NONE ? NAN : (double)p->threads[w->thread].tid, first);
+	key(out, "gpu", first);
+	fputs(w->thread == ANA_NONE ? "true" : "false", out);
+}
+
+static void cp_chain_json(FILE *out, const ana_profile *p, const char *k, const ana_cp_chain *ch, uint64_t t0, int *f1)
+{
+	key(out, k, f1);
+	if (ch->index == UINT64_MAX) {
+		fputs("null", out);
+		return;
+	}
+	fprintf(out, "{\"index\": %llu, \"ns\": %llu, \"chain\": [", (unsigned long long)ch->index, (unsigned long long)ch->ns);
+	for (size_t i = 0; i < ch->n; i++) {
+		const ana_cp_piece *x = &ch->pieces[i];
+		int f2 = 1;
+		fputs(i ? ",\n     {" : "\n     {", out);
+		if (x->label == ANA_NONE) {
+			key(out, "name", &f2);
+			fputs("null", out);
+			key(out, "path", &f2);
+			fputs("null", out);
+		} else {
+			kstr(out, "name", ana_cp_label_short(p, x->label), &f2);
+			kstr(out, "path", ana_cp_label_name(p, x->label), &f2);
+		}
+		cp_lane_keys(out, p, x->lane, &f2);
+		key(out, "untracked", &f2);
+		fputs(x->label == ANA_NONE ? "true" : "false", out);
+		knum(out, "start_ns", (double)(x->start_ns - t0), &f2);
+		knum(out, "ns", (double)(x->end_ns - x->start_ns), &f2);
+		fputc('}', out);
+	}
+	fputs("]}", out);
+}
+
+/* The critical path (critpath.c, docs/critical_path.md); null without steps. */
+static void critpath_json(FILE *out, const ana_profile *p)
+{
+	const ana_critpath *cp = p->cp;
+	fputs("  \"critical_path\": ", out);
+	if (!cp) {
+		fputs("null,\n", out);
+		return;
+	}
+	int f1 = 1;
+	fputc('{', out);
+	knum(out, "steps", (double)cp->steps, &f1);
+	knum(out, "steps_total", (double)cp->steps_total, &f1);
+	knum(out, "steps_unrecorded", (double)cp->unrecorded, &f1);
+	knum(out, "steps_over_budget", (double)cp->over_budget, &f1);
+	knum(out, "step_ns", (double)cp->step_ns, &f1);
+	knum(out, "lanes", cp->active_lanes, &f1);
+	knum(out, "gpu_lanes", cp->gpu_lanes, &f1);
+	knum(out, "untracked_ns", (double)cp->untracked_ns, &f1);
+	knum(out, "untracked_pct", cp->steps ? cp->untracked_pct : NAN, &f1);
+	key(out, "regions", &f1);
+	fputc('[', out);
+	for (uint32_t i = 0; i < cp->ne; i++) {
+		const ana_cp_entry *e = &cp->e[i];
+		int f2 = 1;
+		fputs(i ? ",\n     {" : "\n     {", out);
+		kstr(out, "name", ana_cp_label_short(p, e->label), &f2);
+		kstr(out, "path", ana_cp_label_name(p, e->label), &f2);
+		cp_lane_keys(out, p, e->lane, &f2);
+		key(out, "waiting", &f2);
+		fputs(e->waiting ? "true" : "false", out);
+		knum(out, "ns", (double)e->ns, &f2);
+		knum(out, "share_pct", e->share_pct, &f2);
+		knum(out, "steps_on_path", (double)e->steps, &f2);
+		fputc('}', out);
+	}
+	fputc(']', out);
+	const ana_cp_chain *ch[2] = {&cp->slowest, &cp->median};
+	const char *names[2] = {"slowest_step", "median_step"};
+	for (int i = 0; i < 2; i++)
+		cp_chain_json(out, p, names[i], ch[i], ch[i]->index < p->step_start_ns.n ? p->step_start_ns.v[ch[i]->index] : 0,
+			      &f1);
+	fputs("\n  },\n", out);
+}
+
 int rep_json(FILE *out, const ana_profile *p, const rep_options *o)
 {
 	(void)o;
@@ -571,6 +659,7 @@ int rep_json(FILE *out, const ana_profile *p, const rep_options *o)
 		fputs("}", out);
 	}
 	fputs(p->nthreads ? "\n  ],\n" : "],\n", out);
+	critpath_json(out, p);
 
 	fputs("  \"processes\": [", out);
 	for (uint32_t i = 0; i < p->nprocs; i++) {

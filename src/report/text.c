@@ -5,6 +5,7 @@
  * without NO_COLOR).
  */
 #include "report/report.h"
+#include "analyze/critpath.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -410,6 +411,74 @@ static void ranks_text(FILE *out, const ana_profile *p, const style *st)
 	}
 }
 
+/* One step's chain: its pieces of 1 % of the step or more, the others counted. */
+static void chain_text(FILE *out, const ana_profile *p, const char *what, const ana_cp_chain *ch)
+{
+	char a[32], b[32], lane[64];
+	fprintf(out, "  %-12s #%llu (%s):", what, (unsigned long long)ch->index, ana_fmt_ns((double)ch->ns, a, sizeof a));
+	size_t shown = 0, small = 0;
+	for (size_t i = 0; i < ch->n; i++) {
+		const ana_cp_piece *x = &ch->pieces[i];
+		uint64_t d = x->end_ns - x->start_ns;
+		if ((double)d < 0.01 * (double)ch->ns) {
+			small++;
+			continue;
+		}
+		fprintf(out, "%s%s (%s) %s", shown++ ? " -> " : " ",
+			x->label == ANA_NONE ? "untracked" : ana_cp_label_short(p, x->label),
+			ana_cp_lane_name(p, x->lane, lane, sizeof lane), ana_fmt_ns((double)d, b, sizeof b));
+	}
+	if (small)
+		fprintf(out, "%s(%zu piece%s under 1%% not shown)", shown ? "  " : " ", small, small == 1 ? "" : "s");
+	fputc('\n', out);
+}
+
+/* The critical path (critpath.c): only where more than one lane (thread or GPU stream) had
+ * tracked activity in the steps; for one thread it is the step's own regions, which the
+ * region table already shows. */
+static void critpath_text(FILE *out, const ana_profile *p, const style *st)
+{
+	const ana_critpath *cp = p->cp;
+	char a[32], lane[64];
+	if (!cp->steps) {
+		heading(out, st, "Critical path");
+		if (cp->over_budget)
+			fprintf(out, "  not computed: no step ended before the analysis's budget of %u region events ran out\n",
+				ANA_CP_BUDGET);
+		else
+			fprintf(out, "  not computed: no step had its regions recorded (step sampling)\n");
+		return;
+	}
+	if (cp->active_lanes < 2)
+		return;
+	char title[160];
+	snprintf(title, sizeof title, "Critical path of the steps (%llu step%s; inferred from timing: docs/critical_path.md)",
+		 (unsigned long long)cp->steps, cp->steps == 1 ? "" : "s");
+	heading(out, st, title);
+	if (cp->steps < cp->steps_total)
+		fprintf(out, "  %llu of %llu steps: %llu not recorded (step sampling), %llu past the analysis's budget\n",
+			(unsigned long long)cp->steps, (unsigned long long)cp->steps_total, (unsigned long long)cp->unrecorded,
+			(unsigned long long)cp->over_budget);
+	fprintf(out, "  %-36s %-16s %10s %7s %11s\n", "region", "thread", "on path", "share", "steps");
+	uint32_t rows = cp->ne < 12 ? cp->ne : 12;
+	for (uint32_t i = 0; i < rows; i++) {
+		const ana_cp_entry *e = &cp->e[i];
+		const char *name = ana_cp_label_name(p, e->label);
+		size_t len = strlen(name);
+		char steps[48];
+		snprintf(steps, sizeof steps, "%llu/%llu", (unsigned long long)e->steps, (unsigned long long)cp->steps);
+		fprintf(out, "  %-36s %-16.16s %10s %6.1f%% %11s%s\n", len > 36 ? name + len - 36 : name,
+			ana_cp_lane_name(p, e->lane, lane, sizeof lane), ana_fmt_ns((double)e->ns, a, sizeof a), e->share_pct,
+			steps, e->waiting ? "  (waiting)" : "");
+	}
+	if (rows < cp->ne)
+		fprintf(out, "  ... %u more (JSON lists all)\n", cp->ne - rows);
+	fprintf(out, "  %-36s %-16s %10s %6.1f%%\n", "untracked (no region running)", "",
+		ana_fmt_ns((double)cp->untracked_ns, a, sizeof a), cp->untracked_pct);
+	chain_text(out, p, "slowest step", &cp->slowest);
+	chain_text(out, p, "median step", &cp->median);
+}
+
 int rep_text(FILE *out, const ana_profile *p, const rep_options *o)
 {
 	style s = {"", "", "", "", "", ""};
@@ -506,6 +575,8 @@ int rep_text(FILE *out, const ana_profile *p, const rep_options *o)
 		if (p->nthreads > shown)
 			fprintf(out, "  ... %u more threads (JSON lists all)\n", p->nthreads - shown);
 	}
+	if (p->cp)
+		critpath_text(out, p, &s);
 	if (p->nprocs > 1)
 		processes_text(out, p, &s);
 	if (p->nranks > 1)
