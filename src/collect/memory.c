@@ -113,6 +113,9 @@ static int heap_kind;        /* NONE: no counters (FENNEC_MEMORY=none); GLIBC: t
 typedef struct mem_slot {
 	_Atomic uint64_t allocs, frees, bytes, largest;
 	_Atomic int64_t live_delta;
+	_Atomic uint64_t reallocs; /* reallocs of a block: each one allocation and one free */
+	int64_t countdown;         /* sampled mode: the owner's bytes until its next sampled
+				      allocation (the inline paths reach it through T.fast) */
 	_Atomic int used;
 } __attribute__((aligned(64))) mem_slot;
 
@@ -129,7 +132,9 @@ static int key_ok;
 
 typedef struct mem_tls {
 	mem_slot *slot;      /* NULL until the first allocation */
-	mem_slot *fast;      /* slot, when the heap is glibc's: the wrappers' inline path */
+	mem_slot *fast;      /* the wrappers' gate: slot while the heap is glibc's and `own` is
+				clear (gate_update()), else NULL: their inline paths need no
+				other check of the thread */
 	union {
 		struct {
 			uint8_t busy;      /* inside a wrapper's recording path */
@@ -141,13 +146,20 @@ typedef struct mem_tls {
 	uint8_t claimed;     /* a slot was claimed (or refused): without one, count in `shared` */
 	pid_t tid;           /* cached gettid(); 0 until known (reset in a fork child) */
 	uint64_t peak_at;    /* ticks at which this thread last raised the peak */
-	int64_t countdown;   /* sampled mode: bytes until the next sampled allocation */
+	int64_t countdown;   /* sampled mode: bytes until the next sampled allocation, while
+				the thread has no slot (else the slot's) */
 	uint64_t rng;
 	struct sc_cache *stacks; /* cache of allocation stacks (NULL until the first) */
 	uintptr_t stack_lo, stack_hi; /* the thread's stack, where cached stacks may be read */
 	uint8_t no_cache;    /* the cache was given back (thread exit) or could not be made */
 } mem_tls;
 static __thread mem_tls T;
+
+/* Open or close the wrappers' gate after T.own, T.slot or heap_kind changed. */
+static inline void gate_update(void)
+{
+	T.fast = !T.own && heap_kind == HEAP_GLIBC ? T.slot : NULL;
+}
 
 static inline uint32_t my_tid(void)
 {
@@ -420,6 +432,7 @@ static void resolve(void)
 	else
 		heap_kind = HEAP_OTHER;
 	T.resolving = 0;
+	gate_update();
 	atomic_store(&resolved, 2);
 }
 
@@ -472,14 +485,16 @@ static void slot_release(void *arg)
 	mem_slot *s = arg;
 	atomic_fetch_add(&live, atomic_load(&s->live_delta));
 	atomic_store(&s->live_delta, 0);
-	atomic_fetch_add(&retired.allocs, atomic_load(&s->allocs));
-	atomic_fetch_add(&retired.frees, atomic_load(&s->frees));
+	uint64_t re = atomic_load(&s->reallocs);
+	atomic_fetch_add(&retired.allocs, atomic_load(&s->allocs) + re);
+	atomic_fetch_add(&retired.frees, atomic_load(&s->frees) + re);
 	atomic_fetch_add(&retired.bytes, atomic_load(&s->bytes));
 	uint64_t l = atomic_load(&s->largest), r = atomic_load(&retired.largest);
 	while (l > r && !atomic_compare_exchange_weak(&retired.largest, &r, l))
 		;
 	atomic_store(&s->allocs, 0);
 	atomic_store(&s->frees, 0);
+	atomic_store(&s->reallocs, 0);
 	atomic_store(&s->bytes, 0);
 	atomic_store(&s->largest, 0);
 	atomic_store_explicit(&s->used, 0, memory_order_release);
@@ -491,6 +506,7 @@ static void sc_release(void);
 
 static void thread_gone(void *arg)
 {
+	T.countdown = ((mem_slot *)arg)->countdown;
 	slot_release(arg);
 #if !MEM_SANITIZER
 	sc_release();
@@ -527,7 +543,9 @@ static __attribute__((noinline)) mem_slot *claim_slot(void)
 	}
 	T.internal = (uint8_t)was;
 	T.slot = got;
-	T.fast = heap_kind == HEAP_GLIBC ? got : NULL;
+	if (got)
+		got->countdown = T.countdown;
+	gate_update();
 	return got;
 }
 
@@ -625,8 +643,9 @@ static void sum_totals(totals *t)
 	uint32_t n = atomic_load(&slots_hwm);
 	for (uint32_t i = 0; i < n + 2; i++) {
 		const mem_slot *s = i < n ? &slots[i] : all[i - n];
-		t->allocs += atomic_load_explicit(&s->allocs, memory_order_relaxed);
-		t->frees += atomic_load_explicit(&s->frees, memory_order_relaxed);
+		uint64_t re = atomic_load_explicit(&s->reallocs, memory_order_relaxed);
+		t->allocs += atomic_load_explicit(&s->allocs, memory_order_relaxed) + re;
+		t->frees += atomic_load_explicit(&s->frees, memory_order_relaxed) + re;
 		t->bytes += atomic_load_explicit(&s->bytes, memory_order_relaxed);
 		uint64_t l = atomic_load_explicit(&s->largest, memory_order_relaxed);
 		if (l > t->largest)
@@ -962,6 +981,7 @@ static uint32_t alloc_stack(void **slot, uint64_t *frames, uint8_t *truncated, c
 static __attribute__((noinline)) void record_alloc(void *p, size_t size, void **slot, uint64_t at)
 {
 	T.busy = 1;
+	T.fast = NULL;
 	uint64_t frames[COL_SAMPLE_MAX_DEPTH + 16];
 	const sc_entry *e;
 	uint8_t flags;
@@ -992,26 +1012,36 @@ static __attribute__((noinline)) void record_alloc(void *p, size_t size, void **
 		}
 	}
 	T.busy = 0;
+	gate_update();
 }
 
 static __attribute__((noinline)) void record_free(void *p)
 {
 	T.busy = 1;
+	T.fast = NULL;
 	mrec r = {0, FMT_HR_FREE, 0, 0, my_tid(), 0, 0, 0, (uint64_t)(uintptr_t)p, 0, 0};
 	put_rec(&r, REC_FREE, 0, NULL, 0, NULL, 0);
 	T.busy = 0;
+	gate_update();
+}
+
+/* The thread's sampling countdown: its slot's, or its own without one. */
+static inline int64_t *countdown_of(void)
+{
+	return T.slot ? &T.slot->countdown : &T.countdown;
 }
 
 /* Sampled mode, the countdown ran out (or was never drawn): whether this allocation of
  * `size` bytes is sampled; draws the next countdown. */
 static __attribute__((noinline)) int sample_due(size_t size)
 {
+	int64_t *cd = countdown_of();
 	if (!T.rng) { /* the thread's first allocation: its countdown was never drawn */
-		T.countdown = next_countdown() - (int64_t)(size ? size : 1);
-		if (T.countdown > 0)
+		*cd = next_countdown() - (int64_t)(size ? size : 1);
+		if (*cd > 0)
 			return 0;
 	}
-	T.countdown = next_countdown();
+	*cd = next_countdown();
 	return 1;
 }
 
@@ -1022,8 +1052,9 @@ static inline void after_alloc(void *p, size_t size, void **slot, int raised)
 	if (likely(mode == FMT_MEM_OFF))
 		return;
 	if (mode == FMT_MEM_SAMPLED) {
-		T.countdown -= (int64_t)(size ? size : 1);
-		if (likely(T.countdown > 0) || !sample_due(size))
+		int64_t *cd = countdown_of();
+		*cd -= (int64_t)(size ? size : 1);
+		if (likely(*cd > 0) || !sample_due(size))
 			return;
 	}
 	/* An allocation that raised the peak carries the peak's time, so that a reader puts
@@ -1080,10 +1111,10 @@ static inline __attribute__((always_inline)) int alloc_fast(void *p, size_t size
 		return 0;
 	int mode = atomic_load_explicit(&M.mode, memory_order_relaxed);
 	if (unlikely(mode != FMT_MEM_OFF)) {
-		int64_t c = T.countdown - (int64_t)(size + !size);
+		int64_t c = s->countdown - (int64_t)(size + !size);
 		if (mode != FMT_MEM_SAMPLED || c <= 0)
 			return 0;
-		T.countdown = c;
+		s->countdown = c;
 	}
 	return fast_commit(s, 1, nfree, size, d);
 }
@@ -1133,11 +1164,46 @@ static __attribute__((noinline)) void free_slow(void *p)
  * the stack cache), and the return address itself. */
 #define RA() ((void **)__builtin_dwarf_cfa() - 1)
 
-API void *malloc(size_t n)
+/*
+ * malloc, free and realloc take an inline path when the thread's gate is open (T.fast:
+ * glibc's heap, a slot of its own, no fennec code on the thread), the block is an ordinary
+ * chunk of glibc's heap (its size word's bit 2 clear: not mmapped, and not one of fennec's
+ * own blocks, whose headers carry that bit), the live batch stays within bounds and there
+ * is nothing to record. A chunk's usable size is its size word less the flag bits, less 8:
+ * realloc's change of live bytes is the difference of the two size words, masked. Anything
+ * else goes out of line, to the general paths, which check everything again.
+ */
+#define CHUNK_MMAPPED 2
+#define CHUNK_SIZE(h) ((int64_t)((h) & ~(size_t)7))
+
+static __attribute__((noinline)) void *malloc_slow(size_t n, void **slot)
 {
 	if (unlikely(T.own))
 		return own_alloc(n, 16);
-	return on_alloc(R.malloc(n), n, RA());
+	return on_alloc(R.malloc(n), n, slot);
+}
+
+API void *malloc(size_t n)
+{
+	mem_slot *s = T.fast;
+	if (unlikely(!s))
+		return malloc_slow(n, RA());
+	void *p = R.malloc(n);
+	if (unlikely(!p))
+		return NULL;
+	size_t h = ((const size_t *)p)[-1];
+	int64_t d = GET(s->live_delta) + CHUNK_SIZE(h) - 8;
+	if (unlikely(h & CHUNK_MMAPPED) || unlikely(!in_batch(d)))
+		return alloc_slow(p, n, RA());
+	int mode = atomic_load_explicit(&M.mode, memory_order_relaxed);
+	if (unlikely(mode != FMT_MEM_OFF)) {
+		int64_t c = s->countdown - (int64_t)(n + !n);
+		if (mode != FMT_MEM_SAMPLED || c <= 0)
+			return alloc_slow(p, n, RA());
+		s->countdown = c;
+	}
+	fast_commit(s, 1, 0, n, d);
+	return p;
 }
 
 API void *calloc(size_t n, size_t size)
@@ -1147,24 +1213,45 @@ API void *calloc(size_t n, size_t size)
 	return on_alloc(R.calloc(n, size), n * size, RA());
 }
 
-API void free(void *p)
+/* free's general path: any p (NULL, fennec's own, mmapped), any thread. */
+static __attribute__((noinline)) void free_general(void *p)
 {
 	if (unlikely(own_block(p))) {
 		own_free(p);
 		return;
 	}
+	if (p == NULL)
+		return;
 	/* A block not ours was made by the real allocator: R is known by now. */
-	if (unlikely(p == NULL) || unlikely(T.own) || likely(free_fast(p))) {
+	if (T.own || free_fast(p)) {
 		R.free(p);
 		return;
 	}
 	free_slow(p);
 }
 
-/* realloc's general path: a thread inside fennec, realloc(NULL, n), another allocator,
- * no counters, and every case with something to record. */
+API void free(void *p)
+{
+	mem_slot *s = T.fast;
+	if (unlikely(!s) || unlikely(!p))
+		return free_general(p);
+	size_t h = ((const size_t *)p)[-1];
+	int64_t d = GET(s->live_delta) - CHUNK_SIZE(h) + 8;
+	if (unlikely(h & CHUNK_MMAPPED) || unlikely(!in_batch(d)))
+		return free_general(p);
+	int mode = atomic_load_explicit(&M.mode, memory_order_relaxed);
+	if (unlikely(mode != FMT_MEM_OFF) && (mode != FMT_MEM_SAMPLED || set_may_hold((uintptr_t)p)))
+		return free_general(p);
+	fast_commit(s, 0, 1, 0, d);
+	R.free(p);
+}
+
+/* realloc's general path: fennec's own block, a thread inside fennec, realloc(NULL, n),
+ * another allocator, no counters, and every case with something to record. */
 static __attribute__((noinline)) void *realloc_slow(void *p, size_t n, void **slot)
 {
+	if (unlikely(own_block(p)))
+		return own_realloc(p, n);
 	if (T.own) {
 		if (!p)
 			return own_alloc(n, 16);
@@ -1189,9 +1276,10 @@ static __attribute__((noinline)) void *realloc_slow(void *p, size_t n, void **sl
 	return q;
 }
 
-/* After the fast path's realloc(p, n) returned q; p had `old` usable bytes. */
-static __attribute__((noinline)) void *realloc_done_slow(void *q, size_t n, size_t old, void **slot)
+/* After the inline path's realloc(p, n) returned q; p's size word was h. */
+static __attribute__((noinline)) void *realloc_done_slow(void *q, size_t n, size_t h, void **slot)
 {
+	size_t old = (size_t)CHUNK_SIZE(h) - 8;
 	if (!q) {
 		if (!n)
 			count(0, 1, 0, -(int64_t)old);
@@ -1201,22 +1289,41 @@ static __attribute__((noinline)) void *realloc_done_slow(void *q, size_t n, size
 	return q;
 }
 
-/* RA() is taken where a slow path needs it, so that the fast path keeps no register for it. */
+/* RA() is taken where a slow path needs it, so that the inline path keeps no register for
+ * it. The sampled mode's countdown is taken down by the new size: docs/memory.md says why
+ * not by the growth. */
 API void *realloc(void *p, size_t n)
 {
-	if (unlikely(own_block(p)))
-		return own_realloc(p, n);
-	/* A block not ours was made by the real allocator: R is known by now. */
-	if (unlikely(p == NULL) || unlikely(T.own) || unlikely(heap_kind != HEAP_GLIBC))
+	mem_slot *s = T.fast;
+	if (unlikely(!s) || unlikely(!p))
+		return realloc_slow(p, n, RA());
+	size_t h = ((const size_t *)p)[-1];
+	if (unlikely(h & CHUNK_MMAPPED))
 		return realloc_slow(p, n, RA());
 	int mode = atomic_load_explicit(&M.mode, memory_order_relaxed);
 	if (unlikely(mode != FMT_MEM_OFF) && (mode != FMT_MEM_SAMPLED || set_may_hold((uintptr_t)p)))
 		return realloc_slow(p, n, RA());
-	size_t old = glibc_usable(p);
 	void *q = R.realloc(p, n);
-	if (likely(q != NULL) && likely(alloc_fast(q, n, 1, old)))
-		return q;
-	return realloc_done_slow(q, n, old, RA());
+	if (unlikely(!q))
+		return realloc_done_slow(q, n, h, RA());
+	size_t h2 = ((const size_t *)q)[-1];
+	int64_t d = GET(s->live_delta) + CHUNK_SIZE(h2) - CHUNK_SIZE(h);
+	if (unlikely(h2 & CHUNK_MMAPPED) || unlikely(!in_batch(d)))
+		return realloc_done_slow(q, n, h, RA());
+	/* Read again rather than kept across the call: one register less to save. Sampled or
+	 * off here (full mode took the general path), or off since. */
+	if (unlikely(atomic_load_explicit(&M.mode, memory_order_relaxed) != FMT_MEM_OFF)) {
+		int64_t c = s->countdown - (int64_t)(n + !n);
+		if (c <= 0)
+			return realloc_done_slow(q, n, h, RA());
+		s->countdown = c;
+	}
+	SET(s->live_delta, d);
+	SET(s->reallocs, GET(s->reallocs) + 1);
+	SET(s->bytes, GET(s->bytes) + n);
+	if (unlikely(n > GET(s->largest)))
+		SET(s->largest, n);
+	return q;
 }
 
 API void *reallocarray(void *p, size_t n, size_t size)
@@ -1351,7 +1458,8 @@ API int fennec_memory_stats(fennec_mem_stats *out)
 int col_mem_internal(int on)
 {
 	int was = T.internal;
-	T.internal = on;
+	T.internal = (uint8_t)on;
+	gate_update();
 	return was;
 }
 
