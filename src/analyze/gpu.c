@@ -53,6 +53,12 @@ typedef struct work {
 	size_t nmem, mem_cap;
 	span *allocapi;          /* allocation API calls: tid, start; end = correlation */
 	size_t nallocapi, allocapi_cap;
+	ana_map nvtx_range_of;   /* p->names index -> nvtx_ranges index */
+	ana_map nvtx_mark_of;    /* p->names index -> nvtx_marks index */
+	ana_map nvtx_seen;       /* (kind, name, tid) hashes: threads counted */
+	ana_map open_of;         /* range id -> opens index (this process) */
+	span *opens;             /* started ranges: tid, start, end = name (ANA_NONE once ended) */
+	size_t nopens, opens_cap;
 	int oom;
 } work;
 
@@ -337,6 +343,92 @@ static int timer_event(ana_profile *p, ana_gpu *g, work *w, const fmt_gpu *r)
 	return 0;
 }
 
+/* Count tid once for (kind, name): 1 when it is new. */
+static int first_thread(work *w, unsigned kind, uint32_t name, uint64_t tid)
+{
+	uint64_t key = ana_hash64(((uint64_t)name << 2 | kind) ^ ana_hash64(tid + 1));
+	if (ana_map_get(&w->nvtx_seen, key) != ANA_NONE)
+		return 0;
+	return ana_map_put(&w->nvtx_seen, key, 1) < 0 ? -1 : 1;
+}
+
+static int nvtx_start(ana_profile *p, work *w, const fmt_gpu *r)
+{
+	uint32_t name = ana_intern(p, r->text ? r->text : "");
+	if (name == ANA_NONE)
+		return -1;
+	if (ana_map_put(&w->open_of, r->range_id, (uint32_t)w->nopens) < 0)
+		return -1;
+	return PUSH(w->opens, w->nopens, w->opens_cap, ((span){r->tid, r->start_ns, name}));
+}
+
+static int nvtx_end(ana_gpu *g, work *w, const fmt_gpu *r)
+{
+	uint32_t i = ana_map_get(&w->open_of, r->range_id);
+	if (i == ANA_NONE || w->opens[i].end == ANA_NONE) {
+		g->nvtx_unmatched++;
+		return 0;
+	}
+	span *o = &w->opens[i];
+	uint32_t name = (uint32_t)o->end;
+	o->end = ANA_NONE;
+	uint32_t k = ana_map_get(&w->nvtx_range_of, name);
+	if (k == ANA_NONE) {
+		if (ana_grow(&g->nvtx_ranges, &g->nvtx_ranges_cap, g->nnvtx_ranges, sizeof *g->nvtx_ranges) < 0 ||
+		    ana_map_put(&w->nvtx_range_of, name, g->nnvtx_ranges) < 0)
+			return -1;
+		k = g->nnvtx_ranges++;
+		g->nvtx_ranges[k] = (ana_nvtx_range){.name = name, .min_ns = UINT64_MAX};
+	}
+	ana_nvtx_range *x = &g->nvtx_ranges[k];
+	uint64_t ns = r->start_ns > o->start ? r->start_ns - o->start : 0;
+	x->count++;
+	x->total_ns += ns;
+	if (ns < x->min_ns)
+		x->min_ns = ns;
+	if (ns > x->max_ns)
+		x->max_ns = ns;
+	if (r->tid != o->tid)
+		x->cross_thread++;
+	for (int e = 0; e < 2; e++) {
+		int fresh = first_thread(w, 0, name, e ? r->tid : o->tid);
+		if (fresh < 0)
+			return -1;
+		x->threads += (uint32_t)fresh;
+	}
+	return 0;
+}
+
+static int nvtx_mark(ana_profile *p, ana_gpu *g, work *w, const fmt_gpu *r)
+{
+	uint32_t name = ana_intern(p, r->text ? r->text : "");
+	if (name == ANA_NONE)
+		return -1;
+	uint32_t k = ana_map_get(&w->nvtx_mark_of, name);
+	if (k == ANA_NONE) {
+		if (ana_grow(&g->nvtx_marks, &g->nvtx_marks_cap, g->nnvtx_marks, sizeof *g->nvtx_marks) < 0 ||
+		    ana_map_put(&w->nvtx_mark_of, name, g->nnvtx_marks) < 0)
+			return -1;
+		k = g->nnvtx_marks++;
+		g->nvtx_marks[k] = (ana_nvtx_mark){.name = name};
+	}
+	g->nvtx_marks[k].count++;
+	int fresh = first_thread(w, 1, name, r->tid);
+	if (fresh < 0)
+		return -1;
+	g->nvtx_marks[k].threads += (uint32_t)fresh;
+	return 0;
+}
+
+static int nvlink_event(ana_gpu *g, uint32_t proc, const fmt_gpu *r)
+{
+	ana_gpu_device *d = device_of(g, proc, r->device);
+	if (!d)
+		return -1;
+	ana_gpu_point pt = {.t_ns = r->start_ns, .v = {r->tx_bytes, r->rx_bytes}, .present = 3};
+	return PUSH(d->nvlink, d->nnvlink, d->nvlink_cap, pt);
+}
+
 int ana_gpu_event(ana_profile *p, uint32_t proc, const fmt_file *f, const fmt_event *ev)
 {
 	(void)f;
@@ -361,6 +453,10 @@ int ana_gpu_event(ana_profile *p, uint32_t proc, const fmt_file *f, const fmt_ev
 	case FMT_GR_OVERHEAD: g->overhead_ns += r->end_ns - r->start_ns; break;
 	case FMT_GR_NVML: rc = nvml_event(g, proc, r); break;
 	case FMT_GR_TIMER: rc = timer_event(p, g, w, r); break;
+	case FMT_GR_RANGE_START: rc = nvtx_start(p, w, r); break;
+	case FMT_GR_RANGE_END: rc = nvtx_end(g, w, r); break;
+	case FMT_GR_MARK: rc = nvtx_mark(p, g, w, r); break;
+	case FMT_GR_NVLINK: rc = nvlink_event(g, proc, r); break;
 	default: break;
 	}
 	return rc < 0 ? FENNEC_ENOMEM : 0;
@@ -613,6 +709,8 @@ static void work_reset_process(work *w)
 	w->nkos = 0;
 	w->nsync = w->nsyncrec = w->nmem = w->nallocapi = 0;
 	w->any_api = 0;
+	ana_map_clear(&w->open_of); /* range ids are per process */
+	w->nopens = 0;
 	w->proc = ANA_NONE;
 }
 
@@ -636,6 +734,9 @@ int ana_gpu_end_process(ana_profile *p, uint32_t proc, const fmt_file *f)
 	g->dropped += in->dropped;
 	g->cupti_dropped += in->cupti_dropped;
 	g->unknown += in->unknown;
+	g->nvtx_dropped += f->gpux_dropped;
+	for (size_t i = 0; i < w->nopens; i++)
+		g->nvtx_open += w->opens[i].end != ANA_NONE;
 	for (uint32_t i = 0; i < f->ngpu_devices; i++) /* described, even if idle */
 		if (!device_of(g, proc, f->gpu_devices[i].id))
 			return FENNEC_ENOMEM;
@@ -671,6 +772,15 @@ void ana_gpu_discard(ana_profile *p, uint32_t proc)
 }
 
 /* ---- finishing ---- */
+
+static void work_free_nvtx(work *w)
+{
+	ana_map_clear(&w->nvtx_range_of);
+	ana_map_clear(&w->nvtx_mark_of);
+	ana_map_clear(&w->nvtx_seen);
+	ana_map_clear(&w->open_of);
+	free(w->opens);
+}
 
 typedef struct iv2 {
 	uint64_t s, e;
@@ -776,6 +886,49 @@ static void nvml_summary(ana_gpu *g, ana_gpu_device *d)
 	d->power_mw_mean = cnt[FMT_NV_POWER_MW] ? sum[FMT_NV_POWER_MW] / (double)cnt[FMT_NV_POWER_MW] : NAN;
 	if (d->mem_used_max_bytes > g->peak_reserved_bytes)
 		g->peak_reserved_bytes = d->mem_used_max_bytes;
+}
+
+static int cmp_point(const void *a, const void *b);
+
+/* NVLink traffic from the cumulative counters; a counter that went down (a driver reload)
+ * starts again from there. */
+static void nvlink_summary(ana_gpu_device *d)
+{
+	ana_gpu_nvlink *l = &d->link;
+	*l = (ana_gpu_nvlink){.samples = d->nnvlink, .tx_bytes_per_s = NAN, .rx_bytes_per_s = NAN,
+			      .tx_max_bytes_per_s = NAN, .rx_max_bytes_per_s = NAN};
+	if (d->nnvlink > 1)
+		qsort(d->nvlink, d->nnvlink, sizeof *d->nvlink, cmp_point);
+	for (size_t i = 1; i < d->nnvlink; i++) {
+		const ana_gpu_point *a = &d->nvlink[i - 1], *b = &d->nvlink[i];
+		uint64_t dtx = b->v[0] >= a->v[0] ? b->v[0] - a->v[0] : 0, drx = b->v[1] >= a->v[1] ? b->v[1] - a->v[1] : 0;
+		l->tx_bytes += dtx;
+		l->rx_bytes += drx;
+		if (b->t_ns > a->t_ns) {
+			double s = (double)(b->t_ns - a->t_ns) / 1e9, tx = (double)dtx / s, rx = (double)drx / s;
+			if (isnan(l->tx_max_bytes_per_s) || tx > l->tx_max_bytes_per_s)
+				l->tx_max_bytes_per_s = tx;
+			if (isnan(l->rx_max_bytes_per_s) || rx > l->rx_max_bytes_per_s)
+				l->rx_max_bytes_per_s = rx;
+		}
+	}
+	if (d->nnvlink > 1 && d->nvlink[d->nnvlink - 1].t_ns > d->nvlink[0].t_ns) {
+		double s = (double)(d->nvlink[d->nnvlink - 1].t_ns - d->nvlink[0].t_ns) / 1e9;
+		l->tx_bytes_per_s = (double)l->tx_bytes / s;
+		l->rx_bytes_per_s = (double)l->rx_bytes / s;
+	}
+}
+
+static int cmp_nvtx_range(const void *a, const void *b)
+{
+	const ana_nvtx_range *x = a, *y = b;
+	return (x->total_ns < y->total_ns) - (x->total_ns > y->total_ns);
+}
+
+static int cmp_nvtx_mark(const void *a, const void *b)
+{
+	const ana_nvtx_mark *x = a, *y = b;
+	return (x->count < y->count) - (x->count > y->count);
 }
 
 static int cmp_point(const void *a, const void *b)
@@ -894,6 +1047,7 @@ int ana_gpu_finish(ana_profile *p)
 		if (d->nnvml > 1)
 			qsort(d->nvml, d->nnvml, sizeof *d->nvml, cmp_point);
 		nvml_summary(g, d);
+		nvlink_summary(d);
 		g->kernel_ns += d->kernel_ns;
 		g->memcpy_ns += d->memcpy_ns;
 		g->memset_ns += d->memset_ns;
@@ -929,6 +1083,14 @@ int ana_gpu_finish(ana_profile *p)
 	}
 	if (g->nsync_regions > 1)
 		qsort(g->sync_regions, g->nsync_regions, sizeof *g->sync_regions, cmp_sync_region);
+	for (uint32_t i = 0; i < g->nnvtx_ranges; i++) {
+		ana_nvtx_range *x = &g->nvtx_ranges[i];
+		x->mean_ns = x->count ? (double)x->total_ns / (double)x->count : NAN;
+	}
+	if (g->nnvtx_ranges > 1)
+		qsort(g->nvtx_ranges, g->nnvtx_ranges, sizeof *g->nvtx_ranges, cmp_nvtx_range);
+	if (g->nnvtx_marks > 1)
+		qsort(g->nvtx_marks, g->nnvtx_marks, sizeof *g->nvtx_marks, cmp_nvtx_mark);
 	if (w) {
 		ana_map_clear(&w->kernel_of_name);
 		ana_map_clear(&w->stream_of);
@@ -941,6 +1103,7 @@ int ana_gpu_finish(ana_profile *p)
 		free(w->syncrec);
 		free(w->mem);
 		free(w->allocapi);
+		work_free_nvtx(w);
 		free(w);
 		g->priv = NULL;
 	}
@@ -969,11 +1132,13 @@ void ana_gpu_free(ana_profile *p)
 		free(w->syncrec);
 		free(w->mem);
 		free(w->allocapi);
+		work_free_nvtx(w);
 		free(w);
 	}
 	for (uint32_t i = 0; i < g->ndevices; i++) {
 		free(g->devices[i].mem);
 		free(g->devices[i].nvml);
+		free(g->devices[i].nvlink);
 	}
 	for (uint32_t i = 0; i < g->nstreams; i++)
 		free(g->streams[i].iv.v);
@@ -983,6 +1148,8 @@ void ana_gpu_free(ana_profile *p)
 	free(g->streams);
 	free(g->sync_regions);
 	free(g->timers);
+	free(g->nvtx_ranges);
+	free(g->nvtx_marks);
 	free(g);
 	p->gpu = NULL;
 }

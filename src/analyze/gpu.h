@@ -19,6 +19,14 @@ typedef struct ana_gpu_point {
 	uint32_t present;       /* NVML: bits of enum fmt_nvml */
 } ana_gpu_point;
 
+/* NVLink traffic of a device, from NVML's cumulative counters. */
+typedef struct ana_gpu_nvlink {
+	uint64_t samples;
+	uint64_t tx_bytes, rx_bytes;           /* counted between the first and the last sample */
+	double tx_bytes_per_s, rx_bytes_per_s; /* over that time (NAN with fewer than 2 samples) */
+	double tx_max_bytes_per_s, rx_max_bytes_per_s; /* the highest between two samples */
+} ana_gpu_nvlink;
+
 typedef struct ana_gpu_device {
 	uint32_t process;       /* index into p->procs */
 	uint32_t id;            /* CUDA device id (65536 + NVML index: seen by NVML only) */
@@ -39,6 +47,9 @@ typedef struct ana_gpu_device {
 	ana_gpu_point *nvml;    /* NVML samples in time order */
 	size_t nnvml, nvml_cap;
 	double sm_pct_mean, mem_pct_mean, power_mw_mean; /* NAN without the field */
+	ana_gpu_point *nvlink;  /* NVLink counters in time order: v[0] sent, v[1] received bytes */
+	size_t nnvlink, nvlink_cap;
+	ana_gpu_nvlink link;    /* their summary (samples 0: the device reported none) */
 	uint64_t mem_used_max_bytes, mem_total_bytes, power_mw_max, temperature_max_c;
 } ana_gpu_device;
 
@@ -90,6 +101,22 @@ typedef struct ana_gpu_timer {
 	uint64_t count, total_ns, min_ns, max_ns;
 } ana_gpu_timer;
 
+/* NVTX start/end ranges of one name (nvtxRangeStart* / nvtxRangeEnd, all processes). */
+typedef struct ana_nvtx_range {
+	uint32_t name;          /* p->names index (the message; "" when it had none) */
+	uint64_t count, total_ns, min_ns, max_ns;
+	double mean_ns;
+	uint32_t threads;       /* distinct threads that started or ended one */
+	uint64_t cross_thread;  /* ended on another thread than the one that started it */
+} ana_nvtx_range;
+
+/* NVTX marks of one name. */
+typedef struct ana_nvtx_mark {
+	uint32_t name;
+	uint64_t count;
+	uint32_t threads;       /* distinct threads that marked it */
+} ana_nvtx_mark;
+
 typedef struct ana_gpu {
 	uint64_t cupti_version; /* of the first process that loaded CUPTI (0: none) */
 	unsigned clock;         /* enum fmt_gpu_clock of that process */
@@ -126,6 +153,15 @@ typedef struct ana_gpu {
 	ana_gpu_timer *timers;
 	uint32_t ntimers;
 	size_t timers_cap;
+	ana_nvtx_range *nvtx_ranges; /* by total time, descending */
+	uint32_t nnvtx_ranges;
+	size_t nvtx_ranges_cap;
+	ana_nvtx_mark *nvtx_marks;   /* by count, descending */
+	uint32_t nnvtx_marks;
+	size_t nvtx_marks_cap;
+	uint64_t nvtx_open;     /* ranges started and never ended (in their process's file) */
+	uint64_t nvtx_unmatched; /* ends of ranges whose start the file does not have */
+	uint64_t nvtx_dropped;  /* start, end and mark records the collector lost (full queue) */
 	void *priv;             /* per-process working state while reading */
 } ana_gpu;
 

@@ -161,6 +161,40 @@ static void strings_lost(uint64_t seq)
  * without --gpu: GPU timers need no more than a session. */
 static int recording(void) { return atomic_load(&G.accepting) != 0; }
 
+int col_gpu_recording(void) { return recording(); }
+
+/* The GPUX chunk being built (1.4: NVTX start/end ranges and marks, NVLink counters): the
+ * writer thread's only, so no lock. */
+static struct {
+	cm_buf body;
+	uint64_t prev_ns;
+} X;
+
+static void gpux_add(const fmt_gpu *r)
+{
+	int was = col_mem_internal(1);
+	fmt_gpux_put(&X.body, r, &X.prev_ns);
+	col_mem_internal(was);
+}
+
+/* Frame what the writer gathered as one GPUX chunk. */
+static void gpux_emit(void (*emit)(unsigned type, cm_buf *raw))
+{
+	int was = col_mem_internal(1);
+	col_nvtx_drain(&X.body, &X.prev_ns);
+	if (X.body.len && !X.body.failed) {
+		cm_buf raw = {0};
+		fmt_gpux_prefix(&raw, col_nvtx_dropped());
+		cm_buf_put(&raw, X.body.data, X.body.len);
+		emit(FMT_GPUX, &raw);
+		cm_buf_free(&raw);
+	}
+	X.body.len = 0;
+	X.body.failed = 0;
+	X.prev_ns = 0;
+	col_mem_internal(was);
+}
+
 col_gpu_batch *col_gpu_batch_begin(void)
 {
 	if (!recording())
@@ -248,6 +282,22 @@ void col_gpu_batch_end(col_gpu_batch *b)
 typedef struct nvml_util { unsigned gpu, memory; } nvml_util;
 typedef struct nvml_mem { unsigned long long total, free, used; } nvml_mem;
 enum { NVML_OK = 0, NVML_TEMP_GPU = 0, NVML_CLK_SM = 1, NVML_CLK_MEM = 2, NVML_PCIE_TX = 0, NVML_PCIE_RX = 1 };
+/* nvml.h: nvmlFieldValue_t, and the NVLink data counters (cumulative KiB, all links) */
+typedef struct nvml_field {
+	unsigned field_id, scope_id;
+	long long timestamp_us, latency_us;
+	int value_type, ret;             /* nvmlValueType_t, nvmlReturn_t */
+	union {
+		double d;
+		unsigned u;
+		unsigned long ul;
+		unsigned long long ull;
+		long long sll;
+		int si;
+	} value;
+} nvml_field;
+enum { NVML_FI_NVLINK_DATA_TX = 138, NVML_FI_NVLINK_DATA_RX = 139 };
+enum { NVML_VT_DOUBLE, NVML_VT_UINT, NVML_VT_ULONG, NVML_VT_ULLONG, NVML_VT_SLLONG, NVML_VT_SINT };
 
 static struct {
 	void *lib;
@@ -261,11 +311,13 @@ static struct {
 	int (*temp)(void *, int, unsigned *);
 	int (*clock)(void *, int, unsigned *);
 	int (*pcie)(void *, int, unsigned *);
+	int (*fields)(void *, int, nvml_field *);
 	unsigned n;
 	void *dev[GPU_MAX_DEVICES];
 	uint8_t uuid[GPU_MAX_DEVICES][16];
 	int has_uuid[GPU_MAX_DEVICES];
 	uint32_t failed[GPU_MAX_DEVICES]; /* fields the device refused: not asked again */
+	uint8_t no_nvlink[GPU_MAX_DEVICES]; /* the device reports no NVLink counters */
 	uint64_t next_ns;
 	int tried;
 } N;
@@ -307,6 +359,7 @@ static void nvml_open(void)
 	*(void **)&N.temp = dlsym(N.lib, "nvmlDeviceGetTemperature");
 	*(void **)&N.clock = dlsym(N.lib, "nvmlDeviceGetClockInfo");
 	*(void **)&N.pcie = dlsym(N.lib, "nvmlDeviceGetPcieThroughput");
+	*(void **)&N.fields = dlsym(N.lib, "nvmlDeviceGetFieldValues");
 	unsigned n = 0;
 	if (!N.init || !N.count || !N.handle || N.init() != NVML_OK || N.count(&n) != NVML_OK) {
 		dlclose(N.lib);
@@ -343,6 +396,39 @@ static uint32_t nvml_device_id(unsigned i)
 		}                                                      \
 	} while (0)
 
+/* A field value as an integer (0 for a negative or unknown type). */
+static uint64_t field_u64(const nvml_field *f)
+{
+	switch (f->value_type) {
+	case NVML_VT_DOUBLE: return f->value.d > 0 ? (uint64_t)f->value.d : 0;
+	case NVML_VT_UINT: return f->value.u;
+	case NVML_VT_ULONG: return f->value.ul;
+	case NVML_VT_ULLONG: return f->value.ull;
+	case NVML_VT_SLLONG: return f->value.sll > 0 ? (uint64_t)f->value.sll : 0;
+	case NVML_VT_SINT: return f->value.si > 0 ? (uint64_t)f->value.si : 0;
+	default: return 0;
+	}
+}
+
+/* NVLink data sent and received by device i since the driver loaded, into the GPUX chunk;
+ * a device that does not report both counters is not asked again. */
+static void nvlink_read(unsigned i, uint32_t device, uint64_t t_ns)
+{
+	if (!N.fields || N.no_nvlink[i])
+		return;
+	nvml_field f[2];
+	memset(f, 0, sizeof f);
+	f[0].field_id = NVML_FI_NVLINK_DATA_TX;
+	f[1].field_id = NVML_FI_NVLINK_DATA_RX;
+	if (N.fields(N.dev[i], 2, f) != NVML_OK || f[0].ret != NVML_OK || f[1].ret != NVML_OK) {
+		N.no_nvlink[i] = 1;
+		return;
+	}
+	fmt_gpu g = {.type = FMT_GR_NVLINK, .device = device, .start_ns = t_ns, .end_ns = t_ns,
+		     .tx_bytes = field_u64(&f[0]) * 1024, .rx_bytes = field_u64(&f[1]) * 1024};
+	gpux_add(&g);
+}
+
 static void nvml_round(void)
 {
 	col_gpu_batch *b = col_gpu_batch_begin();
@@ -371,6 +457,7 @@ static void nvml_round(void)
 		}
 		if (g.value)
 			col_gpu_batch_add(b, &g, NULL);
+		nvlink_read(i, g.device, g.start_ns);
 	}
 	col_gpu_batch_end(b);
 }
@@ -418,6 +505,9 @@ void col_gpu_prepare(void)
 	memset(&G.written, 0, sizeof G.written);
 	atomic_store(&G.accepting, 1);
 	discard_batches();
+	col_nvtx_reset();
+	X.body.len = 0;
+	X.prev_ns = 0;
 	atomic_store(&G.records, 0);
 	atomic_store(&G.dropped, 0);
 	atomic_store(&G.cupti_dropped, 0);
@@ -453,12 +543,13 @@ static void devices_again(void)
 void col_gpu_drain(void (*emit)(unsigned type, cm_buf *raw), int final)
 {
 	col_gpu_timers_poll();
+	if (G.mode && final && N.lib)
+		nvml_round(); /* the last point of the utilisation timeline */
+	gpux_emit(emit);
 	if (G.mode) {
 		if (!G.devices_written)
 			devices_again();
 		col_cupti_flush(final);
-		if (final && N.lib)
-			nvml_round(); /* the last point of the utilisation timeline */
 	} else if (!atomic_load(&G.done))
 		goto out;
 	col_gpu_batch *b = atomic_exchange(&G.done, NULL), *order = NULL;
@@ -525,4 +616,7 @@ void col_gpu_atfork_child(void)
 	G.str = NULL; /* the parent's copies leak once rather than race a free */
 	G.str_cap = G.nstr = 0;
 	G.ndev = 0;
+	X.body = (cm_buf){0}; /* the parent's buffer leaks once */
+	X.prev_ns = 0;
+	col_nvtx_atfork_child();
 }

@@ -10,6 +10,8 @@
 
 #include "collect/collect.h"
 
+#include <wchar.h>
+
 enum col_gpu_mode { COL_GPU_OFF = 0, COL_GPU_ALL = 1, COL_GPU_KERNELS = 2 };
 
 /* "off", "on" / "all" / "1", "kernels"; -1 if none of those. */
@@ -64,6 +66,23 @@ void col_cupti_flush(int forced);
 void col_cupti_stop(void);
 /* Activity on (1) or off (0): the writer follows the step schedule with it. */
 void col_cupti_gate(int on);
+
+/* 1 from a session's start to its last drain: GPU records are taken. */
+int col_gpu_recording(void);
+
+/*
+ * NVTX start/end ranges and marks (gpu_nvtx.c), queued by program threads for the writer.
+ * col_nvtx_drain appends the queued records to a GPUX chunk body (out NULL: discards them);
+ * writer thread only, or while no writer runs. col_nvtx_dropped: records lost to a full
+ * queue since the last col_nvtx_reset (session start).
+ */
+void col_nvtx_drain(cm_buf *out, uint64_t *prev_ns);
+uint64_t col_nvtx_dropped(void);
+void col_nvtx_reset(void);
+void col_nvtx_atfork_child(void);
+/* A wide (UTF-32) string as UTF-8 in out[n], NUL-terminated, cut at a whole character;
+ * values that are not Unicode scalars become U+FFFD. Returns the bytes written. */
+size_t col_nvtx_utf8(char *out, size_t n, const wchar_t *w);
 
 /* GPU timers (gpu_timer.c): the writer resolves the timers whose events completed. */
 void col_gpu_timers_poll(void);

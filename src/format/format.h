@@ -9,7 +9,7 @@
 
 #define FMT_MAGIC "\x89" "FNC\r\n\x1a\n"
 #define FMT_MAJOR 1
-#define FMT_MINOR 3
+#define FMT_MINOR 4
 #define FMT_PREAMBLE_LEN 16
 #define FMT_CHUNK_HDR_LEN 16
 #define FMT_MAX_RAW (64u << 20)
@@ -28,6 +28,7 @@ enum fmt_chunk_type {
 	FMT_HEAP = 11,
 	FMT_GPU = 12,
 	FMT_HEAP2 = 13,
+	FMT_GPUX = 14,
 };
 
 enum fmt_codec { FMT_RAW = 0, FMT_ZSTD = 1 };
@@ -98,7 +99,13 @@ enum fmt_gpu_type {
 	FMT_GR_DEVICE = 1, FMT_GR_STRING = 2, FMT_GR_KERNEL = 3, FMT_GR_MEMCPY = 4, FMT_GR_MEMSET = 5,
 	FMT_GR_SYNC = 6, FMT_GR_API = 7, FMT_GR_MEMORY = 8, FMT_GR_OVERHEAD = 9, FMT_GR_NVML = 10,
 	FMT_GR_TIMER = 11,
+	/* delivered by the reader from GPUX chunks (1.4), whose own record types are enum
+	 * fmt_gpux_rec; never in a GPU chunk */
+	FMT_GR_RANGE_START = 12, FMT_GR_RANGE_END = 13, FMT_GR_MARK = 14, FMT_GR_NVLINK = 15,
 };
+/* GPUX records (docs/format.md "GPU additions (1.4)") */
+enum fmt_gpux_rec { FMT_GX_RANGE_START = 1, FMT_GX_RANGE_END = 2, FMT_GX_MARK = 3, FMT_GX_NVLINK = 4 };
+#define FMT_GPUX_TEXT_MAX 4096 /* bytes of an NVTX message, at most */
 enum fmt_gpu_copy { FMT_CPY_UNKNOWN = 0, FMT_CPY_HTOD = 1, FMT_CPY_DTOH = 2, FMT_CPY_DTOD = 8, FMT_CPY_HTOH = 9,
 		    FMT_CPY_PTOP = 10, FMT_CPY_MAX = 10 };
 enum fmt_gpu_mem { FMT_GMEM_UNKNOWN = 0, FMT_GMEM_PAGEABLE = 1, FMT_GMEM_PINNED = 2, FMT_GMEM_DEVICE = 3,
@@ -137,6 +144,10 @@ typedef struct fmt_gpu {
 	uint32_t src_device, dst_device; /* MEMCPY */
 	uint32_t cbid;           /* API */
 	uint64_t nvml[FMT_NV_COUNT]; /* NVML fields whose bit is set in `value` */
+	uint64_t range_id;       /* RANGE_START, RANGE_END: the NVTX range */
+	uint64_t tx_bytes, rx_bytes; /* NVLINK: data sent and received since the driver loaded */
+	const char *text;        /* RANGE_START, MARK: the message (NUL-terminated, may be empty); the
+				  * reader's is borrowed for the callback only */
 	const char *name_str;    /* reader: the STRING of `name` (NULL: none); ignored by the writer */
 } fmt_gpu;
 
@@ -168,6 +179,10 @@ void fmt_gpu_prefix(cm_buf *b, const fmt_gpu_info *info);
 void fmt_gpu_put(cm_buf *b, const fmt_gpu *r, uint64_t *prev_ns);
 void fmt_gpu_device_put(cm_buf *b, const fmt_gpu_device *d);
 void fmt_gpu_string_put(cm_buf *b, uint32_t id, const char *s, size_t n);
+/* GPUX chunk encoding (1.4): the prefix (NVTX records the collector lost, cumulative), then
+ * records of types FMT_GR_RANGE_START .. FMT_GR_NVLINK; *prev_ns as for fmt_gpu_put. */
+void fmt_gpux_prefix(cm_buf *b, uint64_t dropped);
+void fmt_gpux_put(cm_buf *b, const fmt_gpu *r, uint64_t *prev_ns);
 
 enum fmt_kind { FMT_K_VARINT = 0, FMT_K_STRING = 1, FMT_K_ZIGZAG = 2, FMT_K_F64 = 3 };
 

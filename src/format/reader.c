@@ -1283,6 +1283,74 @@ static int decode_gpu(rd *r, cur *c)
 	return c->bad ? fail(r, FENNEC_ECORRUPT, r->chunk_off, "GPU: record runs past the end of the chunk") : 0;
 }
 
+/* GPUX (1.4): NVTX start/end ranges and marks, NVLink counters, delivered as FMT_EV_GPU
+ * events of types FMT_GR_RANGE_START .. FMT_GR_NVLINK. Messages are copied into a buffer
+ * of this call: borrowed by the callback. */
+static int decode_gpux(rd *r, cur *c)
+{
+	fmt_file *f = r->f;
+	f->gpux_dropped = cur_varint(c);
+	if (c->bad)
+		return fail(r, FENNEC_ECORRUPT, r->chunk_off, "GPUX: bad chunk prefix");
+	f->has_gpu = 1;
+	uint64_t t = 0;
+	const uint8_t *base = c->p;
+	char text[FMT_GPUX_TEXT_MAX + 1];
+	while (c->p < c->end && !c->bad) {
+		const uint8_t *at = c->p;
+		unsigned type = cur_u8(c);
+		fmt_gpu g = {0};
+		text[0] = 0;
+		switch (type) {
+		case FMT_GX_RANGE_START:
+		case FMT_GX_RANGE_END:
+			g.type = type == FMT_GX_RANGE_START ? FMT_GR_RANGE_START : FMT_GR_RANGE_END;
+			g.range_id = cur_varint(c);
+			g.tid = cur_varint(c);
+			gpu_time(c, &g, &t, 0);
+			break;
+		case FMT_GX_MARK:
+			g.type = FMT_GR_MARK;
+			g.tid = cur_varint(c);
+			gpu_time(c, &g, &t, 0);
+			break;
+		case FMT_GX_NVLINK:
+			g.type = FMT_GR_NVLINK;
+			g.device = gpu_u32(c);
+			gpu_time(c, &g, &t, 0);
+			g.tx_bytes = cur_varint(c);
+			g.rx_bytes = cur_varint(c);
+			break;
+		default:
+			return fail(r, FENNEC_ECORRUPT, r->chunk_off, "GPUX: unknown record type %u at payload byte %td", type,
+				    at - base);
+		}
+		if (type == FMT_GX_RANGE_START || type == FMT_GX_MARK) {
+			uint64_t n = cur_varint(c);
+			if (c->bad || n > FMT_GPUX_TEXT_MAX || n > (uint64_t)(c->end - c->p))
+				c->bad = 1;
+			else {
+				memcpy(text, c->p, n);
+				text[n] = 0;
+				c->p += n;
+			}
+			g.text = text;
+		}
+		if (c->bad || (g.type != FMT_GR_NVLINK && !g.range_id && g.type != FMT_GR_MARK))
+			return fail(r, FENNEC_ECORRUPT, r->chunk_off, "GPUX: bad or truncated record (type %u) at payload byte %td",
+				    type, at - base);
+		double ticks = f->fit_b > 0 ? ((double)g.start_ns - f->fit_a) / f->fit_b : (double)g.start_ns;
+		fmt_event ev = {.type = FMT_EV_GPU, .thread = UINT32_MAX, .gpu = &g, .tid = g.tid,
+				.ticks = ticks > 0 ? (uint64_t)llround(ticks) : 0};
+		if (r->fn) {
+			int rc = r->fn(r->ctx, f, &ev);
+			if (rc)
+				return rc;
+		}
+	}
+	return c->bad ? fail(r, FENNEC_ECORRUPT, r->chunk_off, "GPUX: record runs past the end of the chunk") : 0;
+}
+
 const fmt_gpu_device *fmt_gpu_device_get(const fmt_file *f, uint32_t id)
 {
 	for (uint32_t i = 0; i < f->ngpu_devices; i++)
@@ -1560,6 +1628,7 @@ static int read_chunks(rd *r, const uint8_t *data, size_t len)
 		case FMT_HEAP: rc = decode_heap(r, &c); break;
 		case FMT_HEAP2: rc = decode_heap2(r, &c); break;
 		case FMT_GPU: rc = decode_gpu(r, &c); break;
+		case FMT_GPUX: rc = decode_gpux(r, &c); break;
 		default: break; /* newer chunk type */
 		}
 		if (rc)

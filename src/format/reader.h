@@ -117,12 +117,13 @@ typedef struct fmt_file {
 	fmt_heap_stack *heap_stacks; /* indexed by stack id (0 unused) */
 	uint32_t nheap_stacks;       /* size of the table */
 	/* GPU (GPU chunks, since 1.3) */
-	int has_gpu;             /* a GPU chunk was read */
+	int has_gpu;             /* a GPU or GPUX chunk was read */
 	fmt_gpu_info gpu;        /* the prefix of the last GPU chunk (counts are cumulative) */
 	fmt_gpu_device *gpu_devices; /* DEVICE records, latest per id, in order of first sight */
 	uint32_t ngpu_devices, gpu_devices_cap;
 	char **gpu_strings;      /* indexed by STRING id (NULL: undefined) */
 	uint32_t ngpu_strings;   /* size of the table */
+	uint64_t gpux_dropped;   /* GPUX (1.4): NVTX records the collector lost (the last chunk's) */
 	/* clock fit: mono_ns = a + b * ticks */
 	double fit_a, fit_b;
 	uint64_t last_ticks;    /* latest event or calibration time */

@@ -222,3 +222,46 @@ void fmt_gpu_put(cm_buf *b, const fmt_gpu *r, uint64_t *prev_ns)
 		break;
 	}
 }
+
+/* ---- GPUX chunk records (docs/format.md "GPU additions (1.4)") ---- */
+
+void fmt_gpux_prefix(cm_buf *b, uint64_t dropped) { cm_buf_varint(b, dropped); }
+
+void fmt_gpux_put(cm_buf *b, const fmt_gpu *r, uint64_t *prev_ns)
+{
+	const char *text = r->text ? r->text : "";
+	size_t n = strlen(text);
+	if (n > FMT_GPUX_TEXT_MAX)
+		n = FMT_GPUX_TEXT_MAX;
+	switch (r->type) {
+	case FMT_GR_RANGE_START:
+		cm_buf_u8(b, FMT_GX_RANGE_START);
+		cm_buf_varint(b, r->range_id);
+		cm_buf_varint(b, r->tid);
+		gpu_time(b, r, prev_ns, 0);
+		cm_buf_string(b, text, n);
+		break;
+	case FMT_GR_RANGE_END:
+		cm_buf_u8(b, FMT_GX_RANGE_END);
+		cm_buf_varint(b, r->range_id);
+		cm_buf_varint(b, r->tid);
+		gpu_time(b, r, prev_ns, 0);
+		break;
+	case FMT_GR_MARK:
+		cm_buf_u8(b, FMT_GX_MARK);
+		cm_buf_varint(b, r->tid);
+		gpu_time(b, r, prev_ns, 0);
+		cm_buf_string(b, text, n);
+		break;
+	case FMT_GR_NVLINK:
+		cm_buf_u8(b, FMT_GX_NVLINK);
+		cm_buf_varint(b, r->device);
+		gpu_time(b, r, prev_ns, 0);
+		cm_buf_varint(b, r->tx_bytes);
+		cm_buf_varint(b, r->rx_bytes);
+		break;
+	default:
+		b->failed = 1;
+		break;
+	}
+}

@@ -123,6 +123,21 @@ static void device_json(FILE *out, const ana_profile *p, const ana_gpu_device *d
 		jnk(out, "temperature_max_c", (double)d->temperature_max_c, &g);
 		fputs("}", out);
 	}
+	jkey(out, "nvlink", &f);
+	if (!d->link.samples)
+		fputs("null", out);
+	else {
+		int g = 1;
+		fputs("{", out);
+		jnk(out, "samples", (double)d->link.samples, &g);
+		jnk(out, "tx_bytes", (double)d->link.tx_bytes, &g);
+		jnk(out, "rx_bytes", (double)d->link.rx_bytes, &g);
+		jnk(out, "tx_bytes_per_s", d->link.tx_bytes_per_s, &g);
+		jnk(out, "rx_bytes_per_s", d->link.rx_bytes_per_s, &g);
+		jnk(out, "tx_max_bytes_per_s", d->link.tx_max_bytes_per_s, &g);
+		jnk(out, "rx_max_bytes_per_s", d->link.rx_max_bytes_per_s, &g);
+		fputs("}", out);
+	}
 	/* Timelines, evenly thinned to a bounded number of points. */
 	jkey(out, "utilisation", &f);
 	size_t stride = d->nnvml > TIMELINE_POINTS ? (d->nnvml + TIMELINE_POINTS - 1) / TIMELINE_POINTS : 1;
@@ -285,7 +300,37 @@ void rep_gpu_json(FILE *out, const ana_profile *p)
 		jnk(out, "max_ns", (double)t->max_ns, &k);
 		fputs("}", out);
 	}
-	fputs(g->ntimers ? "\n    ]\n  },\n" : "]\n  },\n", out);
+	fputs(g->ntimers ? "\n    ],\n    \"nvtx\": {" : "],\n    \"nvtx\": {", out);
+	int k = 1;
+	jnk(out, "open", (double)g->nvtx_open, &k);
+	jnk(out, "unmatched", (double)g->nvtx_unmatched, &k);
+	jnk(out, "dropped", (double)g->nvtx_dropped, &k);
+	fputs(", \"ranges\": [", out);
+	for (uint32_t i = 0; i < g->nnvtx_ranges; i++) {
+		const ana_nvtx_range *r = &g->nvtx_ranges[i];
+		int m = 1;
+		fputs(i ? ",\n      {" : "\n      {", out);
+		js(out, "name", p->names[r->name], &m);
+		jnk(out, "count", (double)r->count, &m);
+		jnk(out, "total_ns", (double)r->total_ns, &m);
+		jnk(out, "mean_ns", r->mean_ns, &m);
+		jnk(out, "min_ns", (double)r->min_ns, &m);
+		jnk(out, "max_ns", (double)r->max_ns, &m);
+		jnk(out, "threads", r->threads, &m);
+		jnk(out, "cross_thread", (double)r->cross_thread, &m);
+		fputs("}", out);
+	}
+	fputs(g->nnvtx_ranges ? "\n    ], \"marks\": [" : "], \"marks\": [", out);
+	for (uint32_t i = 0; i < g->nnvtx_marks; i++) {
+		const ana_nvtx_mark *x = &g->nvtx_marks[i];
+		int m = 1;
+		fputs(i ? ",\n      {" : "\n      {", out);
+		js(out, "name", p->names[x->name], &m);
+		jnk(out, "count", (double)x->count, &m);
+		jnk(out, "threads", x->threads, &m);
+		fputs("}", out);
+	}
+	fputs(g->nnvtx_marks ? "\n    ]}\n  },\n" : "]}\n  },\n", out);
 }
 
 /* ---- text ---- */
@@ -317,6 +362,48 @@ static const char *short_kernel(const char *name, char *buf, size_t n)
 	return buf;
 }
 
+/* NVTX start/end ranges and marks (push/pop ranges are regions: the region table has them). */
+static void nvtx_text(FILE *out, const ana_profile *p, const ana_gpu *g)
+{
+	char a[32], b[32], c[32], d[32];
+	for (uint32_t i = 0; i < g->nnvtx_ranges; i++) {
+		const ana_nvtx_range *r = &g->nvtx_ranges[i];
+		if (!i)
+			fprintf(out, "\n  %-32s %8s %10s %10s %10s %10s %8s\n", "NVTX range (start/end)", "count", "total", "mean", "min",
+				"max", "threads");
+		fprintf(out, "  %-32.32s %8llu %10s %10s %10s %10s %8u\n", *p->names[r->name] ? p->names[r->name] : "(no message)",
+			(unsigned long long)r->count, ana_fmt_ns((double)r->total_ns, a, sizeof a), ana_fmt_ns(r->mean_ns, b, sizeof b),
+			ana_fmt_ns((double)r->min_ns, c, sizeof c), ana_fmt_ns((double)r->max_ns, d, sizeof d), r->threads);
+	}
+	for (uint32_t i = 0; i < g->nnvtx_marks; i++) {
+		const ana_nvtx_mark *x = &g->nvtx_marks[i];
+		fprintf(out, "%s  %-32.32s %8llu %8u\n", i ? "" : "\n  NVTX mark                           count  threads\n",
+			*p->names[x->name] ? p->names[x->name] : "(no message)", (unsigned long long)x->count, x->threads);
+	}
+	if (g->nvtx_open || g->nvtx_unmatched || g->nvtx_dropped)
+		fprintf(out, "  NVTX: %llu ranges never ended, %llu ends without a start, %llu records lost (queue full)\n",
+			(unsigned long long)g->nvtx_open, (unsigned long long)g->nvtx_unmatched, (unsigned long long)g->nvtx_dropped);
+}
+
+/* NVLink traffic per device, where NVML reported it. */
+static void nvlink_text(FILE *out, const ana_profile *p, const ana_gpu *g)
+{
+	char a[32], b[32], c[32], d[32], e[32], f[32];
+	for (uint32_t i = 0; i < g->ndevices; i++) {
+		const ana_gpu_device *x = &g->devices[i];
+		const ana_gpu_nvlink *l = &x->link;
+		if (l->samples < 2)
+			continue;
+		fprintf(out, "  NVLink pid %llu dev %u: sent %s (%s/s, max %s/s)   received %s (%s/s, max %s/s)\n",
+			(unsigned long long)p->procs[x->process].file.pid, x->id, ana_fmt_bytes((double)l->tx_bytes, a, sizeof a),
+			ana_fmt_bytes(isfinite(l->tx_bytes_per_s) ? l->tx_bytes_per_s : 0, b, sizeof b),
+			ana_fmt_bytes(isfinite(l->tx_max_bytes_per_s) ? l->tx_max_bytes_per_s : 0, c, sizeof c),
+			ana_fmt_bytes((double)l->rx_bytes, d, sizeof d),
+			ana_fmt_bytes(isfinite(l->rx_bytes_per_s) ? l->rx_bytes_per_s : 0, e, sizeof e),
+			ana_fmt_bytes(isfinite(l->rx_max_bytes_per_s) ? l->rx_max_bytes_per_s : 0, f, sizeof f));
+	}
+}
+
 void rep_gpu_text(FILE *out, const ana_profile *p, const char *bold, const char *reset)
 {
 	const ana_gpu *g = p->gpu;
@@ -328,6 +415,7 @@ void rep_gpu_text(FILE *out, const ana_profile *p, const char *bold, const char 
 		fprintf(out, "  no GPU activity recorded (%s)\n",
 			g->cupti_version ? "CUPTI was loaded; the program ran no CUDA work while recording"
 					 : "CUPTI was not loaded: see the line fennec record --gpu printed");
+		nvtx_text(out, p, g);
 		return;
 	}
 	if (!g->ndevices && !g->api_calls) /* GPU timers only */
@@ -363,6 +451,7 @@ void rep_gpu_text(FILE *out, const ana_profile *p, const char *bold, const char 
 			ana_fmt_ns((double)x->overlap_ns, b, sizeof b), x->streams,
 			isfinite(x->sm_pct_mean) ? (snprintf(c, sizeof c, "%.0f%%", x->sm_pct_mean), c) : "-");
 	}
+	nvlink_text(out, p, g);
 	if (g->nkernels) {
 		fprintf(out, "\n  %-40s %8s %10s %10s %10s %10s %6s %6s\n", "kernel", "count", "total", "mean", "min", "max", "GPU%",
 			"occ%");
@@ -412,4 +501,5 @@ timers:
 			(unsigned long long)t->count, ana_fmt_ns((double)t->total_ns / (double)t->count, a, sizeof a),
 			ana_fmt_ns((double)t->min_ns, b, sizeof b), ana_fmt_ns((double)t->max_ns, c, sizeof c));
 	}
+	nvtx_text(out, p, g);
 }

@@ -23,6 +23,8 @@ Files written (every one under 64 KiB, the fuzzer's -max_len):
   valid_heap_raw.fnc    mem_leaks.c 200, heap profiled in full mode (HEAP2, format 1.3), raw
   valid_gpu_raw.fnc     valid_nested_raw.fnc plus a GPU chunk of every record type (encoded by
                         fncfile.gpu_payload: no GPU is needed to make it)
+  valid_gpux_raw.fnc    valid_gpu_raw.fnc plus a GPUX chunk (format 1.4) of every record type
+                        (NVTX start/end ranges and marks, NVLink counters; fncfile.gpux_payload)
   torn_tail.fnc         valid_nested_raw.fnc cut inside a chunk (analysed as cut short)
   no_end.fnc            valid_nested_raw.fnc without its END chunk (cut short)
   unknown_chunk.fnc     valid_nested_raw.fnc plus a chunk of unknown type 99 (skipped)
@@ -89,6 +91,22 @@ def gpu_example(t0):
                                 (3, "forward")], recs)
 
 
+def gpux_example(t0):
+    """A GPUX payload with one record of every type, starting 2 ms after t0: a range "load"
+    of 3 ms started and ended on two threads, a mark, two NVLink points 1 ms apart."""
+    import fncfile
+    t = t0 + 2000000
+    recs = [
+        {"type": "range_start", "range_id": 1, "tid": 100, "start_ns": t, "text": "load"},
+        {"type": "mark", "tid": 100, "start_ns": t + 500000, "text": "epoch \u2713"},
+        {"type": "nvlink", "device": 0, "start_ns": t + 1000000, "tx_bytes": 1 << 30, "rx_bytes": 1 << 29},
+        {"type": "nvlink", "device": 0, "start_ns": t + 2000000, "tx_bytes": (1 << 30) + 50000000,
+         "rx_bytes": (1 << 29) + 25000000},
+        {"type": "range_end", "range_id": 1, "tid": 101, "start_ns": t + 3000000},
+    ]
+    return fncfile.gpux_payload(0, recs)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--build", default=os.environ.get("FENNEC_BUILD") or "build")
@@ -133,6 +151,9 @@ def main():
     _, _, chunks = fncfile.parse(base)
     files["valid_gpu_raw.fnc"] = fncfile.insert_before_end(base, fncfile.make_chunk(
         12, gpu_example(fncfile.decode(base)["header"][9])))
+    t0 = fncfile.decode(base)["header"][9]
+    files["valid_gpux_raw.fnc"] = fncfile.insert_before_end(files["valid_gpu_raw.fnc"], fncfile.make_chunk(
+        14, gpux_example(t0)))
     files["torn_tail.fnc"] = fncfile.torn_tail(base)[0]
     files["no_end.fnc"] = fncfile.drop_end(base)
     files["unknown_chunk.fnc"] = fncfile.insert_unknown_chunk(base)

@@ -10,7 +10,7 @@ CHUNK_HDR_LEN = 16
 
 CHUNK_NAMES = {1: "HEADER", 2: "SITES", 3: "THREAD", 4: "EVENTS", 5: "STATS",
                6: "THREAD_END", 7: "END", 8: "SAMPLES", 9: "MODULES", 10: "TASKS",
-               11: "HEAP", 12: "GPU", 13: "HEAP2"}
+               11: "HEAP", 12: "GPU", 13: "HEAP2", 14: "GPUX"}
 
 # SAMPLES flags (docs/format.md "Samples (1.1)")
 SAMPLE_KIND_MASK = 3        # 0 = on CPU, 1 = off CPU
@@ -291,10 +291,10 @@ def decode(data):
             if out["heap"] is None:
                 out["heap"] = {"counters": None, "stacks": {}, "records": []}
             (_heap if c.type == 11 else _heap2)(p, out["heap"])
-        elif c.type == 12:
+        elif c.type in (12, 14):
             if out["gpu"] is None:
                 out["gpu"] = {"prefix": None, "devices": {}, "strings": {}, "records": []}
-            _gpu(p, out["gpu"])
+            (_gpu if c.type == 12 else _gpux)(p, out["gpu"])
     for idx, s in streams.items():
         out["events"][idx] = _events(bytes(s))
     _by_time(out, starts)
@@ -543,6 +543,61 @@ def _gpu(p, gpu):
         if kind == "timer":
             rec["end_ns"] = rec["start_ns"] + rec["elapsed_ns"]
         gpu["records"].append(rec)
+
+
+# GPUX records (docs/format.md "GPU additions (1.4)"): type -> (name, fields), as
+# GPU_RECORDS; "s" is a string (the message).
+GPUX_RECORDS = {
+    1: ("range_start", ("range_id", "tid", "t", "s")),
+    2: ("range_end", ("range_id", "tid", "t")),
+    3: ("mark", ("tid", "t", "s")),
+    4: ("nvlink", ("device", "t", "tx_bytes", "rx_bytes")),
+}
+
+
+def _gpux(p, gpu):
+    """Decode one GPUX payload: gpu["gpux_dropped"], and its records appended to
+    gpu["records"] ({"type": "range_start" | ..., field: value, "start_ns", "text"})."""
+    gpu["gpux_dropped"], pos = _varint(p, 0)
+    t = 0
+    while pos < len(p):
+        rtype = p[pos]
+        pos += 1
+        if rtype not in GPUX_RECORDS:
+            raise ValueError("GPUX record type %d" % rtype)
+        kind, fields = GPUX_RECORDS[rtype]
+        rec = {"type": kind}
+        for f in fields:
+            if f == "t":
+                u, pos = _varint(p, pos)
+                t += _unzigzag(u)
+                rec["start_ns"] = rec["end_ns"] = t
+            elif f == "s":
+                b, pos = _string(p, pos)
+                rec["text"] = b.decode(errors="replace")
+            else:
+                rec[f], pos = _varint(p, pos)
+        gpu["records"].append(rec)
+
+
+def gpux_payload(dropped=0, records=()):
+    """Encode a GPUX chunk payload (the inverse of _gpux), for tests and the corpus."""
+    out = bytearray(_put_varint(dropped))
+    t = 0
+    types = {v[0]: k for k, v in GPUX_RECORDS.items()}
+    for r in records:
+        rtype = types[r["type"]]
+        out.append(rtype)
+        for f in GPUX_RECORDS[rtype][1]:
+            if f == "t":
+                out += _put_varint(_zigzag(r["start_ns"] - t))
+                t = r["start_ns"]
+            elif f == "s":
+                b = r.get("text", "").encode()
+                out += _put_varint(len(b)) + b
+            else:
+                out += _put_varint(r.get(f, 0))
+    return bytes(out)
 
 
 def _put_varint(v):

@@ -46,6 +46,48 @@ def test_gpu_corpus_decodes():
     assert_eq(r.returncode, 0, "fennec analyze of a file with a GPU chunk: exit status")
 
 
+def test_gpux_corpus_decodes():
+    """A 1.4 file with a GPUX chunk: the reference decoder and the analysis agree on its NVTX
+    range (3 ms, started and ended on two threads), its mark and its NVLink traffic."""
+    path = os.path.join(REPO, "tests", "corpus", "valid_gpux_raw.fnc")
+    with open(path, "rb") as f:
+        dec = fncfile.decode(f.read())
+    recs = dec["gpu"]["records"]
+    assert_eq(sorted({r["type"] for r in recs if r["type"] in ("range_start", "range_end", "mark", "nvlink")}),
+              ["mark", "nvlink", "range_end", "range_start"], "GPUX record types")
+    g = analyze(path)["gpu"]
+    r = g["nvtx"]["ranges"][0]
+    assert_eq((r["name"], r["count"], r["total_ns"], r["threads"], r["cross_thread"]), ("load", 1, 3 * MS, 2, 1),
+              "the range")
+    assert_eq(g["nvtx"]["marks"], [{"name": "epoch \u2713", "count": 1, "threads": 1}], "the mark")
+    link = g["devices"][0]["nvlink"]
+    assert_eq((link["tx_bytes"], link["rx_bytes"]), (50000000, 25000000), "NVLink bytes between the two points")
+    assert_near(link["tx_bytes_per_s"], 5e10, "NVLink sent per second (50 MB in 1 ms)")
+
+
+def with_gpux(payload, name="gpux.fnc"):
+    data = fncfile.insert_before_end(base_file(), fncfile.make_chunk(14, payload))
+    with open(name, "wb") as f:
+        f.write(data)
+    return os.path.abspath(name)
+
+
+def test_gpux_chunk_errors():
+    t = t0() + MS
+    path = with_gpux(fncfile.gpux_payload(0, [{"type": "mark", "tid": 1, "start_ns": t, "text": "m"}])[:-1])
+    assert_clean_error(analyze_raw(path), path, "byte", "GPUX", "type 3")
+    path = with_gpux(fncfile.gpux_payload(0, [{"type": "range_end", "range_id": 0, "tid": 1, "start_ns": t}]), "g2.fnc")
+    assert_clean_error(analyze_raw(path), path, "byte", "GPUX", "type 2")
+    path = with_gpux(fncfile.gpux_payload(0) + bytes([9]), "g3.fnc")
+    assert_clean_error(analyze_raw(path), path, "byte", "GPUX", "unknown record type 9")
+    # an end without its start, a start never ended: counted, not an error
+    recs = [{"type": "range_end", "range_id": 5, "tid": 1, "start_ns": t},
+            {"type": "range_start", "range_id": 6, "tid": 1, "start_ns": t, "text": "x"}]
+    nv = analyze(with_gpux(fncfile.gpux_payload(3, recs), "g4.fnc"))["gpu"]["nvtx"]
+    assert_eq((nv["unmatched"], nv["open"], nv["dropped"], nv["ranges"]), (1, 1, 3, []),
+              "unmatched end, open start, dropped count")
+
+
 def test_gpu_chunk_undefined_string():
     rec = {"type": "kernel", "start_ns": t0() + 1000, "end_ns": t0() + 2000, "name": 9}
     path = with_gpu(fncfile.gpu_payload({}, records=[rec]))
@@ -501,6 +543,29 @@ def test_nvtx_ranges_are_regions():
         x = region(rep, "step/" + name)
         assert_eq(x["count"], 3, "%s: calls (nested in step)" % name)
         assert_true(x["min_ns"] >= ms * MS, "%s: each at least its %d ms: %r" % (name, ms, x["min_ns"]))
+    x = region(rep, "wide r\u00e9gion")
+    assert_true(x["count"] == 1 and x["min_ns"] >= 3 * MS, "nvtxRangePushW: a region named in UTF-8: %r" % x)
+    nv = rep["gpu"]["nvtx"]
+    got = {r["name"]: r for r in nv["ranges"]}
+    assert_eq(sorted(got), ["handoff", "io", "load", "wide start"],
+              "start/end ranges: A, Ex, a domain range with a registered string, W")
+    for name, count, ms in (("load", 3, 4), ("io", 1, 3), ("wide start", 1, 2), ("handoff", 1, 8)):
+        r = got[name]
+        assert_eq(r["count"], count, "%s: ranges" % name)
+        # at least its spin; at most a generous 20x (two CPUs shared with the rest of the tests)
+        assert_true(ms * MS <= r["min_ns"] <= r["max_ns"] <= 20 * ms * MS,
+                    "%s: each lasts its %d ms: %r" % (name, ms, r))
+        assert_near(r["mean_ns"], r["total_ns"] / count, "%s: mean" % name)
+    assert_eq((got["handoff"]["threads"], got["handoff"]["cross_thread"]), (2, 1),
+              "handoff: started on one thread, ended on another")
+    assert_eq((got["load"]["threads"], got["load"]["cross_thread"]), (1, 0), "load: one thread")
+    marks = {m["name"]: m["count"] for m in nv["marks"]}
+    assert_eq(marks, {"epoch": 3, "checkpoint \u2713": 1, "sync point": 1},
+              "marks: A, W (UTF-8 from a wide message), a domain mark")
+    assert_eq((nv["open"], nv["unmatched"], nv["dropped"]), (0, 0, 0), "every range ended; nothing lost")
+    text = analyze_raw(path).stdout
+    assert_true("NVTX range" in text and "handoff" in text and "NVTX mark" in text,
+                "the text report lists the ranges and marks\n" + text[-2000:])
 
 
 def test_gpu_two_devices():
