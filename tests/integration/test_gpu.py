@@ -495,6 +495,29 @@ def test_gpu_timers():
     assert_eq(g["devices"], [], "no device: timers only")
 
 
+@collector
+def test_gpu_nvml_nvlink():
+    """NVML through the stand-in (tests/fixtures/lib/fakecuda.c), whose NVLink counters grow at
+    1e9 bytes/s sent and 5e8 received: the utilisation samples and the NVLink throughput
+    reach the report."""
+    env = base_env({"FENNEC_LIBCUDA": fake_driver(), "FENNEC_NVML": fake_driver(),
+                    "FENNEC_GPU_INTERVAL_MS": "10"})
+    r, path = record("gpu_fake", fake_driver(), opts=["--gpu", "--sample", "off"], env=env, expect_rc=3)
+    g = analyze(path)["gpu"]
+    d = [x for x in g["devices"] if x["id"] == 65536]
+    assert_eq(len(d), 1, "the NVML device, matched to no CUDA device: %r" % [x["id"] for x in g["devices"]])
+    d = d[0]
+    assert_near(d["nvml"]["sm_pct_mean"], 50, "SM utilisation")
+    link = d["nvlink"]
+    assert_true(link is not None and link["samples"] >= 2, "NVLink readings: %r" % link)
+    # the counters are read a few microseconds from the sample's time, in KiB
+    assert_true(0.95e9 <= link["tx_bytes_per_s"] <= 1.05e9, "NVLink sent per second: %r" % link)
+    assert_true(0.95 * 5e8 <= link["rx_bytes_per_s"] <= 1.05 * 5e8, "NVLink received per second: %r" % link)
+    assert_true(abs(link["tx_bytes"] - 2 * link["rx_bytes"]) <= 4096, "sent twice what was received: %r" % link)
+    text = analyze_raw(path).stdout
+    assert_true("NVLink" in text, "the text report shows NVLink traffic\n" + text[-2000:])
+
+
 def test_gpu_timers_without_driver():
     env = base_env({"FENNEC_LIBCUDA": "/nonexistent/libcuda.so.1"})
     r, path = record("gpu_fake", "/nonexistent/libcuda.so.1", "timers", opts=["--sample", "off"],
