@@ -1183,25 +1183,35 @@ static __attribute__((noinline)) void *malloc_slow(size_t n, void **slot)
 	return on_alloc(R.malloc(n), n, slot);
 }
 
+/* After the inline path's malloc(n) returned p; `sampled` as for realloc_done_slow(). */
+static __attribute__((noinline)) void *malloc_done_slow(void *p, size_t n, int sampled, void **slot)
+{
+	if (!sampled)
+		return alloc_slow(p, n, slot);
+	count(1, 0, n, (int64_t)usable_size(p));
+	return p;
+}
+
 API void *malloc(size_t n)
 {
 	mem_slot *s = T.fast;
 	if (unlikely(!s))
 		return malloc_slow(n, RA());
+	int mode = atomic_load_explicit(&M.mode, memory_order_relaxed), sampled = 0;
+	if (unlikely(mode != FMT_MEM_OFF)) { /* as in realloc() */
+		int64_t c = s->countdown - (int64_t)(n + !n);
+		if (mode != FMT_MEM_SAMPLED || c <= 0)
+			return malloc_slow(n, RA());
+		s->countdown = c;
+		sampled = 1;
+	}
 	void *p = R.malloc(n);
 	if (unlikely(!p))
 		return NULL;
 	size_t h = ((const size_t *)p)[-1];
 	int64_t d = GET(s->live_delta) + CHUNK_SIZE(h) - 8;
 	if (unlikely(h & CHUNK_MMAPPED) || unlikely(!in_batch(d)))
-		return alloc_slow(p, n, RA());
-	int mode = atomic_load_explicit(&M.mode, memory_order_relaxed);
-	if (unlikely(mode != FMT_MEM_OFF)) {
-		int64_t c = s->countdown - (int64_t)(n + !n);
-		if (mode != FMT_MEM_SAMPLED || c <= 0)
-			return alloc_slow(p, n, RA());
-		s->countdown = c;
-	}
+		return malloc_done_slow(p, n, sampled, RA());
 	fast_commit(s, 1, 0, n, d);
 	return p;
 }
@@ -1276,22 +1286,27 @@ static __attribute__((noinline)) void *realloc_slow(void *p, size_t n, void **sl
 	return q;
 }
 
-/* After the inline path's realloc(p, n) returned q; p's size word was h. */
+/* After the inline path's realloc(p, n) returned q; p's size word was h, its mmapped bit
+ * set when the inline path took the sampling countdown down by n already (and it did not
+ * run out). */
 static __attribute__((noinline)) void *realloc_done_slow(void *q, size_t n, size_t h, void **slot)
 {
+	int sampled = (h & CHUNK_MMAPPED) != 0;
 	size_t old = (size_t)CHUNK_SIZE(h) - 8;
 	if (!q) {
 		if (!n)
 			count(0, 1, 0, -(int64_t)old);
 		return NULL;
 	}
-	after_alloc(q, n, slot, count(1, 1, n, (int64_t)usable_size(q) - (int64_t)old));
+	int raised = count(1, 1, n, (int64_t)usable_size(q) - (int64_t)old);
+	if (!sampled)
+		after_alloc(q, n, slot, raised);
 	return q;
 }
 
 /* RA() is taken where a slow path needs it, so that the inline path keeps no register for
- * it. The sampled mode's countdown is taken down by the new size: docs/memory.md says why
- * not by the growth. */
+ * it. The sampling countdown is taken down by the new size, as for an allocation of it:
+ * docs/memory.md says why not by the growth. */
 API void *realloc(void *p, size_t n)
 {
 	mem_slot *s = T.fast;
@@ -1301,8 +1316,16 @@ API void *realloc(void *p, size_t n)
 	if (unlikely(h & CHUNK_MMAPPED))
 		return realloc_slow(p, n, RA());
 	int mode = atomic_load_explicit(&M.mode, memory_order_relaxed);
-	if (unlikely(mode != FMT_MEM_OFF) && (mode != FMT_MEM_SAMPLED || set_may_hold((uintptr_t)p)))
-		return realloc_slow(p, n, RA());
+	if (unlikely(mode != FMT_MEM_OFF)) {
+		/* Sampled: neither the free of a sampled block nor a sampled allocation. The
+		 * countdown is taken before the call (n is known), so that after it nothing
+		 * depends on the mode; h's mmapped bit, clear in the chunk, says it was taken. */
+		int64_t c = s->countdown - (int64_t)(n + !n);
+		if (mode != FMT_MEM_SAMPLED || c <= 0 || set_may_hold((uintptr_t)p))
+			return realloc_slow(p, n, RA());
+		s->countdown = c;
+		h |= CHUNK_MMAPPED;
+	}
 	void *q = R.realloc(p, n);
 	if (unlikely(!q))
 		return realloc_done_slow(q, n, h, RA());
@@ -1310,14 +1333,6 @@ API void *realloc(void *p, size_t n)
 	int64_t d = GET(s->live_delta) + CHUNK_SIZE(h2) - CHUNK_SIZE(h);
 	if (unlikely(h2 & CHUNK_MMAPPED) || unlikely(!in_batch(d)))
 		return realloc_done_slow(q, n, h, RA());
-	/* Read again rather than kept across the call: one register less to save. Sampled or
-	 * off here (full mode took the general path), or off since. */
-	if (unlikely(atomic_load_explicit(&M.mode, memory_order_relaxed) != FMT_MEM_OFF)) {
-		int64_t c = s->countdown - (int64_t)(n + !n);
-		if (c <= 0)
-			return realloc_done_slow(q, n, h, RA());
-		s->countdown = c;
-	}
 	SET(s->live_delta, d);
 	SET(s->reallocs, GET(s->reallocs) + 1);
 	SET(s->bytes, GET(s->bytes) + n);
