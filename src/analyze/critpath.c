@@ -81,11 +81,16 @@ int ana_cp_walk(const ana_cp_lane *lanes, uint32_t nlanes, uint32_t from, const 
 	*npieces = 0;
 	uint32_t cur = from;
 	uint64_t t = t1;
+	ptrdiff_t i = -2; /* segment of lane cur before the previous t; -2: not known */
 	/* Each round either moves t back over a segment or hops to a work segment ending at t,
 	 * which the next round moves back over: t decreases every two rounds at most. */
 	while (t > t0) {
 		const ana_cp_lane *l = &lanes[cur];
-		ptrdiff_t i = seg_before(l, t);
+		if (i == -2)
+			i = seg_before(l, t);
+		else /* t moved back on the same lane: the segment is this one or a little before */
+			while (i >= 0 && l->t[i] >= t)
+				i--;
 		uint32_t lab = i >= 0 ? l->lab[i] : ANA_NONE;
 		uint64_t s = i >= 0 && l->t[i] > t0 ? l->t[i] : t0;
 		if (!is_work(lab, waiting)) {
@@ -105,6 +110,7 @@ int ana_cp_walk(const ana_cp_lane *lanes, uint32_t nlanes, uint32_t from, const 
 					return -1;
 				cur = to;
 				t = best;
+				i = -2;
 				continue;
 			}
 		}
@@ -388,7 +394,7 @@ static int thread_lanes(ana_profile *p, ana_critpath *cp, collect *c, build *b, 
 			uint64_t prev = 0;
 			for (size_t i = 0; i < n; i++) {
 				double ns = fmt_ticks_to_ns(f, t[i]);
-				uint64_t x = ns > 0 ? (uint64_t)llround(ns) : 0;
+				uint64_t x = ns > 0 ? (uint64_t)(ns + 0.5) : 0; /* llround, without its cost */
 				t[i] = prev = x > prev ? x : prev; /* one thread's clock never goes back */
 			}
 			if (l && l->has_lost) {
@@ -496,6 +502,11 @@ static int walk_steps(ana_profile *p, ana_critpath *cp, build *b, const uint64_t
 		      uint64_t k_slow, uint64_t k_median)
 {
 	ana_map idx = {0};
+	struct {
+		uint64_t key;
+		uint32_t e;
+	} cache[256]; /* (lane, label) -> entry, in front of the map: most pieces repeat */
+	memset(cache, 0xff, sizeof cache);
 	ana_cp_piece *pc = NULL;
 	size_t npc = 0, cap = 0;
 	uint32_t ecap = 0;
@@ -516,7 +527,8 @@ static int walk_steps(ana_profile *p, ana_critpath *cp, build *b, const uint64_t
 				continue;
 			}
 			uint64_t key = (uint64_t)x->lane << 32 | x->label;
-			uint32_t e = ana_map_get(&idx, key);
+			unsigned slot = (x->label * 31u + x->lane) & 255;
+			uint32_t e = cache[slot].key == key ? cache[slot].e : ana_map_get(&idx, key);
 			if (e == ANA_NONE) {
 				if (cp->ne == ecap) {
 					uint32_t c = ecap ? ecap * 2 : 32;
@@ -536,6 +548,8 @@ static int walk_steps(ana_profile *p, ana_critpath *cp, build *b, const uint64_t
 					break;
 				}
 			}
+			cache[slot].key = key;
+			cache[slot].e = e;
 			cp->e[e].ns += d;
 			if (cp->e[e].last_step != k) {
 				cp->e[e].last_step = k;
