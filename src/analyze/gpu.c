@@ -32,6 +32,11 @@ typedef struct config {
 	uint64_t ns;
 } config;
 
+typedef struct psync {
+	uint32_t proc;
+	uint64_t tid, start, end;
+} psync;
+
 typedef struct work {
 	ana_map kernel_of_name;     /* p->names index -> kernels index (all processes) */
 	ana_map stream_of;          /* (process, device, stream) -> streams index */
@@ -57,6 +62,8 @@ typedef struct work {
 	ana_map nvtx_mark_of;    /* p->names index -> nvtx_marks index */
 	ana_map nvtx_seen;       /* (kind, name, tid) hashes: threads counted */
 	ana_map open_of;         /* range id -> opens index (this process) */
+	psync *allsync;          /* every process's merged synchronising intervals */
+	size_t nallsync, allsync_cap;
 	span *opens;             /* started ranges: tid, start, end = name (ANA_NONE once ended) */
 	size_t nopens, opens_cap;
 	int oom;
@@ -638,6 +645,8 @@ static int close_sync(ana_profile *p, ana_gpu *g, work *w, const fmt_file *f)
 	if (w->any_api && regions_at(p, f, qs, m, ans) < 0)
 		goto out;
 	rc = 0;
+	for (size_t i = 0; i < m && !rc && w->any_api; i++) /* SYNC records name no thread */
+		rc = PUSH(w->allsync, w->nallsync, w->allsync_cap, ((psync){w->proc, s[i].tid, s[i].start, s[i].end}));
 	for (size_t i = 0; i < m && !rc; i++) {
 		uint64_t ns = s[i].end - s[i].start;
 		g->sync_ns += ns;
@@ -743,6 +752,7 @@ int ana_gpu_end_process(ana_profile *p, uint32_t proc, const fmt_file *f)
 	for (uint32_t i = 0; i < g->ndevices; i++)
 		if (g->devices[i].process == proc)
 			g->devices[i].info = fmt_gpu_device_get(f, g->devices[i].id);
+	w->proc = proc;
 	int rc = close_sync(p, g, w, f) < 0 || close_memory(p, g, w, proc, f) < 0 ? FENNEC_ENOMEM : 0;
 	if (in->cupti_dropped)
 		ana_warn(p, "%s: CUPTI dropped %llu GPU activity records (its buffers were full); GPU totals are low",
@@ -773,8 +783,73 @@ void ana_gpu_discard(ana_profile *p, uint32_t proc)
 
 /* ---- finishing ---- */
 
+static int cmp_psync(const void *a, const void *b)
+{
+	const psync *x = a, *y = b;
+	if (x->proc != y->proc)
+		return x->proc < y->proc ? -1 : 1;
+	if (x->tid != y->tid)
+		return x->tid < y->tid ? -1 : 1;
+	return (x->start > y->start) - (x->start < y->start);
+}
+
+static int cmp_sync_stack(const void *a, const void *b)
+{
+	const ana_gpu_sync_stack *x = a, *y = b;
+	if (x->samples != y->samples)
+		return x->samples < y->samples ? 1 : -1;
+	return (x->stack > y->stack) - (x->stack < y->stack);
+}
+
+/* The host stacks that wait: samples whose thread was inside one of its merged
+ * synchronising intervals at the sample's time, by stack. Needs symbolised samples. */
+static int sync_stacks(ana_profile *p, ana_gpu *g, work *w)
+{
+	if (!w->nallsync || !p->smp.nsamples)
+		return 0;
+	qsort(w->allsync, w->nallsync, sizeof *w->allsync, cmp_psync);
+	ana_map of = {0};
+	int rc = 0;
+	for (size_t i = 0; i < p->smp.nsamples && !rc; i++) {
+		const ana_sample *x = &p->smp.samples[i];
+		if (x->thread >= p->nthreads || x->stack == ANA_NONE || x->stack >= p->smp.nstacks)
+			continue;
+		psync key = {p->threads[x->thread].process, p->threads[x->thread].tid, x->t_ns, 0};
+		size_t lo = 0, hi = w->nallsync; /* the last interval starting at or before the sample */
+		while (lo < hi) {
+			size_t mid = (lo + hi) / 2;
+			if (cmp_psync(&w->allsync[mid], &key) <= 0)
+				lo = mid + 1;
+			else
+				hi = mid;
+		}
+		if (!lo)
+			continue;
+		const psync *s = &w->allsync[lo - 1];
+		if (s->proc != key.proc || s->tid != key.tid || x->t_ns > s->end)
+			continue;
+		uint32_t k = ana_map_get(&of, x->stack);
+		if (k == ANA_NONE) {
+			if (ana_grow(&g->sync_stacks, &g->sync_stacks_cap, g->nsync_stacks, sizeof *g->sync_stacks) < 0 ||
+			    ana_map_put(&of, x->stack, g->nsync_stacks) < 0) {
+				rc = -1;
+				break;
+			}
+			k = g->nsync_stacks++;
+			g->sync_stacks[k] = (ana_gpu_sync_stack){x->stack, 0};
+		}
+		g->sync_stacks[k].samples += x->weight;
+		g->sync_samples += x->weight;
+	}
+	ana_map_clear(&of);
+	if (g->nsync_stacks > 1)
+		qsort(g->sync_stacks, g->nsync_stacks, sizeof *g->sync_stacks, cmp_sync_stack);
+	return rc;
+}
+
 static void work_free_nvtx(work *w)
 {
+	free(w->allsync);
 	ana_map_clear(&w->nvtx_range_of);
 	ana_map_clear(&w->nvtx_mark_of);
 	ana_map_clear(&w->nvtx_seen);
@@ -1074,6 +1149,8 @@ int ana_gpu_finish(ana_profile *p)
 	}
 	if (w)
 		occupancy(g, w);
+	if (w && sync_stacks(p, g, w) < 0)
+		return FENNEC_ENOMEM;
 	if (sort_kernels(g) < 0)
 		return FENNEC_ENOMEM;
 	for (uint32_t c = 0; c <= FMT_CPY_MAX; c++) {
@@ -1150,6 +1227,7 @@ void ana_gpu_free(ana_profile *p)
 	free(g->timers);
 	free(g->nvtx_ranges);
 	free(g->nvtx_marks);
+	free(g->sync_stacks);
 	free(g);
 	p->gpu = NULL;
 }
@@ -1194,6 +1272,43 @@ double ana_gpu_occupancy(const fmt_gpu_device *d, uint32_t threads, uint32_t reg
 		*limiter = names[best];
 	double occ = (double)lim[best] * warps / d->max_warps_per_sm;
 	return occ > 1 ? 1 : occ;
+}
+
+const char *ana_gpu_frame(const ana_profile *p, uint32_t stack, uint32_t i)
+{
+	if (stack >= p->smp.nstacks || i >= p->smp.stacks[stack].n)
+		return NULL;
+	const ana_stack *s = &p->smp.stacks[stack];
+	return p->names[p->smp.funcs[p->smp.locs[s->locs[s->n - 1 - i]].func].name];
+}
+
+uint32_t ana_gpu_sync_frame(const ana_profile *p, uint32_t stack)
+{
+	const char *name;
+	uint32_t at = 0;
+	for (uint32_t i = 0; (name = ana_gpu_frame(p, stack, i)); i++) {
+		char base[256];
+		api_base(name, base, sizeof base);
+		if (is_sync_call(base))
+			at = i; /* the outermost: cudaDeviceSynchronize rather than the cuCtxSynchronize inside it */
+	}
+	return at;
+}
+
+void ana_gpu_stack_text(const ana_profile *p, uint32_t stack, uint32_t max_frames, char *buf, size_t n)
+{
+	size_t k = 0;
+	const char *name;
+	buf[0] = 0;
+	uint32_t from = ana_gpu_sync_frame(p, stack);
+	for (uint32_t i = from; i < from + max_frames && (name = ana_gpu_frame(p, stack, i)) && k + 1 < n; i++) {
+		int w = snprintf(buf + k, n - k, "%s%s", i > from ? " < " : "", name);
+		if (w < 0)
+			break;
+		k += (size_t)w;
+	}
+	if (k >= n && n > 4)
+		memcpy(buf + n - 4, "...", 4);
 }
 
 const char *ana_gpu_copy_name(unsigned kind)

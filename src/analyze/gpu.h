@@ -96,6 +96,12 @@ typedef struct ana_gpu_sync_region {
 	uint64_t ns, calls;
 } ana_gpu_sync_region;
 
+/* A host call stack sampled while its thread was blocked in a synchronising call. */
+typedef struct ana_gpu_sync_stack {
+	uint32_t stack;         /* p->smp.stacks index */
+	uint64_t samples;       /* sample weight (periods) inside synchronising intervals */
+} ana_gpu_sync_stack;
+
 typedef struct ana_gpu_timer {
 	uint32_t name;          /* p->names index */
 	uint64_t count, total_ns, min_ns, max_ns;
@@ -142,6 +148,10 @@ typedef struct ana_gpu {
 	ana_gpu_sync_region *sync_regions; /* by ns, descending */
 	uint32_t nsync_regions;
 	size_t sync_regions_cap;
+	ana_gpu_sync_stack *sync_stacks; /* by samples, descending */
+	uint32_t nsync_stacks;
+	size_t sync_stacks_cap;
+	uint64_t sync_samples;  /* sample weight inside synchronising intervals (all stacks) */
 	uint64_t launch_calls, launch_ns; /* cudaLaunch* / cuLaunch* calls and their host time */
 	uint64_t api_calls;
 	uint64_t overhead_ns;   /* CUPTI's own overhead records */
@@ -177,6 +187,15 @@ typedef struct ana_gpu {
  */
 double ana_gpu_occupancy(const fmt_gpu_device *d, uint32_t threads, uint32_t regs, uint32_t smem,
 			 const char **limiter);
+
+/* Frame i of a sampled stack from its leaf (0: the leaf), by function name; NULL past its
+ * root. ana_gpu_sync_frame: the outermost frame that is a synchronising CUDA call (as
+ * sync_ns counts them), 0 when none is. ana_gpu_stack_text writes at most max_frames
+ * frames from that one towards the root, joined by " < ", into buf (cut with "..." when it
+ * does not fit). */
+const char *ana_gpu_frame(const ana_profile *p, uint32_t stack, uint32_t i);
+uint32_t ana_gpu_sync_frame(const ana_profile *p, uint32_t stack);
+void ana_gpu_stack_text(const ana_profile *p, uint32_t stack, uint32_t max_frames, char *buf, size_t n);
 
 /* "HtoD", "DtoH", ... for a copy kind; "clock" names. */
 const char *ana_gpu_copy_name(unsigned kind);

@@ -54,19 +54,40 @@ static void rule_cpu_gpu_sync(ana_profile *p, const ana_gpu *g)
 		snprintf(where, sizeof where, "; %s of it in %s (%llu calls)", ana_fmt_ns((double)top->ns, b, sizeof b),
 			 p->nodes[top->node].path, (unsigned long long)top->calls);
 	f->subject = ana_strf("%s", top && top->node != ANA_NONE ? p->nodes[top->node].path : "host-GPU synchronisation");
+	/* The host stack sampled most often while waiting, when samples were taken. */
+	char stack[512] = "";
+	if (g->nsync_stacks && g->sync_samples) {
+		char frames[400];
+		ana_gpu_stack_text(p, g->sync_stacks[0].stack, 6, frames, sizeof frames);
+		snprintf(stack, sizeof stack, "; the waiting host stack sampled most (%.0f%% of the samples in those calls): %s",
+			 100.0 * (double)g->sync_stacks[0].samples / (double)g->sync_samples, frames);
+	}
 	f->evidence = ana_strf("host threads waited %s in %llu synchronising calls or synchronous copies, %.0f%% of the "
-			       "GPU's busy time%s",
-			       ana_fmt_ns((double)g->sync_ns, a, sizeof a), (unsigned long long)g->sync_calls, share, where);
+			       "GPU's busy time%s%s",
+			       ana_fmt_ns((double)g->sync_ns, a, sizeof a), (unsigned long long)g->sync_calls, share, where, stack);
+	if (g->sync_samples) {
+		ana_finding_num(f, "sync_samples", (double)g->sync_samples);
+		ana_finding_num(f, "top_stack_pct", 100.0 * (double)g->sync_stacks[0].samples / (double)g->sync_samples);
+	}
 	ana_finding_num(f, "sync_ns", (double)g->sync_ns);
 	ana_finding_num(f, "sync_calls", (double)g->sync_calls);
 	ana_finding_num(f, "share_of_gpu_busy_pct", share);
 	ana_finding_num(f, "threshold_pct", thr);
-	f->recommendation = ana_strf("Let the host run ahead of the GPU%s%s: drop cudaDeviceSynchronize and "
+	char caller[300] = "";
+	if (g->nsync_stacks && g->sync_samples) /* where the wait is called from: the JSON has the whole stack */
+	{
+		uint32_t st = g->sync_stacks[0].stack, at = ana_gpu_sync_frame(p, st);
+		const char *from = ana_gpu_frame(p, st, at ? at + 1 : 0);
+		if (from)
+			snprintf(caller, sizeof caller, " (most of the sampled waits are called from %s)", from);
+	}
+	f->recommendation = ana_strf("Let the host run ahead of the GPU%s%s%s: drop cudaDeviceSynchronize and "
 				     "cudaStreamSynchronize from the loop, replace synchronous cudaMemcpy with "
 				     "cudaMemcpyAsync from pinned memory, read results back once per step or less (in "
 				     "PyTorch: avoid .item(), .cpu(), print(tensor) and bool(tensor) inside the step), and "
 				     "wait on events only where the host needs the data.",
-				     top && top->node != ANA_NONE ? " in " : "", top && top->node != ANA_NONE ? p->nodes[top->node].path : "");
+				     top && top->node != ANA_NONE ? " in " : "", top && top->node != ANA_NONE ? p->nodes[top->node].path : "",
+				     caller);
 	double wall = gpu_wall_ns(p, g);
 	f->expected_gain_pct = wall > 0 ? fmin(100, 100.0 * (double)g->sync_ns / wall) : 0;
 }

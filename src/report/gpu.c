@@ -11,6 +11,7 @@
 
 #define KERNEL_ROWS 15
 #define TIMELINE_POINTS 1000
+#define SYNC_STACKS 5
 
 /* ---- JSON ---- */
 
@@ -287,7 +288,28 @@ void rep_gpu_json(FILE *out, const ana_profile *p)
 		jnk(out, "calls", (double)r->calls, &k);
 		fputs("}", out);
 	}
-	fputs(g->nsync_regions ? "\n    ],\n    \"timers\": [" : "],\n    \"timers\": [", out);
+	fputs(g->nsync_regions ? "\n    ],\n    \"sync_stacks\": [" : "],\n    \"sync_stacks\": [", out);
+	double period = (double)p->smp.period_ns;
+	for (uint32_t i = 0; i < g->nsync_stacks && i < SYNC_STACKS; i++) {
+		const ana_gpu_sync_stack *x = &g->sync_stacks[i];
+		int k = 1;
+		fputs(i ? ",\n      {" : "\n      {", out);
+		jnk(out, "samples", (double)x->samples, &k);
+		jnk(out, "ns", period > 0 ? (double)x->samples * period : NAN, &k);
+		jnk(out, "pct", 100.0 * (double)x->samples / (double)g->sync_samples, &k);
+		uint32_t at = ana_gpu_sync_frame(p, x->stack);
+		js(out, "call", at || ana_gpu_frame(p, x->stack, 0) ? ana_gpu_frame(p, x->stack, at) : NULL, &k);
+		js(out, "caller", ana_gpu_frame(p, x->stack, at + 1), &k);
+		jkey(out, "frames", &k);
+		fputs("[", out);
+		const char *name;
+		for (uint32_t j = 0; (name = ana_gpu_frame(p, x->stack, j)); j++) {
+			fputs(j ? ", " : "", out);
+			rep_json_string(out, name);
+		}
+		fputs("]}", out);
+	}
+	fputs(g->nsync_stacks ? "\n    ],\n    \"timers\": [" : "],\n    \"timers\": [", out);
 	for (uint32_t i = 0; i < g->ntimers; i++) {
 		const ana_gpu_timer *t = &g->timers[i];
 		int k = 1;
@@ -493,6 +515,12 @@ void rep_gpu_text(FILE *out, const ana_profile *p, const char *bold, const char 
 		fprintf(out, "%s  %10s in %llu calls   %s\n", i ? "" : "\n  host blocked in synchronising calls, by region\n",
 			ana_fmt_ns((double)r->ns, a, sizeof a), (unsigned long long)r->calls,
 			r->node != ANA_NONE ? p->nodes[r->node].path : "(outside regions)");
+	}
+	for (uint32_t i = 0; i < g->nsync_stacks && i < 3; i++) {
+		char st[400];
+		ana_gpu_stack_text(p, g->sync_stacks[i].stack, 6, st, sizeof st);
+		fprintf(out, "%s  %5.1f%%  %s\n", i ? "" : "\n  host stacks sampled while blocked in synchronising calls\n",
+			100.0 * (double)g->sync_stacks[i].samples / (double)g->sync_samples, st);
 	}
 timers:
 	for (uint32_t i = 0; i < g->ntimers; i++) {

@@ -390,6 +390,36 @@ def test_rule_cpu_gpu_sync():
     assert_true("cpu_gpu_sync" not in f, "not above a threshold of 90%")
 
 
+@collector
+def test_rule_cpu_gpu_sync_host_stacks():
+    """A program blocked 30 ms in the stand-in driver's cuCtxSynchronize, called from its
+    sync_step(), sampled on CPU; the GPU records CUPTI would have made of it (the API call at
+    the times the program printed, a kernel over it) are added to the file. The finding and
+    gpu.sync_stacks name the function that waits and its caller."""
+    env = base_env({"FENNEC_LIBCUDA": fake_driver()})
+    r, path = record("gpu_fake", fake_driver(), "sync", opts=["--sample", "cpu"], env=env, expect_rc=3)
+    line = [l.split() for l in r.stdout.splitlines() if l.startswith("sync ")]
+    assert_eq(len(line), 1, "the program synchronised: %r" % r.stdout)
+    tid, start, end = map(int, line[0][1:4])
+    assert_true(end - start >= 30 * MS, "30 ms in cuCtxSynchronize: %d ns" % (end - start))
+    recs = [kernel(7, start, end),
+            {"type": "api", "domain": 1, "tid": tid, "start_ns": start, "end_ns": end, "name": 2, "cbid": 1}]
+    rep, f = findings_of(recs, name="sync.fnc", strings=((1, "k"), (2, "cuCtxSynchronize")), base=path)
+    g = rep["gpu"]
+    assert_eq(g["sync_ns"], end - start, "the synchronising call")
+    st = g["sync_stacks"]
+    assert_true(st and sum(x["pct"] for x in st) > 99.9, "samples inside the call, by stack: %r" % st)
+    top = st[0]["frames"]
+    assert_true("cuCtxSynchronize" in top and "sync_step" in top, "the waiting stack names the driver's "
+                "function and its caller: %r" % top)
+    assert_true(top.index("cuCtxSynchronize") < top.index("sync_step"), "leaf first: %r" % top)
+    assert_eq((st[0]["call"], st[0]["caller"]), ("cuCtxSynchronize", "sync_step"), "the waiting call and its caller")
+    x = f.get("cpu_gpu_sync")
+    assert_true(x is not None and "cuCtxSynchronize < sync_step" in x["evidence"]["text"]
+                and x["evidence"]["sync_samples"] > 0 and "from sync_step" in x["recommendation"],
+                "the finding names the stack and the caller: %r" % x)
+
+
 def test_rule_gpu_idle_launch_bound():
     t = t0() + MS
     recs = []
