@@ -366,6 +366,48 @@ static uint32_t region_stack(uint32_t *out)
 	return col_region_stack(out, COL_MAX_DEPTH);
 }
 
+/* The blocking system calls that the kernel restarts after a SA_RESTART handler. */
+static int restartable_nr(long nr)
+{
+	switch (nr) {
+	case SYS_futex:
+	case SYS_wait4:
+	case SYS_waitid:
+	case SYS_flock:
+	case SYS_openat:
+	case SYS_open:
+	case SYS_read:
+	case SYS_write:
+	case SYS_readv:
+	case SYS_writev:
+	case SYS_pread64:
+	case SYS_pwrite64:
+		return 1;
+	default:
+		return 0;
+	}
+}
+
+/*
+ * Whether the interrupted thread stands at a system call the kernel is restarting after
+ * a signal: its pc at a `syscall` instruction and its rax the call's number, as the
+ * kernel leaves them (regs->ip -= 2, regs->ax = orig_ax) for a call interrupted by a
+ * handler with SA_RESTART, and as a handler that was pending while another ran finds
+ * them. A blocked thread that the wall sampler signalled for its stack is runnable for
+ * a moment after; sampled then, it is seen running ('R') but is on its way back into the
+ * same wait, and counts off-CPU. A thread that runs code does not stop at a `syscall`
+ * with a blocking call's number in rax unless it is about to block there.
+ */
+static int at_restart(const void *ucv)
+{
+	const ucontext_t *uc = ucv;
+	const uint8_t *pc = (const uint8_t *)uc->uc_mcontext.gregs[REG_RIP];
+	long nr = (long)uc->uc_mcontext.gregs[REG_RAX];
+	if (!pc || (uintptr_t)pc < 4096 || !restartable_nr(nr))
+		return 0;
+	return pc[0] == 0x0f && pc[1] == 0x05; /* the instruction is mapped: it is the pc */
+}
+
 static void on_signal(int sig, siginfo_t *si, void *ucv)
 {
 	int saved = errno;
@@ -377,6 +419,8 @@ static void on_signal(int sig, siginfo_t *si, void *ucv)
 		if ((si->si_value.sival_int & ~1) != WALL_MAGIC)
 			goto out; /* not ours */
 		kind = (unsigned)si->si_value.sival_int & 1;
+		if (kind == FMT_S_CPU && at_restart(ucv))
+			kind = FMT_S_OFFCPU;
 	} else if (si->si_code == SI_TIMER) {
 		weight += si->si_overrun > 0 ? (uint32_t)si->si_overrun : 0;
 	} else if (si->si_code != POLL_IN && si->si_code != POLL_HUP) {
@@ -641,31 +685,20 @@ void col_sample_thread_end(void)
  * System calls that a signal handler installed with SA_RESTART does not disturb: the
  * kernel restarts them (signal(7)). Sleeps, poll/select/epoll and timed waits are not
  * among them, so threads blocked there are not signalled: the sampler records them
- * with the stack it can see (the system call's address), marked truncated.
+ * with the stack it can see (the system call's address), marked truncated. (The list:
+ * restartable_nr, with the sampling handler.)
  */
 static int restartable(long nr, long arg0)
 {
-	switch (nr) {
-	case SYS_futex:
-	case SYS_wait4:
-	case SYS_waitid:
-	case SYS_flock:
-	case SYS_openat:
-	case SYS_open:
-		return 1;
-	case SYS_read:
-	case SYS_write:
-	case SYS_readv:
-	case SYS_writev:
-	case SYS_pread64:
-	case SYS_pwrite64: {
+	if (!restartable_nr(nr))
+		return 0;
+	if (nr == SYS_read || nr == SYS_write || nr == SYS_readv || nr == SYS_writev || nr == SYS_pread64 ||
+	    nr == SYS_pwrite64) {
 		/* Sockets with SO_RCVTIMEO/SO_SNDTIMEO fail with EINTR instead. */
 		struct stat st;
 		return arg0 >= 0 && fstat((int)arg0, &st) == 0 && !S_ISSOCK(st.st_mode);
 	}
-	default:
-		return 0;
-	}
+	return 1;
 }
 
 static int task_state(tid_ent *e, char *state, long *nr, long *arg0, uint64_t *pc)
