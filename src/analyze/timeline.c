@@ -4,9 +4,13 @@
  * lane of its thread and depth, where calls shorter than the resolution are merged with
  * their short neighbours into blocks no longer than the resolution. The resolution starts at 0 (every call exact) and
  * doubles whenever the intervals kept exceed the budget, so memory stays bounded however
- * many events the recording has.
+ * many events the recording has. GPU kernels, copies and memsets go to a lane per stream
+ * (ANA_TL_GPU) and are merged by the same rules, so that GPU activity is drawn, and
+ * reduced, like the threads' calls.
  */
 #include "analyze/timeline.h"
+#include "analyze/gpu.h"
+#include "symbol/symbol.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -46,6 +50,10 @@ typedef struct tctx {
 	uint32_t nth;
 	uint32_t *site_name;  /* per site id of this file: index into tl->names, ANA_NONE unresolved */
 	uint32_t nsites;
+	lane (*glanes)[2];    /* per tl->gpu_lanes entry: the blocks being built at depths 0 and 1 */
+	uint32_t glanes_cap;
+	uint32_t *gpu_name;   /* per GPU STRING id of this file: index into tl->names, ANA_NONE unresolved */
+	uint32_t ngpu_names;
 	int oom;
 } tctx;
 
@@ -194,20 +202,16 @@ static int flush_lane(tctx *c, lane *l)
 	return rc;
 }
 
-/* A completed (or still open) call of thread t at depth d. */
-static int add_call(tctx *c, tthread *t, uint32_t d, uint32_t name, uint64_t start_ns, uint64_t dur_ns, int open)
+/* A completed (or still open) call at depth d of lane l (thread or GPU stream `thread`),
+ * counted in *seen when it is in the window. */
+static int add_call(tctx *c, lane *l, uint32_t thread, uint32_t d, uint32_t name, uint64_t start_ns, uint64_t dur_ns,
+		    int open, uint64_t *seen)
 {
 	ana_timeline *tl = c->tl;
 	if (c->to_ns && (start_ns >= c->to_ns || start_ns + dur_ns < c->from_ns))
 		return 0;
-	tl->calls++;
-	if (!t->lanes) {
-		t->lanes = calloc(c->max_depth + 1, sizeof *t->lanes);
-		if (!t->lanes)
-			return -1;
-	}
-	lane *l = &t->lanes[d];
-	ana_interval x = {.start_ns = start_ns, .dur_ns = dur_ns, .thread = t->g, .name = name, .depth = d,
+	(*seen)++;
+	ana_interval x = {.start_ns = start_ns, .dur_ns = dur_ns, .thread = thread, .name = name, .depth = d,
 			  .count = 1, .busy_ns = dur_ns, .open = open};
 	uint64_t res = tl->resolution_ns;
 	if (!mergeable(&x, res)) {
@@ -216,7 +220,10 @@ static int add_call(tctx *c, tthread *t, uint32_t d, uint32_t name, uint64_t sta
 		return emit(c, &x);
 	}
 	uint64_t end = start_ns + dur_ns;
-	if (l->iv.count && start_ns < l->iv.start_ns + l->iv.dur_ns + res && end <= l->iv.start_ns + res) {
+	/* GPU records of a stream may come out of order (CUPTI's buffers): an earlier one
+	 * starts a block of its own, and merge_all joins what the sort puts together. */
+	if (l->iv.count && start_ns >= l->iv.start_ns && start_ns < l->iv.start_ns + l->iv.dur_ns + res &&
+	    end <= l->iv.start_ns + res) {
 		if (end > l->iv.start_ns + l->iv.dur_ns)
 			l->iv.dur_ns = end - l->iv.start_ns;
 		l->iv.count++;
@@ -232,6 +239,14 @@ static int add_call(tctx *c, tthread *t, uint32_t d, uint32_t name, uint64_t sta
 	l->iv = x;
 	l->longest_ns = dur_ns;
 	return 0;
+}
+
+/* The lanes of thread t, allocated on first use. */
+static lane *lanes_of(tctx *c, tthread *t)
+{
+	if (!t->lanes)
+		t->lanes = calloc(c->max_depth + 1, sizeof *t->lanes);
+	return t->lanes;
 }
 
 static tthread *thread_of(tctx *c, uint32_t idx)
@@ -264,9 +279,95 @@ static uint64_t rel_ns(tctx *c, const fmt_file *f, uint64_t ticks)
 	return ns > 0 ? (uint64_t)llround(ns) : 0;
 }
 
+/* The lane of GPU stream (c->proc, device, stream): its index in tl->gpu_lanes, or
+ * ANA_NONE when out of memory. */
+static uint32_t gpu_lane(tctx *c, uint32_t device, uint32_t stream)
+{
+	ana_timeline *tl = c->tl;
+	for (uint32_t i = tl->ngpu_lanes; i-- > 0;)
+		if (tl->gpu_lanes[i].process == c->proc && tl->gpu_lanes[i].device == device &&
+		    tl->gpu_lanes[i].stream == stream)
+			return i;
+	if (tl->ngpu_lanes == tl->gpu_lanes_cap) {
+		uint32_t cap = tl->gpu_lanes_cap ? tl->gpu_lanes_cap * 2 : 8;
+		ana_tl_gpu_lane *a = realloc(tl->gpu_lanes, cap * sizeof *a);
+		if (!a)
+			return ANA_NONE;
+		tl->gpu_lanes = a;
+		tl->gpu_lanes_cap = cap;
+	}
+	if (tl->ngpu_lanes == c->glanes_cap) {
+		uint32_t cap = c->glanes_cap ? c->glanes_cap * 2 : 8;
+		lane(*a)[2] = realloc(c->glanes, cap * sizeof *a);
+		if (!a)
+			return ANA_NONE;
+		memset(a + c->glanes_cap, 0, (cap - c->glanes_cap) * sizeof *a);
+		c->glanes = a;
+		c->glanes_cap = cap;
+	}
+	tl->gpu_lanes[tl->ngpu_lanes] = (ana_tl_gpu_lane){c->proc, device, stream};
+	return tl->ngpu_lanes++;
+}
+
+/* A kernel's name (demangled, as the GPU analysis names it), interned once per STRING id. */
+static uint32_t gpu_kernel_name(tctx *c, const fmt_gpu *r)
+{
+	if (r->name >= c->ngpu_names) {
+		uint32_t n = r->name + 64;
+		uint32_t *a = realloc(c->gpu_name, n * sizeof *a);
+		if (!a)
+			return ANA_NONE;
+		for (uint32_t i = c->ngpu_names; i < n; i++)
+			a[i] = ANA_NONE;
+		c->gpu_name = a;
+		c->ngpu_names = n;
+	}
+	if (c->gpu_name[r->name] != ANA_NONE)
+		return c->gpu_name[r->name];
+	char *dm = r->name_str ? sym_demangle(r->name_str) : NULL;
+	uint32_t k = name_index(c->tl, dm ? dm : r->name_str ? r->name_str : "[unnamed kernel]");
+	free(dm);
+	if (r->name_str) /* a STRING not (yet) defined is looked up again */
+		c->gpu_name[r->name] = k;
+	return k;
+}
+
+/* A kernel (depth 0), copy or memset (depth 1) on its stream's lane. */
+static int gpu_event(tctx *c, const fmt_file *f, const fmt_gpu *r, uint64_t ticks)
+{
+	if (r->type != FMT_GR_KERNEL && r->type != FMT_GR_MEMCPY && r->type != FMT_GR_MEMSET)
+		return 0;
+	uint64_t s = rel_ns(c, f, ticks);
+	uint64_t dur = r->end_ns > r->start_ns ? r->end_ns - r->start_ns : 0;
+	if (c->to_ns && (s >= c->to_ns || s + dur < c->from_ns))
+		return 0;
+	uint32_t k = gpu_lane(c, r->device, r->stream);
+	if (k == ANA_NONE)
+		return -1;
+	uint32_t name;
+	if (r->type == FMT_GR_KERNEL)
+		name = gpu_kernel_name(c, r);
+	else {
+		char tmp[32];
+		snprintf(tmp, sizeof tmp, r->type == FMT_GR_MEMSET ? "memset" : "memcpy %s", ana_gpu_copy_name(r->kind));
+		name = name_index(c->tl, tmp);
+	}
+	if (name == ANA_NONE)
+		return -1;
+	uint32_t d = r->type == FMT_GR_KERNEL ? 0 : 1;
+	return add_call(c, &c->glanes[k][d], ANA_TL_GPU + k, d, name, s, dur, 0, &c->tl->gpu_work);
+}
+
 static int on_event(void *vc, const fmt_file *f, const fmt_event *ev)
 {
 	tctx *c = vc;
+	if (ev->type == FMT_EV_GPU && ev->gpu) {
+		if (gpu_event(c, f, ev->gpu, ev->ticks) < 0) {
+			c->oom = 1;
+			return FENNEC_ENOMEM;
+		}
+		return 0;
+	}
 	if (ev->type != FMT_EV_BEGIN && ev->type != FMT_EV_END)
 		return 0;
 	tthread *t = thread_of(c, ev->thread);
@@ -298,9 +399,10 @@ static int on_event(void *vc, const fmt_file *f, const fmt_event *ev)
 		return 0;
 	}
 	uint32_t name = site_name(c, f, oc.site);
-	if (name == ANA_NONE)
+	lane *l = lanes_of(c, t);
+	if (name == ANA_NONE || !l)
 		goto oom;
-	if (add_call(c, t, t->depth, name, s, e > s ? e - s : 0, 0) < 0)
+	if (add_call(c, &l[t->depth], t->g, t->depth, name, s, e > s ? e - s : 0, 0, &c->tl->calls) < 0)
 		goto oom;
 	return 0;
 oom:
@@ -326,13 +428,18 @@ static int finish_file(tctx *c, const fmt_file *f)
 				continue;
 			}
 			uint32_t name = site_name(c, f, t->stack[d].site);
-			if (name == ANA_NONE)
+			lane *l = lanes_of(c, t);
+			if (name == ANA_NONE || !l)
 				return -1;
 			uint64_t s = rel_ns(c, f, t->stack[d].start_ticks);
-			if (add_call(c, t, d, name, s, end > s ? end - s : 0, 1) < 0)
+			if (add_call(c, &l[d], t->g, d, name, s, end > s ? end - s : 0, 1, &c->tl->calls) < 0)
 				return -1;
 		}
 	}
+	for (uint32_t k = 0; k < c->tl->ngpu_lanes; k++)
+		for (int d = 0; d < 2; d++)
+			if (flush_lane(c, &c->glanes[k][d]) < 0)
+				return -1;
 	return 0;
 }
 
@@ -344,10 +451,13 @@ static void free_file_state(tctx *c)
 	}
 	free(c->th);
 	free(c->site_name);
+	free(c->gpu_name);
 	c->th = NULL;
 	c->nth = 0;
 	c->site_name = NULL;
 	c->nsites = 0;
+	c->gpu_name = NULL;
+	c->ngpu_names = 0;
 }
 
 int ana_timeline_build(const ana_profile *p, size_t max_intervals, uint32_t max_depth, uint64_t from_ns,
@@ -389,6 +499,7 @@ int ana_timeline_build(const ana_profile *p, size_t max_intervals, uint32_t max_
 		fmt_file_free(&f);
 		free_file_state(&c);
 	}
+	free(c.glanes);
 	if (!rc) {
 		merge_all(tl);
 		coarsen(&c, max_intervals);
@@ -406,5 +517,6 @@ void ana_timeline_free(ana_timeline *tl)
 	for (uint32_t i = 0; i < tl->nnames; i++)
 		free(tl->names[i]);
 	free(tl->names);
+	free(tl->gpu_lanes);
 	memset(tl, 0, sizeof *tl);
 }

@@ -2,8 +2,9 @@
  * html.c - the self-contained HTML report and the dashboard page (docs/html.md). The page
  * is our template (web/index.html) with the style, the charting library, our script and
  * the page data inlined. The page data is the JSON report (rep_json, unchanged) plus what
- * only the page draws: the thread timeline (analyze/timeline.h) and the sampled call tree,
- * both bounded so that a recording of any size gives a page a browser can hold.
+ * only the page draws: the thread timeline with its GPU stream lanes (analyze/timeline.h),
+ * the sampled call tree and each rank's step times, all bounded so that a recording of any
+ * size gives a page a browser can hold.
  */
 #include "report/report.h"
 
@@ -17,6 +18,7 @@
 #define DEF_INTERVALS 50000
 #define DEF_DEPTH 15
 #define DEF_FLAME 20000
+#define RANK_STEP_POINTS 20000 /* step times of all ranks together */
 
 /* One column of the timeline: `field` of every interval, as a JSON array. */
 #define COLUMN(out, key, tl, field)                                                        \
@@ -50,7 +52,14 @@ static void timeline_json(FILE *out, const ana_profile *p, const rep_page_option
 			(unsigned long long)tl.to_ns);
 	else
 		fputs("    \"from_ns\": null,\n    \"to_ns\": null,\n", out);
-	fputs("    \"names\": [", out);
+	fprintf(out, "    \"gpu_work\": %llu,\n    \"gpu_lane_base\": %u,\n    \"gpu_lanes\": [",
+		(unsigned long long)tl.gpu_work, p->nthreads);
+	for (uint32_t i = 0; i < tl.ngpu_lanes; i++) {
+		const ana_tl_gpu_lane *g = &tl.gpu_lanes[i];
+		fprintf(out, "%s{\"pid\": %llu, \"device\": %u, \"stream\": %u}", i ? ", " : "",
+			g->process < p->nprocs ? (unsigned long long)p->procs[g->process].file.pid : 0ULL, g->device, g->stream);
+	}
+	fputs("],\n    \"names\": [", out);
 	for (uint32_t i = 0; i < tl.nnames; i++) {
 		if (i)
 			fputc(',', out);
@@ -60,7 +69,14 @@ static void timeline_json(FILE *out, const ana_profile *p, const rep_page_option
 	COLUMN(out, "start_ns", tl, start_ns);
 	COLUMN(out, "dur_ns", tl, dur_ns);
 	COLUMN(out, "busy_ns", tl, busy_ns);
-	COLUMN(out, "thread", tl, thread);
+	/* GPU lanes follow the threads: lane k is "thread" nthreads + k. */
+	fputs(",\n    \"thread\": [", out);
+	for (size_t i = 0; i < tl.n; i++) {
+		uint32_t t = tl.iv[i].thread;
+		unsigned long long v = t >= ANA_TL_GPU ? (unsigned long long)p->nthreads + (t - ANA_TL_GPU) : t;
+		fprintf(out, i ? (i % 16 ? ",%llu" : ",\n%llu") : "%llu", v);
+	}
+	fputc(']', out);
 	COLUMN(out, "depth", tl, depth);
 	COLUMN(out, "name", tl, name);
 	COLUMN(out, "count", tl, count);
@@ -173,6 +189,41 @@ static int flame_json(FILE *out, const ana_profile *p, const rep_page_options *p
 	return 0;
 }
 
+/*
+ * With several recordings (ranks), each rank's step times for the chart of step time per
+ * rank: those of its first process with steps, evenly thinned so that all ranks together
+ * send at most RANK_STEP_POINTS points. The JSON report has only their statistics.
+ */
+static void rank_steps_json(FILE *out, const ana_profile *p)
+{
+	if (p->nranks < 2) {
+		fputs(",\n  \"rank_steps\": null", out);
+		return;
+	}
+	size_t budget = RANK_STEP_POINTS / p->nranks;
+	if (budget < 50)
+		budget = 50;
+	fputs(",\n  \"rank_steps\": [", out);
+	for (uint32_t r = 0; r < p->nranks; r++) {
+		const ana_process *pr = NULL;
+		for (uint32_t i = 0; i < p->nprocs && !pr; i++)
+			if (p->procs[i].rank_index == r && p->procs[i].step_ns.n)
+				pr = &p->procs[i];
+		size_t n = pr ? pr->step_ns.n : 0, stride = n > budget ? (n + budget - 1) / budget : 1;
+		fputs(r ? ",\n    {\"rank\": " : "\n    {\"rank\": ", out);
+		if (p->ranks[r].rank >= 0)
+			fprintf(out, "%lld", (long long)p->ranks[r].rank);
+		else
+			fputs("null", out);
+		fprintf(out, ", \"pid\": %llu, \"steps\": %zu, \"stride\": %zu, \"durations_ns\": [",
+			pr ? (unsigned long long)pr->file.pid : 0ULL, n, stride);
+		for (size_t i = 0; i < n; i += stride)
+			fprintf(out, "%s%llu", i ? "," : "", (unsigned long long)pr->step_ns.v[i]);
+		fputs("]}", out);
+	}
+	fputs("\n  ]", out);
+}
+
 int rep_page_data(FILE *out, const ana_profile *p, const rep_options *o, const rep_page_options *po)
 {
 	fprintf(out, "{\n  \"page\": \"fennec.page/1\",\n  \"live\": %s,\n  \"analysis\": ", po && po->live ? "true" : "false");
@@ -180,6 +231,7 @@ int rep_page_data(FILE *out, const ana_profile *p, const rep_options *o, const r
 	if (rc)
 		return rc;
 	timeline_json(out, p, po, 0, 0);
+	rank_steps_json(out, p);
 	if ((rc = flame_json(out, p, po)))
 		return rc;
 	fputs("\n}\n", out);
