@@ -1,6 +1,7 @@
 /*
  * common.js - what the report page (fennec.js) and the comparison page (compare.js) share:
- * error display, number formatting, the sortable table, the chart helper, summary cards.
+ * error display, number formatting, the sortable table, the chart helper (and resizing the
+ * charts on screen when the window changes size), summary cards.
  * Loaded before either; window.fennecUI holds the functions, window.fennec the test
  * hooks (chart instances, which charts rendered, errors seen).
  */
@@ -57,7 +58,7 @@
 	}
 	function fmtPct(p) {
 		if (p === null || p === undefined || !isFinite(p)) return '–';
-		return (p >= 10 ? p.toFixed(1) : p.toFixed(2)) + ' %';
+		return (Math.abs(p) >= 10 ? p.toFixed(1) : p.toFixed(2)) + ' %';
 	}
 	function esc(s) {
 		return String(s === null || s === undefined ? '' : s).replace(/[&<>"']/g, function (c) {
@@ -65,6 +66,15 @@
 		});
 	}
 	function $(id) { return document.getElementById(id); }
+	/* A number to show: not null, undefined or NaN (JSON null is how the report says "none"). */
+	function isNum(x) { return x !== null && x !== undefined && x !== '' && isFinite(x); }
+	/* A long name cut from the left (region paths: the leaf matters most). */
+	function ellipsize(s, n) { s = String(s); return s.length > n ? '…' + s.slice(-(n - 1)) : s; }
+	/* fn once the document is parsed. */
+	function onReady(fn) {
+		if (document.readyState === 'loading') document.addEventListener('DOMContentLoaded', fn);
+		else fn();
+	}
 
 	/* The same name gets the same colour in every chart, for the life of the page. The
 	 * first names asked for (the biggest regions: the summary draws first) get distinct
@@ -166,6 +176,16 @@
 		return c;
 	}
 
+	/* Resize the charts that are on screen; a chart in a hidden tab or panel has no size
+	 * and is resized when it is shown (fennec.js showTab). */
+	function resizeVisible() {
+		Object.keys(fennec.charts).forEach(function (id) {
+			var el = $(id);
+			if (el && el.offsetParent !== null && el.clientWidth > 0) fennec.charts[id].resize();
+		});
+	}
+	window.addEventListener('resize', resizeVisible);
+
 	/* Height of a chart's container in pixels (before drawing; a drawn chart is resized). */
 	function sizeChart(id, px) {
 		var el = $(id);
@@ -190,7 +210,7 @@
 
 	window.fennecUI = {
 		showError: showError, fmtNs: fmtNs, fmtBytes: fmtBytes, fmtNum: fmtNum, fmtRate: fmtRate,
-		fmtPct: fmtPct, esc: esc, $: $, colorOf: colorOf, table: table, chart: chart,
-		sizeChart: sizeChart, emptyChart: emptyChart, card: card
+		fmtPct: fmtPct, esc: esc, $: $, isNum: isNum, ellipsize: ellipsize, onReady: onReady, colorOf: colorOf,
+		table: table, chart: chart, resizeVisible: resizeVisible, sizeChart: sizeChart, emptyChart: emptyChart, card: card
 	};
 })();

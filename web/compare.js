@@ -10,19 +10,21 @@
 
 	var fennec = window.fennec, U = window.fennecUI;
 	var fmtNs = U.fmtNs, fmtBytes = U.fmtBytes, fmtNum = U.fmtNum, fmtRate = U.fmtRate, fmtPct = U.fmtPct,
-		esc = U.esc, $ = U.$, table = U.table, chart = U.chart, emptyChart = U.emptyChart, card = U.card;
+		esc = U.esc, $ = U.$, isNum = U.isNum, ellipsize = U.ellipsize, table = U.table, chart = U.chart,
+		emptyChart = U.emptyChart, card = U.card;
 
 	var D = null, C = null;
 	var MAX_FOREST = 40;
 	var COLOR = {faster: '#2b8a3e', slower: '#c92a2a', same: '#868e96'};
 
-	function fmtX(x) { return x === null || x === undefined || !isFinite(x) ? '–' : x.toFixed(x >= 10 ? 1 : 2) + 'x'; }
-	function fmtP(p) { return p === null || p === undefined || !isFinite(p) ? '–' : p < 1e-4 ? p.toExponential(1) : p.toFixed(4); }
+	function fmtX(x) { return !isNum(x) ? '–' : x.toFixed(x >= 10 ? 1 : 2) + 'x'; }
+	function fmtP(p) { return !isNum(p) ? '–' : p < 1e-4 ? p.toExponential(1) : p.toFixed(4); }
+	function fmtDelta(d) { return !isNum(d) ? '–' : (d >= 0 ? '+' : '') + d.toFixed(2); }
 	function tone(t) { return t.significant ? (t.speedup >= 1 ? 'faster' : 'slower') : 'same'; }
 	function verdictHtml(t) {
 		return '<span class="vd ' + tone(t) + '">' + esc(t.verdict) + '</span>';
 	}
-	function ci(t) { return t.ci_low === null || t.ci_low === undefined ? '–' : fmtX(t.ci_low) + ' – ' + fmtX(t.ci_high); }
+	function ci(t) { return !isNum(t.ci_low) ? '–' : fmtX(t.ci_low) + ' – ' + fmtX(t.ci_high); }
 
 	/* ---- the verdict and the summary cards ---- */
 
@@ -45,7 +47,7 @@
 		el.textContent = v;
 
 		function pair(k, x, y, fmt, speedup, sub) {
-			return card(k, fmt(x) + ' → ' + fmt(y), (speedup !== null && speedup !== undefined && isFinite(speedup) ? fmtX(speedup) + ' ' : '') + (sub || ''));
+			return card(k, fmt(x) + ' → ' + fmt(y), (isNum(speedup) ? fmtX(speedup) + ' ' : '') + (sub || ''));
 		}
 		var h = [];
 		h.push(pair('Wall time', a.wall_ns, b.wall_ns, fmtNs, s.wall_speedup, 'speedup A/B'));
@@ -53,7 +55,7 @@
 		if (a.steps || b.steps) {
 			h.push(pair('Step mean', a.step_mean_ns, b.step_mean_ns, fmtNs, st.speedup, st.tested ? st.verdict : ''));
 			h.push(pair('Step median', a.step_p50_ns, b.step_p50_ns, fmtNs, null, fmtNum(a.steps) + ' → ' + fmtNum(b.steps) + ' steps'));
-			if (a.items_per_s !== null && a.items_per_s !== undefined)
+			if (isNum(a.items_per_s))
 				h.push(pair('Throughput', a.items_per_s, b.items_per_s, function (x) { return fmtRate(x); }, null, 'items/s'));
 			else
 				h.push(pair('Throughput', a.steps_per_s, b.steps_per_s, function (x) { return fmtRate(x); }, null, 'steps/s'));
@@ -104,7 +106,7 @@
 				}},
 				xAxis: {type: 'log', min: xmin / 1.15, max: xmax * 1.15, name: 'speedup (A/B)', nameLocation: 'middle', nameGap: 22,
 					axisLabel: {formatter: function (v) { return fmtX(v); }}},
-				yAxis: {type: 'category', data: shown.map(function (r) { return r.path.length > 40 ? '…' + r.path.slice(-39) : r.path; })},
+				yAxis: {type: 'category', data: shown.map(function (r) { return ellipsize(r.path, 40); })},
 				series: [{
 					type: 'custom',
 					data: shown.map(function (r, i) { return [r.ci_low, r.ci_high, r.speedup, i]; }),
@@ -187,8 +189,7 @@
 			grid: {left: 10, right: 40, top: 10, bottom: 24, containLabel: true},
 			tooltip: {trigger: 'item', formatter: function (p) {
 				var f = top[p.dataIndex];
-				return esc(f.name) + '<br>self ' + fmtPct(f.a_self_pct) + ' → ' + fmtPct(f.b_self_pct) + ' (' + (f.delta_pct >= 0 ? '+' : '') +
-					f.delta_pct.toFixed(2) + ' points)<br>samples ' + fmtNum(f.a_self_samples) + ' → ' + fmtNum(f.b_self_samples) +
+				return esc(f.name) + '<br>self ' + fmtPct(f.a_self_pct) + ' → ' + fmtPct(f.b_self_pct) + ' (' + fmtDelta(f.delta_pct) + ' points)<br>samples ' + fmtNum(f.a_self_samples) + ' → ' + fmtNum(f.b_self_samples) +
 					'<br>p = ' + fmtP(f.p_holm) + (f.significant ? ', significant' : ', not significant');
 			}},
 			xAxis: {type: 'value', axisLabel: {formatter: function (v) { return (v > 0 ? '+' : '') + v + ' pt'; }}},
@@ -203,7 +204,7 @@
 			{key: 'a_self_pct', label: 'self A', num: true, fmt: function (f) { return fmtPct(f.a_self_pct); }},
 			{key: 'b_self_pct', label: 'self B', num: true, fmt: function (f) { return fmtPct(f.b_self_pct); }},
 			{key: 'delta_pct', label: 'Δ points', num: true, sort: function (f) { return Math.abs(f.delta_pct); },
-				fmt: function (f) { return (f.delta_pct >= 0 ? '+' : '') + f.delta_pct.toFixed(2); }},
+				fmt: function (f) { return fmtDelta(f.delta_pct); }},
 			{key: 'a_self_samples', label: 'samples A', num: true, fmt: function (f) { return fmtNum(f.a_self_samples); }},
 			{key: 'b_self_samples', label: 'samples B', num: true, fmt: function (f) { return fmtNum(f.b_self_samples); }},
 			{key: 'p_holm', label: 'p (Holm)', num: true, fmt: function (f) { return fmtP(f.p_holm); }},
@@ -260,15 +261,11 @@
 			drawFindings();
 			drawDiff();
 			$('region-filter').addEventListener('input', drawRegionTable);
-			window.addEventListener('resize', function () {
-				Object.keys(fennec.charts).forEach(function (k) { fennec.charts[k].resize(); });
-			});
 		} catch (e) {
 			U.showError(e && e.stack || e);
 		}
 		fennec.ready = true;
 	}
 
-	if (document.readyState === 'loading') document.addEventListener('DOMContentLoaded', init);
-	else init();
+	U.onReady(init);
 })();

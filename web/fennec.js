@@ -1,7 +1,8 @@
 /*
  * fennec.js - the HTML report and `fennec view` dashboard (docs/html.md). Reads the page
- * data (the JSON report under "analysis", plus "timeline" and "flame") and draws tabs of
- * cards, tables and ECharts charts. Charts are drawn when their tab is first shown. Under
+ * data (the JSON report under "analysis", plus "timeline", "flame" and "rank_steps") and
+ * draws tabs of cards, tables and ECharts charts; the GPU and Ranks tabs only when the
+ * analysis has GPU data or several ranks. Charts are drawn when their tab is first shown. Under
  * `fennec view` (window.FENNEC_LIVE) it polls /api/status about once a second and redraws
  * from /api/page when the analysis changed, keeping each chart's zoom.
  * For tests, window.fennec exposes the chart instances, which charts have rendered, the
@@ -12,8 +13,8 @@
 
 	var fennec = window.fennec, U = window.fennecUI;
 	var showError = U.showError, fmtNs = U.fmtNs, fmtBytes = U.fmtBytes, fmtNum = U.fmtNum, fmtRate = U.fmtRate,
-		fmtPct = U.fmtPct, esc = U.esc, $ = U.$, colorOf = U.colorOf, table = U.table, chart = U.chart,
-		sizeChart = U.sizeChart, emptyChart = U.emptyChart, card = U.card;
+		fmtPct = U.fmtPct, esc = U.esc, $ = U.$, isNum = U.isNum, ellipsize = U.ellipsize, colorOf = U.colorOf,
+		table = U.table, chart = U.chart, sizeChart = U.sizeChart, emptyChart = U.emptyChart, card = U.card;
 
 	var D = null;                  /* the page data */
 	var A = null;                  /* D.analysis */
@@ -36,8 +37,12 @@
 			h.push(card('Peak memory', fmtBytes(mem.peak_bytes), 'live heap' + (mem.peak_rss_bytes ? ', RSS ' + fmtBytes(mem.peak_rss_bytes) : '')));
 		else
 			h.push(card('Peak memory', rss ? fmtBytes(rss) : '–', 'max RSS (getrusage)'));
-		if (A.gpu && A.gpu.busy_pct !== undefined)
-			h.push(card('GPU busy', fmtPct(A.gpu.busy_pct), ''));
+		if (A.gpu)
+			h.push(card('GPU busy', fmtPct(A.gpu.busy_pct), (A.gpu.devices || []).length + ' device(s), kernels ' + fmtNs(A.gpu.kernel_ns) +
+				'; see the GPU tab'));
+		if (hasRanks() && A.balance)
+			h.push(card('Rank imbalance', fmtPct(A.balance.imbalance_pct), 'slowest: ' + rankName(A.balance.slowest_rank) + '; see the Ranks tab',
+				A.balance.imbalance_pct >= 10));
 		h.push(card('Dropped events', fmtNum(s.dropped_events), s.dropped_events ? 'counts and totals are low: see the warnings' : 'nothing lost', s.dropped_events > 0));
 		var smp = A.samples || {};
 		if (smp.mode && smp.mode !== 'off')
@@ -49,7 +54,8 @@
 		var n = [];
 		var tl = D.timeline;
 		if (tl && tl.blocks)
-			n.push(['info', 'Timeline reduced for display: ' + fmtNum(tl.calls) + ' calls drawn as ' + fmtNum(tl.intervals) +
+			n.push(['info', 'Timeline reduced for display: ' + fmtNum(tl.calls) + ' calls' +
+				(tl.gpu_work ? ' and ' + fmtNum(tl.gpu_work) + ' GPU kernels, copies and memsets' : '') + ' drawn as ' + fmtNum(tl.intervals) +
 				' intervals; calls and gaps shorter than ' + fmtNs(tl.resolution_ns) + ' are merged into blocks (' +
 				fmtNum(tl.blocks) + ' blocks). The statistics are computed from every call.']);
 		if (tl && tl.deep_calls)
@@ -252,24 +258,7 @@
 			flameChart('chart-rflame', tree, fmtNs, $('rflame-search').value, $('rflame-match'));
 		}
 		drawTimeline();
-
-		table($('region-table'), [
-			{key: 'path', label: 'region path', mono: true, fmt: function (r) {
-				return '<span class="bar" style="width:' + Math.min(60, Math.round(r.share_pct * 0.6)) + 'px"></span>' + esc(r.path); }},
-			{key: 'count', label: 'calls', num: true, fmt: function (r) { return fmtNum(r.count); }},
-			{key: 'total_ns', label: 'total', num: true, fmt: function (r) { return fmtNs(r.total_ns); }},
-			{key: 'share_pct', label: '% wall', num: true, fmt: function (r) { return fmtPct(r.share_pct); }},
-			{key: 'self_ns', label: 'self', num: true, fmt: function (r) { return fmtNs(r.self_ns); }},
-			{key: 'mean_ns', label: 'mean', num: true, fmt: function (r) { return fmtNs(r.mean_ns); }},
-			{key: 'p50_ns', label: 'p50', num: true, fmt: function (r) { return fmtNs(r.p50_ns); }},
-			{key: 'p95_ns', label: 'p95', num: true, fmt: function (r) { return fmtNs(r.p95_ns); }},
-			{key: 'p99_ns', label: 'p99', num: true, fmt: function (r) { return fmtNs(r.p99_ns); }},
-			{key: 'max_ns', label: 'max', num: true, fmt: function (r) { return fmtNs(r.max_ns); }},
-			{key: 'threads', label: 'threads', num: true},
-			{key: 'samples', label: 'samples', num: true, fmt: function (r) { return fmtNum(r.samples); }},
-			{key: 'top_functions', label: 'top functions (samples)', sort: function (r) { return r.samples; }, fmt: function (r) {
-				return (r.top_functions || []).slice(0, 3).map(function (f) { return esc(f.name) + ' ' + fmtPct(f.self_pct); }).join('<br>'); }}
-		], filterRegions(regs));
+		drawRegionTable();
 
 		var ms = A.metrics || [];
 		$('metrics-panel').hidden = !ms.length;
@@ -284,15 +273,33 @@
 		], ms);
 	}
 
-	function filterRegions(regs) {
+	function drawRegionTable() {
 		var q = $('region-filter').value.toLowerCase();
-		return q ? regs.filter(function (r) { return r.path.toLowerCase().indexOf(q) >= 0; }) : regs;
+		var regs = (A.regions || []).filter(function (r) { return !q || r.path.toLowerCase().indexOf(q) >= 0; });
+		table($('region-table'), [
+			{key: 'path', label: 'region path', mono: true, fmt: function (r) {
+				return '<span class="bar" style="width:' + Math.min(60, Math.round((isNum(r.share_pct) ? r.share_pct : 0) * 0.6)) + 'px"></span>' + esc(r.path); }},
+			{key: 'count', label: 'calls', num: true, fmt: function (r) { return fmtNum(r.count); }},
+			{key: 'total_ns', label: 'total', num: true, fmt: function (r) { return fmtNs(r.total_ns); }},
+			{key: 'share_pct', label: '% wall', num: true, fmt: function (r) { return fmtPct(r.share_pct); }},
+			{key: 'self_ns', label: 'self', num: true, fmt: function (r) { return fmtNs(r.self_ns); }},
+			{key: 'mean_ns', label: 'mean', num: true, fmt: function (r) { return fmtNs(r.mean_ns); }},
+			{key: 'p50_ns', label: 'p50', num: true, fmt: function (r) { return fmtNs(r.p50_ns); }},
+			{key: 'p95_ns', label: 'p95', num: true, fmt: function (r) { return fmtNs(r.p95_ns); }},
+			{key: 'p99_ns', label: 'p99', num: true, fmt: function (r) { return fmtNs(r.p99_ns); }},
+			{key: 'max_ns', label: 'max', num: true, fmt: function (r) { return fmtNs(r.max_ns); }},
+			{key: 'threads', label: 'threads', num: true},
+			{key: 'samples', label: 'samples', num: true, fmt: function (r) { return fmtNum(r.samples); }},
+			{key: 'top_functions', label: 'top functions (samples)', sort: function (r) { return r.samples; }, fmt: function (r) {
+				return (r.top_functions || []).slice(0, 3).map(function (f) { return esc(f.name) + ' ' + fmtPct(f.self_pct); }).join('<br>'); }}
+		], regs);
 	}
 
 	/*
-	 * Thread timeline: one row per thread and region depth; x is time since the start of
-	 * the recording. Merged blocks (count > 1) are drawn lighter and say how many calls
-	 * they stand for; calls still open are outlined. Under `fennec view`, zooming into a
+	 * Thread timeline: one row per thread and region depth, then per GPU stream a row of
+	 * kernels and one of copies and memsets; x is time since the start of the recording.
+	 * Merged blocks (count > 1) are drawn lighter and say how many calls they stand for;
+	 * calls still open are outlined. Under `fennec view`, zooming into a
 	 * reduced timeline loads the calls of the window from /api/timeline, with the whole
 	 * interval budget, so detail appears as you zoom.
 	 */
@@ -302,21 +309,35 @@
 	function timelineNote(t) {
 		var w = t.to_ns !== null && t.to_ns !== undefined;
 		return (w ? 'Zoomed: ' + fmtNum(t.calls) + ' calls between ' + fmtNs(t.from_ns) + ' and ' + fmtNs(t.to_ns) : fmtNum(t.calls) + ' calls') +
+			(t.gpu_work ? ' and ' + fmtNum(t.gpu_work) + ' GPU kernels, copies and memsets (' + (t.gpu_lanes || []).length + ' streams)' : '') +
 			(t.blocks ? ' drawn as ' + fmtNum(t.intervals) + ' intervals: calls and gaps under ' + fmtNs(t.resolution_ns) +
 				' merged into blocks for display (hover a block for its call count)' : ', every call drawn') +
 			(t.deep_calls ? '; ' + fmtNum(t.deep_calls) + ' calls deeper than ' + t.max_depth + ' not drawn' : '') +
 			(w ? '. Zoom out to see the whole run.' : '. Scroll or drag the slider to zoom' + (window.FENNEC_LIVE && t.blocks ? ' (detail loads as you zoom)' : '') + '.');
 	}
 
+	/* A GPU lane of timeline t ("thread" at or past gpu_lane_base), or null for a thread. */
+	function gpuLane(t, v) {
+		return t.gpu_lane_base !== undefined && v >= t.gpu_lane_base ? (t.gpu_lanes || [])[v - t.gpu_lane_base] || null : null;
+	}
+	/* A row group's key, the same in the full timeline and a window's (/api/timeline
+	 * numbers GPU lanes in the order it meets them). */
+	function laneKey(t, v) {
+		var g = gpuLane(t, v);
+		return g ? 'gpu ' + g.pid + ' ' + g.device + ' ' + g.stream : 'thread ' + v;
+	}
+
 	function timelineRows(t) {
 		TL.open = {};
 		(t.open || []).forEach(function (k) { TL.open[k] = 1; });
-		var rows = [];
+		var rows = [], keys = {};
 		for (var i = 0; i < t.intervals; i++) {
-			var b = TL.base[t.thread[i]];
-			if (b === undefined) continue; /* a lane the full timeline does not have */
+			var v = t.thread[i];
+			if (keys[v] === undefined) keys[v] = laneKey(t, v);
+			var b = TL.base[keys[v]], row = b && b[t.depth[i]];
+			if (row === undefined) continue; /* a row the full timeline does not have */
 			var s = t.start_ns[i] / 1e6;
-			rows.push([s, s + t.dur_ns[i] / 1e6, b + t.depth[i], i]);
+			rows.push([s, s + t.dur_ns[i] / 1e6, row, i]);
 		}
 		return rows;
 	}
@@ -363,21 +384,34 @@
 			return;
 		}
 		var threads = A.threads || [];
-		/* Rows: per thread with intervals, its depths 0..max. */
-		var maxDepth = {};
+		/* Rows: per thread with intervals, its depths 0..max; per GPU stream, a row of
+		 * kernels and one of copies and memsets, each when it has any. */
+		var maxDepth = {}, gpuDepths = {};
 		for (var i = 0; i < tl.intervals; i++) {
 			var t = tl.thread[i], d = tl.depth[i];
 			if (maxDepth[t] === undefined || d > maxDepth[t]) maxDepth[t] = d;
+			(gpuDepths[t] = gpuDepths[t] || {})[d] = 1;
 		}
 		var tids = Object.keys(maxDepth).map(Number).sort(function (a, b) { return a - b; });
-		var cats = [];
+		var cats = [], many = A.summary.processes > 1;
 		TL.base = {};
 		tids.forEach(function (t) {
-			TL.base[t] = cats.length;
+			var rows = TL.base[laneKey(tl, t)] = [];
+			var g = gpuLane(tl, t);
+			if (g) {
+				var name = 'GPU ' + g.device + ' · stream ' + g.stream + (many ? ' [' + g.pid + ']' : '');
+				[0, 1].forEach(function (d) {
+					if (!gpuDepths[t][d]) return;
+					rows[d] = cats.length;
+					cats.push(d && gpuDepths[t][0] ? 'copies, memsets' : d ? name + ' copies' : name);
+				});
+				return;
+			}
 			var th = threads[t] || {};
-			for (var d = 0; d <= maxDepth[t]; d++)
-				cats.push(d ? '' : (th.name ? th.name + ' ' : '') + (th.tid !== undefined ? th.tid : t) +
-					(A.summary.processes > 1 ? ' [' + th.pid + ']' : ''));
+			for (var d = 0; d <= maxDepth[t]; d++) {
+				rows[d] = cats.length;
+				cats.push(d ? '' : (th.name ? th.name + ' ' : '') + (th.tid !== undefined ? th.tid : t) + (many ? ' [' + th.pid + ']' : ''));
+			}
 		});
 		TL.coarse = TL.cur = tl;
 		TL.detail = false;
@@ -388,10 +422,11 @@
 			grid: {left: 8, right: 20, top: 8, bottom: 56, containLabel: true},
 			tooltip: {formatter: function (p) {
 				var t = TL.cur, k = p.value[3];
-				var nm = t.names[t.name[k]], n = t.count[k];
-				return n > 1 ? '<b>' + fmtNum(n) + ' calls</b> merged (shorter than ' + fmtNs(t.resolution_ns) + ' each), longest: ' + esc(nm) +
+				var nm = t.names[t.name[k]], n = t.count[k], g = gpuLane(t, t.thread[k]);
+				var what = g ? 'GPU ' + g.device + ' stream ' + g.stream + ': ' : '';
+				return n > 1 ? esc(what) + '<b>' + fmtNum(n) + (g ? ' kernels or copies' : ' calls') + '</b> merged (shorter than ' + fmtNs(t.resolution_ns) + ' each), longest: ' + esc(nm) +
 					'<br>from ' + fmtNs(t.start_ns[k]) + ', over ' + fmtNs(t.dur_ns[k]) + ', busy ' + fmtNs(t.busy_ns[k]) :
-					'<b>' + esc(nm) + '</b>' + (TL.open[k] ? ' (still open at the end)' : '') + '<br>start ' + fmtNs(t.start_ns[k]) + ', duration ' + fmtNs(t.dur_ns[k]);
+					esc(what) + '<b>' + esc(nm) + '</b>' + (TL.open[k] ? ' (still open at the end)' : '') + '<br>start ' + fmtNs(t.start_ns[k]) + ', duration ' + fmtNs(t.dur_ns[k]);
 			}},
 			xAxis: {type: 'value', min: 0, max: span || 1, axisLabel: {formatter: function (v) { return fmtNs(v * 1e6); }}},
 			yAxis: {type: 'category', data: cats, inverse: true, axisTick: {show: false}, splitLine: {show: false}},
@@ -595,6 +630,328 @@
 		], A.lines || []);
 	}
 
+	/* ---- GPU ---- */
+
+	function fmtBw(b) { return isNum(b) ? fmtBytes(b) + '/s' : '–'; }
+	function devLabel(d, many) {
+		return 'GPU ' + (d.id >= 65536 ? 'nvml' + (d.id - 65536) : d.id) + (many ? ' [' + d.pid + ']' : '');
+	}
+	/* Several processes with GPUs: a device is named with its pid. */
+	function gpuManyProcs(g) {
+		var pids = {};
+		(g.devices || []).forEach(function (d) { pids[d.pid] = 1; });
+		return Object.keys(pids).length > 1;
+	}
+
+	/* A line chart of per-device series over time ([t_ns, value] points); `unit` formats the axis. */
+	function timeChart(id, series, unit, yOpts) {
+		chart(id, {
+			grid: {left: 10, right: 20, top: 30, bottom: 56, containLabel: true},
+			legend: {top: 0, type: 'scroll'},
+			tooltip: {trigger: 'axis', valueFormatter: unit},
+			xAxis: {type: 'value', axisLabel: {formatter: function (v) { return fmtNs(v * 1e6); }}},
+			yAxis: Object.assign({type: 'value', axisLabel: {formatter: unit}}, yOpts || {}),
+			dataZoom: [{type: 'inside'}, {type: 'slider', height: 18, bottom: 8, labelFormatter: function (v) { return fmtNs(v * 1e6); }}],
+			series: series
+		});
+	}
+
+	function nvmlSeries(g, many, field, name, scale, extra) {
+		var out = [];
+		(g.devices || []).forEach(function (d) {
+			var pts = (d.utilisation || []).filter(function (u) { return isNum(u[field]); });
+			if (!pts.length) return;
+			out.push(Object.assign({type: 'line', name: devLabel(d, many) + ' ' + name, showSymbol: pts.length < 60, symbolSize: 4,
+				sampling: 'lttb', data: pts.map(function (u) { return [u.t_ns / 1e6, u[field] * scale]; })}, extra || {}));
+		});
+		return out;
+	}
+
+	function drawGpu() {
+		var g = A.gpu;
+		if (!g) return;
+		var devs = g.devices || [], many = gpuManyProcs(g);
+		var h = [];
+		h.push(card('GPU busy', fmtPct(g.busy_pct), fmtNs(g.busy_ns) + ' busy over ' + devs.length + ' device(s)'));
+		h.push(card('Kernel time', fmtNs(g.kernel_ns), fmtNum((g.kernels || []).reduce(function (s, k) { return s + (k.count || 0); }, 0)) + ' launches of ' +
+			fmtNum((g.kernels || []).length) + ' kernels'));
+		if (!g.kernels_only)
+			h.push(card('Copies', fmtNs(g.memcpy_ns), fmtBytes((g.memcpy || []).reduce(function (s, c) { return s + (c.bytes || 0); }, 0)) + ' moved'));
+		h.push(card('Host waiting', fmtNs(g.sync_ns), fmtNum(g.sync_calls) + ' synchronising calls', g.busy_ns > 0 && g.sync_ns > 0.1 * g.busy_ns));
+		if (isNum(g.launch_calls) && g.launch_calls)
+			h.push(card('Launch calls', fmtNum(g.launch_calls), fmtNs(g.launch_ns) + ' on the host'));
+		devs.forEach(function (d) {
+			var nv = d.nvml || {};
+			h.push(card(devLabel(d, many) + (d.name ? ' · ' + d.name : ''), fmtPct(d.busy_pct),
+				'busy; peak ' + fmtBytes(d.peak_allocated_bytes) + ' allocated' +
+				(isNum(nv.mem_used_max_bytes) && nv.mem_used_max_bytes ? ', ' + fmtBytes(nv.mem_used_max_bytes) + ' reserved (NVML)' : '')));
+		});
+		if (isNum(g.peak_reserved_bytes))
+			h.push(card('Peak reserved', fmtBytes(g.peak_reserved_bytes), 'device memory in use (NVML: context and caches included)'));
+		$('gpu-cards').innerHTML = h.join('');
+
+		var n = [];
+		if (g.kernels_only) n.push(['info', 'Recorded with --gpu-kernels-only: copies, API calls and GPU memory are absent, not zero.']);
+		if (g.dropped_records || g.cupti_dropped_records)
+			n.push(['warn', fmtNum((g.dropped_records || 0) + (g.cupti_dropped_records || 0)) + ' GPU records lost: the GPU numbers are low.']);
+		if (g.cupti_version === null) n.push(['info', 'CUPTI was not loaded: no kernels or copies, only NVML samples and timers.']);
+		else if (!(g.kernels || []).length && !(g.memcpy || []).length)
+			n.push(['info', 'No kernels or copies were recorded (no GPU work ran while recording).']);
+		var tl = D.timeline;
+		if (tl && tl.gpu_work)
+			n.push(['info', 'The thread timeline (Operations) has a row per GPU stream: ' + fmtNum(tl.gpu_work) + ' kernels, copies and memsets' +
+				(tl.blocks ? ', short ones merged into blocks of at most ' + fmtNs(tl.resolution_ns) + ' like the regions' : ', every one drawn') + '.']);
+		$('gpu-notices').innerHTML = n.map(function (x) { return '<li class="' + x[0] + '">' + esc(x[1]) + '</li>'; }).join('');
+
+		table($('gpu-device-table'), [
+			{key: 'id', label: 'device', fmt: function (d) { return esc(devLabel(d, many)); }},
+			{key: 'name', label: 'name'},
+			{key: 'compute_capability', label: 'cc'},
+			{key: 'sm_count', label: 'SMs', num: true, fmt: function (d) { return fmtNum(d.sm_count); }},
+			{key: 'busy_ns', label: 'busy', num: true, fmt: function (d) { return fmtNs(d.busy_ns); }},
+			{key: 'busy_pct', label: '% wall', num: true, fmt: function (d) { return fmtPct(d.busy_pct); }},
+			{key: 'window_busy_pct', label: '% window', num: true, fmt: function (d) { return fmtPct(d.window_busy_pct); }},
+			{key: 'streams', label: 'streams', num: true, fmt: function (d) { return fmtNum(d.streams); }},
+			{key: 'overlap_ns', label: 'overlap', num: true, fmt: function (d) { return fmtNs(d.overlap_ns); }},
+			{key: 'stream_busy_ns', label: 'streams at once', num: true, sort: function (d) { return d.busy_ns ? d.stream_busy_ns / d.busy_ns : null; },
+				fmt: function (d) { return d.busy_ns ? (d.stream_busy_ns / d.busy_ns).toFixed(2) : '–'; }},
+			{key: 'peak_allocated_bytes', label: 'peak allocated', num: true, fmt: function (d) { return fmtBytes(d.peak_allocated_bytes); }},
+			{key: 'allocated_end_bytes', label: 'at the end', num: true, fmt: function (d) { return fmtBytes(d.allocated_end_bytes); }},
+			{key: 'nvml', label: 'reserved (NVML)', num: true, sort: function (d) { return d.nvml && d.nvml.mem_used_max_bytes; },
+				fmt: function (d) { return d.nvml ? fmtBytes(d.nvml.mem_used_max_bytes) : '–'; }},
+			{key: 'sm', label: 'SM % (NVML)', num: true, sort: function (d) { return d.nvml && d.nvml.sm_pct_mean; },
+				fmt: function (d) { return d.nvml ? fmtPct(d.nvml.sm_pct_mean) : '–'; }}
+		], devs);
+
+		/* Top kernels by total time. */
+		var ks = (g.kernels || []).slice(0, 15).reverse();
+		$('gpu-kernels-note').textContent = ks.length ? 'top ' + ks.length + ' of ' + fmtNum((g.kernels || []).length) + ', with launch counts' : '';
+		$('gpu-kernels-panel').hidden = !ks.length;
+		if (ks.length)
+			chart('chart-gpu-kernels', {
+				grid: {left: 10, right: 90, top: 10, bottom: 24, containLabel: true},
+				tooltip: {trigger: 'item', formatter: function (p) {
+					var k = ks[p.dataIndex];
+					return esc(k.name) + '<br>total ' + fmtNs(k.total_ns) + ' (' + fmtPct(k.gpu_time_pct) + ' of kernel time)<br>' +
+						fmtNum(k.count) + ' launches, mean ' + fmtNs(k.mean_ns) + ', min ' + fmtNs(k.min_ns) + ', max ' + fmtNs(k.max_ns) +
+						(isNum(k.occupancy_pct) ? '<br>occupancy ' + fmtPct(k.occupancy_pct) + ' (' + esc(k.occupancy_limiter) + ')' : '');
+				}},
+				xAxis: {type: 'value', axisLabel: {formatter: function (v) { return fmtNs(v); }}},
+				yAxis: {type: 'category', data: ks.map(function (k) { return ellipsize(k.name, 40); })},
+				series: [{type: 'bar', barMaxWidth: 26, data: ks.map(function (k) { return {value: k.total_ns, itemStyle: {color: colorOf(k.name)}}; }),
+					label: {show: true, position: 'right', formatter: function (p) {
+						var k = ks[p.dataIndex];
+						return fmtNs(k.total_ns) + ' · ' + fmtNum(k.count) + '×';
+					}}}]
+			});
+
+		/* GPU memory: allocated bytes per device (CUPTI), and NVML's memory in use. */
+		var mem = [];
+		devs.forEach(function (d) {
+			var pts = d.memory || [];
+			if (pts.length)
+				mem.push({type: 'line', step: 'end', name: devLabel(d, many) + ' allocated', showSymbol: pts.length < 60, symbolSize: 4,
+					areaStyle: {opacity: 0.12}, data: pts.map(function (m) { return [m.t_ns / 1e6, m.allocated_bytes]; })});
+		});
+		mem = mem.concat(nvmlSeries(g, many, 'mem_used_bytes', 'in use (NVML)', 1, {lineStyle: {type: 'dashed', width: 1}}));
+		$('gpu-memory-panel').hidden = !mem.length;
+		if (mem.length) {
+			$('gpu-memory-note').textContent = 'allocated: CUPTI memory records (cudaMalloc, pools); dashed: NVML, the whole device' +
+				(isNum(g.peak_allocated_bytes) && g.peak_allocated_bytes ? '; peak ' + fmtBytes(g.peak_allocated_bytes) +
+					(g.peak_allocated_region ? ' in ' + g.peak_allocated_region : '') : '');
+			timeChart('chart-gpu-memory', mem, fmtBytes);
+		}
+
+		/* NVML: utilisation, power and temperature. */
+		var util = nvmlSeries(g, many, 'sm_pct', 'SM %', 1).concat(nvmlSeries(g, many, 'mem_pct', 'memory %', 1, {lineStyle: {type: 'dashed'}}));
+		var power = nvmlSeries(g, many, 'power_mw', 'power W', 1e-3);
+		var temp = nvmlSeries(g, many, 'temperature_c', '°C', 1, {yAxisIndex: 1, lineStyle: {type: 'dotted'}});
+		$('gpu-util-panel').hidden = !util.length;
+		$('gpu-power-panel').hidden = !power.length && !temp.length;
+		if (util.length)
+			timeChart('chart-gpu-util', util, function (v) { return fmtPct(v); }, {min: 0, max: 100});
+		if (power.length || temp.length) {
+			chart('chart-gpu-power', {
+				grid: {left: 10, right: 20, top: 30, bottom: 56, containLabel: true},
+				legend: {top: 0, type: 'scroll'},
+				tooltip: {trigger: 'axis', valueFormatter: function (v) { return isNum(v) ? (+v).toFixed(1) : '–'; }},
+				xAxis: {type: 'value', axisLabel: {formatter: function (v) { return fmtNs(v * 1e6); }}},
+				yAxis: [{type: 'value', name: 'W'}, {type: 'value', name: '°C', splitLine: {show: false}}],
+				dataZoom: [{type: 'inside'}, {type: 'slider', height: 18, bottom: 8}],
+				series: power.concat(temp)
+			});
+		}
+
+		var q = $('gpu-kernel-filter').value.toLowerCase();
+		drawGpuKernelTable(q);
+		table($('gpu-copy-table'), [
+			{key: 'kind', label: 'direction', mono: true},
+			{key: 'count', label: 'copies', num: true, fmt: function (c) { return fmtNum(c.count); }},
+			{key: 'bytes', label: 'bytes', num: true, fmt: function (c) { return fmtBytes(c.bytes); }},
+			{key: 'total_ns', label: 'time', num: true, fmt: function (c) { return fmtNs(c.total_ns); }},
+			{key: 'bandwidth_bytes_per_s', label: 'bandwidth', num: true, fmt: function (c) { return fmtBw(c.bandwidth_bytes_per_s); }},
+			{key: 'pageable_pct', label: 'pageable', num: true, fmt: function (c) { return fmtPct(c.pageable_pct) + (c.pageable_count ? ' (' + fmtNum(c.pageable_count) + ')' : ''); }}
+		], g.memcpy || []);
+		table($('gpu-stream-table'), [
+			{key: 'device', label: 'device', fmt: function (s) { return esc('GPU ' + s.device + (many ? ' [' + s.pid + ']' : '')); }},
+			{key: 'stream', label: 'stream', num: true},
+			{key: 'kernels', label: 'kernels', num: true, fmt: function (s) { return fmtNum(s.kernels); }},
+			{key: 'memcpys', label: 'copies', num: true, fmt: function (s) { return fmtNum(s.memcpys); }},
+			{key: 'memsets', label: 'memsets', num: true, fmt: function (s) { return fmtNum(s.memsets); }},
+			{key: 'busy_ns', label: 'busy', num: true, fmt: function (s) { return fmtNs(s.busy_ns); }},
+			{key: 'busy_pct', label: 'busy %', num: true, fmt: function (s) {
+				return '<span class="bar" style="width:' + Math.round(Math.min(100, isNum(s.busy_pct) ? s.busy_pct : 0) * 0.5) + 'px"></span>' + fmtPct(s.busy_pct); }}
+		], g.streams || []);
+		table($('gpu-sync-table'), [
+			{key: 'region', label: 'region', mono: true, fmt: function (r) { return r.region === null ? '<span class="muted">outside regions</span>' : esc(r.region); }},
+			{key: 'sync_ns', label: 'waiting', num: true, fmt: function (r) { return fmtNs(r.sync_ns); }},
+			{key: 'calls', label: 'calls', num: true, fmt: function (r) { return fmtNum(r.calls); }}
+		], g.sync_regions || []);
+		$('gpu-timer-panel').hidden = !(g.timers || []).length;
+		table($('gpu-timer-table'), [
+			{key: 'name', label: 'timer', mono: true},
+			{key: 'count', label: 'count', num: true, fmt: function (t) { return fmtNum(t.count); }},
+			{key: 'total_ns', label: 'total', num: true, fmt: function (t) { return fmtNs(t.total_ns); }},
+			{key: 'mean_ns', label: 'mean', num: true, fmt: function (t) { return fmtNs(t.mean_ns); }},
+			{key: 'min_ns', label: 'min', num: true, fmt: function (t) { return fmtNs(t.min_ns); }},
+			{key: 'max_ns', label: 'max', num: true, fmt: function (t) { return fmtNs(t.max_ns); }}
+		], g.timers || []);
+	}
+
+	function drawGpuKernelTable(q) {
+		var ks = (A.gpu && A.gpu.kernels) || [];
+		if (q) ks = ks.filter(function (k) { return String(k.name).toLowerCase().indexOf(q) >= 0; });
+		var dim = function (v) { return v ? v.join('×') : ''; };
+		table($('gpu-kernel-table'), [
+			{key: 'name', label: 'kernel', mono: true, fmt: function (k) {
+				return '<span class="bar" style="width:' + Math.round(Math.min(100, isNum(k.gpu_time_pct) ? k.gpu_time_pct : 0) * 0.6) + 'px"></span>' + esc(k.name); }},
+			{key: 'count', label: 'launches', num: true, fmt: function (k) { return fmtNum(k.count); }},
+			{key: 'total_ns', label: 'total', num: true, fmt: function (k) { return fmtNs(k.total_ns); }},
+			{key: 'mean_ns', label: 'mean', num: true, fmt: function (k) { return fmtNs(k.mean_ns); }},
+			{key: 'min_ns', label: 'min', num: true, fmt: function (k) { return fmtNs(k.min_ns); }},
+			{key: 'max_ns', label: 'max', num: true, fmt: function (k) { return fmtNs(k.max_ns); }},
+			{key: 'gpu_time_pct', label: '% GPU time', num: true, fmt: function (k) { return fmtPct(k.gpu_time_pct); }},
+			{key: 'occupancy_pct', label: 'occupancy', num: true, fmt: function (k) {
+				return fmtPct(k.occupancy_pct) + (k.occupancy_limiter && isNum(k.occupancy_pct) ? ' <span class="muted">' + esc(k.occupancy_limiter) + '</span>' : ''); }},
+			{key: 'block', label: 'grid · block', sort: function (k) { return k.block ? k.block[0] * k.block[1] * k.block[2] : null; },
+				fmt: function (k) { return esc(dim(k.grid) + ' · ' + dim(k.block)); }},
+			{key: 'registers', label: 'regs', num: true, fmt: function (k) { return fmtNum(k.registers); }},
+			{key: 'streams', label: 'streams', sort: function (k) { return (k.streams || []).length; }, fmt: function (k) {
+				return (k.streams || []).slice(0, 4).map(function (s) { return esc('s' + s.stream + ' ×' + fmtNum(s.count)); }).join(', ') +
+					((k.streams || []).length > 4 ? ' …' : ''); }}
+		], ks);
+	}
+
+	/* ---- ranks ---- */
+
+	function hasRanks() { return (A.ranks || []).length > 1; }
+	function rankName(r) { return r === null || r === undefined ? 'no rank' : 'rank ' + r; }
+
+	function drawRanks() {
+		var ranks = A.ranks || [], b = A.balance, slow = b ? b.slowest_rank : null;
+		var h = [];
+		h.push(card('Ranks', fmtNum(ranks.length), fmtNum(A.summary.processes) + ' process(es)'));
+		if (b) {
+			h.push(card('Imbalance', fmtPct(b.imbalance_pct), 'max / mean − 1 of the ranks\' ' + b.basis, b.imbalance_pct >= 10));
+			h.push(card('Step imbalance', fmtPct(b.step_imbalance_pct), 'of the ranks\' mean step times'));
+			h.push(card('Slowest', rankName(b.slowest_rank), 'fastest: ' + rankName(b.fastest_rank), true));
+			h.push(card('Others wait', fmtNs(b.wait_ns), 'for the slowest rank (its ' + b.basis + ' less the others\' mean)'));
+		} else
+			h.push(card('Balance', '–', 'needs two recordings or more, each with a rank'));
+		$('rank-cards').innerHTML = h.join('');
+
+		table($('rank-table'), [
+			{key: 'rank', label: 'rank', num: true, fmt: function (r) { return esc(rankName(r.rank)) + (r.rank === slow && b ? ' <span class="sev HIGH">slowest</span>' : ''); }},
+			{key: 'host', label: 'host'},
+			{key: 'pid', label: 'pid', num: true},
+			{key: 'processes', label: 'procs', num: true},
+			{key: 'wall_ns', label: 'wall', num: true, fmt: function (r) { return fmtNs(r.wall_ns); }},
+			{key: 'cpu_ns', label: 'CPU', num: true, fmt: function (r) { return fmtNs(r.cpu_ns); }},
+			{key: 'work_ns', label: 'work', num: true, fmt: function (r) { return fmtNs(r.work_ns); }},
+			{key: 'comm_ns', label: 'comm', num: true, fmt: function (r) { return fmtNs(r.comm_ns); }},
+			{key: 'steps', label: 'steps', num: true, fmt: function (r) { return fmtNum(r.steps); }},
+			{key: 'step_mean_ns', label: 'step mean', num: true, fmt: function (r) { return fmtNs(r.step_mean_ns); }},
+			{key: 'step_p50_ns', label: 'median', num: true, fmt: function (r) { return fmtNs(r.step_p50_ns); }},
+			{key: 'step_p95_ns', label: 'p95', num: true, fmt: function (r) { return fmtNs(r.step_p95_ns); }},
+			{key: 'vs_mean', label: 'vs mean', num: true, sort: function (r) { return basisOf(r, b); }, fmt: function (r) {
+				var v = basisOf(r, b);
+				return b && isNum(v) && b.mean_ns ? (v >= b.mean_ns ? '+' : '') + fmtPct(100 * (v / b.mean_ns - 1)) : '–'; }},
+			{key: 'top_region', label: 'top region (self)', mono: true, fmt: function (r) { return r.top_region === null ? '' : esc(r.top_region) + ' ' + fmtNs(r.top_region_self_ns); }}
+		], ranks, {rowClass: function (r) { return b && r.rank === slow ? 'slowest' : ''; }});
+
+		/* Step time per rank: every rank when few, else the slowest, the fastest and the
+		 * median over the ranks of each step. */
+		var rs = (D.rank_steps || []).filter(function (r) { return r.durations_ns.length; });
+		if (!rs.length) {
+			$('rank-steps-note').textContent = '';
+			emptyChart('chart-rank-steps', 'no steps (mark iterations with fennec_step())');
+		} else {
+			var shown = rs, MAXR = 16, median = null;
+			if (rs.length > MAXR) {
+				shown = rs.filter(function (r) { return b && (r.rank === b.slowest_rank || r.rank === b.fastest_rank); });
+				var len = Math.min.apply(null, rs.map(function (r) { return r.durations_ns.length; }));
+				median = [];
+				for (var i = 0; i < len; i++) {
+					var col = rs.map(function (r) { return r.durations_ns[i]; }).sort(function (x, y) { return x - y; });
+					median.push([Math.round(i * rs[0].stride) + 1, col[col.length >> 1] / 1e6]);
+				}
+			}
+			var thinned = rs.some(function (r) { return r.stride > 1; });
+			$('rank-steps-note').textContent = (median ? rs.length + ' ranks: the slowest, the fastest and the median of each step' : 'one line per rank') +
+				(thinned ? '; thinned to every ' + fmtNum(Math.max.apply(null, rs.map(function (r) { return r.stride; }))) + 'th step' : '');
+			var series = shown.map(function (r) {
+				var isSlow = b && r.rank === b.slowest_rank;
+				return {type: 'line', name: rankName(r.rank) + (isSlow ? ' (slowest)' : ''), showSymbol: r.durations_ns.length < 100, symbolSize: 4,
+					sampling: 'lttb', lineStyle: {width: isSlow ? 2.4 : 1.2}, z: isSlow ? 3 : 2,
+					data: r.durations_ns.map(function (v, i) { return [Math.round(i * r.stride) + 1, v / 1e6]; })};
+			});
+			if (median)
+				series.push({type: 'line', name: 'median of the ranks', showSymbol: false, lineStyle: {type: 'dashed'}, data: median});
+			chart('chart-rank-steps', {
+				grid: {left: 10, right: 20, top: 30, bottom: 56, containLabel: true},
+				legend: {top: 0, type: 'scroll'},
+				tooltip: {trigger: 'axis', valueFormatter: function (v) { return fmtNs(v * 1e6); }},
+				xAxis: {type: 'value', name: 'step', nameLocation: 'middle', nameGap: 24, minInterval: 1},
+				yAxis: {type: 'value', scale: true, axisLabel: {formatter: function (v) { return fmtNs(v * 1e6); }}},
+				dataZoom: [{type: 'inside'}, {type: 'slider', height: 18, bottom: 8}],
+				series: series
+			});
+		}
+
+		/* Work and communication per rank, stacked. */
+		var cats = ranks.map(function (r) { return rankName(r.rank); });
+		chart('chart-rank-work', {
+			grid: {left: 10, right: 20, top: 30, bottom: 10, containLabel: true},
+			legend: {top: 0},
+			tooltip: {trigger: 'axis', axisPointer: {type: 'shadow'}, valueFormatter: function (v) { return fmtNs(v); }},
+			xAxis: {type: 'category', data: cats},
+			yAxis: {type: 'value', axisLabel: {formatter: function (v) { return fmtNs(v); }}},
+			series: [
+				{type: 'bar', name: 'work', stack: 'busy', data: ranks.map(function (r) {
+					return {value: r.work_ns, itemStyle: {color: b && r.rank === slow ? '#c92a2a' : '#1c7ed6'}}; })},
+				{type: 'bar', name: 'communication', stack: 'busy', itemStyle: {color: '#adb5bd'}, data: ranks.map(function (r) { return r.comm_ns; })}
+			].concat(b && b.mean_ns ? [{type: 'line', name: 'mean ' + b.basis, symbol: 'none', lineStyle: {type: 'dashed', color: '#495057'},
+				data: ranks.map(function () { return b.basis === 'work' ? b.mean_ns : null; })}] : [])
+		});
+
+		var losses = (b && b.losses) || [];
+		$('rank-loss-note').textContent = b ? rankName(b.slowest_rank) + ': the regions whose self time there exceeds the other ranks\' mean the most ' +
+			'(communication regions left out); the others wait about ' + fmtNs(b.wait_ns) + ' for it' : 'no balance: ranks are compared when every recording has a rank';
+		table($('rank-loss-table'), [
+			{key: 'region', label: 'region', mono: true},
+			{key: 'rank_ns', label: 'on the slowest rank', num: true, fmt: function (l) { return fmtNs(l.rank_ns); }},
+			{key: 'others_mean_ns', label: 'others\' mean', num: true, fmt: function (l) { return fmtNs(l.others_mean_ns); }},
+			{key: 'excess_ns', label: 'excess', num: true, fmt: function (l) {
+				return '<span class="bar" style="width:' + (b && b.wait_ns > 0 ? Math.round(Math.min(1, l.excess_ns / b.wait_ns) * 60) : 0) + 'px"></span>+' + fmtNs(l.excess_ns); }}
+		], losses);
+	}
+
+	/* A rank's value of the balance basis. */
+	function basisOf(r, b) {
+		if (!b) return null;
+		return b.basis === 'work' ? r.work_ns : b.basis === 'steps' ? r.step_mean_ns : r.wall_ns;
+	}
+
 	/* ---- bottlenecks ---- */
 
 	function drawBottlenecks() {
@@ -618,7 +975,11 @@
 
 	/* ---- tabs, data, live updates ---- */
 
-	var DRAW = {summary: drawSummary, operations: drawOperations, memory: drawMemory, callgraph: drawCallgraph, bottlenecks: drawBottlenecks};
+	var DRAW = {summary: drawSummary, operations: drawOperations, memory: drawMemory, callgraph: drawCallgraph, gpu: drawGpu,
+		ranks: drawRanks, bottlenecks: drawBottlenecks};
+	/* Tabs shown only when their data exists. */
+	var OPTIONAL = {gpu: function () { return !!A.gpu; }, ranks: hasRanks};
+	function tabShown(tab) { return !!DRAW[tab] && (!OPTIONAL[tab] || (A && OPTIONAL[tab]())); }
 
 	function draw(tab) {
 		try {
@@ -630,15 +991,12 @@
 	}
 
 	function showTab(tab) {
-		if (!DRAW[tab]) tab = 'summary';
+		if (!tabShown(tab)) tab = 'summary';
 		fennec.tab = tab;
 		document.querySelectorAll('nav.tabs button').forEach(function (b) { b.classList.toggle('active', b.getAttribute('data-tab') === tab); });
 		document.querySelectorAll('section.tab').forEach(function (s) { s.classList.toggle('active', s.id === 'tab-' + tab); });
 		if (!drawn[tab]) draw(tab);
-		Object.keys(fennec.charts).forEach(function (id) {
-			var el = $(id);
-			if (el && el.getAttribute('data-tab') === tab) fennec.charts[id].resize();
-		});
+		U.resizeVisible(); /* charts drawn while their tab was hidden have no size yet */
 		if (location.hash !== '#' + tab) history.replaceState(null, '', '#' + tab);
 	}
 	fennec.showTab = showTab;
@@ -652,6 +1010,10 @@
 		$('footer').textContent = 'fennec ' + A.fennec_version + ' · ' + (A.files || []).join(', ') + ' · charts: Apache ECharts ' + echarts.version +
 			' · data: the JSON report (schema ' + A.schema + ') and page data ' + D.page;
 		drawn = {};
+		Object.keys(OPTIONAL).forEach(function (t) {
+			document.querySelector('nav.tabs button[data-tab="' + t + '"]').hidden = !tabShown(t);
+		});
+		if (!tabShown(fennec.tab)) fennec.tab = 'summary';
 		drawBottlenecks(); /* the findings badge is always visible */
 		drawn.bottlenecks = true;
 		draw(fennec.tab || 'summary');
@@ -676,13 +1038,14 @@
 		});
 		var t = null;
 		function later(fn) { return function () { clearTimeout(t); t = setTimeout(function () { try { fn(); } catch (e) { showError(e); } }, 150); }; }
-		$('rflame-search').addEventListener('input', later(function () { if (A.regions.length) flameChart('chart-rflame', regionTree(), fmtNs, $('rflame-search').value, $('rflame-match')); }));
+		$('rflame-search').addEventListener('input', later(function () {
+			if (A && (A.regions || []).length) flameChart('chart-rflame', regionTree(), fmtNs, $('rflame-search').value, $('rflame-match'));
+		}));
 		$('cflame-search').addEventListener('input', later(drawCallgraph));
 		$('cflame-kind').addEventListener('change', later(drawCallgraph));
-		$('region-filter').addEventListener('input', later(drawOperations));
-		window.addEventListener('resize', function () {
-			Object.keys(fennec.charts).forEach(function (id) { fennec.charts[id].resize(); });
-		});
+		/* Filters redraw their table only (not the charts and the timeline above it). */
+		$('region-filter').addEventListener('input', later(drawRegionTable));
+		$('gpu-kernel-filter').addEventListener('input', later(function () { drawGpuKernelTable($('gpu-kernel-filter').value.toLowerCase()); }));
 		var tab = (location.hash || '').slice(1);
 		fennec.tab = DRAW[tab] ? tab : 'summary';
 		if (d) {
@@ -724,6 +1087,5 @@
 		tick();
 	}
 
-	if (document.readyState === 'loading') document.addEventListener('DOMContentLoaded', init);
-	else init();
+	U.onReady(init);
 })();

@@ -5,7 +5,9 @@
  * one JSON object on stdout, what a user would see: console and page errors, every tab
  * clicked and each visible chart's canvas checked for drawn pixels, zoom by mouse wheel on
  * the zoomable charts, the flame graph search, and (--live) the page following updates.
- * Screenshots go to OUTDIR. The Python tests (tests/integration/test_html.py,
+ * The tabs clicked are those the page shows (GPU and Ranks only with their data); the
+ * rows of the tables of those tabs are returned as text, and whether a name made to look
+ * like markup ran or made elements (it must show as text). Screenshots go to OUTDIR. The Python tests (tests/integration/test_html.py,
  * test_view.py) make the assertions.
  *
  * usage: check_page.js URL OUTDIR [--live N] [--touch FILE...]
@@ -28,7 +30,24 @@ function chromiumPath() {
 	return null;
 }
 
-const TABS = ['summary', 'operations', 'memory', 'callgraph', 'bottlenecks'];
+/* In the page: the text of every table in the active tab, by container id: rows of cells. */
+function tableState() {
+	const out = {};
+	document.querySelectorAll('section.tab.active .table-wrap').forEach(function (el) {
+		if (el.offsetParent === null) return;
+		out[el.id] = Array.from(el.querySelectorAll('tr')).map(function (tr) {
+			return Array.from(tr.children).map(function (c) { return c.textContent; });
+		});
+	});
+	return out;
+}
+
+/* In the page: what a name like <script>/<img onerror> would have done if not escaped. */
+function injectionState() {
+	return {ran: !!window.__fennec_injected,
+		elements: document.querySelectorAll('main script, main img, main iframe, .cards script, .cards img').length +
+			document.querySelectorAll('div[class*=tooltip] script, div[class*=tooltip] img').length};
+}
 
 /* In the page: the state of every chart container in the active tab. */
 function chartState() {
@@ -98,6 +117,12 @@ async function main() {
 			null, {timeout: 60000});
 		result.load_ms = Date.now() - t0;
 		result.notices = await page.evaluate(function () { return document.getElementById('notices').textContent; });
+		const TABS = await page.evaluate(function () {
+			return Array.from(document.querySelectorAll('nav.tabs button')).filter(function (b) { return !b.hidden; })
+				.map(function (b) { return b.getAttribute('data-tab'); });
+		});
+		result.tab_buttons = TABS;
+		result.tables = {};
 		for (const tab of TABS) {
 			await page.click('nav.tabs button[data-tab="' + tab + '"]');
 			await page.waitForFunction(function (t) {
@@ -112,6 +137,20 @@ async function main() {
 				return s && s.offsetParent !== null && getComputedStyle(s).display !== 'none';
 			}, tab);
 			result.tabs[tab] = {visible: visibleSection, charts: await page.evaluate(chartState)};
+			Object.assign(result.tables, await page.evaluate(tableState));
+			/* Hover the charts so that their tooltips (HTML) are built with the names in them. */
+			for (const id of Object.keys(result.tabs[tab].charts)) {
+				const box = await page.evaluate(function (i) {
+					const el = document.getElementById(i);
+					if (!el || el.offsetParent === null) return null;
+					el.scrollIntoView({block: 'center'});
+					const r = el.getBoundingClientRect();
+					return {x: r.left + r.width * 0.6, y: r.top + r.height * 0.4};
+				}, id);
+				if (!box) continue;
+				await page.mouse.move(box.x, box.y);
+				await page.waitForTimeout(60);
+			}
 			const shot = path.join(outdir, 'tab-' + tab + '.png');
 			await page.screenshot({path: shot, fullPage: true});
 			result.screenshots.push(shot);
@@ -168,10 +207,19 @@ async function main() {
 					cards: document.getElementById('cards').textContent};
 			});
 			result.tabs.summary_after_update = {charts: await page.evaluate(chartState)};
+			/* The optional tabs again after the update: redrawn from the new data. */
+			for (const tab of ['gpu', 'ranks']) {
+				if (TABS.indexOf(tab) < 0) continue;
+				await page.click('nav.tabs button[data-tab="' + tab + '"]');
+				await page.waitForTimeout(400);
+				result.tabs[tab + '_after_update'] = {charts: await page.evaluate(chartState)};
+			}
 			const shot = path.join(outdir, 'live.png');
 			await page.screenshot({path: shot, fullPage: true});
 			result.screenshots.push(shot);
 		}
+		result.injection = await page.evaluate(injectionState);
+		result.gpu_notices = await page.evaluate(function () { return document.getElementById('gpu-notices').textContent; });
 		result.fennec_errors = await page.evaluate(function () { return window.fennec.errors; });
 		result.external_requests = external;
 	} finally {

@@ -10,8 +10,8 @@ import os
 import re
 import shutil
 
-from helpers import (BUILD, REPO, SANITIZER, Skip, analyze, analyze_raw, assert_close, assert_eq, assert_true,
-                     record, region, run, timeout)
+from helpers import (BUILD, REPO, SANITIZER, Skip, analyze, analyze_raw, assert_close, assert_eq, assert_rel,
+                     assert_true, base_env, record, region, run, timeout)
 
 CHECK_PAGE = os.path.join(REPO, "tests", "browser", "check_page.js")
 PLAYWRIGHT = os.path.join(REPO, "tests", "consumers", "node_modules", "playwright-core")
@@ -303,3 +303,213 @@ def test_browser_memory_leak():
     assert_charts_drawn(b, {"memory": ["chart-memory", "chart-rss"]})
     series = b["tabs"]["memory"]["charts"]["chart-memory"]["series"]
     assert_true(series >= 3, "heap, RSS and trend series: %d" % series)
+
+
+# --- GPU, ranks, and names that look like markup -------------------------------------------
+
+# A name that would run script or make elements if the page put it into HTML unescaped.
+EVIL = "<script>window.__fennec_injected=1</script><img src=x onerror=\"window.__fennec_injected=1\">&'"
+
+MS = 1000000
+
+
+def assert_escaped(doc):
+    assert_eq(doc["injection"], {"ran": False, "elements": 0}, "a name with markup ran or made elements")
+
+
+def gpu_recording(name="gpu.fnc"):
+    """valid_nested_raw.fnc with a GPU chunk encoded here: a V100-like device, 3 stencil
+    kernels (streams 1 and 2), 2 kernels named EVIL (stream 1), a copy (stream 3), memory
+    records, NVML samples with utilisation, memory, power and temperature. Returns the path
+    and the known kernel counts."""
+    import fncfile
+    from test_gpu import t0, with_gpu
+    t = t0() + MS
+    dev = {"id": 0, "name": "Synthetic V100", "cc_major": 7, "sm_count": 80, "warp_size": 32,
+           "max_threads_per_block": 1024, "max_warps_per_sm": 64, "max_blocks_per_sm": 32,
+           "regs_per_sm": 65536, "regs_per_block": 65536, "smem_per_sm": 98304,
+           "smem_per_block": 98304, "memory_bytes": 32 << 30}
+    K = {"type": "kernel", "device": 0, "context": 1, "grid_x": 160, "grid_y": 1, "grid_z": 1,
+         "block_x": 512, "block_y": 1, "block_z": 1, "registers": 40, "static_smem": 16384}
+    recs = [dict(K, name=1, stream=1, start_ns=t, end_ns=t + 4 * MS),
+            dict(K, name=1, stream=2, start_ns=t + 2 * MS, end_ns=t + 6 * MS),
+            dict(K, name=1, stream=1, start_ns=t + 7 * MS, end_ns=t + 9 * MS),
+            dict(K, name=2, stream=1, start_ns=t + 10 * MS, end_ns=t + 11 * MS),
+            dict(K, name=2, stream=1, start_ns=t + 12 * MS, end_ns=t + 13 * MS),
+            {"type": "memcpy", "device": 0, "context": 1, "stream": 3, "start_ns": t + 5 * MS,
+             "end_ns": t + 15 * MS, "copy_kind": 1, "src_kind": 1, "dst_kind": 3, "bytes": 100000000},
+            {"type": "memory", "operation": 1, "memory_kind": 3, "device": 0, "start_ns": t + MS,
+             "address": 0x1000, "bytes": 1 << 30},
+            {"type": "memory", "operation": 2, "memory_kind": 3, "device": 0, "start_ns": t + 3 * MS,
+             "address": 0x1000, "bytes": 1 << 30}]
+    for i in range(8):
+        recs.append({"type": "nvml", "device": 0, "start_ns": t + i * 2 * MS, "sm_pct": 10 * i, "mem_pct": 5 * i,
+                     "mem_used_bytes": (1 + i % 3) << 30, "mem_total_bytes": 32 << 30, "power_mw": 100000 + 10000 * i,
+                     "temperature_c": 40 + i})
+    payload = fncfile.gpu_payload({"cupti_version": 130001, "records": len(recs)}, [dev],
+                                  [(1, "_Z7stencilPKfPfi"), (2, EVIL)], recs)
+    return with_gpu(payload, name), {"stencil(float const*, float*, int)": 3, EVIL: 2}
+
+
+def test_gpu_page_data():
+    """The GPU kernels, copies and memsets are lanes of the timeline, one per stream, each
+    interval where the record put it; the JSON report's GPU section is in the page data."""
+    path, counts = gpu_recording()
+    doc = page_data(html_report(path))
+    rep = analyze(path)
+    assert_eq(json.dumps(doc["analysis"]["gpu"], sort_keys=True), json.dumps(rep["gpu"], sort_keys=True),
+              "page data gpu vs analyze --format json")
+    tl = doc["timeline"]
+    assert_eq(tl["gpu_work"], 6, "GPU kernels and copies on the timeline")
+    assert_eq(tl["gpu_lane_base"], len(doc["analysis"]["threads"]), "GPU lanes follow the threads")
+    lanes = {(l["device"], l["stream"]) for l in tl["gpu_lanes"]}
+    assert_eq(lanes, {(0, 1), (0, 2), (0, 3)}, "one lane per stream")
+    got = {}
+    for i in range(tl["intervals"]):
+        if tl["thread"][i] < tl["gpu_lane_base"]:
+            continue
+        lane = tl["gpu_lanes"][tl["thread"][i] - tl["gpu_lane_base"]]
+        got.setdefault(tl["names"][tl["name"][i]], []).append(
+            (lane["stream"], tl["depth"][i], tl["dur_ns"][i], tl["count"][i]))
+    assert_eq(sorted(got["stencil(float const*, float*, int)"]), [(1, 0, 2 * MS, 1), (1, 0, 4 * MS, 1), (2, 0, 4 * MS, 1)],
+              "stencil kernels: stream, depth, duration, count")
+    assert_eq(sorted(got[EVIL]), [(1, 0, MS, 1)] * 2, "the other kernel")
+    assert_eq(got["memcpy HtoD"], [(3, 1, 10 * MS, 1)], "the copy, a row below its stream's kernels")
+    # The kernels start where the records put them, 1 ms after the file's start time.
+    first = min(tl["start_ns"][i] for i in range(tl["intervals"]) if tl["thread"][i] >= tl["gpu_lane_base"])
+    assert_close(first, doc["analysis"]["gpu"]["devices"][0]["first_ns"], 1000, "first GPU interval's start", " ns")
+
+
+def test_gpu_timeline_downsampled_like_regions():
+    """Many short kernels: merged into blocks by the same rules and resolution as the
+    regions' calls; the blocks account for every kernel."""
+    import fncfile
+    from test_gpu import t0, with_gpu
+    t = t0() + MS
+    n = 6000
+    recs = [{"type": "kernel", "device": 0, "context": 1, "stream": 1 + i % 2, "name": 1, "start_ns": t + i * 10000,
+             "end_ns": t + i * 10000 + 4000} for i in range(n)]
+    payload = fncfile.gpu_payload({"cupti_version": 130001, "records": n}, [], [(1, "tiny")], recs)
+    doc = page_data(html_report(with_gpu(payload), "--timeline-max", "1000"))
+    tl = doc["timeline"]
+    assert_true(tl["intervals"] <= 1000 and tl["blocks"] > 0, "reduced: %d intervals, %d blocks" % (tl["intervals"], tl["blocks"]))
+    base = tl["gpu_lane_base"]
+    gpu = [i for i in range(tl["intervals"]) if tl["thread"][i] >= base]
+    assert_eq(sum(tl["count"][i] for i in gpu), n, "kernels the GPU blocks stand for")
+    assert_eq(sum(tl["busy_ns"][i] for i in gpu), n * 4000, "kernel time in the GPU blocks")
+    for i in gpu:
+        if tl["count"][i] > 1:
+            assert_true(tl["dur_ns"][i] <= tl["resolution_ns"], "a GPU block longer than the resolution")
+
+
+@timeout(400)
+def test_browser_gpu_tab():
+    """The GPU tab of a recording with kernels, copies, memory and NVML: its charts drawn,
+    the kernel table with the known names and launch counts, the GPU lanes on the thread
+    timeline, a kernel name made of markup shown as text; no errors."""
+    path, counts = gpu_recording()
+    html_report(path)
+    doc = browse("file://" + os.path.abspath("report.html"), os.path.abspath("shots"))
+    assert_clean_page(doc)
+    assert_escaped(doc)
+    assert_true("gpu" in doc["tab_buttons"] and "ranks" not in doc["tab_buttons"], "tabs shown: %s" % doc["tab_buttons"])
+    assert_charts_drawn(doc, {"gpu": ["chart-gpu-kernels", "chart-gpu-memory", "chart-gpu-util", "chart-gpu-power"],
+                              "operations": ["chart-timeline"]})
+    rows = doc["tables"]["gpu-kernel-table"]
+    head = rows[0]
+    got = {r[head.index("kernel")]: int(r[head.index("launches")]) for r in rows[1:]}
+    assert_eq(got, counts, "kernel table: names (as text) and launch counts")
+    copies = doc["tables"]["gpu-copy-table"]
+    assert_eq([r[0] for r in copies[1:]], ["HtoD"], "copy directions")
+    streams = doc["tables"]["gpu-stream-table"]
+    assert_eq(len(streams) - 1, 3, "stream rows")
+    assert_true("tab-gpu.png" in [os.path.basename(s) for s in doc["screenshots"]], "screenshot of the GPU tab")
+    assert_true("GPU kernels, copies and memsets" in doc["zoom"]["chart-timeline"]["note"],
+                "the timeline note counts the GPU work: %r" % doc["zoom"]["chart-timeline"]["note"])
+
+
+@timeout(400)
+def test_browser_gpu_stand_in_driver():
+    """A recording with the stand-in driver (timers only: no kernels, no device, no NVML):
+    the GPU tab opens, lists the timers and says there are no kernels, without errors."""
+    from test_gpu import fake_driver
+    env = base_env({"FENNEC_LIBCUDA": fake_driver(), "FENNEC_NVML": "/nonexistent/libnvidia-ml.so.1"})
+    _, path = record("gpu_fake", fake_driver(), "timers", opts=["--gpu", "--sample", "off"], env=env, expect_rc=3)
+    rep = page_data(html_report(path))["analysis"]
+    if "gpu" not in rep:
+        raise Skip("the stand-in driver's recording has no GPU section here")
+    doc = browse("file://" + os.path.abspath("report.html"), os.path.abspath("shots"))
+    assert_clean_page(doc)
+    assert_true("gpu" in doc["tab_buttons"], "GPU tab shown: %s" % doc["tab_buttons"])
+    assert_charts_drawn(doc, {"gpu": []})
+    assert_true("No kernels or copies were recorded" in doc["gpu_notices"], "the GPU tab says why it has no kernels: %r"
+                % doc["gpu_notices"])
+    timers = {r[0]: int(r[1]) for r in doc["tables"]["gpu-timer-table"][1:]}
+    assert_eq(timers, {"step": 3, "bench": 5}, "GPU timers and their counts")
+
+
+@timeout(400)
+def test_browser_ranks_tab():
+    """Two fake ranks (steps.c: rank 1 does twice rank 0's work): `fennec analyze DIR
+    --format html` has a Ranks tab with both ranks, rank 1 marked the slowest, a step-time
+    line per rank and the regions where it loses time."""
+    for rank, ms in ((0, 5), (1, 10)):
+        record("steps", 12, ms, out="job/run.fnc", env=base_env({"OMPI_COMM_WORLD_RANK": str(rank),
+                                                                 "OMPI_COMM_WORLD_SIZE": "2"}), expect_rc=None)
+    d = page_data(html_report("job"))
+    assert_eq(d["analysis"]["balance"]["slowest_rank"], 1, "the slowest rank (analysis)")
+    rs = {r["rank"]: r for r in d["rank_steps"]}
+    assert_eq(sorted(rs), [0, 1], "step series of both ranks")
+    for r in (0, 1):
+        assert_eq(len(rs[r]["durations_ns"]), 12, "rank %d's steps" % r)
+    assert_rel(sorted(rs[1]["durations_ns"])[6], 10 * MS, 0.2, "rank 1's median step", "ns")
+    doc = browse("file://" + os.path.abspath("report.html"), os.path.abspath("shots"))
+    assert_clean_page(doc)
+    assert_true("ranks" in doc["tab_buttons"] and "gpu" not in doc["tab_buttons"], "tabs shown: %s" % doc["tab_buttons"])
+    assert_charts_drawn(doc, {"ranks": ["chart-rank-steps", "chart-rank-work"]})
+    assert_eq(doc["tabs"]["ranks"]["charts"]["chart-rank-steps"]["series"], 2, "a step-time line per rank")
+    rows = doc["tables"]["rank-table"][1:]
+    assert_eq([r[0].split()[:2] for r in rows], [["rank", "0"], ["rank", "1"]], "both ranks in the table")
+    slow = [r[0] for r in rows if "slowest" in r[0]]
+    assert_eq(slow, ["rank 1 slowest"], "rank 1 marked the slowest")
+    losses = [r[0] for r in doc["tables"]["rank-loss-table"][1:]]
+    assert_true(losses and set(losses) <= {"fwd", "bwd"}, "where the slowest rank loses time: %s" % losses)
+    assert_true("tab-ranks.png" in [os.path.basename(s) for s in doc["screenshots"]], "screenshot of the Ranks tab")
+
+
+EVIL_C = r"""
+#include <fennec.h>
+#include <time.h>
+int main(void)
+{
+	for (int i = 0; i < 5; i++) {
+		fennec_region_begin(NAME);
+		struct timespec ts = {0, 2000000};
+		nanosleep(&ts, NULL);
+		fennec_region_end();
+		fennec_step();
+	}
+	return 0;
+}
+"""
+
+
+@timeout(400)
+def test_browser_markup_in_names():
+    """A region named like markup (<script>, <img onerror>, &, quotes) is shown as text
+    everywhere: tables, cards, chart tooltips; nothing runs."""
+    with open("evil.c", "w") as f:
+        f.write(EVIL_C)
+    cc = os.environ.get("CC", "cc")
+    name = EVIL.replace("\\", "\\\\").replace('"', '\\"')
+    run([cc, "-O1", "-I", os.path.join(REPO, "include"), '-DNAME="%s"' % name, "evil.c", "-o", "evil"] +
+        ["-L", os.path.join(BUILD, "lib"), "-lfennec", "-Wl,-rpath," + os.path.join(BUILD, "lib")], check=True)
+    _, path = record(os.path.abspath("evil"), out="evil.fnc", opts=("--sample=off",))
+    html = html_report(path)
+    assert_true(EVIL not in html, "the name is not in the page's HTML as it is")
+    assert_eq([r["name"] for r in page_data(html)["analysis"]["regions"]], [EVIL], "the region's name in the page data")
+    doc = browse("file://" + os.path.abspath("report.html"), os.path.abspath("shots"))
+    assert_clean_page(doc)
+    assert_escaped(doc)
+    rows = doc["tables"]["region-table"]
+    assert_true(rows[1][0].strip() == EVIL, "the region table shows the name as text: %r" % rows[1][0])
