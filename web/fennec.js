@@ -1016,8 +1016,7 @@
 		if (!tabShown(fennec.tab)) fennec.tab = 'summary';
 		drawBottlenecks(); /* the findings badge is always visible */
 		drawn.bottlenecks = true;
-		draw(fennec.tab || 'summary');
-		if (fennec.tab && fennec.tab !== 'summary') draw('summary');
+		draw(fennec.tab || 'summary'); /* the other tabs when shown: a chart drawn in a hidden tab has no size */
 	}
 
 	function init() {

@@ -317,14 +317,15 @@ def assert_escaped(doc):
     assert_eq(doc["injection"], {"ran": False, "elements": 0}, "a name with markup ran or made elements")
 
 
-def gpu_recording(name="gpu.fnc"):
-    """valid_nested_raw.fnc with a GPU chunk encoded here: a V100-like device, 3 stencil
-    kernels (streams 1 and 2), 2 kernels named EVIL (stream 1), a copy (stream 3), memory
-    records, NVML samples with utilisation, memory, power and temperature. Returns the path
-    and the known kernel counts."""
+def gpu_recording(name="gpu.fnc", base=None):
+    """valid_nested_raw.fnc (or the recording BASE, changed in place) with a GPU chunk
+    encoded here: a V100-like device, 3 stencil kernels (streams 1 and 2), 2 kernels named
+    EVIL (stream 1), a copy (stream 3), memory records, NVML samples with utilisation,
+    memory, power and temperature. Returns the path and the known kernel counts."""
     import fncfile
-    from test_gpu import t0, with_gpu
-    t = t0() + MS
+    from test_gpu import base_file, with_gpu
+    data = open(base, "rb").read() if base else base_file()
+    t = fncfile.decode(data)["header"][9] + MS
     dev = {"id": 0, "name": "Synthetic V100", "cc_major": 7, "sm_count": 80, "warp_size": 32,
            "max_threads_per_block": 1024, "max_warps_per_sm": 64, "max_blocks_per_sm": 32,
            "regs_per_sm": 65536, "regs_per_block": 65536, "smem_per_sm": 98304,
@@ -348,7 +349,22 @@ def gpu_recording(name="gpu.fnc"):
                      "temperature_c": 40 + i})
     payload = fncfile.gpu_payload({"cupti_version": 130001, "records": len(recs)}, [dev],
                                   [(1, "_Z7stencilPKfPfi"), (2, EVIL)], recs)
-    return with_gpu(payload, name), {"stencil(float const*, float*, int)": 3, EVIL: 2}
+    counts = {"stencil(float const*, float*, int)": 3, EVIL: 2}
+    if not base:
+        return with_gpu(payload, name), counts
+    with open(base, "wb") as f:
+        f.write(fncfile.insert_before_end(data, fncfile.make_chunk(12, payload)))
+    return os.path.abspath(base), counts
+
+
+def record_ranks(out="job/run.fnc", steps=12, ms=(5, 10)):
+    """steps.c as fake ranks 0 and 1 (Open MPI's variables set by hand), rank r spending
+    ms[r] per step: rank 1 is the slowest. Uncompressed, so that gpu_recording can add to
+    a file."""
+    for rank, m in enumerate(ms):
+        record("steps", steps, m, out=out, env=base_env({"OMPI_COMM_WORLD_RANK": str(rank),
+                                                         "OMPI_COMM_WORLD_SIZE": str(len(ms)),
+                                                         "FENNEC_COMPRESSION": "0"}), expect_rc=None)
 
 
 def test_gpu_page_data():
@@ -453,9 +469,7 @@ def test_browser_ranks_tab():
     """Two fake ranks (steps.c: rank 1 does twice rank 0's work): `fennec analyze DIR
     --format html` has a Ranks tab with both ranks, rank 1 marked the slowest, a step-time
     line per rank and the regions where it loses time."""
-    for rank, ms in ((0, 5), (1, 10)):
-        record("steps", 12, ms, out="job/run.fnc", env=base_env({"OMPI_COMM_WORLD_RANK": str(rank),
-                                                                 "OMPI_COMM_WORLD_SIZE": "2"}), expect_rc=None)
+    record_ranks()
     d = page_data(html_report("job"))
     assert_eq(d["analysis"]["balance"]["slowest_rank"], 1, "the slowest rank (analysis)")
     rs = {r["rank"]: r for r in d["rank_steps"]}

@@ -11,11 +11,12 @@ import shutil
 import signal
 import socket
 import subprocess
+import threading
 import time
 
 from helpers import (SLOW, Skip, analyze, assert_eq, assert_true, base_env, fennec_bin, fixture, record,
                      record_command, timeout, wait_for)
-from test_html import assert_charts_drawn, assert_clean_page, browse
+from test_html import assert_charts_drawn, assert_clean_page, assert_escaped, browse, gpu_recording, record_ranks
 
 
 class Viewer:
@@ -346,3 +347,76 @@ def test_record_view():
         if p.poll() is None:
             os.killpg(p.pid, signal.SIGKILL)
             p.wait()
+
+
+def job_with_gpu():
+    """Two fake ranks (rank 1 the slowest), rank 0's file with GPU activity added: a
+    dashboard with both a GPU and a Ranks tab."""
+    record_ranks()
+    _, counts = gpu_recording(base="job/run.rank0.fnc")
+    return "job", counts
+
+
+def test_api_gpu_and_ranks():
+    """/api/page carries the GPU section, the GPU lanes of the timeline and each rank's
+    step times; /api/timeline's window has the GPU intervals of that window, named by
+    stream as in the full timeline."""
+    path, counts = job_with_gpu()
+    v = Viewer(path)
+    try:
+        page = v.json("/api/page")
+        g = page["analysis"].get("gpu")
+        assert_true(g, "a gpu section in /api/page")
+        assert_eq({k["name"]: k["count"] for k in g["kernels"]}, counts, "kernels and their launches")
+        assert_eq(sorted(r["rank"] for r in page["rank_steps"]), [0, 1], "step times of both ranks")
+        assert_eq(page["analysis"]["balance"]["slowest_rank"], 1, "the slowest rank")
+        tl = page["timeline"]
+        assert_eq(tl["gpu_work"], 6, "GPU work on the timeline")
+        base = tl["gpu_lane_base"]
+        kern = [i for i in range(tl["intervals"]) if tl["thread"][i] >= base and tl["depth"][i] == 0]
+        first = min(tl["start_ns"][i] for i in kern)
+        w = v.json("/api/timeline?from_ns=%d&to_ns=%d" % (first, first + 1000))["timeline"]
+        assert_eq(w["gpu_work"], 1, "the window holds the first kernel only")
+        lanes = [w["gpu_lanes"][w["thread"][i] - w["gpu_lane_base"]] for i in range(w["intervals"])
+                 if w["thread"][i] >= w["gpu_lane_base"]]
+        assert_eq([(l["device"], l["stream"]) for l in lanes], [(0, 1)], "the first kernel's stream")
+    finally:
+        assert_eq(v.stop(), 0, "exit status")
+
+
+@timeout(400)
+def test_browser_live_gpu_and_ranks():
+    """The dashboard of a job with GPU activity: the GPU and Ranks tabs drawn, and drawn
+    again after live updates (the files touched while the page is open), with no errors."""
+    path, counts = job_with_gpu()
+    v = Viewer(path)
+    stop = threading.Event()
+
+    def touch():
+        while not stop.wait(0.7):
+            for f in os.listdir("job"):
+                os.utime(os.path.join("job", f))
+
+    t = threading.Thread(target=touch, daemon=True)
+    t.start()
+    try:
+        doc = browse(v.url, os.path.abspath("shots"), "--live", "2")
+        assert_clean_page(doc)
+        assert_escaped(doc)
+        assert_true("gpu" in doc["tab_buttons"] and "ranks" in doc["tab_buttons"], "tabs: %s" % doc["tab_buttons"])
+        assert_charts_drawn(doc, {"gpu": ["chart-gpu-kernels", "chart-gpu-util"], "ranks": ["chart-rank-steps"]})
+        assert_true(doc["live"]["updates"] >= 3, "the page took new data: %s" % doc["live"])
+        for tab in ("gpu_after_update", "ranks_after_update"):
+            charts = doc["tabs"][tab]["charts"]
+            assert_true(charts, "charts of %s" % tab)
+            for cid, c in charts.items():
+                if c["visible"]:
+                    assert_true(c["rendered"] and c["drawn_pixels"] > 200, "%s, %s: %s" % (tab, cid, c))
+        got = {r[0]: int(r[1]) for r in doc["tables"]["gpu-kernel-table"][1:]}
+        assert_eq(got, counts, "kernel table")
+        slow = [r[0] for r in doc["tables"]["rank-table"][1:] if "slowest" in r[0]]
+        assert_eq(slow, ["rank 1 slowest"], "rank 1 marked the slowest")
+    finally:
+        stop.set()
+        t.join()
+        assert_eq(v.stop(), 0, "exit status")
