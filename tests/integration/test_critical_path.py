@@ -27,6 +27,21 @@ def chain_names(step, min_share=0.05):
     return [c["name"] for c in step["chain"] if c["ns"] >= min_share * step["ns"]]
 
 
+def check_pieces(step, known, what):
+    """The median step's pieces of `known` {name: units} last that long: a sleep may wake
+    late on a busy machine (later, never earlier), so up to 4 ms more."""
+    for c in step["chain"]:
+        if c["name"] in known:
+            want = known[c["name"]] * UNIT_MS * MS
+            assert_true(want - 0.2 * MS <= c["ns"] <= want + 4 * MS,
+                        "%s: %s's piece of the median step: %.2f ms for %d ms" % (what, c["name"], c["ns"] / MS, want / MS))
+
+
+def check_share(cp, r):
+    """A share is the time on the path over the analysed steps' time."""
+    assert_close(r["share_pct"], 100.0 * r["ns"] / cp["step_ns"], 1e-6, "%s share_pct" % r["name"], " %")
+
+
 def check_tiles(cp, what):
     """Each chain covers its step; the shares and untracked time add up to 100 %."""
     for k in ("slowest_step", "median_step"):
@@ -61,10 +76,15 @@ def test_critical_path_fork_join():
         assert_eq(r["steps_on_path"], steps, "%s: steps on the path" % name)
         assert_close(r["ns"], region(rep, path_)["total_ns"], 0.002 * region(rep, path_)["total_ns"],
                      "%s: time on the path against its total" % name, " ns")
-    # Shares of the step: 6/9, 2/9, 1/9 of each step, less what start-up and wake-ups take.
-    assert_close(a["share_pct"], 100 * 6 / 9, 6, "work_a share", " %")
-    assert_close(on_path(cp, "load")["share_pct"], 100 * 2 / 9, 3, "load share", " %")
-    assert_close(on_path(cp, "update")["share_pct"], 100 * 1 / 9, 3, "update share", " %")
+    # Shares: 6, 2 and 1 of the step's 9 units (the first step also holds the start-up, and
+    # sleeps wake late on a busy machine: the measured times are the reference).
+    for r in cp["regions"]:
+        check_share(cp, r)
+    load, update = on_path(cp, "load"), on_path(cp, "update")
+    assert_true(a["share_pct"] > 1.5 * load["share_pct"] and load["share_pct"] > 1.2 * update["share_pct"],
+                "shares in the order of 6, 2, 1 units: %.1f %.1f %.1f %%" % (a["share_pct"], load["share_pct"], update["share_pct"]))
+    assert_true(a["share_pct"] > 45, "work_a share %.1f %%, 6/9 known" % a["share_pct"])
+    check_pieces(cp["median_step"], {"load": 2, "work_a": 6, "update": 1}, "fork")
     w = on_path(cp, "wait")
     assert_true(w is None or (w["waiting"] and w["share_pct"] < 3),
                 "wait is waiting on work_a, only its wake-up latency may be on the path: %r" % w)
@@ -89,11 +109,13 @@ def test_critical_path_flips():
     check_tiles(cp, "flip")
     a, b = on_path(cp, "work_a", "worker-a"), on_path(cp, "work_b", "worker-b")
     assert_true(a is not None and b is not None, "both workers on the path: %r" % cp["regions"])
-    assert_eq(a["steps_on_path"], 9, "work_a: steps on the path")
-    assert_eq(b["steps_on_path"], 3, "work_b: steps on the path")
-    # only the 6-unit calls are on the path
-    assert_close(b["ns"], 3 * 6 * UNIT_MS * MS, 0.05 * 3 * 6 * UNIT_MS * MS, "work_b on the path", " ns")
-    assert_close(a["ns"], 9 * 6 * UNIT_MS * MS, 0.05 * 9 * 6 * UNIT_MS * MS, "work_a on the path", " ns")
+    # A worker woken 15 ms late (seen under ASan on a busy machine) really does end last:
+    # one step more for work_b is the timing's answer, not a wrong one.
+    assert_true(b["steps_on_path"] in (3, 4), "work_b: steps on the path: %d, 3 known" % b["steps_on_path"])
+    assert_eq(a["steps_on_path"], steps - b["steps_on_path"], "work_a: steps on the path: the others")
+    if b["steps_on_path"] == 3:  # then only the 6-unit calls are on the path
+        assert_close(b["ns"], 3 * 6 * UNIT_MS * MS, 0.05 * 3 * 6 * UNIT_MS * MS, "work_b on the path", " ns")
+        assert_close(a["ns"], 9 * 6 * UNIT_MS * MS, 0.05 * 9 * 6 * UNIT_MS * MS, "work_a on the path", " ns")
     for name in ("load", "update"):
         assert_eq(on_path(cp, name)["steps_on_path"], steps, "%s: steps on the path" % name)
 
@@ -108,13 +130,15 @@ def test_critical_path_single_thread():
     cp = cp_of(rep)
     assert_eq((cp["steps"], cp["lanes"]), (steps, 1), "steps and lanes")
     check_tiles(cp, "single")
-    for name, share in (("load", 2 / 7), ("compute", 4 / 7), ("update", 1 / 7)):
+    for name in ("load", "compute", "update"):
         r = on_path(cp, name)
         assert_true(r is not None, "%s on the path" % name)
         assert_eq(r["steps_on_path"], steps, "%s: steps on the path" % name)
-        assert_close(r["share_pct"], 100 * share, 4, "%s share" % name, " %")
+        check_share(cp, r)
         assert_close(r["ns"], region(rep, "iteration/" + name)["total_ns"],
                      0.002 * region(rep, "iteration/" + name)["total_ns"], "%s: all of it on the path" % name, " ns")
+    assert_true(on_path(cp, "compute")["share_pct"] > 40, "compute share, 4/7 known")
+    check_pieces(cp["median_step"], {"load": 2, "compute": 4, "update": 1}, "single")
     assert_eq(chain_names(cp["median_step"]), ["load", "compute", "update"], "the median step's chain")
     text = analyze_raw(path).stdout
     assert_true("Critical path" not in text, "no critical path section for one thread:\n" + text)
