@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # bench/memory.sh - the cost of heap profiling, fennec beside its peers, in one run: three
 # allocation-heavy workloads (bench/work_alloc.c: mixed malloc/free against a live set,
-# realloc chains, two threads freeing each other's blocks) run unprofiled and under
+# realloc chains, two threads freeing each other's blocks) and a real program (jq, from
+# Debian, filtering and grouping a generated JSON document: millions of small allocations
+# by an allocator-heavy interpreter) run unprofiled and under
 #   fennec-off      fennec record --sample off --memory=off      (interposed counters only)
 #   fennec-sampled  fennec record --sample off --memory=sampled  (counters + Poisson-sampled stacks)
 #   fennec-full     fennec record --sample off --memory=full     (every allocation and free, stacks)
@@ -24,8 +26,9 @@
 # The workload is compiled here without libfennec (a program linked with -lfennec gets
 # fennec's malloc even unprofiled): every variant runs that one binary.
 # Usage: bench/memory.sh [results_dir]
-#   env: REPS (default 3), SCALE (default 10: 0.1-0.2 s of CPU per workload natively),
-#        WORKLOADS (default "mixed realloc threads"), VARIANTS (default: all found),
+#   env: REPS (default 3), SCALE (default 10: 0.1-0.2 s of CPU per workload natively; jq's
+#        document has 5,000 x SCALE records, 0.4 s), WORKLOADS (default "mixed realloc
+#        threads jq"), VARIANTS (default: all found),
 #        FENNEC_BUILD (default build), KEEP=1 keeps the profiles.
 # Needs: heaptrack, valgrind, libgoogle-perftools-dev (libtcmalloc.so), jq, /usr/bin/time;
 # a variant whose tool is missing is left out with a message.
@@ -38,7 +41,7 @@ FENNEC=$B/bin/fennec
 results=${1:-$B/bench-results}
 REPS=${REPS:-3}
 SCALE=${SCALE:-10}
-WORKLOADS=${WORKLOADS:-mixed realloc threads}
+WORKLOADS=${WORKLOADS:-mixed realloc threads jq}
 TCMALLOC=${TCMALLOC:-$(ls /usr/lib/*/libtcmalloc.so 2>/dev/null | head -1 || true)}
 mkdir -p "$results"
 for f in "$FENNEC" /usr/bin/time; do
@@ -49,6 +52,21 @@ tmp=$(mktemp -d /tmp/fennec-bench-mem.XXXXXX)
 if [ "${KEEP:-0}" = 1 ]; then echo "keeping $tmp"; else trap 'rm -rf "$tmp"' EXIT; fi
 exe=$tmp/work_alloc
 ${CC:-cc} -std=gnu11 -O2 -g -D_GNU_SOURCE "$root/bench/work_alloc.c" -o "$exe" -lpthread
+
+# The real program: jq over a document of 5,000 x SCALE records (fixed seed). It has no
+# clocks of its own: its rows have end-to-end columns only.
+JQ_FILTER='[.[] | select(.score > 0.3) | {id, name, city: .address.city, n: (.tags | length)}]
+	| group_by(.city) | map({city: .[0].city, n: length, tags: (map(.n) | add)})'
+if [[ " $WORKLOADS " == *" jq "* ]]; then
+	python3 - "$tmp/data.json" $((5000 * SCALE)) <<'PY'
+import json, random, sys
+r = random.Random(7)
+json.dump([{"id": i, "name": "user%d" % i, "email": "u%d@example.org" % i, "score": round(r.random(), 4),
+            "tags": [r.choice(["a", "bb", "ccc", "dddd", "e"]) for _ in range(r.randint(0, 6))],
+            "address": {"city": r.choice(["Oslo", "Lima", "Pune", "Kyiv"]), "zip": "%05d" % r.randint(0, 99999)}}
+           for i in range(int(sys.argv[2]))], open(sys.argv[1], "w"))
+PY
+fi
 
 if [ -n "${VARIANTS:-}" ]; then
 	read -r -a variants <<<"$VARIANTS"
@@ -64,17 +82,19 @@ fi
 run_one() {
 	local v=$1 w=$2 prof=$3 out t0 t1 tm=$tmp/time.txt
 	local T=(/usr/bin/time -f '%U %S %M' -o "$tm")
+	local C=("$exe" "$w" "$SCALE")
+	[ "$w" = jq ] && C=(jq -c "$JQ_FILTER" "$tmp/data.json")
 	rm -rf "$prof" "$prof".* "$tm"
 	t0=$(date +%s%N)
 	if ! case $v in
-	base) out=$("${T[@]}" "$exe" "$w" "$SCALE") ;;
-	fennec-off) out=$("${T[@]}" "$FENNEC" record -q --sample off --memory=off -o "$prof" -- "$exe" "$w" "$SCALE") ;;
-	fennec-sampled) out=$("${T[@]}" "$FENNEC" record -q --sample off --memory=sampled -o "$prof" -- "$exe" "$w" "$SCALE") ;;
-	fennec-full) out=$("${T[@]}" "$FENNEC" record -q --sample off --memory=full -o "$prof" -- "$exe" "$w" "$SCALE") ;;
-	heaptrack) out=$("${T[@]}" heaptrack -o "$prof" "$exe" "$w" "$SCALE" 2>/dev/null) ;;
-	massif) out=$("${T[@]}" valgrind -q --tool=massif --massif-out-file="$prof" "$exe" "$w" "$SCALE" 2>/dev/null) ;;
-	tcmalloc) out=$("${T[@]}" env LD_PRELOAD="$TCMALLOC" "$exe" "$w" "$SCALE" 2>/dev/null) ;;
-	gperftools) out=$("${T[@]}" env LD_PRELOAD="$TCMALLOC" HEAPPROFILE="$prof" "$exe" "$w" "$SCALE" 2>/dev/null) ;;
+	base) out=$("${T[@]}" "${C[@]}") ;;
+	fennec-off) out=$("${T[@]}" "$FENNEC" record -q --sample off --memory=off -o "$prof" -- "${C[@]}") ;;
+	fennec-sampled) out=$("${T[@]}" "$FENNEC" record -q --sample off --memory=sampled -o "$prof" -- "${C[@]}") ;;
+	fennec-full) out=$("${T[@]}" "$FENNEC" record -q --sample off --memory=full -o "$prof" -- "${C[@]}") ;;
+	heaptrack) out=$("${T[@]}" heaptrack -o "$prof" "${C[@]}" 2>/dev/null) ;;
+	massif) out=$("${T[@]}" valgrind -q --tool=massif --massif-out-file="$prof" "${C[@]}" 2>/dev/null) ;;
+	tcmalloc) out=$("${T[@]}" env LD_PRELOAD="$TCMALLOC" "${C[@]}" 2>/dev/null) ;;
+	gperftools) out=$("${T[@]}" env LD_PRELOAD="$TCMALLOC" HEAPPROFILE="$prof" "${C[@]}" 2>/dev/null) ;;
 	esac; then
 		echo "memory: $v $w failed" >&2
 		echo failed
@@ -82,7 +102,14 @@ run_one() {
 	fi
 	t1=$(date +%s%N)
 	local line
-	line=$(grep -m1 '^elapsed_ns=' <<<"$out" || true)
+	if [ "$w" = jq ]; then
+		# the same answer under every profiler: 4 groups
+		[ "$(grep -m1 '^\[' <<<"$out" | jq length 2>/dev/null)" = 4 ] ||
+			{ echo "memory: $v $w: wrong output" >&2; echo failed; return; }
+		line=program=jq
+	else
+		line=$(grep -m1 '^elapsed_ns=' <<<"$out" || true)
+	fi
 	[ -n "$line" ] || { echo "memory: $v $w printed no result" >&2; echo failed; return; }
 	echo "$line e2e_ns=$((t1 - t0)) $(awk 'NF == 3 { printf "e2e_cpu_ns=%.0f e2e_rss_kb=%d", ($1 + $2) * 1e9, $3 }' "$tm")"
 }
@@ -160,8 +187,9 @@ for w in dict.fromkeys(r["workload"] for r in rows):
             continue
         rss = [num(r["e2e_rss_kb"]) / 1024 for r in rs if num(r["e2e_rss_kb"])]
         if v == "base":
-            cells = [cell([num(r[k]) / 1e9 for r in rs if num(r[k])], "%.3f") + " s" for k in RATIOS[:4]]
-            cells.append(cell([num(r["rss_kb"]) / 1024 for r in rs if num(r["rss_kb"])], "%.1f") + " MiB")
+            unit = lambda c, u: c if c == "NA" else c + u
+            cells = [unit(cell([num(r[k]) / 1e9 for r in rs if num(r[k])], "%.3f"), " s") for k in RATIOS[:4]]
+            cells.append(unit(cell([num(r["rss_kb"]) / 1024 for r in rs if num(r["rss_kb"])], "%.1f"), " MiB"))
             print("| %s | %s | %s | %s | |" % (w, label[v], " | ".join(cells), cell(rss, "%.1f") + " MiB"))
             continue
         ratios = {k: [] for k in RATIOS}
