@@ -623,7 +623,7 @@
 		table($('function-table'), fnCols, A.functions || []);
 		table($('offcpu-table'), fnCols.slice(0, 5), A.offcpu_functions || []);
 		table($('line-table'), [
-			{key: 'file', label: 'line', mono: true, fmt: function (r) { return esc(r.file.split('/').pop() + ':' + r.line); }},
+			{key: 'file', label: 'line', mono: true, fmt: function (r) { return esc(String(r.file || '?').split('/').pop() + ':' + r.line); }},
 			{key: 'function', label: 'function', mono: true},
 			{key: 'self_samples', label: 'samples', num: true, fmt: function (r) { return fmtNum(r.self_samples); }},
 			{key: 'self_pct', label: '%', num: true, fmt: function (r) { return fmtPct(r.self_pct); }}
@@ -674,7 +674,7 @@
 		var h = [];
 		h.push(card('GPU busy', fmtPct(g.busy_pct), fmtNs(g.busy_ns) + ' busy over ' + devs.length + ' device(s)'));
 		h.push(card('Kernel time', fmtNs(g.kernel_ns), fmtNum((g.kernels || []).reduce(function (s, k) { return s + (k.count || 0); }, 0)) + ' launches of ' +
-			fmtNum((g.kernels || []).length) + ' kernels'));
+			fmtNum((g.kernels || []).length) + ((g.kernels || []).length === 1 ? ' kernel' : ' kernels')));
 		if (!g.kernels_only)
 			h.push(card('Copies', fmtNs(g.memcpy_ns), fmtBytes((g.memcpy || []).reduce(function (s, c) { return s + (c.bytes || 0); }, 0)) + ' moved'));
 		h.push(card('Host waiting', fmtNs(g.sync_ns), fmtNum(g.sync_calls) + ' synchronising calls', g.busy_ns > 0 && g.sync_ns > 0.1 * g.busy_ns));
@@ -902,7 +902,7 @@
 			var series = shown.map(function (r) {
 				var isSlow = b && r.rank === b.slowest_rank;
 				return {type: 'line', name: rankName(r.rank) + (isSlow ? ' (slowest)' : ''), showSymbol: r.durations_ns.length < 100, symbolSize: 4,
-					sampling: 'lttb', lineStyle: {width: isSlow ? 2.4 : 1.2}, z: isSlow ? 3 : 2,
+					sampling: 'lttb', lineStyle: {width: isSlow ? 2.4 : 1.2}, z: isSlow ? 3 : 2, color: isSlow ? '#c92a2a' : undefined,
 					data: r.durations_ns.map(function (v, i) { return [Math.round(i * r.stride) + 1, v / 1e6]; })};
 			});
 			if (median)
@@ -1035,8 +1035,11 @@
 				if (c) c.dispatchAction({type: 'dataZoom', start: 0, end: 100});
 			});
 		});
-		var t = null;
-		function later(fn) { return function () { clearTimeout(t); t = setTimeout(function () { try { fn(); } catch (e) { showError(e); } }, 150); }; }
+		/* Each input its own timer: typing in one does not cancel another's pending redraw. */
+		function later(fn) {
+			var t = null;
+			return function () { clearTimeout(t); t = setTimeout(function () { try { fn(); } catch (e) { showError(e); } }, 150); };
+		}
 		$('rflame-search').addEventListener('input', later(function () {
 			if (A && (A.regions || []).length) flameChart('chart-rflame', regionTree(), fmtNs, $('rflame-search').value, $('rflame-match'));
 		}));
