@@ -802,7 +802,8 @@ static int cmp_sync_stack(const void *a, const void *b)
 }
 
 /* The host stacks that wait: samples whose thread was inside one of its merged
- * synchronising intervals at the sample's time, by stack. Needs symbolised samples. */
+ * synchronising intervals at the sample's time, by sequence of functions (one stack
+ * represents them). Needs symbolised samples. */
 static int sync_stacks(ana_profile *p, ana_gpu *g, work *w)
 {
 	if (!w->nallsync || !p->smp.nsamples)
@@ -828,10 +829,15 @@ static int sync_stacks(ana_profile *p, ana_gpu *g, work *w)
 		const psync *s = &w->allsync[lo - 1];
 		if (s->proc != key.proc || s->tid != key.tid || x->t_ns > s->end)
 			continue;
-		uint32_t k = ana_map_get(&of, x->stack);
+		/* by function sequence: stacks that differ only in lines or addresses are one */
+		const ana_stack *st = &p->smp.stacks[x->stack];
+		uint64_t h = st->n;
+		for (uint32_t j = 0; j < st->n; j++)
+			h = ana_hash64(h ^ p->smp.locs[st->locs[j]].func);
+		uint32_t k = ana_map_get(&of, h);
 		if (k == ANA_NONE) {
 			if (ana_grow(&g->sync_stacks, &g->sync_stacks_cap, g->nsync_stacks, sizeof *g->sync_stacks) < 0 ||
-			    ana_map_put(&of, x->stack, g->nsync_stacks) < 0) {
+			    ana_map_put(&of, h, g->nsync_stacks) < 0) {
 				rc = -1;
 				break;
 			}

@@ -96,9 +96,10 @@ typedef struct ana_gpu_sync_region {
 	uint64_t ns, calls;
 } ana_gpu_sync_region;
 
-/* A host call stack sampled while its thread was blocked in a synchronising call. */
+/* Host call stacks sampled while their thread was blocked in a synchronising call, with
+ * the same sequence of functions. */
 typedef struct ana_gpu_sync_stack {
-	uint32_t stack;         /* p->smp.stacks index */
+	uint32_t stack;         /* p->smp.stacks index: one of them */
 	uint64_t samples;       /* sample weight (periods) inside synchronising intervals */
 } ana_gpu_sync_stack;
 
