@@ -816,21 +816,37 @@ static void *wall_main(void *arg)
 
 static void release_blocking(void);
 
+/*
+ * The module table (P.mods, P.modules) is the writer's, and also a closing thread's: a
+ * library loaded and closed between two flushes would otherwise never be written, and the
+ * heap stacks and samples taken in it could not be named. Lock order: the session's flush
+ * lock, mod_lock, the loader's lock (dl_iterate_phdr).
+ */
+static pthread_mutex_t mod_lock = PTHREAD_MUTEX_INITIALIZER;
+
 /* A fork waits for a drain in progress (a dlclose's, say): the drain holds the loader's
  * lock, which the child would inherit taken. Registered before the session's handlers, so
  * this prepare runs after the session's (flush lock first, as the writer takes them). */
-static void unwind_lock_take(void) { pthread_mutex_lock(&P.unwind_lock); }
-static void unwind_lock_drop(void) { pthread_mutex_unlock(&P.unwind_lock); }
+static void unwind_lock_take(void)
+{
+	pthread_mutex_lock(&P.unwind_lock);
+	pthread_mutex_lock(&mod_lock);
+}
+static void unwind_lock_drop(void)
+{
+	pthread_mutex_unlock(&mod_lock);
+	pthread_mutex_unlock(&P.unwind_lock);
+}
 
 void col_sample_start(void)
 {
 	static int atfork_done;
-	if (P.mode == FMT_SAMPLE_OFF)
-		return;
-	if (!atfork_done) {
+	if (!atfork_done) { /* with sampling off too: the module table's lock */
 		pthread_atfork(unwind_lock_take, unwind_lock_drop, unwind_lock_drop);
 		atfork_done = 1;
 	}
+	if (P.mode == FMT_SAMPLE_OFF)
+		return;
 	if (col_ring_init(&P.ring, RING_SIZE) < 0) {
 		P.mode = FMT_SAMPLE_OFF;
 		return;
@@ -1148,8 +1164,8 @@ static void emit_samples(void (*emit)(unsigned type, cm_buf *raw), void (*before
 	body->len = 0;
 }
 
-/* MODULES: the objects loaded since the last call (samples and heap stacks need them). */
-void col_modules_drain(void (*emit)(unsigned type, cm_buf *raw), uint64_t now_ticks)
+/* Add the objects loaded since the last scan to P.modules. Called with mod_lock held. */
+static void modules_scan(uint64_t now_ticks)
 {
 	unsigned long long ad[2] = {0, 0};
 	dl_iterate_phdr(adds_cb, ad);
@@ -1159,9 +1175,17 @@ void col_modules_drain(void (*emit)(unsigned type, cm_buf *raw), uint64_t now_ti
 		P.mod_adds = ad[0];
 		P.mod_subs = ad[1];
 		P.mod_scanned = 1;
-		if (P.modules.len)
-			emit(FMT_MODULES, &P.modules);
 	}
+}
+
+/* MODULES: the objects loaded since the last call (samples and heap stacks need them). */
+void col_modules_drain(void (*emit)(unsigned type, cm_buf *raw), uint64_t now_ticks)
+{
+	pthread_mutex_lock(&mod_lock);
+	modules_scan(now_ticks);
+	if (P.modules.len)
+		emit(FMT_MODULES, &P.modules);
+	pthread_mutex_unlock(&mod_lock);
 }
 
 /* ---- the ring source, writer side ---- */
@@ -1262,9 +1286,17 @@ FENNEC_API int dlclose(void *handle)
 	static int (*real)(void *);
 	if (!real)
 		real = (int (*)(void *))dlsym(RTLD_NEXT, "dlclose");
-	if (P.mode != FMT_SAMPLE_OFF && P.source == FMT_SRC_RING && atomic_load(&P.active)) {
+	if (atomic_load_explicit(&col_on, memory_order_acquire)) {
 		int was = col_mem_internal(1);
-		rings_drain(0);
+		/* The library's record, for the next flush to write. A thread that closes a
+		 * library from a destructor of another being closed holds the loader's lock:
+		 * it only tries (the writer, if it holds mod_lock, is scanning anyway). */
+		if (pthread_mutex_trylock(&mod_lock) == 0) {
+			modules_scan(col_ticks());
+			pthread_mutex_unlock(&mod_lock);
+		}
+		if (P.mode != FMT_SAMPLE_OFF && P.source == FMT_SRC_RING && atomic_load(&P.active))
+			rings_drain(0);
 		col_mem_internal(was);
 	}
 	return real ? real(handle) : -1;
