@@ -178,7 +178,11 @@ def test_peak_region_and_live_set_at_peak():
         r, path = record("mem_growth", "spike", 64, opts=["--memory=" + mode])
         m = mem(analyze(path))
         assert_eq(m["peak_region"], "load", "memory.peak_region (%s mode)" % mode)
-        assert_rel(m["peak_bytes"], 65 * MIB, 0.02, "memory.peak_bytes (%s mode)" % mode)
+        # the issue: within 1 % in full mode (which replays requested sizes: exact but for
+        # the C runtime's own few blocks); sampled mode counts usable bytes, batched per
+        # thread up to 64 KiB (docs/memory.md): 2 % is far outside that
+        assert_rel(m["peak_bytes"], 65 * MIB, 0.01 if mode == "full" else 0.02,
+                   "memory.peak_bytes (%s mode)" % mode)
         top = m["at_peak"][0]
         assert_eq(top["function"], "block", "the stack holding the most at the peak (%s)" % mode)
         assert_rel(top["bytes"], 65 * MIB, 0.02 if mode == "full" else 0.5,
