@@ -1715,7 +1715,9 @@ static wblock *live_find(uint64_t addr)
  * memory. */
 static wblock *live_upsert(uint64_t addr)
 {
-	if ((M.nlive + 1) * 2 > M.live_cap && live_grow() < 0)
+	/* Up to 3/4 full: a program with millions of small blocks live (jq's 2.9M) keeps a
+	 * table of 24 bytes an entry; at 1/2 it took 523 MB of RSS there, at 3/4 407 MB. */
+	if ((uint64_t)(M.nlive + 1) * 4 > (uint64_t)M.live_cap * 3 && live_grow() < 0)
 		return NULL;
 	uint32_t j = live_slot(addr, M.live_cap);
 	while (M.live[j].addr && M.live[j].addr != addr)
