@@ -54,6 +54,21 @@ static uint64_t last_work_end(const ana_cp_lane *l, const uint8_t *waiting, uint
 	return 0;
 }
 
+/* The first thread lane (`from` first, then by index) with a work segment running just
+ * before t, or ANA_NONE. */
+static uint32_t host_at(const ana_cp_lane *lanes, uint32_t nlanes, uint32_t from, const uint8_t *waiting, uint64_t t)
+{
+	for (uint32_t k = 0; k <= nlanes; k++) {
+		uint32_t m = k ? k - 1 : from;
+		if ((k && m == from) || m >= nlanes || lanes[m].gpu)
+			continue;
+		ptrdiff_t j = seg_before(&lanes[m], t);
+		if (j >= 0 && is_work(lanes[m].lab[j], waiting))
+			return m;
+	}
+	return ANA_NONE;
+}
+
 /* Prepend [s, e) of (lane, label) to the pieces built backwards. */
 static int emit(ana_cp_piece **pieces, size_t *n, size_t *cap, uint32_t lane, uint32_t label, uint64_t s, uint64_t e)
 {
@@ -110,6 +125,15 @@ int ana_cp_walk(const ana_cp_lane *lanes, uint32_t nlanes, uint32_t from, const 
 					return -1;
 				cur = to;
 				t = best;
+				i = -2;
+				continue;
+			}
+			/* A stream idles until the host submits: nothing it was waiting for ended
+			 * (a kernel that starts inside the region that launches it), so the path is
+			 * the host work running as the stream starts. The next round moves back over
+			 * that work: t still decreases. */
+			if (l->gpu && lab == ANA_NONE && (to = host_at(lanes, nlanes, from, waiting, t)) != ANA_NONE) {
+				cur = to;
 				i = -2;
 				continue;
 			}
@@ -358,7 +382,7 @@ static int lane_add(ana_critpath *cp, build *b, ana_cp_where w, uint64_t *t, uin
 		return -1;
 	b->lab = bl;
 	cp->where[cp->nlanes++] = w;
-	b->lanes[b->n] = (ana_cp_lane){t, lab, n};
+	b->lanes[b->n] = (ana_cp_lane){t, lab, n, w.thread == ANA_NONE};
 	b->t[b->n] = t;
 	b->lab[b->n++] = lab;
 	return 0;

@@ -23,6 +23,7 @@ typedef struct ana_cp_lane {
 	const uint64_t *t;
 	const uint32_t *lab;
 	size_t n;
+	int gpu;              /* a GPU stream: it idles until a host thread submits work */
 } ana_cp_lane;
 
 /* A piece of a path: lane `lane` in `label` (ANA_NONE: untracked) over [start_ns, end_ns). */
@@ -39,8 +40,11 @@ typedef struct ana_cp_piece {
  * (ANA_NONE) is explained, if it can be, by the activity that released it: among the work
  * segments of the other lanes that end inside it (after its start, at or before the walk's
  * time), the one that ends last; the walk moves there, and the time from that end to the
- * walk's time stays with the waiting (or untracked) segment. With none, the whole segment
- * is on the path as waiting or untracked. Ties go to the lower lane index.
+ * walk's time stays with the waiting (or untracked) segment. With none, an idle GPU lane
+ * hands the walk, at the same time, to the first thread lane (not gpu; `from` first) with
+ * work running then: the host that was submitting the work the stream then started.
+ * Otherwise the whole segment is on the path as waiting or untracked. Ties go to the
+ * lower lane index.
  *
  * The pieces, in time order, adjacent pieces of one lane and label merged, cover
  * [t0, t1) exactly; they go to *pieces (grown with realloc, capacity *cap; reused across
