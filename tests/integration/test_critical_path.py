@@ -1,8 +1,12 @@
 """The critical path of each step (docs/critical_path.md) on steps whose path is known by
 construction (tests/fixtures/critpath.c): a main thread that loads, hands work to two
 threads, waits for them and updates; the same with the imbalance flipped in some steps; one
-thread alone. The walk itself has known-answer unit tests (tests/unit/test_critpath.c)."""
+thread alone. Then GPU streams, on recordings written here with every region and kernel at
+a chosen time (fncwrite.py): a host that waits for a kernel, for a kernel and a copy on two
+streams, a kernel that starts inside its launch region, a kernel off the path. The walk
+itself has known-answer unit tests (tests/unit/test_critpath.c)."""
 
+import fncwrite
 from helpers import (MS, analyze, analyze_raw, assert_close, assert_eq, assert_true, record, region,
                      timing)
 
@@ -166,3 +170,167 @@ def test_critical_path_no_steps():
     assert_eq(analyze(path)["critical_path"], None, "critical_path without steps")
     text = analyze_raw(path).stdout
     assert_true("Critical path" not in text, "no critical path section:\n" + text)
+
+
+# --- GPU streams, on recordings written here (tests/integration/fncwrite.py) ------------
+#
+# Every region, step mark and GPU record lies at a time chosen below, so the path of each
+# step is known exactly: the expected chains follow the walk of docs/critical_path.md by
+# hand. The kernel's name is mangled as CUPTI reports it; the report demangles it.
+
+GEMM = "gemm(float*, float*, int)"
+MAIN, S7, S8 = "main", "GPU 0 stream 7", "GPU 0 stream 8"
+KERNEL = {"type": "kernel", "device": 0, "context": 1, "name": 1, "grid_x": 64, "grid_y": 1, "grid_z": 1,
+          "block_x": 256, "block_y": 1, "block_z": 1, "registers": 32}
+
+
+def gpu_steps(shape, steps=6):
+    """run.fnc with `steps` steps of `shape` on thread "main" and stream 7 (8 for a copy);
+    returns (path, [expected chain per step: [(name or None, lane, ns)]]).
+
+    sync:      launch 2 ms; sync (a waiting name) 20 ms while gemm runs 18 ms on stream 7
+               from launch's end; update 3 ms. Path: launch, gemm, sync's last 2 ms, update.
+               Step 3's gemm runs 28 ms (sync 30 ms): the slowest step.
+    untracked: the same with the wait outside any region: its last 2 ms untracked.
+    copy:      gemm 14 ms, then a DtoH copy 4 ms on stream 8: the path crosses both streams.
+    overlap:   gemm starts 0.5 ms before launch ends (inside the region that launches it).
+    parallel:  gemm 5 ms while the host prepares for 10 ms, sync 1 ms: gemm is off the path
+               and sync, which nothing tracked explains, is on it whole."""
+    w = fncwrite.Writer()
+    m = w.thread(100, MAIN)
+    recs, chains = [], []
+    t = w.start_mono_ns
+    for k in range(steps):
+        g = 28 if shape == "sync" and k == 3 else 18
+        if shape == "parallel":
+            w.region(m, "launch", t, t + 2 * MS)
+            w.region(m, "prepare", t + 2 * MS, t + 12 * MS)
+            w.region(m, "sync", t + 12 * MS, t + 13 * MS)
+            w.region(m, "update", t + 13 * MS, t + 16 * MS)
+            recs.append(dict(KERNEL, stream=7, start_ns=t + 2 * MS, end_ns=t + 7 * MS, correlation=k + 1))
+            chains.append([("launch", MAIN, 2 * MS), ("prepare", MAIN, 10 * MS), ("sync", MAIN, MS),
+                           ("update", MAIN, 3 * MS)])
+            n = 16 * MS
+        else:
+            w.region(m, "launch", t, t + 2 * MS)
+            if shape != "untracked":
+                w.region(m, "sync", t + 2 * MS, t + (g + 4) * MS)
+            w.region(m, "update", t + (g + 4) * MS, t + (g + 7) * MS)
+            start = t + 3 * MS // 2 if shape == "overlap" else t + 2 * MS
+            if shape == "copy":
+                recs.append(dict(KERNEL, stream=7, start_ns=start, end_ns=t + 16 * MS, correlation=2 * k + 1))
+                recs.append({"type": "memcpy", "device": 0, "context": 1, "stream": 8, "start_ns": t + 16 * MS,
+                             "end_ns": t + 20 * MS, "copy_kind": 2, "src_kind": 3, "dst_kind": 1,
+                             "bytes": 1 << 20, "correlation": 2 * k + 2})
+                gpu = [(GEMM, S7, 14 * MS), ("memcpy DtoH", S8, 4 * MS)]
+            else:
+                recs.append(dict(KERNEL, stream=7, start_ns=start, end_ns=t + (g + 2) * MS, correlation=k + 1))
+                gpu = [(GEMM, S7, t + (g + 2) * MS - start)]
+            chains.append([("launch", MAIN, start - t)] + gpu +
+                          [(None if shape == "untracked" else "sync", MAIN, 2 * MS), ("update", MAIN, 3 * MS)])
+            n = (g + 7) * MS
+        t += n
+        w.step(m, t)
+    w.gpu(recs, strings=[(1, "_Z4gemmPfS_i")])
+    with open("run.fnc", "wb") as f:
+        f.write(w.data())
+    return "run.fnc", chains
+
+
+def check_gpu_path(shape, gpu_lanes, waiting=("sync",)):
+    """The JSON critical_path of gpu_steps(shape) against the chains known by construction:
+    every entry's time, share and steps on the path, untracked time, the slowest and median
+    steps' chains (within 1 us a piece: the clock fit's rounding). Returns the report."""
+    steps = 6
+    path, chains = gpu_steps(shape, steps)
+    rep = analyze(path)
+    cp = cp_of(rep)
+    what = "gpu " + shape
+    assert_eq((cp["steps"], cp["steps_total"], cp["gpu_lanes"]), (steps, steps, gpu_lanes),
+              "%s: steps analysed, steps, GPU lanes" % what)
+    assert_eq(cp["lanes"], 1 + gpu_lanes, "%s: lanes with activity" % what)
+    step_ns = [sum(ns for _, _, ns in c) for c in chains]
+    assert_close(cp["step_ns"], sum(step_ns), steps * 1000, "%s: step_ns" % what, " ns")
+    check_tiles(cp, what)
+    want = {}
+    for c in chains:
+        for name, lane, ns in c:
+            e = want.setdefault((name, lane), [0, 0])
+            e[0] += ns
+            e[1] += 1
+    untracked = want.pop((None, MAIN), [0, 0])[0]
+    assert_close(cp["untracked_ns"], untracked, steps * 1000, "%s: untracked" % what, " ns")
+    got = {(r["name"], r["thread"]): r for r in cp["regions"]}
+    assert_eq(sorted(got), sorted(want), "%s: the regions on the path (name, lane)" % what)
+    for (name, lane), (ns, n) in want.items():
+        r = got[(name, lane)]
+        assert_close(r["ns"], ns, n * 1000, "%s: %s on %s, time on the path" % (what, name, lane), " ns")
+        assert_eq(r["steps_on_path"], n, "%s: %s steps on the path" % (what, name))
+        check_share(cp, r)
+        assert_eq(r["gpu"], lane != MAIN, "%s: %s is on a GPU stream" % (what, name))
+        assert_eq(r["waiting"], name in waiting, "%s: %s waiting" % (what, name))
+    by_ns = sorted(step_ns)
+    for key, ns_k in (("slowest_step", by_ns[-1]), ("median_step", by_ns[(steps + 1) // 2 - 1])):
+        st = cp[key]
+        k = st["index"]  # steps of equal length are all right
+        assert_true(0 <= k < steps and step_ns[k] == ns_k, "%s: %s is step %d (%r ns), of %r ns expected"
+                    % (what, key, k, step_ns[k] if 0 <= k < steps else None, ns_k))
+        got_chain = [(c["name"], c["thread"]) for c in st["chain"]]
+        assert_eq(got_chain, [(n, l) for n, l, _ in chains[k]], "%s: %s chain" % (what, key))
+        for c, (name, lane, ns) in zip(st["chain"], chains[k]):
+            assert_close(c["ns"], ns, 1000, "%s: %s piece %s" % (what, key, name), " ns")
+            assert_eq(c["gpu"], lane != MAIN, "%s: %s piece %s on a stream" % (what, key, name))
+    return rep
+
+
+def critpath_section(path):
+    text = analyze_raw(path).stdout
+    at = text.find("Critical path of the steps")
+    assert_true(at >= 0, "the text report's critical path section:\n" + text)
+    end = text.find("\n\n", at)
+    return text[at:end if end >= 0 else len(text)]
+
+
+def test_critical_path_gpu_sync():
+    """The host waits in "sync" for gemm on stream 7: launch -> gemm (stream 7) -> sync's
+    last 2 ms -> update, in every step; shares 2/25, 18/25, 2/25, 3/25 of a 25 ms step
+    (the slowest step's 28 ms kernel moves them a little)."""
+    rep = check_gpu_path("sync", 1)
+    cp = rep["critical_path"]
+    gemm = on_path(cp, GEMM, S7)
+    assert_close(gemm["share_pct"], 100.0 * (5 * 18 + 28) / (5 * 25 + 35), 0.01, "gemm share", " %")
+    assert_eq(cp["untracked_ns"], 0, "untracked time")
+    assert_eq(cp["slowest_step"]["index"], 3, "the slowest step: the one with the 28 ms kernel")
+    sec = critpath_section("run.fnc")
+    assert_true(S7 in sec and GEMM in sec, "the stream and its kernel in the text section:\n" + sec)
+    assert_true("launch (main)" in sec and "(GPU 0 stream 7)" in sec,
+                "the slowest and median chains go through the stream:\n" + sec)
+
+
+def test_critical_path_gpu_untracked_wait():
+    """The same with the wait outside any region: the 2 ms the host still waits after the
+    kernel are untracked; the rest of the path is unchanged."""
+    check_gpu_path("untracked", 1, waiting=())
+
+
+def test_critical_path_gpu_copy():
+    """gemm (stream 7) then a DtoH copy (stream 8) while the host waits: the path crosses
+    from one stream to the other: launch -> gemm -> memcpy DtoH -> sync -> update."""
+    check_gpu_path("copy", 2)
+    sec = critpath_section("run.fnc")
+    assert_true(S7 in sec and S8 in sec and "memcpy DtoH" in sec, "both streams in the text section:\n" + sec)
+
+
+def test_critical_path_gpu_kernel_inside_launch():
+    """The kernel starts 0.5 ms before the region that launches it ends: the stream's idle
+    start goes back to launch (1.5 ms), not to untracked time on the stream."""
+    rep = check_gpu_path("overlap", 1)
+    assert_eq(rep["critical_path"]["untracked_ns"], 0, "untracked time")
+
+
+def test_critical_path_gpu_off_path():
+    """A 5 ms kernel while the host prepares for 10 ms: the kernel is not on the path, and
+    the host's 1 ms sync, which nothing tracked explains, is on it whole, as waiting."""
+    check_gpu_path("parallel", 1)
+    sec = critpath_section("run.fnc")
+    assert_true(GEMM not in sec and "prepare (main)" in sec, "gemm off the path in the text section:\n" + sec)

@@ -1,0 +1,161 @@
+"""Writing small fennec profile files from scratch (docs/format.md), for tests whose answer
+must be known exactly: every region begin and end, step mark and GPU record at a time the
+test chooses, with no scheduler in the way. Python 3 standard library only; the chunk and
+GPU payload encoders are fncfile's.
+
+    w = Writer(start_mono_ns=10**12, ticks_per_ns=2.0)
+    main = w.thread(1234, "main")
+    w.begin(main, "launch", t_ns); w.end(main, t_ns + 2 * MS); w.step(main, t_ns + 25 * MS)
+    w.gpu(records, strings=[(1, "gemm")])
+    open("run.fnc", "wb").write(w.data())
+
+Times are CLOCK_MONOTONIC nanoseconds; the writer turns them into ticks of an invariant TSC
+running at `ticks_per_ns` (header key 21, and an END calibration point on the same line),
+so that the reader's clock fit is exercised and thread and GPU times meet on one clock."""
+
+import struct
+
+import fncfile
+
+MS = 1_000_000
+
+
+def _varint(v):
+    out = bytearray()
+    while v >= 0x80:
+        out.append((v & 0x7F) | 0x80)
+        v >>= 7
+    out.append(v)
+    return bytes(out)
+
+
+def _string(s):
+    b = s.encode() if isinstance(s, str) else s
+    return _varint(len(b)) + b
+
+
+class Writer:
+    """One process's file: threads with region, step and TIME events, one GPU chunk."""
+
+    def __init__(self, start_mono_ns=10**12, ticks_per_ns=2.0, start_ticks=7_000_000_000,
+                 pid=4242, recording_id=0x5EED, exe="/synthetic/gpu_steps"):
+        self.start_mono_ns = start_mono_ns
+        self.ticks_per_ns = ticks_per_ns
+        self.start_ticks = start_ticks
+        self.pid = pid
+        self.recording_id = recording_id
+        self.exe = exe
+        self.sites = {}      # name -> id
+        self.threads = []    # [tid, name, start_ns, events bytearray, last ticks, open depth]
+        self.gpu_chunks = []
+        self.last_ns = start_mono_ns
+
+    def ticks(self, ns):
+        """The TSC value at CLOCK_MONOTONIC time ns (an integer: ticks_per_ns should make
+        it exact, e.g. 2.0)."""
+        t = self.start_ticks + (ns - self.start_mono_ns) * self.ticks_per_ns
+        assert t == int(t) and t >= self.start_ticks, "ticks of %d ns: %r" % (ns, t)
+        return int(t)
+
+    def thread(self, tid, name, start_ns=None):
+        """A new thread; returns its index. Its stream starts with a TIME event."""
+        start_ns = self.start_mono_ns if start_ns is None else start_ns
+        t = self.ticks(start_ns)
+        ev = bytearray(b"\x07" + _varint(t))
+        self.threads.append([tid, name, start_ns, ev, t, 0])
+        return len(self.threads) - 1
+
+    def _at(self, th, ns):
+        t = self.ticks(ns)
+        rec = self.threads[th]
+        assert t >= rec[4], "thread %d: events out of order at %d ns" % (th, ns)
+        dt = t - rec[4]
+        rec[4] = t
+        self.last_ns = max(self.last_ns, ns)
+        return _varint(dt)
+
+    def begin(self, th, name, ns):
+        sid = self.sites.setdefault(name, len(self.sites) + 1)
+        ev = self.threads[th][3]
+        if sid < 15:
+            ev.append(1 | sid << 4)
+        else:
+            ev.append(1 | 15 << 4)
+            ev += _varint(sid)
+        ev += self._at(th, ns)
+        self.threads[th][5] += 1
+
+    def end(self, th, ns):
+        assert self.threads[th][5] > 0, "END with no open region"
+        self.threads[th][3].append(2)
+        self.threads[th][3] += self._at(th, ns)
+        self.threads[th][5] -= 1
+
+    def region(self, th, name, start_ns, end_ns):
+        self.begin(th, name, start_ns)
+        self.end(th, end_ns)
+
+    def step(self, th, ns):
+        """A recorded step mark (STEP with s & 1)."""
+        self.threads[th][3].append(3 | 1 << 4)
+        self.threads[th][3] += self._at(th, ns)
+
+    def gpu(self, records, strings=(), devices=None):
+        """A GPU chunk (fncfile.gpu_payload): records with start_ns and end_ns in
+        CLOCK_MONOTONIC ns (GPU clock 0). Devices default to one device 0."""
+        if devices is None:
+            devices = [{"id": 0, "name": "Synthetic GPU", "sm_count": 80, "warp_size": 32,
+                        "memory_bytes": 16 << 30}]
+        for r in records:
+            self.last_ns = max(self.last_ns, r.get("end_ns", r["start_ns"]))
+        self.gpu_chunks.append(fncfile.gpu_payload({"cupti_version": 130001, "records": len(records)},
+                                                   devices, strings, records))
+
+    def data(self, end_ns=None):
+        """The whole file: HEADER, SITES, THREAD, EVENTS, the GPU chunks, THREAD_END, END
+        (whose calibration point lies on the same clock line as the header's)."""
+        end_ns = self.last_ns + MS if end_ns is None else end_ns
+        h = bytearray()
+
+        def hv(key, v):
+            h.extend(_varint(key) + b"\x00" + _varint(v))
+
+        hv(1, self.recording_id)
+        hv(2, self.pid)
+        hv(3, 1)
+        h.extend(_varint(4) + b"\x02" + _varint(1))  # rank -1 (zigzag)
+        h.extend(_varint(5) + b"\x01" + _string("synthetic-host"))
+        h.extend(_varint(6) + b"\x01" + _string(self.exe))
+        h.extend(_varint(7) + b"\x01" + _string(self.exe))
+        hv(8, 1_700_000_000 * 10**9)
+        hv(9, self.start_mono_ns)
+        hv(10, self.start_ticks)
+        hv(11, 0)  # invariant TSC
+        hv(12, 0)
+        hv(13, 0)
+        hv(14, 1 << 20)
+        hv(20, 10000)
+        h.extend(_varint(21) + b"\x03" + struct.pack("<d", self.ticks_per_ns))
+        hv(22, 0)
+        sites = b"".join(_varint(sid) + b"\x00" + _string(name) + _string("synthetic.c") + _varint(1)
+                         for name, sid in self.sites.items())
+        threads = b"".join(_varint(i) + _varint(tid) + _string(name) + _varint(self.ticks(st))
+                           for i, (tid, name, st, _ev, _t, _d) in enumerate(self.threads))
+        events = b"".join(_varint(i) + _varint(len(ev)) + bytes(ev)
+                          for i, (_tid, _name, _st, ev, _t, _d) in enumerate(self.threads))
+        end_t = self.ticks(end_ns)
+        thread_end = b"".join(_varint(i) + _varint(end_t) for i in range(len(self.threads)))
+        stats = (_varint(end_ns) + _varint(end_t) + _varint(0) + _varint(0) + _varint(1024) +
+                 _varint(len(self.threads)) + _varint(len(self.threads)) +
+                 b"".join(_varint(i) + _varint(0) for i in range(len(self.threads))) +
+                 _varint(0) + _varint(0))  # lost bytes (src/collect/session.c), exit reason
+        out = bytearray(fncfile.MAGIC + struct.pack("<HHI", 1, 4, 0))
+        out += fncfile.make_chunk(1, bytes(h))
+        out += fncfile.make_chunk(2, sites)
+        out += fncfile.make_chunk(3, threads)
+        out += fncfile.make_chunk(4, events)
+        for g in self.gpu_chunks:
+            out += fncfile.make_chunk(12, g)
+        out += fncfile.make_chunk(6, thread_end)
+        out += fncfile.make_chunk(7, stats)
+        return bytes(out)
