@@ -15,39 +15,8 @@
 
 /* ---- JSON ---- */
 
-static void jnum(FILE *out, double v)
-{
-	if (!isfinite(v))
-		fputs("null", out);
-	else if (v == floor(v) && fabs(v) < 9e15)
-		fprintf(out, "%.0f", v);
-	else
-		fprintf(out, "%.17g", v);
-}
-
-/* ", "key": " (or without the comma for the first key of an object). */
-static void jkey(FILE *out, const char *k, int *first)
-{
-	fputs(*first ? "" : ", ", out);
-	*first = 0;
-	rep_json_string(out, k);
-	fputs(": ", out);
-}
-
-static void jnk(FILE *out, const char *k, double v, int *first)
-{
-	jkey(out, k, first);
-	jnum(out, v);
-}
-
-static void js(FILE *out, const char *k, const char *v, int *first)
-{
-	jkey(out, k, first);
-	if (v)
-		rep_json_string(out, v);
-	else
-		fputs("null", out);
-}
+/* The section's layout: each object on one line (the writers are jsonw.c's). */
+#define IND ""
 
 static uint64_t rel(const ana_profile *p, uint64_t t) { return t > p->procs[0].file.start_mono_ns ? t - p->procs[0].file.start_mono_ns : 0; }
 
@@ -71,10 +40,10 @@ static void nvml_point(FILE *out, const ana_profile *p, const ana_gpu_point *pt)
 						 "pcie_rx_bytes_per_s"};
 	int f = 1;
 	fputc('{', out);
-	jnk(out, "t_ns", (double)rel(p, pt->t_ns), &f);
+	rep_json_knum(out, IND, "t_ns", (double)rel(p, pt->t_ns), &f);
 	for (int i = 0; i < FMT_NV_COUNT; i++)
 		if (pt->present >> i & 1)
-			jnk(out, keys[i], (double)pt->v[i], &f);
+			rep_json_knum(out, IND, keys[i], (double)pt->v[i], &f);
 	fputc('}', out);
 }
 
@@ -86,109 +55,113 @@ static void device_json(FILE *out, const ana_profile *p, const ana_gpu_device *d
 	snprintf(cc, sizeof cc, "%u.%u", i ? i->cc_major : 0, i ? i->cc_minor : 0);
 	uuid_text(i, uuid, sizeof uuid);
 	fputs("{", out);
-	jnk(out, "pid", (double)p->procs[d->process].file.pid, &f);
-	jnk(out, "id", d->id, &f);
-	js(out, "name", i && i->name && *i->name ? i->name : NULL, &f);
-	js(out, "uuid", uuid[0] ? uuid : NULL, &f);
-	js(out, "compute_capability", i ? cc : NULL, &f);
-	jnk(out, "sm_count", i ? i->sm_count : NAN, &f);
-	jnk(out, "memory_bytes", i ? (double)i->memory_bytes : NAN, &f);
-	jnk(out, "busy_ns", (double)d->busy_ns, &f);
-	jnk(out, "busy_pct", d->busy_pct, &f);
-	jnk(out, "window_busy_pct", d->window_busy_pct, &f);
-	jnk(out, "first_ns", d->busy_ns ? (double)rel(p, d->first_ns) : NAN, &f);
-	jnk(out, "last_ns", d->busy_ns ? (double)rel(p, d->last_ns) : NAN, &f);
-	jnk(out, "kernel_ns", (double)d->kernel_ns, &f);
-	jnk(out, "memcpy_ns", (double)d->memcpy_ns, &f);
-	jnk(out, "memset_ns", (double)d->memset_ns, &f);
-	jnk(out, "streams", d->streams, &f);
-	jnk(out, "overlap_ns", (double)d->overlap_ns, &f);
-	jnk(out, "stream_busy_ns", (double)d->stream_busy_ns, &f);
-	jnk(out, "allocations", (double)d->allocs, &f);
-	jnk(out, "releases", (double)d->frees, &f);
-	jnk(out, "peak_allocated_bytes", (double)d->peak_allocated_bytes, &f);
-	jnk(out, "allocated_end_bytes", (double)d->allocated_end_bytes, &f);
-	jkey(out, "nvml", &f);
+	rep_json_knum(out, IND, "pid", (double)p->procs[d->process].file.pid, &f);
+	rep_json_knum(out, IND, "id", d->id, &f);
+	rep_json_kstr(out, IND, "name", i && i->name && *i->name ? i->name : NULL, &f);
+	rep_json_kstr(out, IND, "uuid", uuid[0] ? uuid : NULL, &f);
+	rep_json_kstr(out, IND, "compute_capability", i ? cc : NULL, &f);
+	rep_json_knum(out, IND, "sm_count", i ? i->sm_count : NAN, &f);
+	rep_json_knum(out, IND, "memory_bytes", i ? (double)i->memory_bytes : NAN, &f);
+	rep_json_knum(out, IND, "busy_ns", (double)d->busy_ns, &f);
+	rep_json_knum(out, IND, "busy_pct", d->busy_pct, &f);
+	rep_json_knum(out, IND, "window_busy_pct", d->window_busy_pct, &f);
+	rep_json_knum(out, IND, "first_ns", d->busy_ns ? (double)rel(p, d->first_ns) : NAN, &f);
+	rep_json_knum(out, IND, "last_ns", d->busy_ns ? (double)rel(p, d->last_ns) : NAN, &f);
+	rep_json_knum(out, IND, "kernel_ns", (double)d->kernel_ns, &f);
+	rep_json_knum(out, IND, "memcpy_ns", (double)d->memcpy_ns, &f);
+	rep_json_knum(out, IND, "memset_ns", (double)d->memset_ns, &f);
+	rep_json_knum(out, IND, "streams", d->streams, &f);
+	rep_json_knum(out, IND, "overlap_ns", (double)d->overlap_ns, &f);
+	rep_json_knum(out, IND, "stream_busy_ns", (double)d->stream_busy_ns, &f);
+	rep_json_knum(out, IND, "allocations", (double)d->allocs, &f);
+	rep_json_knum(out, IND, "releases", (double)d->frees, &f);
+	rep_json_knum(out, IND, "peak_allocated_bytes", (double)d->peak_allocated_bytes, &f);
+	rep_json_knum(out, IND, "allocated_end_bytes", (double)d->allocated_end_bytes, &f);
+	rep_json_key(out, IND, "nvml", &f);
 	if (!d->nnvml)
 		fputs("null", out);
 	else {
+		/* The model's maxima are 0 for a field no sample had: null, as for the means. */
+		unsigned seen = 0;
+		for (size_t k = 0; k < d->nnvml; k++)
+			seen |= d->nvml[k].present;
 		int g = 1;
 		fputs("{", out);
-		jnk(out, "samples", (double)d->nnvml, &g);
-		jnk(out, "sm_pct_mean", d->sm_pct_mean, &g);
-		jnk(out, "mem_pct_mean", d->mem_pct_mean, &g);
-		jnk(out, "mem_used_max_bytes", (double)d->mem_used_max_bytes, &g);
-		jnk(out, "mem_total_bytes", (double)d->mem_total_bytes, &g);
-		jnk(out, "power_mw_mean", d->power_mw_mean, &g);
-		jnk(out, "power_mw_max", (double)d->power_mw_max, &g);
-		jnk(out, "temperature_max_c", (double)d->temperature_max_c, &g);
+		rep_json_knum(out, IND, "samples", (double)d->nnvml, &g);
+		rep_json_knum(out, IND, "sm_pct_mean", d->sm_pct_mean, &g);
+		rep_json_knum(out, IND, "mem_pct_mean", d->mem_pct_mean, &g);
+		rep_json_knum(out, IND, "mem_used_max_bytes", seen >> FMT_NV_MEM_USED & 1 ? (double)d->mem_used_max_bytes : NAN, &g);
+		rep_json_knum(out, IND, "mem_total_bytes", seen >> FMT_NV_MEM_TOTAL & 1 ? (double)d->mem_total_bytes : NAN, &g);
+		rep_json_knum(out, IND, "power_mw_mean", d->power_mw_mean, &g);
+		rep_json_knum(out, IND, "power_mw_max", seen >> FMT_NV_POWER_MW & 1 ? (double)d->power_mw_max : NAN, &g);
+		rep_json_knum(out, IND, "temperature_max_c", seen >> FMT_NV_TEMP_C & 1 ? (double)d->temperature_max_c : NAN, &g);
 		fputs("}", out);
 	}
-	jkey(out, "nvlink", &f);
+	rep_json_key(out, IND, "nvlink", &f);
 	if (!d->link.samples)
 		fputs("null", out);
 	else {
 		int g = 1;
 		fputs("{", out);
-		jnk(out, "samples", (double)d->link.samples, &g);
-		jnk(out, "tx_bytes", (double)d->link.tx_bytes, &g);
-		jnk(out, "rx_bytes", (double)d->link.rx_bytes, &g);
-		jnk(out, "tx_bytes_per_s", d->link.tx_bytes_per_s, &g);
-		jnk(out, "rx_bytes_per_s", d->link.rx_bytes_per_s, &g);
-		jnk(out, "tx_max_bytes_per_s", d->link.tx_max_bytes_per_s, &g);
-		jnk(out, "rx_max_bytes_per_s", d->link.rx_max_bytes_per_s, &g);
+		rep_json_knum(out, IND, "samples", (double)d->link.samples, &g);
+		rep_json_knum(out, IND, "tx_bytes", (double)d->link.tx_bytes, &g);
+		rep_json_knum(out, IND, "rx_bytes", (double)d->link.rx_bytes, &g);
+		rep_json_knum(out, IND, "tx_bytes_per_s", d->link.tx_bytes_per_s, &g);
+		rep_json_knum(out, IND, "rx_bytes_per_s", d->link.rx_bytes_per_s, &g);
+		rep_json_knum(out, IND, "tx_max_bytes_per_s", d->link.tx_max_bytes_per_s, &g);
+		rep_json_knum(out, IND, "rx_max_bytes_per_s", d->link.rx_max_bytes_per_s, &g);
 		fputs("}", out);
 	}
 	/* Timelines, evenly thinned to a bounded number of points. */
-	jkey(out, "utilisation", &f);
+	rep_json_key(out, IND, "utilisation", &f);
 	size_t stride = d->nnvml > TIMELINE_POINTS ? (d->nnvml + TIMELINE_POINTS - 1) / TIMELINE_POINTS : 1;
 	fputs("[", out);
 	for (size_t k = 0; k < d->nnvml; k += stride) {
-		fputs(k ? ", " : "", out);
+		fputs(k ? "," : "", out);
 		nvml_point(out, p, &d->nvml[k]);
 	}
 	fputs("]", out);
-	jkey(out, "memory", &f);
+	rep_json_key(out, IND, "memory", &f);
 	stride = d->nmem > TIMELINE_POINTS ? (d->nmem + TIMELINE_POINTS - 1) / TIMELINE_POINTS : 1;
 	fputs("[", out);
 	for (size_t k = 0; k < d->nmem; k += stride)
-		fprintf(out, "%s{\"t_ns\": %llu, \"allocated_bytes\": %llu}", k ? ", " : "",
+		fprintf(out, "%s{\"t_ns\":%llu,\"allocated_bytes\":%llu}", k ? "," : "",
 			(unsigned long long)rel(p, d->mem[k].t_ns), (unsigned long long)d->mem[k].v[0]);
 	fputs("]}", out);
 }
 
 static void dims(FILE *out, const char *k, const uint32_t v[3], int *f)
 {
-	jkey(out, k, f);
-	fprintf(out, "[%u, %u, %u]", v[0], v[1], v[2]);
+	rep_json_key(out, IND, k, f);
+	fprintf(out, "[%u,%u,%u]", v[0], v[1], v[2]);
 }
 
 static void kernel_json(FILE *out, const ana_profile *p, const ana_gpu *g, const ana_gpu_kernel *k)
 {
 	int f = 1;
 	fputs("{", out);
-	js(out, "name", p->names[k->name], &f);
-	jnk(out, "count", (double)k->count, &f);
-	jnk(out, "total_ns", (double)k->total_ns, &f);
-	jnk(out, "mean_ns", k->mean_ns, &f);
-	jnk(out, "min_ns", (double)k->min_ns, &f);
-	jnk(out, "max_ns", (double)k->max_ns, &f);
-	jnk(out, "gpu_time_pct", k->gpu_time_pct, &f);
-	jnk(out, "occupancy_pct", k->occupancy_pct, &f);
-	js(out, "occupancy_limiter", k->limiter && *k->limiter ? k->limiter : NULL, &f);
+	rep_json_kstr(out, IND, "name", p->names[k->name], &f);
+	rep_json_knum(out, IND, "count", (double)k->count, &f);
+	rep_json_knum(out, IND, "total_ns", (double)k->total_ns, &f);
+	rep_json_knum(out, IND, "mean_ns", k->mean_ns, &f);
+	rep_json_knum(out, IND, "min_ns", (double)k->min_ns, &f);
+	rep_json_knum(out, IND, "max_ns", (double)k->max_ns, &f);
+	rep_json_knum(out, IND, "gpu_time_pct", k->gpu_time_pct, &f);
+	rep_json_knum(out, IND, "occupancy_pct", k->occupancy_pct, &f);
+	rep_json_kstr(out, IND, "occupancy_limiter", k->limiter && *k->limiter ? k->limiter : NULL, &f);
 	dims(out, "grid", k->grid, &f);
 	dims(out, "block", k->block, &f);
-	jnk(out, "registers", k->regs, &f);
-	jnk(out, "static_smem_bytes", k->smem_static, &f);
-	jnk(out, "dynamic_smem_bytes", k->smem_dynamic, &f);
-	jkey(out, "streams", &f);
+	rep_json_knum(out, IND, "registers", k->regs, &f);
+	rep_json_knum(out, IND, "static_smem_bytes", k->smem_static, &f);
+	rep_json_knum(out, IND, "dynamic_smem_bytes", k->smem_dynamic, &f);
+	rep_json_key(out, IND, "streams", &f);
 	fputs("[", out);
 	int first = 1;
 	for (uint32_t i = k->first_kstream; i != ANA_NONE; i = g->kstreams[i].next) {
 		const ana_gpu_kstream *ks = &g->kstreams[i];
 		const ana_gpu_stream *s = &g->streams[ks->stream];
-		fprintf(out, "%s{\"pid\": %llu, \"device\": %u, \"stream\": %u, \"count\": %llu, \"total_ns\": %llu}",
-			first ? "" : ", ", (unsigned long long)p->procs[s->process].file.pid, s->device, s->stream,
+		fprintf(out, "%s{\"pid\":%llu,\"device\":%u,\"stream\":%u,\"count\":%llu,\"total_ns\":%llu}",
+			first ? "" : ",", (unsigned long long)p->procs[s->process].file.pid, s->device, s->stream,
 			(unsigned long long)ks->count, (unsigned long long)ks->total_ns);
 		first = 0;
 	}
@@ -202,31 +175,31 @@ void rep_gpu_json(FILE *out, const ana_profile *p)
 		return;
 	int f = 1;
 	fputs("  \"gpu\": {", out);
-	jnk(out, "cupti_version", g->cupti_version ? (double)g->cupti_version : NAN, &f);
-	js(out, "clock", ana_gpu_clock_name(g->clock), &f);
-	jnk(out, "clock_error_ns", (double)g->offset_error_ns, &f);
-	jkey(out, "kernels_only", &f);
+	rep_json_knum(out, IND, "cupti_version", g->cupti_version ? (double)g->cupti_version : NAN, &f);
+	rep_json_kstr(out, IND, "clock", ana_gpu_clock_name(g->clock), &f);
+	rep_json_knum(out, IND, "clock_error_ns", (double)g->offset_error_ns, &f);
+	rep_json_key(out, IND, "kernels_only", &f);
 	fputs(g->kernels_only ? "true" : "false", out);
-	jnk(out, "records", (double)g->records, &f);
-	jnk(out, "dropped_records", (double)g->dropped, &f);
-	jnk(out, "cupti_dropped_records", (double)g->cupti_dropped, &f);
-	jnk(out, "unknown_records", (double)g->unknown, &f);
-	jnk(out, "busy_pct", g->busy_pct, &f);
-	jnk(out, "busy_ns", (double)g->busy_ns, &f);
-	jnk(out, "kernel_ns", (double)g->kernel_ns, &f);
-	jnk(out, "memcpy_ns", (double)g->memcpy_ns, &f);
-	jnk(out, "memset_ns", (double)g->memset_ns, &f);
-	jnk(out, "sync_ns", (double)g->sync_ns, &f);
-	jnk(out, "sync_calls", (double)g->sync_calls, &f);
-	jnk(out, "api_calls", (double)g->api_calls, &f);
-	jnk(out, "launch_calls", (double)g->launch_calls, &f);
-	jnk(out, "launch_ns", (double)g->launch_ns, &f);
-	jnk(out, "cupti_overhead_ns", (double)g->overhead_ns, &f);
-	jnk(out, "peak_allocated_bytes", (double)g->peak_allocated_bytes, &f);
-	jnk(out, "peak_allocated_t_ns", g->peak_device != ANA_NONE ? (double)rel(p, g->peak_t_ns) : NAN, &f);
-	jnk(out, "peak_allocated_device", g->peak_device != ANA_NONE ? g->devices[g->peak_device].id : NAN, &f);
-	js(out, "peak_allocated_region", node_path(p, g->peak_node), &f);
-	jnk(out, "peak_reserved_bytes", g->peak_reserved_bytes ? (double)g->peak_reserved_bytes : NAN, &f);
+	rep_json_knum(out, IND, "records", (double)g->records, &f);
+	rep_json_knum(out, IND, "dropped_records", (double)g->dropped, &f);
+	rep_json_knum(out, IND, "cupti_dropped_records", (double)g->cupti_dropped, &f);
+	rep_json_knum(out, IND, "unknown_records", (double)g->unknown, &f);
+	rep_json_knum(out, IND, "busy_pct", g->busy_pct, &f);
+	rep_json_knum(out, IND, "busy_ns", (double)g->busy_ns, &f);
+	rep_json_knum(out, IND, "kernel_ns", (double)g->kernel_ns, &f);
+	rep_json_knum(out, IND, "memcpy_ns", (double)g->memcpy_ns, &f);
+	rep_json_knum(out, IND, "memset_ns", (double)g->memset_ns, &f);
+	rep_json_knum(out, IND, "sync_ns", (double)g->sync_ns, &f);
+	rep_json_knum(out, IND, "sync_calls", (double)g->sync_calls, &f);
+	rep_json_knum(out, IND, "api_calls", (double)g->api_calls, &f);
+	rep_json_knum(out, IND, "launch_calls", (double)g->launch_calls, &f);
+	rep_json_knum(out, IND, "launch_ns", (double)g->launch_ns, &f);
+	rep_json_knum(out, IND, "cupti_overhead_ns", (double)g->overhead_ns, &f);
+	rep_json_knum(out, IND, "peak_allocated_bytes", (double)g->peak_allocated_bytes, &f);
+	rep_json_knum(out, IND, "peak_allocated_t_ns", g->peak_device != ANA_NONE ? (double)rel(p, g->peak_t_ns) : NAN, &f);
+	rep_json_knum(out, IND, "peak_allocated_device", g->peak_device != ANA_NONE ? g->devices[g->peak_device].id : NAN, &f);
+	rep_json_kstr(out, IND, "peak_allocated_region", node_path(p, g->peak_node), &f);
+	rep_json_knum(out, IND, "peak_reserved_bytes", g->peak_reserved_bytes ? (double)g->peak_reserved_bytes : NAN, &f);
 
 	fputs(",\n    \"devices\": [", out);
 	for (uint32_t i = 0; i < g->ndevices; i++) {
@@ -248,15 +221,15 @@ void rep_gpu_json(FILE *out, const ana_profile *p)
 		int k = 1;
 		fputs(first ? "\n      {" : ",\n      {", out);
 		first = 0;
-		js(out, "kind", ana_gpu_copy_name(c), &k);
-		jnk(out, "count", (double)x->count, &k);
-		jnk(out, "bytes", (double)x->bytes, &k);
-		jnk(out, "total_ns", (double)x->total_ns, &k);
-		jnk(out, "bandwidth_bytes_per_s", x->bandwidth_bytes_per_s, &k);
-		jnk(out, "pageable_count", (double)x->pageable_count, &k);
-		jnk(out, "pageable_bytes", (double)x->pageable_bytes, &k);
-		jnk(out, "pageable_pct", x->pageable_pct, &k);
-		jnk(out, "pinned_bytes", (double)x->pinned_bytes, &k);
+		rep_json_kstr(out, IND, "kind", ana_gpu_copy_name(c), &k);
+		rep_json_knum(out, IND, "count", (double)x->count, &k);
+		rep_json_knum(out, IND, "bytes", (double)x->bytes, &k);
+		rep_json_knum(out, IND, "total_ns", (double)x->total_ns, &k);
+		rep_json_knum(out, IND, "bandwidth_bytes_per_s", x->bandwidth_bytes_per_s, &k);
+		rep_json_knum(out, IND, "pageable_count", (double)x->pageable_count, &k);
+		rep_json_knum(out, IND, "pageable_bytes", (double)x->pageable_bytes, &k);
+		rep_json_knum(out, IND, "pageable_pct", x->pageable_pct, &k);
+		rep_json_knum(out, IND, "pinned_bytes", (double)x->pinned_bytes, &k);
 		fputs("}", out);
 	}
 	fputs(first ? "],\n    \"streams\": [" : "\n    ],\n    \"streams\": [", out);
@@ -264,18 +237,18 @@ void rep_gpu_json(FILE *out, const ana_profile *p)
 		const ana_gpu_stream *s = &g->streams[i];
 		int k = 1;
 		fputs(i ? ",\n      {" : "\n      {", out);
-		jnk(out, "pid", (double)p->procs[s->process].file.pid, &k);
-		jnk(out, "device", s->device, &k);
-		jnk(out, "context", s->context, &k);
-		jnk(out, "stream", s->stream, &k);
-		jnk(out, "kernels", (double)s->kernels, &k);
-		jnk(out, "memcpys", (double)s->memcpys, &k);
-		jnk(out, "memsets", (double)s->memsets, &k);
-		jnk(out, "kernel_ns", (double)s->kernel_ns, &k);
-		jnk(out, "memcpy_ns", (double)s->memcpy_ns, &k);
-		jnk(out, "memset_ns", (double)s->memset_ns, &k);
-		jnk(out, "busy_ns", (double)s->busy_ns, &k);
-		jnk(out, "busy_pct", s->busy_pct, &k);
+		rep_json_knum(out, IND, "pid", (double)p->procs[s->process].file.pid, &k);
+		rep_json_knum(out, IND, "device", s->device, &k);
+		rep_json_knum(out, IND, "context", s->context, &k);
+		rep_json_knum(out, IND, "stream", s->stream, &k);
+		rep_json_knum(out, IND, "kernels", (double)s->kernels, &k);
+		rep_json_knum(out, IND, "memcpys", (double)s->memcpys, &k);
+		rep_json_knum(out, IND, "memsets", (double)s->memsets, &k);
+		rep_json_knum(out, IND, "kernel_ns", (double)s->kernel_ns, &k);
+		rep_json_knum(out, IND, "memcpy_ns", (double)s->memcpy_ns, &k);
+		rep_json_knum(out, IND, "memset_ns", (double)s->memset_ns, &k);
+		rep_json_knum(out, IND, "busy_ns", (double)s->busy_ns, &k);
+		rep_json_knum(out, IND, "busy_pct", s->busy_pct, &k);
 		fputs("}", out);
 	}
 	fputs(g->nstreams ? "\n    ],\n    \"sync_regions\": [" : "],\n    \"sync_regions\": [", out);
@@ -283,9 +256,9 @@ void rep_gpu_json(FILE *out, const ana_profile *p)
 		const ana_gpu_sync_region *r = &g->sync_regions[i];
 		int k = 1;
 		fputs(i ? ",\n      {" : "\n      {", out);
-		js(out, "region", node_path(p, r->node), &k);
-		jnk(out, "sync_ns", (double)r->ns, &k);
-		jnk(out, "calls", (double)r->calls, &k);
+		rep_json_kstr(out, IND, "region", node_path(p, r->node), &k);
+		rep_json_knum(out, IND, "sync_ns", (double)r->ns, &k);
+		rep_json_knum(out, IND, "calls", (double)r->calls, &k);
 		fputs("}", out);
 	}
 	fputs(g->nsync_regions ? "\n    ],\n    \"sync_stacks\": [" : "],\n    \"sync_stacks\": [", out);
@@ -294,17 +267,17 @@ void rep_gpu_json(FILE *out, const ana_profile *p)
 		const ana_gpu_sync_stack *x = &g->sync_stacks[i];
 		int k = 1;
 		fputs(i ? ",\n      {" : "\n      {", out);
-		jnk(out, "samples", (double)x->samples, &k);
-		jnk(out, "ns", period > 0 ? (double)x->samples * period : NAN, &k);
-		jnk(out, "pct", 100.0 * (double)x->samples / (double)g->sync_samples, &k);
+		rep_json_knum(out, IND, "samples", (double)x->samples, &k);
+		rep_json_knum(out, IND, "ns", period > 0 ? (double)x->samples * period : NAN, &k);
+		rep_json_knum(out, IND, "pct", 100.0 * (double)x->samples / (double)g->sync_samples, &k);
 		uint32_t at = ana_gpu_sync_frame(p, x->stack);
-		js(out, "call", at || ana_gpu_frame(p, x->stack, 0) ? ana_gpu_frame(p, x->stack, at) : NULL, &k);
-		js(out, "caller", ana_gpu_frame(p, x->stack, at + 1), &k);
-		jkey(out, "frames", &k);
+		rep_json_kstr(out, IND, "call", at || ana_gpu_frame(p, x->stack, 0) ? ana_gpu_frame(p, x->stack, at) : NULL, &k);
+		rep_json_kstr(out, IND, "caller", ana_gpu_frame(p, x->stack, at + 1), &k);
+		rep_json_key(out, IND, "frames", &k);
 		fputs("[", out);
 		const char *name;
 		for (uint32_t j = 0; (name = ana_gpu_frame(p, x->stack, j)); j++) {
-			fputs(j ? ", " : "", out);
+			fputs(j ? "," : "", out);
 			rep_json_string(out, name);
 		}
 		fputs("]}", out);
@@ -314,32 +287,32 @@ void rep_gpu_json(FILE *out, const ana_profile *p)
 		const ana_gpu_timer *t = &g->timers[i];
 		int k = 1;
 		fputs(i ? ",\n      {" : "\n      {", out);
-		js(out, "name", p->names[t->name], &k);
-		jnk(out, "count", (double)t->count, &k);
-		jnk(out, "total_ns", (double)t->total_ns, &k);
-		jnk(out, "mean_ns", t->count ? (double)t->total_ns / (double)t->count : NAN, &k);
-		jnk(out, "min_ns", (double)t->min_ns, &k);
-		jnk(out, "max_ns", (double)t->max_ns, &k);
+		rep_json_kstr(out, IND, "name", p->names[t->name], &k);
+		rep_json_knum(out, IND, "count", (double)t->count, &k);
+		rep_json_knum(out, IND, "total_ns", (double)t->total_ns, &k);
+		rep_json_knum(out, IND, "mean_ns", t->count ? (double)t->total_ns / (double)t->count : NAN, &k);
+		rep_json_knum(out, IND, "min_ns", (double)t->min_ns, &k);
+		rep_json_knum(out, IND, "max_ns", (double)t->max_ns, &k);
 		fputs("}", out);
 	}
 	fputs(g->ntimers ? "\n    ],\n    \"nvtx\": {" : "],\n    \"nvtx\": {", out);
 	int k = 1;
-	jnk(out, "open", (double)g->nvtx_open, &k);
-	jnk(out, "unmatched", (double)g->nvtx_unmatched, &k);
-	jnk(out, "dropped", (double)g->nvtx_dropped, &k);
-	fputs(", \"ranges\": [", out);
+	rep_json_knum(out, IND, "open", (double)g->nvtx_open, &k);
+	rep_json_knum(out, IND, "unmatched", (double)g->nvtx_unmatched, &k);
+	rep_json_knum(out, IND, "dropped", (double)g->nvtx_dropped, &k);
+	fputs(",\"ranges\":[", out);
 	for (uint32_t i = 0; i < g->nnvtx_ranges; i++) {
 		const ana_nvtx_range *r = &g->nvtx_ranges[i];
 		int m = 1;
 		fputs(i ? ",\n      {" : "\n      {", out);
-		js(out, "name", p->names[r->name], &m);
-		jnk(out, "count", (double)r->count, &m);
-		jnk(out, "total_ns", (double)r->total_ns, &m);
-		jnk(out, "mean_ns", r->mean_ns, &m);
-		jnk(out, "min_ns", (double)r->min_ns, &m);
-		jnk(out, "max_ns", (double)r->max_ns, &m);
-		jnk(out, "threads", r->threads, &m);
-		jnk(out, "cross_thread", (double)r->cross_thread, &m);
+		rep_json_kstr(out, IND, "name", p->names[r->name], &m);
+		rep_json_knum(out, IND, "count", (double)r->count, &m);
+		rep_json_knum(out, IND, "total_ns", (double)r->total_ns, &m);
+		rep_json_knum(out, IND, "mean_ns", r->mean_ns, &m);
+		rep_json_knum(out, IND, "min_ns", (double)r->min_ns, &m);
+		rep_json_knum(out, IND, "max_ns", (double)r->max_ns, &m);
+		rep_json_knum(out, IND, "threads", r->threads, &m);
+		rep_json_knum(out, IND, "cross_thread", (double)r->cross_thread, &m);
 		fputs("}", out);
 	}
 	fputs(g->nnvtx_ranges ? "\n    ], \"marks\": [" : "], \"marks\": [", out);
@@ -347,9 +320,9 @@ void rep_gpu_json(FILE *out, const ana_profile *p)
 		const ana_nvtx_mark *x = &g->nvtx_marks[i];
 		int m = 1;
 		fputs(i ? ",\n      {" : "\n      {", out);
-		js(out, "name", p->names[x->name], &m);
-		jnk(out, "count", (double)x->count, &m);
-		jnk(out, "threads", x->threads, &m);
+		rep_json_kstr(out, IND, "name", p->names[x->name], &m);
+		rep_json_knum(out, IND, "count", (double)x->count, &m);
+		rep_json_knum(out, IND, "threads", x->threads, &m);
 		fputs("}", out);
 	}
 	fputs(g->nnvtx_marks ? "\n    ]}\n  },\n" : "]}\n  },\n", out);

@@ -9,53 +9,14 @@
 #include <math.h>
 #include <stdlib.h>
 
-void rep_json_string(FILE *out, const char *s)
-{
-	fputc('"', out);
-	for (const unsigned char *p = (const unsigned char *)(s ? s : ""); *p; p++) {
-		switch (*p) {
-		case '"': fputs("\\\"", out); break;
-		case '\\': fputs("\\\\", out); break;
-		case '\n': fputs("\\n", out); break;
-		case '\r': fputs("\\r", out); break;
-		case '\t': fputs("\\t", out); break;
-		default:
-			if (*p < 0x20 || *p == 0x7f)
-				fprintf(out, "\\u%04x", *p);
-			else
-				fputc(*p, out);
-		}
-	}
-	fputc('"', out);
-}
+/* This report's layout: a key a line (the shared writers are in jsonw.c). */
+#define KEY_INDENT "\n    "
 
-/* A number, or null when not finite. Integral values print without a fraction. */
-static void jnum(FILE *out, double v)
-{
-	if (!isfinite(v))
-		fputs("null", out);
-	else if (v == floor(v) && fabs(v) < 9e15)
-		fprintf(out, "%.0f", v);
-	else
-		fprintf(out, "%.17g", v);
-}
+static void key(FILE *out, const char *k, int *first) { rep_json_key(out, KEY_INDENT, k, first); }
 
-static void key(FILE *out, const char *k, int *first)
-{
-	if (!*first)
-		fputc(',', out);
-	*first = 0;
-	fputs("\n    ", out);
-	rep_json_string(out, k);
-	fputc(':', out);
-}
+static void knum(FILE *out, const char *k, double v, int *first) { rep_json_knum(out, KEY_INDENT, k, v, first); }
 
-static void knum(FILE *out, const char *k, double v, int *first)
-{
-	key(out, k, first);
-	jnum(out, v);
-}
-
+/* (NULL writes "", as rep_json_string does) */
 static void kstr(FILE *out, const char *k, const char *v, int *first)
 {
 	key(out, k, first);
@@ -142,22 +103,22 @@ static void samples_json(FILE *out, const ana_profile *p)
 		fputs("null", out);
 	else {
 		fputs("{\"pid\": ", out);
-		jnum(out, f->pid ? (double)f->pid : NAN);
+		rep_json_number(out, f->pid ? (double)f->pid : NAN);
 		fputs(", \"tid\": ", out);
-		jnum(out, f->tid ? (double)f->tid : NAN);
+		rep_json_number(out, f->tid ? (double)f->tid : NAN);
 		fputs(", \"region\": ", out);
 		if (f->region)
 			rep_json_string(out, f->region);
 		else
 			fputs("null", out);
 		fputs(", \"cpu_samples\": ", out);
-		jnum(out, (double)v->samples[ANA_CPU]);
+		rep_json_number(out, (double)v->samples[ANA_CPU]);
 		fputs(", \"offcpu_samples\": ", out);
-		jnum(out, (double)v->samples[ANA_OFFCPU]);
+		rep_json_number(out, (double)v->samples[ANA_OFFCPU]);
 		fputs(", \"cpu_weight\": ", out);
-		jnum(out, (double)v->weight[ANA_CPU]);
+		rep_json_number(out, (double)v->weight[ANA_CPU]);
 		fputs(", \"offcpu_weight\": ", out);
-		jnum(out, (double)v->weight[ANA_OFFCPU]);
+		rep_json_number(out, (double)v->weight[ANA_OFFCPU]);
 		fputc('}', out);
 	}
 	fputs("\n  },\n", out);
@@ -212,9 +173,9 @@ static void region_samples(FILE *out, const ana_profile *p, uint32_t node, int *
 		fputs(", \"module\": ", out);
 		rep_json_string(out, p->names[fn->module]);
 		fputs(", \"self_samples\": ", out);
-		jnum(out, (double)ns->top_weight[j]);
+		rep_json_number(out, (double)ns->top_weight[j]);
 		fputs(", \"self_pct\": ", out);
-		jnum(out, ns->top_pct[j]);
+		rep_json_number(out, ns->top_pct[j]);
 		fputc('}', out);
 	}
 	fputc(']', out);
@@ -456,11 +417,11 @@ static void ranks_json(FILE *out, const ana_profile *p)
 		fputs(i ? ", {\"region\": " : "{\"region\": ", out);
 		rep_json_string(out, p->nodes[l->node].path);
 		fputs(", \"rank_ns\": ", out);
-		jnum(out, (double)l->rank_ns);
+		rep_json_number(out, (double)l->rank_ns);
 		fputs(", \"others_mean_ns\": ", out);
-		jnum(out, l->others_ns);
+		rep_json_number(out, l->others_ns);
 		fputs(", \"excess_ns\": ", out);
-		jnum(out, l->excess_ns);
+		rep_json_number(out, l->excess_ns);
 		fputs("}", out);
 	}
 	fputs("]\n  },\n", out);
@@ -738,7 +699,7 @@ int rep_json(FILE *out, const ana_profile *p, const rep_options *o)
 			fputs(", ", out);
 			rep_json_string(out, f->numbers[k].key);
 			fputs(": ", out);
-			jnum(out, f->numbers[k].value);
+			rep_json_number(out, f->numbers[k].value);
 		}
 		fputc('}', out);
 		kstr(out, "recommendation", f->recommendation, &f1);

@@ -8,6 +8,7 @@
 #include <stdio.h>
 
 #include "analyze/analyze.h"
+#include "report/jsonw.h"
 
 typedef struct rep_options {
 	int color;        /* ANSI colour (the CLI decides: a terminal and no NO_COLOR) */
@@ -31,8 +32,7 @@ uint32_t *rep_region_order(const ana_profile *p);
 enum rep_mem_by { REP_MEM_BYTES = 0, REP_MEM_LIVE = 1, REP_MEM_PEAK = 2, REP_MEM_TEMP = 3 };
 uint32_t rep_mem_top(const ana_profile *p, int by, uint32_t *idx, uint32_t max);
 
-/* JSON string literal with escapes. */
-void rep_json_string(FILE *out, const char *s);
+/* JSON values (rep_json_string, rep_json_number, ...): jsonw.h. */
 
 /*
  * The web front end (web/): our page template, style and script, and the charting library

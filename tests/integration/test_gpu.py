@@ -547,6 +547,30 @@ def test_gpu_nvml_nvlink():
     assert_true(abs(link["tx_bytes"] - 2 * link["rx_bytes"]) <= 4096, "sent twice what was received: %r" % link)
     text = analyze_raw(path).stdout
     assert_true("NVLink" in text, "the text report shows NVLink traffic\n" + text[-2000:])
+    # The stand-in does not support power or temperature: null, not 0, as in every sample
+    nv = d["nvml"]
+    assert_eq((nv["power_mw_mean"], nv["power_mw_max"], nv["temperature_max_c"]), (None, None, None),
+              "NVML statistics of fields the device never gave: %r" % nv)
+    assert_true(all("power_mw" not in u and "temperature_c" not in u for u in d["utilisation"]),
+                "no power or temperature in the samples: %r" % d["utilisation"][:3])
+    assert_eq((nv["mem_used_max_bytes"], nv["mem_total_bytes"]), (1 << 30, 16 << 30), "NVML memory (1 of 16 GiB)")
+
+
+@collector
+def test_gpu_nvml_power_temperature():
+    """A device that reports power (200 W and 300 W, alternating) and temperature (65 C):
+    the statistics are numbers, the samples carry them."""
+    env = base_env({"FENNEC_LIBCUDA": fake_driver(), "FENNEC_NVML": fake_driver(),
+                    "FENNEC_GPU_INTERVAL_MS": "10", "FAKECUDA_NVML_POWER": "1"})
+    r, path = record("gpu_fake", fake_driver(), opts=["--gpu", "--sample", "off"], env=env, expect_rc=3)
+    d = [x for x in analyze(path)["gpu"]["devices"] if x["id"] == 65536][0]
+    nv = d["nvml"]
+    assert_true(nv["samples"] >= 2, "NVML samples: %r" % nv)
+    assert_eq((nv["power_mw_max"], nv["temperature_max_c"]), (300000, 65), "power and temperature maxima")
+    assert_true(200000 <= nv["power_mw_mean"] <= 300000, "mean power between the two readings: %r" % nv)
+    powers = [u["power_mw"] for u in d["utilisation"]]
+    assert_eq(sorted(set(powers)), [200000, 300000], "power in the samples")
+    assert_near(nv["power_mw_mean"], sum(powers) / len(powers), "mean power over the samples")
 
 
 def test_gpu_timers_without_driver():
