@@ -13,8 +13,17 @@
  * are merged into its events as they are replayed, so that on every thread the file is
  * in time order. Times are microseconds since the recording started (the earliest
  * process start), from CLOCK_MONOTONIC, so processes line up.
+ *
+ * NVTX start/end ranges (GPUX chunks) are async "b"/"e" pairs with an id, both on the
+ * thread that started the range (a range ended on another thread names it in the "e"'s
+ * args), and NVTX marks instant events. The writer flushes GPUX chunks as its queue
+ * fills, not in time order with the threads' event chunks, so a first read of a file that
+ * has NVTX gathers them, paired and sorted by (thread, time), and the replay merges each
+ * thread's into its events as it merges samples: memory grows with the NVTX records
+ * (40 bytes each), not with the other events.
  */
 #include "export/internal.h"
+#include "analyze/gpu.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -54,6 +63,38 @@ static uint32_t frame_id(frames *t, uint32_t parent, uint32_t func)
 	return (uint32_t)*v;
 }
 
+/* An NVTX event to write. */
+typedef struct nvev {
+	uint64_t tid;          /* its track: the thread that started the range or made the mark */
+	uint64_t ns;           /* relative time */
+	uint64_t end_tid;      /* 'e': the thread that ended the range (0: never ended) */
+	uint32_t id;           /* 'b', 'e': the range's id in the export (unique over processes) */
+	uint32_t name;         /* index into nvtx.quoted */
+	uint32_t seq;          /* order gathered: a zero-length range's b stays before its e */
+	char ph;               /* 'b', 'e' or 'i' */
+	uint8_t ended;         /* 'b': its end was seen */
+} nvev;
+
+/* A thread's run of nvtx.v (sorted by thread, time) and how much of it is written. */
+typedef struct nvrun {
+	uint64_t tid;
+	size_t next, end;
+} nvrun;
+
+/* One process's NVTX events. */
+typedef struct nvtx {
+	nvev *v;
+	size_t n, cap;
+	nvrun *runs;
+	size_t nruns;
+	exp_map open;          /* range id -> index of its 'b' in v + 1 */
+	exp_map name_of;       /* (hash, length) of a message -> index into quoted + 1 */
+	char **quoted;         /* messages as JSON strings (kept over processes) */
+	char **raw;            /* the same, as recorded: hash collisions are checked */
+	uint32_t nnames, names_cap;
+	uint32_t next_id;
+} nvtx;
+
 typedef struct cthread {
 	uint32_t g;            /* index into p->threads, ANA_NONE if the model does not know it */
 	uint64_t tid;
@@ -68,6 +109,7 @@ typedef struct cthread {
 	uint64_t pend_ns;      /* relative time of the pending BEGIN */
 	uint64_t last_ns;      /* relative time of the thread's latest event */
 	uint64_t steps;        /* step marks so far */
+	size_t run;            /* its NVTX run (index into nvtx.runs), SIZE_MAX: none */
 } cthread;
 
 typedef struct cctx {
@@ -89,6 +131,7 @@ typedef struct cctx {
 	size_t *s_next, *s_end;
 	uint32_t *leaf;        /* per stack: its leaf frame id, 0 until met */
 	frames fr;
+	nvtx nv;
 	int rc;
 } cctx;
 
@@ -177,19 +220,53 @@ static uint32_t leaf_of(cctx *c, const ana_sample *x)
 	return c->leaf[x->stack] = at;
 }
 
-/* Write model thread g's samples up to relative time `until_ns` (UINT64_MAX: all) on its
- * thread's track; a pending region is opened first, since its X would come after them. */
-static void samples_until(cctx *c, cthread *t, uint32_t g, uint64_t until_ns)
+/* Write NVTX event e on its thread (t, when the file has events of that thread). */
+static void write_nvtx(cctx *c, cthread *t, const nvev *e)
 {
-	if (g == ANA_NONE || !c->s_next)
-		return;
+	uint64_t ns = e->ns;
+	if (t) {
+		flush(c, t);
+		if (ns < t->last_ns)
+			ns = t->last_ns;
+		t->last_ns = ns;
+	}
+	char ph[2] = {e->ph, 0};
+	head(c, ph, e->tid, ns);
+	fprintf(c->out, ",\"cat\":\"nvtx\",\"name\":%s", c->nv.quoted[e->name]);
+	if (e->ph == 'i')
+		fputs(",\"s\":\"t\"}", c->out);
+	else {
+		fprintf(c->out, ",\"id\":\"0x%x\"", e->id);
+		if (e->ph == 'e' && !e->end_tid)
+			fputs(",\"args\":{\"unfinished\":true}", c->out);
+		else if (e->ph == 'e' && e->end_tid != e->tid)
+			fprintf(c->out, ",\"args\":{\"ended_on_tid\":%llu}", (unsigned long long)e->end_tid);
+		fputc('}', c->out);
+	}
+}
+
+/* Write model thread g's samples and NVTX run `run`'s events up to relative time
+ * `until_ns` (UINT64_MAX: all), merged in time order, on their thread's track; a pending
+ * region is opened first, since its X would come after them. */
+static void extras_until(cctx *c, cthread *t, uint32_t g, size_t run, uint64_t until_ns)
+{
 	const ana_profile *p = c->p;
-	size_t *i = &c->s_next[g];
-	for (; *i < c->s_end[g] && !c->rc; ++*i) {
-		const ana_sample *x = &p->smp.samples[c->sidx[*i]];
-		uint64_t ns = x->t_ns > c->t0 ? x->t_ns - c->t0 : 0;
-		if (ns > until_ns)
+	size_t *si = g != ANA_NONE && c->s_next ? &c->s_next[g] : NULL;
+	nvrun *r = run != SIZE_MAX ? &c->nv.runs[run] : NULL;
+	while (!c->rc) {
+		const ana_sample *x = si && *si < c->s_end[g] ? &p->smp.samples[c->sidx[*si]] : NULL;
+		const nvev *e = r && r->next < r->end ? &c->nv.v[r->next] : NULL;
+		uint64_t ns = x ? (x->t_ns > c->t0 ? x->t_ns - c->t0 : 0) : 0;
+		if (e && (!x || e->ns < ns)) {
+			if (e->ns > until_ns)
+				break;
+			write_nvtx(c, t, e);
+			r->next++;
+			continue;
+		}
+		if (!x || ns > until_ns)
 			break;
+		++*si;
 		if (t) {
 			flush(c, t);
 			if (ns < t->last_ns)
@@ -202,6 +279,20 @@ static void samples_until(cctx *c, cthread *t, uint32_t g, uint64_t until_ns)
 			x->kind == ANA_OFFCPU ? "offcpu" : "cpu", x->kind == ANA_OFFCPU ? "off-CPU sample" : "CPU sample", sf,
 			x->weight ? x->weight : 1);
 	}
+}
+
+/* The NVTX run of thread tid, SIZE_MAX when it has none. */
+static size_t nvtx_run_of(const cctx *c, uint64_t tid)
+{
+	size_t lo = 0, hi = c->nv.nruns;
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+		if (c->nv.runs[mid].tid < tid)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return lo < c->nv.nruns && c->nv.runs[lo].tid == tid ? lo : SIZE_MAX;
 }
 
 static cthread *thread_of(cctx *c, uint32_t idx)
@@ -223,19 +314,12 @@ static cthread *thread_of(cctx *c, uint32_t idx)
 		t->tid = idx < c->f->nthreads ? c->f->threads[idx].tid : 0;
 		t->skip = c->o->has_tid && t->tid != c->o->tid;
 		t->g = ANA_NONE;
+		t->run = nvtx_run_of(c, t->tid);
 		for (uint32_t g = 0; g < c->p->nthreads; g++)
 			if (c->p->threads[g].process == c->proc && c->p->threads[g].index == idx)
 				t->g = g;
 	}
 	return t;
-}
-
-static void put_num(FILE *out, double v)
-{
-	if (v == floor(v) && fabs(v) < 9e15)
-		fprintf(out, "%.0f", v);
-	else
-		fprintf(out, "%.17g", v);
 }
 
 static int on_event(void *vc, const fmt_file *f, const fmt_event *ev)
@@ -251,7 +335,7 @@ static int on_event(void *vc, const fmt_file *f, const fmt_event *ev)
 	uint64_t ns = rel_ns(c, ev->ticks);
 	if (ns < t->last_ns)
 		ns = t->last_ns; /* never backwards on a thread (the clock fit is monotonic; this is a guard) */
-	samples_until(c, t, t->g, ns);
+	extras_until(c, t, t->g, t->run, ns);
 	t->last_ns = ns;
 	switch (ev->type) {
 	case FMT_EV_BEGIN:
@@ -312,7 +396,7 @@ static int on_event(void *vc, const fmt_file *f, const fmt_event *ev)
 		flush(c, t);
 		head(c, "C", t->tid, ns);
 		fprintf(c->out, ",\"cat\":\"metric\",\"name\":%s,\"args\":{\"value\":", q);
-		put_num(c->out, v);
+		rep_json_number(c->out, v);
 		fputs("}}", c->out);
 		break;
 	}
@@ -322,6 +406,184 @@ static int on_event(void *vc, const fmt_file *f, const fmt_event *ev)
 	if (ferror(c->out))
 		c->rc = FENNEC_EIO;
 	return c->rc;
+}
+
+/* ---- NVTX: gathered by a first read of a process's file ---- */
+
+/* The index of message text in nv->quoted, added on first use; UINT32_MAX when out of memory. */
+static uint32_t nvtx_name(nvtx *nv, const char *text)
+{
+	uint64_t h = 1469598103934665603ull;
+	size_t len = 0;
+	for (const unsigned char *q = (const unsigned char *)text; *q; q++, len++)
+		h = (h ^ *q) * 1099511628211ull;
+	int added;
+	uint64_t *slot = exp_map_put(&nv->name_of, h, len, &added);
+	if (!slot)
+		return UINT32_MAX;
+	if (!added && strcmp(nv->raw[*slot - 1], text) == 0)
+		return (uint32_t)(*slot - 1);
+	/* new, or a different message of the same hash and length: a row of its own, found by
+	 * the map only under the first one's */
+	uint32_t k = nv->nnames;
+	if (added)
+		*slot = (uint64_t)k + 1;
+	if (k == nv->names_cap) {
+		uint32_t cap = nv->names_cap ? nv->names_cap * 2 : 64;
+		char **q = realloc(nv->quoted, cap * sizeof *q);
+		if (q)
+			nv->quoted = q;
+		char **r = realloc(nv->raw, cap * sizeof *r);
+		if (r)
+			nv->raw = r;
+		if (!q || !r)
+			return UINT32_MAX;
+		nv->names_cap = cap;
+	}
+	nv->quoted[k] = exp_json_quote(text);
+	nv->raw[k] = strdup(text);
+	if (!nv->quoted[k] || !nv->raw[k]) {
+		free(nv->quoted[k]);
+		free(nv->raw[k]);
+		return UINT32_MAX;
+	}
+	nv->nnames++;
+	return k;
+}
+
+static int nvtx_push(nvtx *nv, nvev e)
+{
+	if (nv->n == nv->cap) {
+		size_t cap = nv->cap ? nv->cap * 2 : 256;
+		nvev *v = realloc(nv->v, cap * sizeof *v);
+		if (!v)
+			return FENNEC_ENOMEM;
+		nv->v = v;
+		nv->cap = cap;
+	}
+	e.seq = (uint32_t)nv->n;
+	nv->v[nv->n++] = e;
+	return 0;
+}
+
+static int nvtx_gather_event(void *vc, const fmt_file *f, const fmt_event *ev)
+{
+	cctx *c = vc;
+	nvtx *nv = &c->nv;
+	(void)f;
+	if (ev->type != FMT_EV_GPU)
+		return 0;
+	const fmt_gpu *r = ev->gpu;
+	/* GPUX times are CLOCK_MONOTONIC already (the file's clock fit is not known yet) */
+	uint64_t ns = r->start_ns > c->t0 ? r->start_ns - c->t0 : 0;
+	int added;
+	uint64_t *slot;
+	switch (r->type) {
+	case FMT_GR_RANGE_START:
+	case FMT_GR_MARK: {
+		if (c->o->has_tid && r->tid != c->o->tid)
+			return 0;
+		uint32_t name = nvtx_name(nv, r->text ? r->text : "");
+		if (name == UINT32_MAX)
+			return c->rc = FENNEC_ENOMEM;
+		nvev e = {.tid = r->tid, .ns = ns, .name = name, .ph = r->type == FMT_GR_MARK ? 'i' : 'b'};
+		if (e.ph == 'b') {
+			if (!(slot = exp_map_put(&nv->open, r->range_id, 0, &added)))
+				return c->rc = FENNEC_ENOMEM;
+			*slot = nv->n + 1; /* a reused id: the latest start */
+			e.id = ++nv->next_id;
+		}
+		return c->rc = nvtx_push(nv, e);
+	}
+	case FMT_GR_RANGE_END: {
+		slot = exp_map_get(&nv->open, r->range_id, 0);
+		if (!slot || !*slot || nv->v[*slot - 1].ended)
+			return 0; /* its start is not in the file (or not selected): the analysis counts it */
+		nvev *b = &nv->v[*slot - 1];
+		b->ended = 1;
+		nvev e = {.tid = b->tid, .ns = ns > b->ns ? ns : b->ns, .end_tid = r->tid ? r->tid : b->tid, .id = b->id,
+			  .name = b->name, .ph = 'e'};
+		return c->rc = nvtx_push(nv, e);
+	}
+	default:
+		return 0;
+	}
+}
+
+static int by_track_time(const void *a, const void *b)
+{
+	const nvev *x = a, *y = b;
+	if (x->tid != y->tid)
+		return x->tid < y->tid ? -1 : 1;
+	if (x->ns != y->ns)
+		return x->ns < y->ns ? -1 : 1;
+	return (x->seq > y->seq) - (x->seq < y->seq);
+}
+
+/* Read process i's file for its NVTX events: ranges paired (one never ended ends with the
+ * file, marked unfinished), sorted by (thread, time), and each thread's run. */
+static int nvtx_gather(cctx *c, uint32_t i)
+{
+	nvtx *nv = &c->nv;
+	fmt_file f;
+	fmt_error err;
+	int rc = fmt_read(c->p->procs[i].file.path, &f, nvtx_gather_event, c, &err);
+	fmt_file_free(&f);
+	if (c->rc || rc == FENNEC_ENOMEM)
+		return c->rc ? c->rc : rc; /* other errors: the replay's read reports them */
+	uint64_t end_ns = rel_ns(c, c->f->last_ticks);
+	for (size_t k = 0, n = nv->n; k < n; k++)
+		if (nv->v[k].ph == 'b' && !nv->v[k].ended) {
+			nvev e = nv->v[k];
+			e.ph = 'e';
+			e.end_tid = 0;
+			e.ns = end_ns > e.ns ? end_ns : e.ns;
+			if (nvtx_push(nv, e))
+				return FENNEC_ENOMEM;
+		}
+	if (nv->n > 1)
+		qsort(nv->v, nv->n, sizeof *nv->v, by_track_time);
+	size_t nruns = 0;
+	for (size_t k = 0; k < nv->n; k++)
+		nruns += !k || nv->v[k].tid != nv->v[k - 1].tid;
+	if (nruns && !(nv->runs = malloc(nruns * sizeof *nv->runs)))
+		return FENNEC_ENOMEM;
+	for (size_t k = 0; k < nv->n; k++) {
+		if (!k || nv->v[k].tid != nv->v[k - 1].tid)
+			nv->runs[nv->nruns++] = (nvrun){nv->v[k].tid, k, k};
+		nv->runs[nv->nruns - 1].end = k + 1;
+	}
+	return 0;
+}
+
+/* After a process: its events go, the messages stay (the next process may use them). */
+static void nvtx_reset(nvtx *nv)
+{
+	free(nv->v);
+	free(nv->runs);
+	exp_map_free(&nv->open);
+	nv->v = NULL;
+	nv->runs = NULL;
+	nv->n = nv->cap = nv->nruns = 0;
+}
+
+static void nvtx_free(nvtx *nv)
+{
+	nvtx_reset(nv);
+	for (uint32_t k = 0; k < nv->nnames; k++) {
+		free(nv->quoted[k]);
+		free(nv->raw[k]);
+	}
+	free(nv->quoted);
+	free(nv->raw);
+	exp_map_free(&nv->name_of);
+}
+
+/* Whether the analysis saw NVTX start/end ranges or marks. */
+static int has_nvtx(const ana_profile *p)
+{
+	const ana_gpu *g = p->gpu;
+	return g && (g->nnvtx_ranges || g->nnvtx_marks || g->nvtx_open || g->nvtx_unmatched);
 }
 
 /* Read process i's file again and write its events. */
@@ -334,6 +596,13 @@ static int replay(cctx *c, uint32_t i, fmt_error *err)
 	/* The clock fit comes with the file: use the model's copy while reading (the reader
 	 * fills its own as it goes, and fits at the end). */
 	c->f = &p->procs[i].file;
+	if (has_nvtx(p) && c->f->has_gpu) {
+		int nrc = nvtx_gather(c, i);
+		if (nrc) {
+			nvtx_reset(&c->nv);
+			return c->rc = nrc;
+		}
+	}
 	int rc = fmt_read(p->procs[i].file.path, &f, on_event, c, err);
 	if (rc == FENNEC_ENOMEM || c->rc)
 		rc = c->rc ? c->rc : rc;
@@ -348,7 +617,7 @@ static int replay(cctx *c, uint32_t i, fmt_error *err)
 			const fmt_thread_rec *r = k < c->f->nthreads ? &c->f->threads[k] : NULL;
 			uint64_t end = r && r->end_ticks ? r->end_ticks : c->f->last_ticks;
 			uint64_t ns = rel_ns(c, end);
-			samples_until(c, t, t->g, ns);
+			extras_until(c, t, t->g, t->run, ns);
 			flush(c, t);
 			if (ns < t->last_ns)
 				ns = t->last_ns;
@@ -359,16 +628,21 @@ static int replay(cctx *c, uint32_t i, fmt_error *err)
 			}
 		}
 	}
-	/* The rest of this process's samples: threads after their last event, and threads
-	 * that only were sampled. */
+	/* The rest of this process's samples and NVTX events: threads after their last event,
+	 * threads that only were sampled, and threads that only used NVTX. */
 	for (uint32_t g = 0; g < p->nthreads && !rc; g++)
 		if (p->threads[g].process == i) {
 			cthread *t = NULL;
 			for (uint32_t k = 0; k < c->nth; k++)
 				if (c->th[k].known && c->th[k].g == g)
 					t = &c->th[k];
-			samples_until(c, t, g, UINT64_MAX);
+			extras_until(c, t, g, t ? t->run : nvtx_run_of(c, exp_thread_tid(p, g)), UINT64_MAX);
 		}
+	for (uint32_t k = 0; k < c->nth && !rc; k++)
+		if (c->th[k].known && c->th[k].run != SIZE_MAX)
+			extras_until(c, &c->th[k], ANA_NONE, c->th[k].run, UINT64_MAX);
+	for (size_t k = 0; k < c->nv.nruns && !rc; k++)
+		extras_until(c, NULL, ANA_NONE, k, UINT64_MAX);
 	if (!rc)
 		rc = c->rc;
 	fmt_file_free(&f);
@@ -379,6 +653,7 @@ static int replay(cctx *c, uint32_t i, fmt_error *err)
 	for (uint32_t k = 0; k < c->nth; k++)
 		free(c->th[k].stack);
 	free(c->th);
+	nvtx_reset(&c->nv);
 	c->site_q = NULL;
 	c->counter = NULL;
 	c->th = NULL;
@@ -517,6 +792,7 @@ int exp_chrome_trace(FILE *out, const ana_profile *p, const exp_options *o, fmt_
 	}
 	free(c.fr.v);
 	exp_map_free(&c.fr.index);
+	nvtx_free(&c.nv);
 	free(c.sidx);
 	free(c.s_next);
 	free(c.s_end);

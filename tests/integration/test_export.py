@@ -19,7 +19,7 @@ import subprocess
 import xml.etree.ElementTree as ET
 
 from helpers import (BUILD, REPO, Skip, analyze, assert_between, assert_close, assert_eq, assert_rel,
-                     assert_true, fennec_bin, record, region, run, timeout)
+                     assert_true, base_env, fennec_bin, record, region, run, timeout)
 
 CONSUMERS = os.path.join(REPO, "tests", "consumers")
 SPEEDSCOPE = os.path.join(CONSUMERS, "speedscope_import.js")
@@ -126,12 +126,16 @@ def read_folded(path):
 
 # --- the Trace Event Format's rules ----------------------------------------------------
 
-def check_trace(doc):
+def check_trace(doc, asyncs=None):
     """Checks a Chrome trace (JSON object format) and returns per-thread facts:
     {(pid, tid): {"paths": {path: count}, "steps": n}}, plus counters and samples.
     Rules: known phases and fields; on each thread, timestamps never go backwards in file
     order; every E closes the innermost open B of its thread, with its name; X events nest
-    in the open B and do not overlap their siblings; no region is left open."""
+    in the open B and do not overlap their siblings; no region is left open. Async events
+    (NVTX ranges): every "e" ends the open "b" of its category and id, with its name, not
+    before it; ids are not reused while open; none is left open. ASYNCS, a dict, gets
+    {id: {"name", "cat", "pid", "tid", "b", "e", "e_tid", "e_args"}} of the pairs."""
+    open_async = {}
     assert_eq(doc.get("displayTimeUnit"), "ns", "displayTimeUnit")
     events = doc.get("traceEvents")
     assert_true(isinstance(events, list) and events, "traceEvents: a non-empty list")
@@ -139,7 +143,7 @@ def check_trace(doc):
     threads, counters, samples, names = {}, {}, [], {}
     for e in events:
         ph = e.get("ph")
-        assert_true(ph in ("B", "E", "X", "i", "C", "M", "P"), "unknown phase in %r" % e)
+        assert_true(ph in ("B", "E", "X", "i", "C", "M", "P", "b", "e"), "unknown phase in %r" % e)
         assert_true(isinstance(e.get("pid"), int) and isinstance(e.get("tid"), int),
                     "pid and tid are integers: %r" % e)
         if ph == "M":
@@ -188,6 +192,24 @@ def check_trace(doc):
             sf = str(e["sf"])
             assert_true(sf in frames, "sample's sf %s not in stackFrames" % sf)
             samples.append(e)
+        elif ph in ("b", "e"):
+            assert_true("id" in e and isinstance(e.get("name"), str) and e.get("cat"),
+                        "async event with an id, a name and a category: %r" % e)
+            k = (e["cat"], e["id"])
+            if ph == "b":
+                assert_true(k not in open_async, "async id %s begun again while open: %r" % (k, e))
+                open_async[k] = {"name": e["name"], "cat": e["cat"], "pid": e["pid"], "tid": e["tid"],
+                                 "b": ts}
+            else:
+                assert_true(k in open_async, "async e with no open b: %r" % e)
+                a = open_async.pop(k)
+                assert_eq(e["name"], a["name"], "async %s: e's name (its b's)" % (k,))
+                assert_true(ts >= a["b"], "async %s ends (%s) before it begins (%s)" % (k, ts, a["b"]))
+                a.update(e=ts, e_tid=e["tid"], e_args=e.get("args", {}))
+                if asyncs is not None:
+                    assert_true(e["id"] not in asyncs, "async id %s used twice" % e["id"])
+                    asyncs[e["id"]] = a
+    assert_eq(sorted(open_async), [], "async events left open")
     for key, th in threads.items():
         assert_eq([s["name"] for s in th["stack"]], [], "thread %s: regions left open" % (key,))
     for fid, fr in frames.items():
@@ -286,6 +308,63 @@ def test_chrome_trace_processes_line_up():
     wall_us = rep["summary"]["wall_ns"] / 1000.0
     last = max(e["ts"] + e.get("dur", 0) for e in doc["traceEvents"] if "ts" in e)
     assert_between(last, 0, wall_us * 1.5 + 100000, "last event time", "us")
+
+
+def test_chrome_trace_nvtx():
+    """NVTX start/end ranges and marks of tests/gpu/nvtx_app.c: b/e pairs with one id each
+    (the range ended by another thread too, on the thread that started it) and instant
+    events, named as the program named them, as many as the analysis counts, lasting what
+    it measured."""
+    exe = os.path.join(BUILD, "tests", "nvtx_app")
+    if not os.path.exists(exe):
+        raise Skip("built without the CUDA toolkit's headers (tests/gpu/nvtx_app.c includes NVTX 3)")
+    env = base_env({"FENNEC_LIBCUDA": os.path.join(BUILD, "fixtures", "libfakecuda.so"),
+                    "FENNEC_NVML": "/nonexistent/libnvidia-ml.so.1"})
+    _, path = record(exe, opts=["--gpu", "--sample", "off"], env=env)
+    rep = analyze(path)
+    out = export(path, "chrome-trace")
+    doc = json.load(open(out))
+    asyncs = {}
+    threads, _, _, _ = check_trace(doc, asyncs)
+    # the push/pop ranges are regions, as before
+    assert_eq(region_counts(threads), {r["path"]: r["count"] + r["open"] for r in rep["regions"]},
+              "region calls per path")
+    main = [t for t in rep["threads"] if t["name"] == "main" or t["tid"] == rep["processes"][0]["pid"]][0]
+    pid = rep["processes"][0]["pid"]
+    ranges = {}
+    for a in asyncs.values():
+        assert_eq((a["cat"], a["pid"], a["tid"], a["e_tid"]), ("nvtx", pid, main["tid"], main["tid"]),
+                  "range %s: category, and both ends on the starting thread" % a["name"])
+        ranges.setdefault(a["name"], []).append(a)
+    want = {r["name"]: r for r in rep["gpu"]["nvtx"]["ranges"]}
+    assert_eq(sorted(ranges), ["handoff", "io", "load", "wide start"], "range names")
+    for name, r in want.items():
+        got = ranges[name]
+        assert_eq(len(got), r["count"], "%s: b/e pairs" % name)
+        total_us = sum(a["e"] - a["b"] for a in got)
+        # each end rounded to a microsecond with three decimals
+        assert_close(total_us, r["total_ns"] / 1000.0, 0.002 * r["count"] + 0.001, "%s: total time" % name, "us")
+    (h,) = ranges["handoff"]
+    other = h["e_args"].get("ended_on_tid")
+    assert_true(isinstance(other, int) and other != main["tid"], "handoff: ended on another thread: %r" % h)
+    for name in ("load", "io", "wide start"):
+        assert_true(all("ended_on_tid" not in a["e_args"] for a in ranges[name]), "%s: ended where it began" % name)
+    marks = {}
+    for e in doc["traceEvents"]:
+        if e.get("cat") == "nvtx" and e["ph"] == "i":
+            assert_eq((e.get("s"), e["pid"], e["tid"]), ("t", pid, main["tid"]), "mark %r: thread scope, its thread" % e)
+            marks[e["name"]] = marks.get(e["name"], 0) + 1
+    assert_eq(marks, {m["name"]: m["count"] for m in rep["gpu"]["nvtx"]["marks"]}, "marks by name vs the analysis")
+    assert_eq(marks, {"epoch": 3, "checkpoint \u2713": 1, "sync point": 1}, "marks by name")
+    # --thread of the thread that only ended a range: none of the NVTX events
+    doc = json.load(open(export(path, "chrome-trace", "--thread", other, out="other.json")))
+    assert_eq([e for e in doc["traceEvents"] if e.get("cat") == "nvtx"], [], "NVTX events with --thread OTHER")
+    # speedscope's importer still reads the file
+    try:
+        ss = speedscope_import(out)
+    except Skip:
+        return
+    assert_true(any("Trace Event" in m for m in ss["importer"]), "importer: %s" % ss["importer"])
 
 
 # --- speedscope on regions --------------------------------------------------------------
