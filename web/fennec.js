@@ -816,6 +816,36 @@
 			{key: 'min_ns', label: 'min', num: true, fmt: function (t) { return fmtNs(t.min_ns); }},
 			{key: 'max_ns', label: 'max', num: true, fmt: function (t) { return fmtNs(t.max_ns); }}
 		], g.timers || []);
+		drawNvtx(g.nvtx);
+	}
+
+	/* NVTX start/end ranges and marks by message (push/pop ranges are regions: the
+	 * Operations tab has them); shown only when there are some. */
+	function drawNvtx(nv) {
+		var ranges = (nv && nv.ranges) || [], marks = (nv && nv.marks) || [];
+		var lost = nv ? [[nv.open, 'never ended'], [nv.unmatched, 'ended without a start'], [nv.dropped, 'lost (queue full)']]
+			.filter(function (x) { return x[0]; }) : [];
+		$('gpu-nvtx').hidden = !ranges.length && !marks.length && !lost.length;
+		$('gpu-nvtx-range-panel').hidden = !ranges.length && !lost.length;
+		$('gpu-nvtx-mark-panel').hidden = !marks.length;
+		$('gpu-nvtx-note').textContent = 'nvtxRangeStart/End, by message; push/pop ranges are regions' +
+			lost.map(function (x) { return '; ' + fmtNum(x[0]) + ' ' + x[1]; }).join('');
+		var msg = function (r) { return r.name === '' ? '<span class="muted">(no message)</span>' : esc(r.name); };
+		table($('gpu-nvtx-range-table'), [
+			{key: 'name', label: 'range', mono: true, fmt: msg},
+			{key: 'count', label: 'count', num: true, fmt: function (r) { return fmtNum(r.count); }},
+			{key: 'total_ns', label: 'total', num: true, fmt: function (r) { return fmtNs(r.total_ns); }},
+			{key: 'mean_ns', label: 'mean', num: true, fmt: function (r) { return fmtNs(r.mean_ns); }},
+			{key: 'min_ns', label: 'min', num: true, fmt: function (r) { return fmtNs(r.min_ns); }},
+			{key: 'max_ns', label: 'max', num: true, fmt: function (r) { return fmtNs(r.max_ns); }},
+			{key: 'threads', label: 'threads', num: true, fmt: function (r) { return fmtNum(r.threads); }},
+			{key: 'cross_thread', label: 'ended on another thread', num: true, fmt: function (r) { return fmtNum(r.cross_thread); }}
+		], ranges);
+		table($('gpu-nvtx-mark-table'), [
+			{key: 'name', label: 'mark', mono: true, fmt: msg},
+			{key: 'count', label: 'count', num: true, fmt: function (m) { return fmtNum(m.count); }},
+			{key: 'threads', label: 'threads', num: true, fmt: function (m) { return fmtNum(m.threads); }}
+		], marks);
 	}
 
 	function drawGpuKernelTable(q) {

@@ -220,6 +220,11 @@ async function main() {
 		}
 		result.injection = await page.evaluate(injectionState);
 		result.gpu_notices = await page.evaluate(function () { return document.getElementById('gpu-notices').textContent; });
+		result.gpu_nvtx = await page.evaluate(function () {
+			const shown = function (id) { const el = document.getElementById(id); return !!el && !el.hidden && !el.closest('[hidden]'); };
+			return {shown: shown('gpu-nvtx'), ranges: shown('gpu-nvtx-range-panel'), marks: shown('gpu-nvtx-mark-panel'),
+				note: document.getElementById('gpu-nvtx-note').textContent};
+		});
 		result.fennec_errors = await page.evaluate(function () { return window.fennec.errors; });
 		result.external_requests = external;
 	} finally {

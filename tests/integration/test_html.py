@@ -442,6 +442,52 @@ def test_browser_gpu_tab():
     assert_true("tab-gpu.png" in [os.path.basename(s) for s in doc["screenshots"]], "screenshot of the GPU tab")
     assert_true("GPU kernels, copies and memsets" in doc["zoom"]["chart-timeline"]["note"],
                 "the timeline note counts the GPU work: %r" % doc["zoom"]["chart-timeline"]["note"])
+    assert_eq(doc["gpu_nvtx"]["shown"], False, "no NVTX tables without NVTX data")
+    assert_true("gpu-nvtx-range-table" not in doc["tables"], "no NVTX range table shown")
+
+
+@timeout(400)
+def test_browser_gpu_nvtx():
+    """NVTX start/end ranges and marks (a GPUX chunk encoded here: "load" twice, once ended
+    on another thread; a range and a mark named EVIL; "epoch" marked twice on two threads;
+    a range never ended): the GPU tab's NVTX tables list them by message with the
+    analysis's counts, the names as text, and the note says what never ended."""
+    import fncfile
+    from test_gpu import t0, with_gpux
+    t = t0() + MS
+    recs = [{"type": "range_start", "range_id": 1, "tid": 1, "start_ns": t, "text": "load"},
+            {"type": "mark", "tid": 1, "start_ns": t + MS, "text": "epoch"},
+            {"type": "range_end", "range_id": 1, "tid": 1, "start_ns": t + 3 * MS},
+            {"type": "range_start", "range_id": 2, "tid": 1, "start_ns": t + 4 * MS, "text": "load"},
+            {"type": "range_start", "range_id": 3, "tid": 2, "start_ns": t + 4 * MS, "text": EVIL},
+            {"type": "mark", "tid": 2, "start_ns": t + 5 * MS, "text": EVIL},
+            {"type": "mark", "tid": 2, "start_ns": t + 5 * MS, "text": "epoch"},
+            {"type": "range_end", "range_id": 2, "tid": 2, "start_ns": t + 9 * MS},
+            {"type": "range_end", "range_id": 3, "tid": 2, "start_ns": t + 10 * MS},
+            {"type": "range_start", "range_id": 4, "tid": 1, "start_ns": t + 11 * MS, "text": "open"}]
+    path = with_gpux(fncfile.gpux_payload(0, recs), "nvtx.fnc")
+    rep = page_data(html_report(path))["analysis"]
+    nv = rep["gpu"]["nvtx"]
+    assert_eq(({r["name"]: r["count"] for r in nv["ranges"]}, nv["open"]), ({"load": 2, EVIL: 1}, 1),
+              "the analysis's ranges")
+    doc = browse("file://" + os.path.abspath("report.html"), os.path.abspath("shots"))
+    assert_clean_page(doc)
+    assert_escaped(doc)
+    assert_eq((doc["gpu_nvtx"]["shown"], doc["gpu_nvtx"]["ranges"], doc["gpu_nvtx"]["marks"]), (True, True, True),
+              "NVTX tables shown")
+    rows = doc["tables"]["gpu-nvtx-range-table"]
+    head = rows[0]
+    col = lambda r, k: r[head.index(k)]
+    got = {col(r, "range"): (int(col(r, "count")), int(col(r, "threads")), int(col(r, "ended on another thread")))
+           for r in rows[1:]}
+    assert_eq(got, {"load": (2, 2, 1), EVIL: (1, 1, 0)}, "range table: names (as text), count, threads, ended elsewhere")
+    load = [r for r in rows[1:] if col(r, "range") == "load"][0]
+    assert_eq((col(load, "total"), col(load, "min"), col(load, "max")), ("8.00 ms", "3.00 ms", "5.00 ms"),
+              "load: total, min, max")
+    marks = doc["tables"]["gpu-nvtx-mark-table"]
+    assert_eq({r[0]: (int(r[1]), int(r[2])) for r in marks[1:]}, {"epoch": (2, 2), EVIL: (1, 1)},
+              "mark table: names (as text), count, threads")
+    assert_true("1 never ended" in doc["gpu_nvtx"]["note"], "the note counts the open range: %r" % doc["gpu_nvtx"]["note"])
 
 
 @timeout(400)
