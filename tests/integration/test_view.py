@@ -285,7 +285,11 @@ def test_timeline_detail_of_a_window():
         full = v.json("/api/page")["timeline"]
         assert_true(full["blocks"] > 0 and full["resolution_ns"] > 0, "the full timeline is reduced: %s" % {
             k: x for k, x in full.items() if not isinstance(x, list)})
-        lo, hi = full["span_ns"] * 45 // 100, full["span_ns"] * 46 // 100
+        # a window of 2 % of where the calls are, in their middle (a fixed share of the span
+        # found none when the start-up or the final flush took most of it on a busy machine)
+        starts = sorted(full["start_ns"])
+        lo = starts[len(starts) // 2]
+        hi = lo + max((starts[-1] - starts[0]) // 50, 1)
         tl = v.json("/api/timeline?from_ns=%d&to_ns=%d" % (lo, hi))["timeline"]
         assert_eq((tl["from_ns"], tl["to_ns"]), (lo, hi), "the window")
         assert_true(0 < tl["calls"] < full["calls"], "calls in the window: %d of %d" % (tl["calls"], full["calls"]))
