@@ -35,8 +35,13 @@ static inline void ev_commit(col_thread *t, uint8_t *p, uint8_t *tmp, size_t n)
 		memcpy(t->ring + off, tmp, first);
 		memcpy(t->ring, tmp + first, n - first);
 	}
+	uint64_t was = t->tail;
 	t->tail += n;
 	atomic_store_explicit(&t->committed, t->tail, memory_order_release);
+	/* Every 64 KiB of events: if the writer dozes and the ring is an eighth full, wake it
+	 * (one load and a branch here; the rest out of line). */
+	if (unlikely((was ^ t->tail) >> COL_NUDGE_SHIFT) && atomic_load_explicit(&col_writer_dozing, memory_order_relaxed))
+		col_ring_crossed(t);
 }
 
 /* The calling thread's state for session generation g (nonzero). */

@@ -58,6 +58,9 @@ typedef struct col_thread {
 } col_thread;
 
 extern _Atomic uint32_t col_on;   /* session generation while a session runs, else 0 */
+extern _Atomic int col_writer_dozing; /* 1 while the writer sleeps longer than its usual slice */
+void col_ring_crossed(col_thread *t); /* a thread's ring crossed a COL_NUDGE_BYTES boundary */
+#define COL_NUDGE_SHIFT 16            /* every 64 KiB of events, a thread checks its fill */
 extern _Atomic int col_gate;      /* 1 while the current step is recorded */
 extern int col_use_tsc;
 extern __thread col_thread *col_tls;
@@ -94,6 +97,7 @@ void col_sample_stop(void);
 void col_sample_atfork_child(void);
 void col_sample_drain(void (*emit)(unsigned type, cm_buf *raw), void (*before)(void));
 void col_sample_tick(void); /* writer, between flushes: unwinds the fuller rings (ring source) */
+uint64_t col_sample_quiet_ns(void); /* writer: the longest it may sleep before a ring is 1/4 full */
 void col_modules_drain(void (*emit)(unsigned type, cm_buf *raw), uint64_t now_ticks);
 void col_sample_thread_begin(void);
 void col_sample_thread_end(void);
@@ -116,6 +120,7 @@ void col_mem_stop(void);
 void col_mem_step(void);                 /* a timeline point at each step */
 void col_mem_tick(uint64_t now_ns);      /* writer: a timeline point when the period is over */
 unsigned col_mem_fill_pct(void);
+int col_mem_mode(void);                  /* enum fmt_mem_mode of the session */
 void col_mem_drain(void (*emit)(unsigned type, cm_buf *raw), void (*before)(void));
 void col_mem_atfork_child(void);
 /* Mark the calling thread's allocations as fennec's own (never counted nor recorded);

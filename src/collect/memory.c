@@ -1616,6 +1616,8 @@ void col_mem_tick(uint64_t now_ns)
 	M.next_snap_ns = now_ns + M.interval_ns;
 }
 
+int col_mem_mode(void) { return atomic_load_explicit(&M.mode, memory_order_relaxed); }
+
 unsigned col_mem_fill_pct(void)
 {
 	return M.ring.buf ? (unsigned)(col_ring_used(&M.ring) * 100 / M.ring.size) : 0;

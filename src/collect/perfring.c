@@ -121,6 +121,8 @@ void col_pr_forget(col_pr *r)
 	free(r);
 }
 
+uint64_t col_pr_bytes(const col_pr *r) { return r->size; }
+
 unsigned col_pr_fill_pct(const col_pr *r)
 {
 	uint64_t head = __atomic_load_n(&r->meta->data_head, __ATOMIC_ACQUIRE);
@@ -486,6 +488,7 @@ col_pr *col_pr_open(pid_t tid, const col_pr_cfg *cfg, int (*move_fd)(int)) { ret
 void col_pr_free(col_pr *r) {}
 void col_pr_forget(col_pr *r) {}
 unsigned col_pr_fill_pct(const col_pr *r) { return 0; }
+uint64_t col_pr_bytes(const col_pr *r) { return 0; }
 uint64_t col_pr_drain(col_pr **rings, size_t n, uint64_t cut_ns, uint32_t depth, col_pr_emit emit, void *ctx)
 {
 	return 0;

@@ -36,6 +36,9 @@ void col_pr_free(col_pr *r);
  * descriptor and forget the rest. */
 void col_pr_forget(col_pr *r);
 
+/* Its data bytes (fewer than asked when locked memory was short). */
+uint64_t col_pr_bytes(const col_pr *r);
+
 /* How full the ring is, in percent of its data pages. Any thread may ask. */
 unsigned col_pr_fill_pct(const col_pr *r);
 

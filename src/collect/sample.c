@@ -135,6 +135,7 @@ static struct {
 	/* writer side */
 	unsigned long long mod_adds, mod_subs;
 	int mod_scanned;
+	_Atomic uint64_t ring_min_bytes; /* the smallest ring opened (ring source); the writer reads it */
 	struct modkey { uintptr_t base; uint64_t ticks; char *path; } *mods;
 	size_t nmods, mods_cap;
 	struct named_ent { pid_t tid; uint32_t checks; uint64_t flush; char name[16]; } *named;
@@ -568,6 +569,9 @@ static void tid_add(pid_t tid)
 	if (P.source == FMT_SRC_RING && P.fd_budget > 0) {
 		e.pr = col_pr_open(tid, &P.prc, fd_high);
 		if (e.pr) {
+			uint64_t b = col_pr_bytes(e.pr), m = atomic_load_explicit(&P.ring_min_bytes, memory_order_relaxed);
+			if (!m || b < m) /* under P.lock; the writer reads it (col_sample_quiet_ns) */
+				atomic_store_explicit(&P.ring_min_bytes, b, memory_order_relaxed);
 			P.fd_budget--;
 			P.tids[P.ntids++] = e;
 			return;
@@ -968,6 +972,7 @@ void col_sample_atfork_child(void)
 			close(P.tids[i].sys_fd);
 	}
 	P.ntids = 0;
+	atomic_store_explicit(&P.ring_min_bytes, 0, memory_order_relaxed);
 	for (size_t i = 0; i < P.nretired; i++)
 		col_pr_forget(P.retired[i]);
 	P.nretired = 0;
@@ -1269,6 +1274,18 @@ static uint64_t rings_drain(unsigned min_pct)
 
 /* The writer, every few milliseconds between flushes: unwind the rings a quarter full,
  * so that rings of a few dozen samples last from one flush to the next. */
+/* The ring source's rings are unwound once a quarter full (col_sample_tick): the writer
+ * must look before a thread's ring gets there, at the sampling rate. Other sources write
+ * into one ring drained at every flush. */
+uint64_t col_sample_quiet_ns(void)
+{
+	uint64_t bytes = atomic_load_explicit(&P.ring_min_bytes, memory_order_relaxed);
+	if (P.mode == FMT_SAMPLE_OFF || P.source != FMT_SRC_RING || !bytes)
+		return UINT64_MAX;
+	uint64_t records = bytes / (P.prc.stack_bytes + 256);
+	return (records / 4 ? records / 4 : 1) * P.period_ns;
+}
+
 void col_sample_tick(void)
 {
 	if (P.mode != FMT_SAMPLE_OFF && P.source == FMT_SRC_RING)

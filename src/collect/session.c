@@ -13,6 +13,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <linux/futex.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -44,7 +45,6 @@ static _Atomic uint32_t nslots;
 static pthread_mutex_t reg_lock = PTHREAD_MUTEX_INITIALIZER;    /* slot allocation */
 static pthread_mutex_t flush_lock = PTHREAD_MUTEX_INITIALIZER;  /* writer state, file */
 static pthread_mutex_t intern_lock = PTHREAD_MUTEX_INITIALIZER; /* fennec_intern table */
-static pthread_cond_t flush_cond = PTHREAD_COND_INITIALIZER;
 static pthread_key_t thread_key;
 static pthread_once_t once = PTHREAD_ONCE_INIT;
 
@@ -721,6 +721,42 @@ static unsigned max_fill_pct(void)
  * it can (120 MB/s here, flood.c) fills 0.7 MiB of its 2 MiB ring before the next look. */
 #define WRITER_QUIET_NS 6000000u
 
+/* With no ring growing, the writer dozes up to WRITER_DOZE_NS: a thread whose events
+ * start flowing wakes it when its ring passes an eighth (col_ring_crossed, checked every
+ * 64 KiB; the writer flushes at a quarter). Full heap profiling and GPU collection keep WRITER_QUIET_NS (their producers do
+ * not wake it; the GPU step schedule switches within a look); sampling with the ring source
+ * keeps the writer looking before a thread's ring is a quarter full. */
+#define WRITER_DOZE_NS 50000000u
+
+static _Atomic uint32_t wake_word; /* futex: bumped to end the writer's wait early */
+_Atomic int col_writer_dozing;
+
+static void writer_wake(void)
+{
+	atomic_fetch_add_explicit(&wake_word, 1, memory_order_release);
+	syscall(SYS_futex, &wake_word, FUTEX_WAKE_PRIVATE, 1, NULL, NULL, 0);
+}
+
+/* Any thread, async-signal-safe (a futex wake): called every 64 KiB of a thread's events
+ * while the writer dozes. */
+void col_ring_crossed(col_thread *t)
+{
+	uint64_t used = t->tail - atomic_load_explicit(&t->head, memory_order_relaxed);
+	if (used * 8 >= t->size && atomic_exchange_explicit(&col_writer_dozing, 0, memory_order_relaxed))
+		writer_wake();
+}
+
+static uint64_t writer_quiet_max(void)
+{
+	uint64_t q = WRITER_DOZE_NS;
+	if (col_mem_mode() == FMT_MEM_FULL || col_gpu_mode() != COL_GPU_OFF)
+		q = WRITER_QUIET_NS;
+	uint64_t s = col_sample_quiet_ns();
+	if (s < q)
+		q = s < WRITER_SLICE_NS ? WRITER_SLICE_NS : s;
+	return q;
+}
+
 static void *writer_main(void *arg)
 {
 	prctl(PR_SET_NAME, "fennec-writer");
@@ -738,16 +774,22 @@ static void *writer_main(void *arg)
 		unsigned fill = max_fill_pct(), mfill = col_mem_fill_pct();
 		if (mfill > fill)
 			fill = mfill;
-		slice = fill > last_fill ? WRITER_SLICE_NS : slice * 2 < WRITER_QUIET_NS ? slice * 2 : WRITER_QUIET_NS;
+		uint64_t quiet = writer_quiet_max();
+		slice = fill > last_fill ? WRITER_SLICE_NS : slice * 2 < quiet ? slice * 2 : quiet;
 		last_fill = fill;
 		if (now < next && fill < 25) {
 			uint64_t wait = next - now < slice ? next - now : slice;
-			struct timespec ts;
-			clock_gettime(CLOCK_MONOTONIC, &ts);
-			uint64_t until = (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec + wait;
-			ts.tv_sec = (time_t)(until / 1000000000u);
-			ts.tv_nsec = (long)(until % 1000000000u);
-			pthread_cond_timedwait(&flush_cond, &flush_lock, &ts);
+			/* Read under the flush lock, which the stopping thread holds to set stop_writer
+			 * before it bumps wake_word: a stop after this is seen by the futex. */
+			uint32_t seen = atomic_load_explicit(&wake_word, memory_order_acquire);
+			if (wait > WRITER_QUIET_NS)
+				atomic_store_explicit(&col_writer_dozing, 1, memory_order_relaxed);
+			pthread_mutex_unlock(&flush_lock);
+			/* The session's flush lock is free meanwhile, as in a condition wait. */
+			struct timespec rel = {(time_t)(wait / 1000000000u), (long)(wait % 1000000000u)};
+			syscall(SYS_futex, &wake_word, FUTEX_WAIT_PRIVATE, seen, &rel, NULL, 0);
+			pthread_mutex_lock(&flush_lock);
+			atomic_store_explicit(&col_writer_dozing, 0, memory_order_relaxed);
 			continue;
 		}
 		flush_locked(0, 0);
@@ -761,11 +803,6 @@ static void *writer_main(void *arg)
 
 static int start_writer(void)
 {
-	pthread_condattr_t ca;
-	pthread_condattr_init(&ca);
-	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-	pthread_cond_init(&flush_cond, &ca);
-	pthread_condattr_destroy(&ca);
 	/* The writer blocks every signal, so the program's signals never land on it. */
 	sigset_t all, old;
 	sigfillset(&all);
@@ -918,7 +955,7 @@ static int session_end(unsigned exit_reason)
 	col_gpu_stop();
 	atomic_store(&col_on, 0);
 	S.stop_writer = 1;
-	pthread_cond_broadcast(&flush_cond);
+	writer_wake();
 	pthread_mutex_unlock(&flush_lock);
 	if (S.writer_running)
 		pthread_join(S.writer, NULL);
