@@ -728,6 +728,10 @@ static unsigned max_fill_pct(void)
  * keeps the writer looking before a thread's ring is a quarter full. */
 #define WRITER_DOZE_NS 50000000u
 
+/* A dozing writer is woken once a thread has this much waiting (or an eighth of its ring):
+ * drained while still warm in the caches, as when it looks every 2 ms. */
+#define NUDGE_BYTES (256u << 10)
+
 static _Atomic uint32_t wake_word; /* futex: bumped to end the writer's wait early */
 _Atomic int col_writer_dozing;
 
@@ -742,7 +746,8 @@ static void writer_wake(void)
 void col_ring_crossed(col_thread *t)
 {
 	uint64_t used = t->tail - atomic_load_explicit(&t->head, memory_order_relaxed);
-	if (used * 8 >= t->size && atomic_exchange_explicit(&col_writer_dozing, 0, memory_order_relaxed))
+	uint64_t enough = t->size / 8 < NUDGE_BYTES ? t->size / 8 : NUDGE_BYTES;
+	if (used >= enough && atomic_exchange_explicit(&col_writer_dozing, 0, memory_order_relaxed))
 		writer_wake();
 }
 
