@@ -863,6 +863,24 @@ static void work_free_nvtx(work *w)
 	free(w->opens);
 }
 
+/* The analysis's working state: its maps and arrays, then itself. */
+static void work_free(work *w)
+{
+	ana_map_clear(&w->kernel_of_name);
+	ana_map_clear(&w->stream_of);
+	ana_map_clear(&w->kstream_of);
+	ana_map_clear(&w->config_of);
+	ana_map_clear(&w->timer_of);
+	free(w->configs);
+	free(w->kernel_of_string);
+	free(w->sync);
+	free(w->syncrec);
+	free(w->mem);
+	free(w->allocapi);
+	work_free_nvtx(w);
+	free(w);
+}
+
 typedef struct iv2 {
 	uint64_t s, e;
 } iv2;
@@ -1175,19 +1193,7 @@ int ana_gpu_finish(ana_profile *p)
 	if (g->nnvtx_marks > 1)
 		qsort(g->nvtx_marks, g->nnvtx_marks, sizeof *g->nvtx_marks, cmp_nvtx_mark);
 	if (w) {
-		ana_map_clear(&w->kernel_of_name);
-		ana_map_clear(&w->stream_of);
-		ana_map_clear(&w->kstream_of);
-		ana_map_clear(&w->config_of);
-		ana_map_clear(&w->timer_of);
-		free(w->configs);
-		free(w->kernel_of_string);
-		free(w->sync);
-		free(w->syncrec);
-		free(w->mem);
-		free(w->allocapi);
-		work_free_nvtx(w);
-		free(w);
+		work_free(w);
 		g->priv = NULL;
 	}
 	for (uint32_t i = 0; i < g->nstreams; i++) {
@@ -1204,19 +1210,7 @@ void ana_gpu_free(ana_profile *p)
 		return;
 	if (g->priv) {
 		work *w = g->priv;
-		ana_map_clear(&w->kernel_of_name);
-		ana_map_clear(&w->stream_of);
-		ana_map_clear(&w->kstream_of);
-		ana_map_clear(&w->config_of);
-		ana_map_clear(&w->timer_of);
-		free(w->configs);
-		free(w->kernel_of_string);
-		free(w->sync);
-		free(w->syncrec);
-		free(w->mem);
-		free(w->allocapi);
-		work_free_nvtx(w);
-		free(w);
+		work_free(w);
 	}
 	for (uint32_t i = 0; i < g->ndevices; i++) {
 		free(g->devices[i].mem);

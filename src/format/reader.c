@@ -1135,6 +1135,16 @@ static void gpu_time(cur *c, fmt_gpu *g, uint64_t *t, int dur)
 		c->bad = 1;
 }
 
+/* Hand a GPU or GPUX record to the callback as an event, at its start on the tick clock. */
+static int deliver_gpu(rd *r, fmt_gpu *g)
+{
+	fmt_file *f = r->f;
+	double ticks = f->fit_b > 0 ? ((double)g->start_ns - f->fit_a) / f->fit_b : (double)g->start_ns;
+	fmt_event ev = {.type = FMT_EV_GPU, .thread = UINT32_MAX, .gpu = g, .tid = g->tid,
+			.ticks = ticks > 0 ? (uint64_t)llround(ticks) : 0};
+	return r->fn ? r->fn(r->ctx, f, &ev) : 0;
+}
+
 /* Decode one timed record of `type` into *g. */
 static void gpu_record(cur *c, unsigned type, fmt_gpu *g, uint64_t *t)
 {
@@ -1271,14 +1281,9 @@ static int decode_gpu(rd *r, cur *c)
 			return fail(r, FENNEC_ECORRUPT, r->chunk_off, "GPU: record at payload byte %td names undefined string %u",
 				    at - base, g.name);
 		g.name_str = g.name ? f->gpu_strings[g.name] : NULL;
-		double ticks = f->fit_b > 0 ? ((double)g.start_ns - f->fit_a) / f->fit_b : (double)g.start_ns;
-		fmt_event ev = {.type = FMT_EV_GPU, .thread = UINT32_MAX, .gpu = &g, .tid = g.tid,
-				.ticks = ticks > 0 ? (uint64_t)llround(ticks) : 0};
-		if (r->fn) {
-			int rc = r->fn(r->ctx, f, &ev);
-			if (rc)
-				return rc;
-		}
+		int rc = deliver_gpu(r, &g);
+		if (rc)
+			return rc;
 	}
 	return c->bad ? fail(r, FENNEC_ECORRUPT, r->chunk_off, "GPU: record runs past the end of the chunk") : 0;
 }
@@ -1339,14 +1344,9 @@ static int decode_gpux(rd *r, cur *c)
 		if (c->bad || (g.type != FMT_GR_NVLINK && !g.range_id && g.type != FMT_GR_MARK))
 			return fail(r, FENNEC_ECORRUPT, r->chunk_off, "GPUX: bad or truncated record (type %u) at payload byte %td",
 				    type, at - base);
-		double ticks = f->fit_b > 0 ? ((double)g.start_ns - f->fit_a) / f->fit_b : (double)g.start_ns;
-		fmt_event ev = {.type = FMT_EV_GPU, .thread = UINT32_MAX, .gpu = &g, .tid = g.tid,
-				.ticks = ticks > 0 ? (uint64_t)llround(ticks) : 0};
-		if (r->fn) {
-			int rc = r->fn(r->ctx, f, &ev);
-			if (rc)
-				return rc;
-		}
+		int rc = deliver_gpu(r, &g);
+		if (rc)
+			return rc;
 	}
 	return c->bad ? fail(r, FENNEC_ECORRUPT, r->chunk_off, "GPUX: record runs past the end of the chunk") : 0;
 }
