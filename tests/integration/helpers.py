@@ -103,7 +103,7 @@ def base_env(extra=None):
     elif SANITIZER == "tsan":
         # die_after_fork=0: the collector starts its writer thread again in a fork child
         env["TSAN_OPTIONS"] = ("halt_on_error=1:second_deadlock_stack=1:report_signal_unsafe=0:"
-                               "die_after_fork=0")
+                               "die_after_fork=0:suppressions=" + os.path.join(REPO, "tests", "tsan.supp"))
     if extra:
         env.update(extra)
     return env

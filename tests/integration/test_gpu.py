@@ -531,6 +531,8 @@ def test_gpu_nvml_nvlink():
     """NVML through the stand-in (tests/fixtures/lib/fakecuda.c), whose NVLink counters grow at
     1e9 bytes/s sent and 5e8 received: the utilisation samples and the NVLink throughput
     reach the report."""
+    skip_under("tsan", "the plain CLI cannot load the TSan-built stand-in driver and NVML "
+                       "(--gpu finds no driver: cannot allocate memory in static TLS block)")
     env = base_env({"FENNEC_LIBCUDA": fake_driver(), "FENNEC_NVML": fake_driver(),
                     "FENNEC_GPU_INTERVAL_MS": "10"})
     r, path = record("gpu_fake", fake_driver(), opts=["--gpu", "--sample", "off"], env=env, expect_rc=3)
@@ -560,6 +562,8 @@ def test_gpu_nvml_nvlink():
 def test_gpu_nvml_power_temperature():
     """A device that reports power (200 W and 300 W, alternating) and temperature (65 C):
     the statistics are numbers, the samples carry them."""
+    skip_under("tsan", "the plain CLI cannot load the TSan-built stand-in driver and NVML "
+                       "(--gpu finds no driver: cannot allocate memory in static TLS block)")
     env = base_env({"FENNEC_LIBCUDA": fake_driver(), "FENNEC_NVML": fake_driver(),
                     "FENNEC_GPU_INTERVAL_MS": "10", "FAKECUDA_NVML_POWER": "1"})
     r, path = record("gpu_fake", fake_driver(), opts=["--gpu", "--sample", "off"], env=env, expect_rc=3)
