@@ -954,6 +954,18 @@ static int heap_stack(rd *r, cur *c, const uint8_t *at, const uint8_t *base)
 	return c->bad ? fail(r, FENNEC_ECORRUPT, r->chunk_off, "HEAP: stack at payload byte %td runs past the end of the chunk", at - base) : 0;
 }
 
+/* A SNAP record's body, the same in HEAP and HEAP2: step, the five heap numbers, flags. */
+static void heap_snap(cur *c, fmt_event *ev)
+{
+	ev->type = FMT_EV_HEAP_SNAP;
+	ev->u = cur_varint(c);
+	for (int k = 0; k < 5; k++)
+		ev->heap[k] = cur_varint(c);
+	ev->flags = cur_u8(c);
+	if (ev->flags > FMT_SNAP_FINAL)
+		c->bad = 1;
+}
+
 /* The counters that open a HEAP or HEAP2 chunk. */
 static int heap_counters(rd *r, cur *c)
 {
@@ -1008,14 +1020,8 @@ static int decode_heap(rd *r, cur *c)
 			ev.addr = cur_varint(c);
 			break;
 		case FMT_HR_SNAP:
-			ev.type = FMT_EV_HEAP_SNAP;
 			t += (uint64_t)cm_unzigzag(cur_varint(c));
-			ev.u = cur_varint(c);
-			for (int k = 0; k < 5; k++)
-				ev.heap[k] = cur_varint(c);
-			ev.flags = cur_u8(c);
-			if (ev.flags > FMT_SNAP_FINAL)
-				c->bad = 1;
+			heap_snap(c, &ev);
 			break;
 		default:
 			return fail(r, FENNEC_ECORRUPT, r->chunk_off, "HEAP: unknown record type %u at payload byte %td", type, at - base);
@@ -1455,13 +1461,7 @@ static int decode_heap2(rd *r, cur *c)
 			t->stack = ev.id;
 			break;
 		case FMT_H2_SNAP:
-			ev.type = FMT_EV_HEAP_SNAP;
-			ev.u = cur_varint(c);
-			for (int k = 0; k < 5; k++)
-				ev.heap[k] = cur_varint(c);
-			ev.flags = cur_u8(c);
-			if (ev.flags > FMT_SNAP_FINAL)
-				c->bad = 1;
+			heap_snap(c, &ev);
 			break;
 		default:
 			free(th);

@@ -402,22 +402,7 @@ def _heap(p, heap):
         rtype = p[pos]
         pos += 1
         if rtype == 1:
-            sid, pos = _varint(p, pos)
-            trunc = p[pos]
-            pos += 1
-            n, pos = _varint(p, pos)
-            regions = []
-            for _ in range(n):
-                r, pos = _varint(p, pos)
-                regions.append(r)
-            n, pos = _varint(p, pos)
-            frames = []
-            for i in range(n):
-                v, pos = _varint(p, pos)
-                frames.append(v if i == 0 else (frames[-1] + _unzigzag(v)) & 0xFFFFFFFFFFFFFFFF)
-            if sid in heap["stacks"]:
-                raise ValueError("HEAP stack %d defined twice" % sid)
-            heap["stacks"][sid] = {"truncated": trunc, "regions": regions, "frames": frames}
+            pos = _heap_stack(p, pos, heap)
         elif rtype == 2:
             tid, pos = _varint(p, pos)
             dt, pos = _varint(p, pos)

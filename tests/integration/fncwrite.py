@@ -20,13 +20,7 @@ import fncfile
 MS = 1_000_000
 
 
-def _varint(v):
-    out = bytearray()
-    while v >= 0x80:
-        out.append((v & 0x7F) | 0x80)
-        v >>= 7
-    out.append(v)
-    return bytes(out)
+_varint = fncfile._put_varint
 
 
 def _string(s):
