@@ -4,6 +4,8 @@
 # functions; build/bench/work_compute: a matrix multiply) under
 #   fennec      fennec record -F HZ --memory off (cpu mode, the ring source, 128 frames;
 #               heap profiling, on by default, has its own benchmark: memory.sh)
+#   fennec-libunwind  the same with FENNEC_CFI=0 (every sample unwound by libunwind, not by
+#               fennec's cached DWARF rules, src/collect/cfi.c)
 #   fennec-signal  the same with FENNEC_SAMPLE_SOURCE=signal (a signal per sample, the
 #               stack taken in the handler: the fallback source)
 #   perf-fp     perf record -F HZ -g               (frame pointers: Debian's libc has none)
@@ -51,7 +53,7 @@ have_gperf=0
 tmp=$(mktemp -d /tmp/fennec-bench-smp.XXXXXX)
 if [ "${KEEP:-0}" = 1 ]; then echo "keeping $tmp"; else trap 'rm -rf "$tmp"' EXIT; fi
 
-variants=(base fennec fennec-signal)
+variants=(base fennec fennec-libunwind fennec-signal)
 if [ $have_perf = 1 ]; then variants+=(perf-fp perf-dwarf); else echo "sampling: perf unusable here; skipped" >&2; fi
 if [ $have_gperf = 1 ]; then variants+=(gperftools); else echo "sampling: libprofiler.so not found (apt-get install libgoogle-perftools-dev); skipped" >&2; fi
 
@@ -83,6 +85,7 @@ run_one() {
 	if ! case $v in
 	base) out=$("${T[@]}" "$exe" "$SCALE") ;;
 	fennec) out=$("${T[@]}" "$FENNEC" record -q -F "$HZ" --memory off -o "$prof" -- "$exe" "$SCALE") ;;
+	fennec-libunwind) out=$("${T[@]}" env FENNEC_CFI=0 "$FENNEC" record -q -F "$HZ" --memory off -o "$prof" -- "$exe" "$SCALE") ;;
 	fennec-signal) out=$("${T[@]}" env FENNEC_SAMPLE_SOURCE=signal "$FENNEC" record -q -F "$HZ" --memory off -o "$prof" -- "$exe" "$SCALE") ;;
 	perf-fp) out=$("${T[@]}" perf record -q $PERF_OPTS -F "$HZ" -g -o "$prof" -- "$exe" "$SCALE" 2>/dev/null) ;;
 	perf-dwarf) out=$("${T[@]}" perf record -q $PERF_OPTS -F "$HZ" --call-graph dwarf -o "$prof" -- "$exe" "$SCALE" 2>/dev/null) ;;
@@ -161,8 +164,9 @@ import csv, statistics, sys
 rows = list(csv.DictReader(open(sys.argv[1]), delimiter="\t"))
 hz = sys.argv[2]
 num = lambda s: None if s in (None, "", "NA") else float(s)
-order = ["base", "fennec", "fennec-signal", "perf-fp", "perf-dwarf", "gperftools"]
+order = ["base", "fennec", "fennec-libunwind", "fennec-signal", "perf-fp", "perf-dwarf", "gperftools"]
 label = {"base": "unprofiled", "fennec": "fennec -F %s" % hz,
+         "fennec-libunwind": "fennec (libunwind) -F %s" % hz,
          "fennec-signal": "fennec (signal) -F %s" % hz, "perf-fp": "perf -F %s -g" % hz,
          "perf-dwarf": "perf -F %s --call-graph dwarf" % hz,
          "gperftools": "gperftools, CPUPROFILE_FREQUENCY=%s" % hz}

@@ -2,12 +2,14 @@
  * perfring.c - the ring source of CPU sampling (perfring.h). The kernel writes each
  * sample (the user registers and the top `stack_bytes` of the user stack) into a ring
  * mapped for the sampled thread; no signal interrupts the program, which is where the
- * signal source spent most of its cost. The writer thread later unwinds the copies with
- * libunwind's remote API inside this same process: the local address space's accessors,
- * so procedure lookup stays the dl_iterate_phdr-based one, with memory and registers read
- * from the sample. Design: docs/internals/collect.md ("Samples").
+ * signal source spent most of its cost. The writer thread later unwinds the copies inside
+ * this same process: by the cached call-frame rules of cfi.c, or, for a sample with a
+ * frame those do not cover, with libunwind's remote API over the local address space's
+ * accessors (procedure lookup stays the dl_iterate_phdr-based one), memory and registers
+ * read from the sample. Design: docs/internals/collect.md ("Samples").
  */
 #include "collect/perfring.h"
+#include "collect/cfi.h"
 #include "collect/collect.h"
 
 #if defined(__x86_64__) /* the registers below are x86-64's; elsewhere, no ring source */
@@ -18,7 +20,9 @@
 #include <link.h>
 #include <linux/perf_event.h>
 #include <signal.h>
+#include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/ioctl.h>
 #include <sys/mman.h>
 #include <sys/syscall.h>
@@ -166,6 +170,7 @@ static int seg_cb(struct dl_phdr_info *info, size_t size, void *arg)
 		uintptr_t lo = info->dlpi_addr + ph->p_vaddr;
 		M.segs[M.n++] = (seg){lo, lo + ph->p_memsz};
 	}
+	cfi_module_add(info);
 	return 0;
 }
 
@@ -265,10 +270,41 @@ static int uw_fpreg(unw_addr_space_t as, unw_regnum_t r, unw_fpreg_t *val, int w
 
 static unw_addr_space_t uw_as;
 
+/* FENNEC_CFI: 1 (default) the fast unwinder first (cfi.c), libunwind for what it refuses;
+ * 0 libunwind only; "check" both on every sample, compared (libunwind's frames stay the
+ * answer), the counts and the first differences printed at exit (to stderr, or appended
+ * to the file FENNEC_CFI_LOG names). */
+static int cfi_mode = -1;
+static struct {
+	uint64_t samples, fast, refused, differ, deeper;
+	FILE *log;
+} chk;
+
+static void chk_report(void)
+{
+	cfi_stats st = cfi_get_stats();
+	fprintf(chk.log,
+		"fennec: cfi check: %s: %llu samples, %llu by rules, %llu refused, %llu differ, %llu deeper "
+		"where libunwind ran off; %llu rules computed, %llu refused\n",
+		program_invocation_short_name, (unsigned long long)chk.samples, (unsigned long long)chk.fast,
+		(unsigned long long)chk.refused, (unsigned long long)chk.differ, (unsigned long long)chk.deeper,
+		(unsigned long long)st.computed, (unsigned long long)st.refused);
+}
+
 static int uw_init(void)
 {
 	if (uw_as)
 		return 0;
+	const char *e = getenv("FENNEC_CFI");
+	cfi_mode = e && !strcmp(e, "0") ? 0 : e && !strcmp(e, "check") ? 2 : 1;
+	if (cfi_mode == 2) {
+		const char *log = getenv("FENNEC_CFI_LOG");
+		chk.log = log ? fopen(log, "ae") : NULL;
+		if (!chk.log)
+			chk.log = stderr;
+		setvbuf(chk.log, NULL, _IOLBF, 0);
+		atexit(chk_report);
+	}
 	unw_accessors_t acc = *unw_get_accessors(unw_local_addr_space);
 	acc.access_mem = uw_mem;
 	acc.access_reg = uw_reg;
@@ -285,8 +321,9 @@ static int uw_init(void)
 	return 0;
 }
 
-/* Unwind one sample into frames[], at most depth + 1 (one more says it was cut). */
-static uint32_t uw_walk(uw_arg *a, uint64_t *frames, uint32_t depth)
+/* libunwind's walk of one sample into frames[], at most depth + 1 (one more says it was
+ * cut). */
+static uint32_t uw_step_all(uw_arg *a, uint64_t *frames, uint32_t depth)
 {
 	unw_cursor_t c;
 	frames[0] = a->regs[PR_REG_IP]; /* the interrupted instruction, exactly */
@@ -300,6 +337,67 @@ static uint32_t uw_walk(uw_arg *a, uint64_t *frames, uint32_t depth)
 		frames[n++] = ip;
 	}
 	return n;
+}
+
+/* The sample's registers (record order: AX BX CX DX SI DI BP SP IP R8..R15) in DWARF's
+ * numbering (rax rdx rcx rbx rsi rdi rbp rsp r8..r15 rip). */
+static void dwarf_regs(const uint64_t *r, uint64_t *d)
+{
+	static const uint8_t from[CFI_NREGS] = {0, 3, 2, 1, 4, 5, 6, 7, 9, 10, 11, 12, 13, 14, 15, 16, 8};
+	for (int i = 0; i < CFI_NREGS; i++)
+		d[i] = r[from[i]];
+}
+
+/* Unwind one sample into frames[], at most depth + 1 (one more says it was cut): by the
+ * cached rules when they cover every frame, else by libunwind. */
+static uint32_t uw_walk(uw_arg *a, uint64_t *frames, uint32_t depth)
+{
+	if (!cfi_mode)
+		return uw_step_all(a, frames, depth);
+	cfi_sample s;
+	dwarf_regs(a->regs, s.regs);
+	s.stack = a->stack;
+	s.size = a->size;
+	int ran_off = 0;
+	uint32_t n = cfi_walk(&s, frames, depth, &ran_off);
+	if (cfi_mode == 2) {
+		uint64_t other[COL_SAMPLE_MAX_DEPTH + 1];
+		uint32_t m = uw_step_all(a, other, depth);
+		chk.samples++;
+		if (!n) {
+			chk.refused++;
+		} else {
+			chk.fast++;
+			if (a->ran_off && !ran_off && m < n && !memcmp(other, frames, m * sizeof *frames)) {
+				/* libunwind stopped reading above the copy where the rules found the
+				 * next frames in it (seen in Open MPI's threads): not a disagreement */
+				chk.deeper++;
+			} else if (m != n || memcmp(other, frames, n * sizeof *frames) || ran_off != a->ran_off) {
+				if (chk.differ++ < 5) {
+					fprintf(chk.log, "fennec: cfi check: %s: rules %u frames%s, libunwind %u%s; stacks:",
+						program_invocation_short_name, n, ran_off ? " (ran off)" : "", m,
+						a->ran_off ? " (ran off)" : "");
+					for (uint32_t i = 0; i < n || i < m; i++) {
+						uint64_t f = i < n ? frames[i] : i < m ? other[i] : 0;
+						Dl_info di = {0};
+						const char *lib = dladdr((void *)(uintptr_t)f, &di) && di.dli_fname ? di.dli_fname : "?";
+						const char *base = strrchr(lib, '/');
+						fprintf(chk.log, " %s%s+%#llx%s", i < n && i < m && frames[i] == other[i] ? "" : "*",
+							base ? base + 1 : lib, (unsigned long long)(f - (uintptr_t)di.dli_fbase),
+							i >= n ? "(lu)" : i >= m ? "(r)" : "");
+					}
+					fputc('\n', chk.log);
+				}
+			}
+		}
+		memcpy(frames, other, m * sizeof *frames);
+		return m; /* what libunwind found stays the answer */
+	}
+	if (n) {
+		a->ran_off = ran_off;
+		return n;
+	}
+	return uw_step_all(a, frames, depth);
 }
 
 /*
@@ -449,8 +547,10 @@ static int drain_locked(struct dl_phdr_info *info, size_t size, void *arg)
 	drain *d = arg;
 	if (!M.valid || info->dlpi_adds != M.adds || info->dlpi_subs != M.subs) {
 		M.n = 0;
+		cfi_modules_reset();
 		dl_iterate_phdr(seg_cb, NULL);
 		qsort(M.segs, M.n, sizeof *M.segs, seg_cmp);
+		cfi_modules_done();
 		if (M.valid && info->dlpi_subs != M.subs)
 			unw_flush_cache(uw_as, 0, 0); /* an unloaded object's code may be replaced */
 		M.adds = info->dlpi_adds;

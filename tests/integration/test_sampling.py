@@ -16,6 +16,7 @@ import bisect
 import glob
 import json
 import os
+import re
 import shutil
 import subprocess
 import tempfile
@@ -641,6 +642,60 @@ def test_stack_copy_truncation_counted():
     # descend's frames take 64 bytes: 4 KiB hold about 64 of them
     assert_true(16 <= longest < 200, "longest stack %d frames from a 4 KiB copy" % longest)
     assert_eq(analyze(path)["samples"]["truncated"], truncated, "samples.truncated in the analysis")
+
+
+CFI_LINE = re.compile(r"fennec: cfi check: .*: (\d+) samples, (\d+) by rules, (\d+) refused, "
+                      r"(\d+) differ, (\d+) deeper")
+
+
+def cfi_check_counts(log):
+    """Sum the `fennec: cfi check:` totals of FENNEC_CFI_LOG (one line per recorded
+    process): (samples, by rules, refused, differ, deeper), and the lines that show a
+    difference."""
+    total = [0] * 5
+    diffs = []
+    with open(log) as f:
+        for line in f:
+            m = CFI_LINE.match(line)
+            if m:
+                total = [a + int(b) for a, b in zip(total, m.groups())]
+            elif "stacks:" in line:
+                diffs.append(line.strip())
+    return total, diffs
+
+
+def test_cfi_matches_libunwind():
+    """The ring source's own unwinder (src/collect/cfi.c, DWARF rules cached by address)
+    against libunwind, both run on every sample (FENNEC_CFI=check): the same frames on
+    every sample it takes, through libc without frame pointers (qsort comparators), a
+    dlopen'ed library, threads, stacks deeper than the copy, and a real Debian program
+    (python3); and it takes nearly all of them (else the fast path would not be tested)."""
+    if not ring_source_expected():
+        raise Skip("perf_event_paranoid > 2 or not x86-64: no ring source here")
+    log = os.path.abspath("cfi.log")
+    runs = (("qsort_cb", (2000,), {}), ("dlopen_host", (800, "reload"), {}),
+            ("thread_funcs", (200,), {}), ("deep_stack", (200, 400), {"FENNEC_STACK_DEPTH": "300"}),
+            ("deep_stack", (1000, 400), {"FENNEC_STACK_DEPTH": "512", "FENNEC_STACK_COPY": "4096"}))
+    for i, (prog, args, extra) in enumerate(runs):
+        env = dict(extra, FENNEC_CFI="check", FENNEC_CFI_LOG=log)
+        record(prog, *args, env=base_env(env), out="c%d.fnc" % i)
+    py = shutil.which("python3")
+    if py:
+        code = "import json\nfor i in range(4000): json.loads(json.dumps({'k': list(range(300))}))"
+        record(py, "-c", code, env=base_env({"FENNEC_CFI": "check", "FENNEC_CFI_LOG": log}),
+               out="py.fnc")
+    (samples, fast, refused, differ, deeper), diffs = cfi_check_counts(log)
+    assert_true(samples >= 1500, "samples compared: %d" % samples)
+    assert_eq(differ, 0, "samples whose frames differ between the two unwinders (%s)" % diffs[:3])
+    assert_eq(fast + refused, samples, "samples by rules + refused")
+    assert_true(fast >= 0.95 * samples, "samples taken by the rules: %d of %d" % (fast, samples))
+    # FENNEC_CFI=0: libunwind only, the check silent; the stacks are still whole.
+    os.remove(log)
+    r, path, dec = record_raw("deep_stack", 200, 300, out="off.fnc",
+                              env={"FENNEC_CFI": "0", "FENNEC_CFI_LOG": log, "FENNEC_STACK_DEPTH": "300"})
+    assert_true(not os.path.exists(log), "FENNEC_CFI=0 wrote a check log")
+    names = [f for _, f in Symbols(dec).frames(max(cpu_samples(dec), key=lambda x: len(x["frames"])))]
+    assert_eq(names.count("descend"), 201, "FENNEC_CFI=0: descend frames in the deepest stack")
 
 
 @collector

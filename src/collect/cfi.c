@@ -1,0 +1,589 @@
+/*
+ * cfi.c - the ring source's fast unwinder (cfi.h).
+ *
+ * libunwind's remote step costs about 40 ns a frame here even with its cache (a lock, a
+ * cache probe, the register-state machinery), which on 129-frame stacks made unwinding
+ * the largest part of the writer's time (bench/README.md, sampling). Nearly every frame
+ * of compiled code has one of a few rules: the canonical frame address (CFA) is rsp or
+ * rbp plus a constant, the return address sits at CFA - 8, and the caller's rbp, if the
+ * function saved it, at a fixed offset from the CFA. No other register is needed to find
+ * the frames (a rule that computes the CFA from another one is refused). This file runs
+ * the DWARF call-frame program of an address once (the object's .eh_frame, found through
+ * its .eh_frame_hdr search table, read from memory, so a binary deleted or replaced on
+ * disk does not matter), reduces the row to such a rule, and caches it by address.
+ * A frame is then a cache probe and one or two loads from the stack copy.
+ *
+ * Anything else is refused, and the sample is unwound by libunwind from its start:
+ * signal frames ('S' augmentation), CFA expressions (PLT entries, stack realignment), an
+ * rbp kept in another register or by an expression, code without an FDE, a frame whose
+ * rule needs an rbp that was saved below the copied stack. FENNEC_CFI=check (perfring.c)
+ * runs both unwinders on every sample and counts where they differ.
+ *
+ * Memory: the call-frame tables are read only inside the PT_LOAD segments of the object
+ * that holds them, and only while the loader's lock is held (perfring.c), so no object
+ * can be unmapped under a read. The stack is read only from the sample's copy.
+ */
+#include "collect/cfi.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#define CFI_LOADS 8
+#define CACHE_BITS 12
+
+typedef struct span {
+	uintptr_t lo, hi;
+} span;
+
+typedef struct cfi_mod {
+	uintptr_t lo, hi;        /* from its lowest to its highest PT_LOAD byte */
+	uintptr_t hdr;           /* its .eh_frame_hdr (0: none) */
+	uint32_t nloads;
+	span loads[CFI_LOADS];   /* where its tables may be read */
+} cfi_mod;
+
+static struct {
+	cfi_mod *m;
+	size_t n, cap;
+} mods;
+
+/* A reduced row. kind: RULE_RSP or RULE_RBP (the CFA's register), RULE_END (the return
+ * address is undefined: the outermost frame), RULE_NONE (refused). The return address is
+ * at CFA + 8 * ra, the caller's rbp at CFA + 8 * bp (bp == 0: rbp keeps its value). No other
+ * register matters: a rule that computes the CFA from one is refused. */
+enum { RULE_EMPTY, RULE_RSP, RULE_RBP, RULE_END, RULE_NONE };
+typedef struct cfi_rule {
+	uint64_t pc;
+	int32_t cfa_off;
+	uint8_t kind;
+	int8_t ra, bp;
+} cfi_rule;
+_Static_assert(sizeof(cfi_rule) == 16, "cfi_rule is two words");
+
+static cfi_rule cache[1u << CACHE_BITS];
+static cfi_stats stats;
+
+/* ---- modules ---- */
+
+void cfi_modules_reset(void)
+{
+	mods.n = 0;
+	memset(cache, 0, sizeof cache);
+}
+
+void cfi_module_add(const struct dl_phdr_info *info)
+{
+	cfi_mod m;
+	memset(&m, 0, sizeof m);
+	m.lo = UINTPTR_MAX;
+	for (int i = 0; i < info->dlpi_phnum; i++) {
+		const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
+		uintptr_t lo = info->dlpi_addr + ph->p_vaddr;
+		if (ph->p_type == PT_GNU_EH_FRAME) {
+			m.hdr = lo;
+		} else if (ph->p_type == PT_LOAD && ph->p_memsz) {
+			uintptr_t hi = lo + ph->p_memsz;
+			if (lo < m.lo)
+				m.lo = lo;
+			if (hi > m.hi)
+				m.hi = hi;
+			if (m.nloads < CFI_LOADS)
+				m.loads[m.nloads++] = (span){lo, hi};
+		}
+	}
+	if (!m.hdr || !m.nloads)
+		return; /* no search table: libunwind's business */
+	if (mods.n == mods.cap) {
+		size_t cap = mods.cap ? mods.cap * 2 : 64;
+		cfi_mod *p = realloc(mods.m, cap * sizeof *p);
+		if (!p)
+			return;
+		mods.m = p;
+		mods.cap = cap;
+	}
+	mods.m[mods.n++] = m;
+}
+
+static int mod_cmp(const void *a, const void *b)
+{
+	uintptr_t x = ((const cfi_mod *)a)->lo, y = ((const cfi_mod *)b)->lo;
+	return (x > y) - (x < y);
+}
+
+void cfi_modules_done(void)
+{
+	qsort(mods.m, mods.n, sizeof *mods.m, mod_cmp);
+}
+
+static const cfi_mod *mod_of(uintptr_t pc)
+{
+	size_t lo = 0, hi = mods.n;
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+		if (mods.m[mid].lo <= pc)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	if (!lo || pc >= mods.m[lo - 1].hi)
+		return NULL;
+	return &mods.m[lo - 1];
+}
+
+/* The end of the module's segment that holds [p, p + n), or 0. */
+static uintptr_t load_end(const cfi_mod *m, uintptr_t p, uintptr_t n)
+{
+	for (uint32_t i = 0; i < m->nloads; i++)
+		if (p >= m->loads[i].lo && p < m->loads[i].hi && m->loads[i].hi - p >= n)
+			return m->loads[i].hi;
+	return 0;
+}
+
+/* ---- reading DWARF from memory, bounded ---- */
+
+typedef struct rd {
+	const uint8_t *p, *end;
+	int bad;
+} rd;
+
+/* Loads of the program's tables (n is 1, 2, 4 or 8): outside the sanitizer's view, like
+ * perfring.c's. */
+__attribute__((no_sanitize("address"))) static void take(rd *r, void *dst, size_t n)
+{
+	if (r->bad || (size_t)(r->end - r->p) < n) {
+		r->bad = 1;
+		memset(dst, 0, n);
+		return;
+	}
+	switch (n) { /* fixed sizes: plain loads, no call the sanitizer intercepts */
+	case 1: __builtin_memcpy(dst, r->p, 1); break;
+	case 2: __builtin_memcpy(dst, r->p, 2); break;
+	case 4: __builtin_memcpy(dst, r->p, 4); break;
+	default: __builtin_memcpy(dst, r->p, 8); break;
+	}
+	r->p += n;
+}
+
+static void skip(rd *r, uint64_t n)
+{
+	if (r->bad || (uint64_t)(r->end - r->p) < n)
+		r->bad = 1;
+	else
+		r->p += n;
+}
+
+static uint8_t u8(rd *r)
+{
+	uint8_t v;
+	take(r, &v, 1);
+	return v;
+}
+
+static uint64_t uleb(rd *r)
+{
+	uint64_t v = 0;
+	for (unsigned shift = 0;; shift += 7) {
+		uint8_t b = u8(r);
+		if (shift < 64)
+			v |= (uint64_t)(b & 0x7f) << shift;
+		if (!(b & 0x80) || r->bad)
+			return v;
+	}
+}
+
+static int64_t sleb(rd *r)
+{
+	uint64_t v = 0;
+	unsigned shift = 0;
+	uint8_t b;
+	do {
+		b = u8(r);
+		if (shift < 64)
+			v |= (uint64_t)(b & 0x7f) << shift;
+		shift += 7;
+	} while ((b & 0x80) && !r->bad);
+	if (shift < 64 && (b & 0x40))
+		v |= ~(uint64_t)0 << shift;
+	return (int64_t)v;
+}
+
+enum {
+	PE_ABS = 0x00, PE_ULEB = 0x01, PE_U2 = 0x02, PE_U4 = 0x03, PE_U8 = 0x04,
+	PE_SLEB = 0x09, PE_S2 = 0x0a, PE_S4 = 0x0b, PE_S8 = 0x0c,
+	PE_PCREL = 0x10, PE_DATAREL = 0x30, PE_INDIRECT = 0x80, PE_OMIT = 0xff,
+};
+
+/* A pointer encoded as `enc` says (DW_EH_PE_*); `data` is the base of datarel values. The
+ * value is not dereferenced (indirect personality pointers are only skipped). */
+static uint64_t enc_ptr(rd *r, uint8_t enc, uintptr_t data)
+{
+	uintptr_t at = (uintptr_t)r->p;
+	uint64_t v;
+	switch (enc & 0x0f) {
+	case PE_ABS: case PE_U8: case PE_S8: {
+		uint64_t x;
+		take(r, &x, 8);
+		v = x;
+		break;
+	}
+	case PE_ULEB: v = uleb(r); break;
+	case PE_SLEB: v = (uint64_t)sleb(r); break;
+	case PE_U2: { uint16_t x; take(r, &x, 2); v = x; break; }
+	case PE_S2: { int16_t x; take(r, &x, 2); v = (uint64_t)(int64_t)x; break; }
+	case PE_U4: { uint32_t x; take(r, &x, 4); v = x; break; }
+	case PE_S4: { int32_t x; take(r, &x, 4); v = (uint64_t)(int64_t)x; break; }
+	default: r->bad = 1; return 0;
+	}
+	switch (enc & 0x70) {
+	case 0: break;
+	case PE_PCREL: v += at; break;
+	case PE_DATAREL: v += data; break;
+	default: r->bad = 1; /* textrel, funcrel, aligned: not in x86-64 tables */
+	}
+	return v;
+}
+
+/* ---- the call-frame program ---- */
+
+enum { HOW_SAME, HOW_OFFSET, HOW_UNDEF, HOW_OTHER };
+typedef struct row {
+	uint8_t cfa_reg, cfa_expr;
+	int64_t cfa_off;
+	uint8_t how[CFI_NREGS];
+	int64_t off[CFI_NREGS];
+} row;
+
+typedef struct cie {
+	uint64_t code_align;
+	int64_t data_align;
+	uint8_t fde_enc;
+	int aug_z, signal;
+	rd init; /* its initial instructions */
+} cie;
+
+#define STATE_DEPTH 8
+
+/* A factored offset, wrapping instead of overflowing on nonsense tables. */
+static int64_t fac(uint64_t v, int64_t align)
+{
+	return (int64_t)(v * (uint64_t)align);
+}
+
+/* The CFA's register: 0xff (taken by no rule) for a number out of range. */
+static uint8_t cfa_reg(uint64_t reg)
+{
+	return reg < CFI_NREGS ? (uint8_t)reg : 0xff;
+}
+
+static void set_reg(row *w, uint64_t reg, uint8_t how, int64_t off)
+{
+	if (reg < CFI_NREGS) {
+		w->how[reg] = how;
+		w->off[reg] = off;
+	}
+}
+
+/*
+ * Run instructions `r` over row *w, the address starting at *loc, until the address
+ * would pass pc. `init` is the row after the CIE's instructions (for DW_CFA_restore), or
+ * NULL while running them. Returns 0, or -1 on what this unwinder does not read.
+ */
+static int run(rd *r, const cie *c, row *w, const row *init, uint64_t *loc, uint64_t pc)
+{
+	row stack[STATE_DEPTH];
+	int depth = 0;
+	while (r->p < r->end && !r->bad) {
+		uint8_t op = u8(r);
+		uint64_t reg, delta = 0;
+		switch (op >> 6) {
+		case 1: delta = (op & 0x3f) * c->code_align; goto advance;
+		case 2: set_reg(w, op & 0x3f, HOW_OFFSET, fac(uleb(r), c->data_align)); continue;
+		case 3:
+			if (!init)
+				return -1;
+			reg = op & 0x3f;
+			if (reg < CFI_NREGS)
+				set_reg(w, reg, init->how[reg], init->off[reg]);
+			continue;
+		}
+		switch (op) {
+		case 0x00: continue; /* nop */
+		case 0x01: { /* set_loc */
+			uint64_t to = enc_ptr(r, c->fde_enc, 0);
+			if (to > pc)
+				return 0;
+			*loc = to;
+			continue;
+		}
+		case 0x02: delta = u8(r) * c->code_align; goto advance;
+		case 0x03: { uint16_t x; take(r, &x, 2); delta = x * c->code_align; goto advance; }
+		case 0x04: { uint32_t x; take(r, &x, 4); delta = x * c->code_align; goto advance; }
+		case 0x05: reg = uleb(r); set_reg(w, reg, HOW_OFFSET, fac(uleb(r), c->data_align)); continue;
+		case 0x06:
+			reg = uleb(r);
+			if (!init)
+				return -1;
+			if (reg < CFI_NREGS)
+				set_reg(w, reg, init->how[reg], init->off[reg]);
+			continue;
+		case 0x07: set_reg(w, uleb(r), HOW_UNDEF, 0); continue;
+		case 0x08: set_reg(w, uleb(r), HOW_SAME, 0); continue;
+		case 0x09: reg = uleb(r); uleb(r); set_reg(w, reg, HOW_OTHER, 0); continue; /* register */
+		case 0x0a:
+			if (depth == STATE_DEPTH)
+				return -1;
+			stack[depth++] = *w;
+			continue;
+		case 0x0b:
+			if (!depth)
+				return -1;
+			*w = stack[--depth];
+			continue;
+		case 0x0c: w->cfa_reg = cfa_reg(uleb(r)); w->cfa_off = (int64_t)uleb(r); w->cfa_expr = 0; continue;
+		case 0x0d: w->cfa_reg = cfa_reg(uleb(r)); w->cfa_expr = 0; continue;
+		case 0x0e: w->cfa_off = (int64_t)uleb(r); continue;
+		case 0x0f: skip(r, uleb(r)); w->cfa_expr = 1; continue; /* def_cfa_expression */
+		case 0x10: case 0x16: /* expression, val_expression */
+			reg = uleb(r);
+			skip(r, uleb(r));
+			set_reg(w, reg, HOW_OTHER, 0);
+			continue;
+		case 0x11: reg = uleb(r); set_reg(w, reg, HOW_OFFSET, fac((uint64_t)sleb(r), c->data_align)); continue;
+		case 0x12: w->cfa_reg = cfa_reg(uleb(r)); w->cfa_off = fac((uint64_t)sleb(r), c->data_align); w->cfa_expr = 0; continue;
+		case 0x13: w->cfa_off = fac((uint64_t)sleb(r), c->data_align); continue;
+		case 0x14: reg = uleb(r); uleb(r); set_reg(w, reg, HOW_OTHER, 0); continue; /* val_offset */
+		case 0x15: reg = uleb(r); sleb(r); set_reg(w, reg, HOW_OTHER, 0); continue; /* val_offset_sf */
+		case 0x2e: uleb(r); continue; /* GNU_args_size */
+		case 0x2f: reg = uleb(r); set_reg(w, reg, HOW_OFFSET, (int64_t)(0 - (uint64_t)fac(uleb(r), c->data_align))); continue;
+		default: return -1;
+		}
+	advance:
+		if (*loc + delta > pc)
+			return 0;
+		*loc += delta;
+	}
+	return r->bad ? -1 : 0;
+}
+
+/* Parse the CIE at p (the module's tables end at `end`). */
+static int read_cie(uintptr_t p, uintptr_t end, cie *c)
+{
+	rd r = {(const uint8_t *)p, (const uint8_t *)end, 0};
+	uint32_t len, id;
+	take(&r, &len, 4);
+	if (r.bad || len == 0 || len == 0xffffffffu || len > (uint64_t)(r.end - r.p))
+		return -1;
+	r.end = r.p + len;
+	take(&r, &id, 4);
+	uint8_t version = u8(&r);
+	if (id != 0 || (version != 1 && version != 3))
+		return -1;
+	char aug[8];
+	size_t na = 0;
+	for (uint8_t ch; (ch = u8(&r)) != 0 && !r.bad;) {
+		if (na == sizeof aug - 1)
+			return -1;
+		aug[na++] = (char)ch;
+	}
+	aug[na] = 0;
+	memset(c, 0, sizeof *c);
+	c->code_align = uleb(&r);
+	c->data_align = sleb(&r);
+	uint64_t ra = version == 1 ? u8(&r) : uleb(&r);
+	if (ra != 16)
+		return -1;
+	c->fde_enc = PE_ABS;
+	if (aug[0] == 'z') {
+		c->aug_z = 1;
+		uint64_t n = uleb(&r);
+		if (r.bad || n > (uint64_t)(r.end - r.p))
+			return -1;
+		rd a = {r.p, r.p + n, 0};
+		for (size_t i = 1; i < na; i++) {
+			switch (aug[i]) {
+			case 'R': c->fde_enc = u8(&a); break;
+			case 'P': enc_ptr(&a, u8(&a), 0); break;
+			case 'L': u8(&a); break;
+			case 'S': c->signal = 1; break;
+			default: return -1;
+			}
+		}
+		if (a.bad)
+			return -1;
+		r.p += n;
+	} else if (na) {
+		return -1;
+	}
+	if (r.bad)
+		return -1;
+	c->init = r;
+	return 0;
+}
+
+/* The FDE that covers pc in module m, by the binary search table of its .eh_frame_hdr:
+ * its address, or 0. */
+static uintptr_t find_fde(const cfi_mod *m, uintptr_t pc, uintptr_t *end)
+{
+	uintptr_t tend = load_end(m, m->hdr, 4);
+	if (!tend)
+		return 0;
+	rd r = {(const uint8_t *)m->hdr, (const uint8_t *)tend, 0};
+	uint8_t version = u8(&r), ptr_enc = u8(&r), count_enc = u8(&r), table_enc = u8(&r);
+	if (version != 1 || table_enc != (PE_DATAREL | PE_S4) || count_enc == PE_OMIT)
+		return 0;
+	enc_ptr(&r, ptr_enc, m->hdr);
+	uint64_t count = enc_ptr(&r, count_enc, m->hdr);
+	if (r.bad || !count || count > (uint64_t)(r.end - r.p) / 8)
+		return 0;
+	const uint8_t *table = r.p;
+	uint64_t lo = 0, hi = count;
+	while (lo < hi) { /* the last entry whose start is at most pc */
+		uint64_t mid = lo + (hi - lo) / 2;
+		int32_t start;
+		rd e = {table + 8 * mid, table + 8 * mid + 4, 0};
+		take(&e, &start, 4);
+		if ((uintptr_t)((intptr_t)m->hdr + start) <= pc)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	if (!lo)
+		return 0;
+	int32_t fde_off;
+	rd e = {table + 8 * (lo - 1) + 4, table + 8 * lo, 0};
+	take(&e, &fde_off, 4);
+	uintptr_t fde = (uintptr_t)((intptr_t)m->hdr + fde_off);
+	*end = load_end(m, fde, 8);
+	return *end ? fde : 0;
+}
+
+/* Compute the rule of pc. */
+static void compute(uintptr_t pc, cfi_rule *out)
+{
+	out->kind = RULE_NONE;
+	stats.computed++;
+	const cfi_mod *m = mod_of(pc);
+	uintptr_t end;
+	uintptr_t fde = m ? find_fde(m, pc, &end) : 0;
+	if (!fde)
+		goto refused;
+	rd r = {(const uint8_t *)fde, (const uint8_t *)end, 0};
+	uint32_t len, cie_off;
+	take(&r, &len, 4);
+	if (r.bad || len == 0 || len == 0xffffffffu || len > (uint64_t)(r.end - r.p))
+		goto refused;
+	r.end = r.p + len;
+	uintptr_t at = (uintptr_t)r.p;
+	take(&r, &cie_off, 4);
+	cie c;
+	if (r.bad || !cie_off || read_cie(at - cie_off, end, &c) < 0 || c.signal)
+		goto refused;
+	uint64_t begin = enc_ptr(&r, c.fde_enc, 0);
+	uint64_t range = enc_ptr(&r, c.fde_enc & 0x0f, 0);
+	if (c.aug_z)
+		skip(&r, uleb(&r));
+	if (r.bad || pc < begin || pc - begin >= range)
+		goto refused;
+	row w, init;
+	memset(&w, 0, sizeof w);
+	uint64_t loc = begin;
+	rd ci = c.init;
+	if (run(&ci, &c, &w, NULL, &loc, UINT64_MAX) < 0)
+		goto refused;
+	init = w;
+	loc = begin;
+	if (run(&r, &c, &w, &init, &loc, pc) < 0)
+		goto refused;
+	if (w.cfa_expr || (w.cfa_reg != 7 && w.cfa_reg != 6) || w.cfa_off < INT32_MIN || w.cfa_off > INT32_MAX)
+		goto refused;
+	if (w.how[16] == HOW_UNDEF) {
+		out->kind = RULE_END;
+		return;
+	}
+	if (w.how[16] != HOW_OFFSET || w.off[16] % 8 || w.off[16] / 8 < -128 || w.off[16] / 8 > 127)
+		goto refused;
+	if (w.how[6] == HOW_OTHER)
+		goto refused; /* rbp kept in another register, or by an expression */
+	out->kind = w.cfa_reg == 7 ? RULE_RSP : RULE_RBP;
+	out->cfa_off = (int32_t)w.cfa_off;
+	out->ra = (int8_t)(w.off[16] / 8);
+	out->bp = 0; /* same value; undefined (outermost frames) is taken as the same */
+	if (w.how[6] == HOW_OFFSET) {
+		if (!w.off[6] || w.off[6] % 8 || w.off[6] / 8 < -128 || w.off[6] / 8 > 127)
+			goto refused;
+		out->bp = (int8_t)(w.off[6] / 8);
+	}
+	return;
+refused:
+	out->kind = RULE_NONE;
+	stats.refused++;
+}
+
+static const cfi_rule *rule_of(uint64_t pc)
+{
+	cfi_rule *e = &cache[(pc * 0x9e3779b97f4a7c15ull) >> (64 - CACHE_BITS)];
+	if (e->pc != pc || e->kind == RULE_EMPTY) {
+		e->pc = pc;
+		compute((uintptr_t)pc, e);
+	}
+	return e;
+}
+
+/* ---- the walk ---- */
+
+/* Beyond the copy but this close above sp, an address is taken to be the thread's stack
+ * (as perfring.c's accessor does for libunwind). */
+#define STACK_WINDOW (64u << 20)
+
+/* Whether the 8 bytes at a lie in the copy; else, *ran_off when they lie above it, within
+ * the thread's stack. */
+static inline int in_copy(const cfi_sample *s, uint64_t a, int *ran_off)
+{
+	uint64_t sp0 = s->regs[7];
+	if (a >= sp0 && s->size >= 8 && a - sp0 <= s->size - 8)
+		return 1;
+	if (a >= sp0 && a - sp0 < STACK_WINDOW)
+		*ran_off = 1;
+	return 0;
+}
+
+uint32_t cfi_walk(const cfi_sample *s, uint64_t *frames, uint32_t depth, int *ran_off)
+{
+	uint64_t sp0 = s->regs[7], sp = sp0, bp = s->regs[6], ip = s->regs[16];
+	int bp_known = 1; /* rbp's value is known (a save slot below the copy leaves it not) */
+	frames[0] = ip;
+	uint32_t n = 1;
+	uint64_t look = ip; /* the first frame's exact pc; then the call's, in the instruction before */
+	while (n <= depth) {
+		const cfi_rule *u = rule_of(look);
+		if (u->kind == RULE_END)
+			return n;
+		if (u->kind == RULE_NONE || (u->kind == RULE_RBP && !bp_known))
+			return 0;
+		uint64_t cfa = (u->kind == RULE_RSP ? sp : bp) + (uint64_t)(int64_t)u->cfa_off;
+		if (cfa <= sp)
+			return 0; /* no progress: let libunwind judge */
+		uint64_t ra = cfa + (uint64_t)(int64_t)u->ra * 8;
+		if (!in_copy(s, ra, ran_off))
+			return *ran_off ? n : 0;
+		memcpy(&ip, s->stack + (ra - sp0), 8);
+		if (u->bp) {
+			uint64_t at = cfa + (uint64_t)(int64_t)u->bp * 8;
+			int off = 0;
+			bp_known = in_copy(s, at, &off);
+			if (bp_known)
+				memcpy(&bp, s->stack + (at - sp0), 8);
+		}
+		sp = cfa;
+		if (!ip)
+			return n;
+		frames[n++] = ip;
+		look = ip - 1;
+	}
+	return n;
+}
+
+cfi_stats cfi_get_stats(void)
+{
+	return stats;
+}
