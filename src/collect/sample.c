@@ -132,6 +132,10 @@ static struct {
 	int wall_running;
 	_Atomic int wall_stop;
 	uint64_t last_scan_ns;
+	/* Threads the last scans found blocking our signal (fennec's own, mostly), and when:
+	 * a scan checks such a thread's status again only after REFUSED_NS. */
+	struct refused { pid_t tid; uint64_t ns; } refused[8];
+	uint32_t nrefused;
 	/* writer side */
 	unsigned long long mod_adds, mod_subs;
 	int mod_scanned;
@@ -561,10 +565,17 @@ static int blocks_signal(pid_t tid)
 }
 
 /* Start sampling thread `tid` of this process. Caller holds P.lock. */
+static int blocked_last; /* the latest tid_add refused its thread for blocking our signal */
+
 static void tid_add(pid_t tid)
 {
-	if (tid_find(tid) || P.ntids >= MAX_TIDS || blocks_signal(tid))
+	blocked_last = 0;
+	if (tid_find(tid) || P.ntids >= MAX_TIDS)
 		return;
+	if (blocks_signal(tid)) {
+		blocked_last = 1;
+		return;
+	}
 	tid_ent e = {.tid = tid, .fd = -1, .stat_fd = -1, .sys_fd = -1, .seen = 1};
 	if (P.source == FMT_SRC_RING && P.fd_budget > 0) {
 		e.pr = col_pr_open(tid, &P.prc, fd_high);
@@ -632,6 +643,10 @@ static void tid_add(pid_t tid)
 }
 
 /* Add every thread of the process not known yet; forget the ones that ended. */
+/* Every scan used to read the status of fennec's own threads (they block every signal,
+ * so tid_add refuses them), at every flush: most of the writer's /proc reading. */
+#define REFUSED_NS 1000000000ull
+
 static void scan_tasks(void)
 {
 	DIR *d = opendir("/proc/self/task");
@@ -639,18 +654,34 @@ static void scan_tasks(void)
 		return;
 	for (uint32_t i = 0; i < P.ntids; i++)
 		P.tids[i].seen = 0;
+	uint64_t now = cm_mono_ns();
+	struct refused kept[8];
+	uint32_t nkept = 0;
 	struct dirent *de;
 	while ((de = readdir(d))) {
 		if (de->d_name[0] < '0' || de->d_name[0] > '9')
 			continue;
 		pid_t tid = (pid_t)atoi(de->d_name);
 		tid_ent *e = tid_find(tid);
-		if (e)
+		if (e) {
 			e->seen = 1;
-		else
-			tid_add(tid);
+			continue;
+		}
+		uint32_t r = 0;
+		while (r < P.nrefused && P.refused[r].tid != tid)
+			r++;
+		if (r < P.nrefused && now - P.refused[r].ns < REFUSED_NS) {
+			if (nkept < 8)
+				kept[nkept++] = P.refused[r]; /* refused lately: not again yet */
+			continue;
+		}
+		tid_add(tid);
+		if (!tid_find(tid) && nkept < 8 && blocked_last)
+			kept[nkept++] = (struct refused){tid, now};
 	}
 	closedir(d);
+	memcpy(P.refused, kept, nkept * sizeof *kept);
+	P.nrefused = nkept;
 	for (uint32_t i = 0; i < P.ntids;) {
 		if (!P.tids[i].seen)
 			tid_release(&P.tids[i]);
@@ -972,6 +1003,7 @@ void col_sample_atfork_child(void)
 			close(P.tids[i].sys_fd);
 	}
 	P.ntids = 0;
+	P.nrefused = 0;
 	atomic_store_explicit(&P.ring_min_bytes, 0, memory_order_relaxed);
 	for (size_t i = 0; i < P.nretired; i++)
 		col_pr_forget(P.retired[i]);
