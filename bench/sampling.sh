@@ -25,6 +25,8 @@
 # Usage: bench/sampling.sh [results_dir]
 #   env: REPS (default 5), SCALE (workload size, default 10: ~1.5 s each), HZ (default 999),
 #        WORKLOADS (default "work_calls work_compute"), PERF_OPTS (default --no-bpf-event),
+#        VARIANTS (a subset of: base fennec fennec-libunwind fennec-signal perf-fp
+#        perf-dwarf gperftools; default all that are installed),
 #        FENNEC_BUILD (default build), KEEP=1 keeps the profiles.
 # Writes <results_dir>/sampling.tsv (one line per run) and prints one table.
 set -euo pipefail
@@ -56,6 +58,11 @@ if [ "${KEEP:-0}" = 1 ]; then echo "keeping $tmp"; else trap 'rm -rf "$tmp"' EXI
 variants=(base fennec fennec-libunwind fennec-signal)
 if [ $have_perf = 1 ]; then variants+=(perf-fp perf-dwarf); else echo "sampling: perf unusable here; skipped" >&2; fi
 if [ $have_gperf = 1 ]; then variants+=(gperftools); else echo "sampling: libprofiler.so not found (apt-get install libgoogle-perftools-dev); skipped" >&2; fi
+if [ -n "${VARIANTS:-}" ]; then # a subset, e.g. VARIANTS="base fennec perf-fp"
+	keep=()
+	for v in "${variants[@]}"; do [[ " $VARIANTS " == *" $v "* ]] && keep+=("$v"); done
+	variants=("${keep[@]}")
+fi
 
 # Samples in a gperftools CPU profile (legacy format: 64-bit words; header 0 3 0 period 0,
 # then records count depth pc*depth, ending with the record 0 1 0).
