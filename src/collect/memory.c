@@ -53,8 +53,9 @@
 #define REC_HDR 48                      /* ALLOC and SNAP records' header; FREE's is REC_FREE */
 #define REC_FREE 32
 #define MREC_TRUNCATED 1                /* ALLOC: the stack was cut at the depth limit */
-#define MREC_SAME 2                     /* ALLOC: no frames or regions follow: the same stack
-					   (and regions) as the thread's previous ALLOC record */
+#define MREC_SAME 2                     /* ALLOC: no frames or regions follow: the stack (and
+					   regions) the thread's record with the same `entry`
+					   carried last */
 
 typedef void *(*malloc_fn)(size_t);
 typedef void *(*calloc_fn)(size_t, size_t);
@@ -179,7 +180,7 @@ static struct {
 	uint64_t records;              /* records the writer took (only it counts, under flush_lock) */
 	_Atomic uint64_t dropped, truncated, untracked;
 	uint64_t base_allocs, base_frees, base_bytes; /* totals at session start */
-	_Atomic uint32_t gen;          /* sessions started: a thread's MREC_SAME hint is of this one */
+	_Atomic uint32_t gen;          /* sessions started: threads' MREC_SAME hints are of this one */
 	int statm_fd;
 	long page;
 	uint64_t next_snap_ns;
@@ -221,7 +222,7 @@ typedef struct mrec {
 	uint16_t nframes;
 	uint32_t tid;
 	uint16_t nregions;
-	uint16_t pad;
+	uint16_t entry;    /* ALLOC: 1 + the thread's stack cache entry it came from; 0: none */
 	uint64_t ticks;
 	uint64_t a;        /* ALLOC, FREE: address; SNAP: live bytes */
 	uint64_t b;        /* ALLOC: size; SNAP: RSS bytes */
@@ -821,8 +822,10 @@ static inline __attribute__((always_inline)) int put_rec(mrec *r, size_t hdr, ui
 typedef struct sc_entry {
 	uintptr_t key;                /* the wrapper's return-address slot; 0: empty */
 	uint32_t n;                   /* frames */
-	uint32_t version;             /* fills so far */
+	uint32_t sent;                /* the cache's epoch when an ALLOC record last carried
+					 these frames; 0: not since the latest fill */
 	uint8_t truncated;            /* deeper than M.depth */
+	uint8_t id;                   /* its index in the cache: the records' `entry` - 1 */
 	uint64_t frames[SC_FRAMES];   /* return addresses, innermost (the caller's) first */
 	uintptr_t locs[SC_FRAMES];    /* where each was read */
 } sc_entry;
@@ -833,13 +836,22 @@ typedef struct sc_set {
 	sc_entry way[SC_WAYS];
 } sc_set;
 
-/* A thread's cache, and what its latest ALLOC record carried: when the next one has the
- * same stack (the same entry, not refilled since) and the same regions, it carries none
- * (MREC_SAME) and the writer takes the previous one's. */
+/* A thread's cache. Every ALLOC record of a cached stack names its entry; the writer keeps,
+ * per thread and entry, the stack the latest record with frames for that entry carried. A
+ * record whose entry has sent its frames in this epoch (not refilled since) carries none
+ * (MREC_SAME). The epoch changes, and every entry sends its frames again, when the thread's
+ * regions change (they are part of the stack), at a new session (the writer starts over)
+ * and in a fork child. An ALLOC record lost for want of room changes nothing: an entry is
+ * marked sent only once its record is in the ring, and the writer reads a thread's records
+ * in the order it wrote them. Before, only a record with the same entry as the thread's
+ * previous ALLOC carried no frames: jq alternates between a few stacks, and a third of its
+ * records carried frames that the writer hashed and compared again (now 0.2 %). */
+#define SC_ENTRIES (SC_SETS * SC_WAYS)
 typedef struct sc_cache {
 	sc_set sets[SC_SETS];
-	const sc_entry *prev;         /* NULL: the next ALLOC record carries its stack */
-	uint32_t prev_version, prev_gen, nregions;
+	uint32_t epoch;               /* starts at 1 */
+	uint32_t gen;                 /* the session (M.gen) of the epoch */
+	uint32_t nregions;            /* the regions of the epoch */
 	uint32_t regions[COL_MAX_DEPTH];
 } sc_cache;
 
@@ -860,6 +872,10 @@ static sc_cache *sc_get(void)
 	if (!e)
 		return NULL;
 	memset(e, 0, sizeof *e);
+	for (uint32_t i = 0; i < SC_ENTRIES; i++)
+		e->sets[i / SC_WAYS].way[i % SC_WAYS].id = (uint8_t)i;
+	e->epoch = 1;
+	e->gen = atomic_load_explicit(&M.gen, memory_order_relaxed);
 	T.stack_lo = (uintptr_t)lo;
 	T.stack_hi = (uintptr_t)lo + size;
 	T.stacks = e;
@@ -920,7 +936,7 @@ static int sc_fill(sc_entry *e, void **slot)
 	e->n = n;
 	e->truncated = more > 0;
 	e->key = (uintptr_t)slot;
-	e->version++;
+	e->sent = 0; /* new frames: the writer has not seen them */
 	return 0;
 }
 #endif
@@ -931,7 +947,7 @@ static int sc_fill(sc_entry *e, void **slot)
  * when the stack was deeper than M.depth (or unknown). From a cache entry (*from, frames
  * left in it), else unwound into `frames` (room for M.depth + 16, *from NULL).
  */
-static uint32_t alloc_stack(void **slot, uint64_t *frames, uint8_t *truncated, const sc_entry **from)
+static uint32_t alloc_stack(void **slot, uint64_t *frames, uint8_t *truncated, sc_entry **from)
 {
 	uint64_t ra = (uint64_t)(uintptr_t)*slot;
 	*truncated = 0;
@@ -990,7 +1006,7 @@ static __attribute__((noinline)) void record_alloc(void *p, size_t size, void **
 	T.busy = 1;
 	T.fast = NULL;
 	uint64_t frames[COL_SAMPLE_MAX_DEPTH + 16];
-	const sc_entry *e;
+	sc_entry *e;
 	uint8_t flags;
 	uint32_t nf = alloc_stack(slot, frames, &flags, &e);
 	if (flags)
@@ -998,26 +1014,28 @@ static __attribute__((noinline)) void record_alloc(void *p, size_t size, void **
 	uint32_t regions[COL_MAX_DEPTH];
 	uint32_t nr = col_region_stack(regions, COL_MAX_DEPTH);
 	sc_cache *cache = T.stacks;
-	uint32_t gen = atomic_load_explicit(&M.gen, memory_order_relaxed);
-	int same = e && cache && cache->prev == e && cache->prev_version == e->version && cache->prev_gen == gen &&
-		   cache->nregions == nr && !memcmp(cache->regions, regions, 4 * (size_t)nr);
+	int same = 0;
+	if (e) { /* from the cache: cache is T.stacks */
+		uint32_t gen = atomic_load_explicit(&M.gen, memory_order_relaxed);
+		if (cache->gen != gen || cache->nregions != nr || (nr && memcmp(cache->regions, regions, 4 * (size_t)nr))) {
+			cache->epoch++;
+			cache->gen = gen;
+			cache->nregions = nr;
+			memcpy(cache->regions, regions, 4 * (size_t)nr);
+		}
+		same = e->sent == cache->epoch;
+	}
 	mrec r = {0, FMT_HR_ALLOC, flags | (same ? MREC_SAME : 0), (uint16_t)(same ? 0 : nf), my_tid(),
-		  (uint16_t)(same ? 0 : nr), 0, 0, (uint64_t)(uintptr_t)p, size, col_step_index()};
+		  (uint16_t)(same ? 0 : nr), (uint16_t)(e ? e->id + 1 : 0), 0, (uint64_t)(uintptr_t)p, size,
+		  col_step_index()};
 	if (atomic_load_explicit(&M.mode, memory_order_relaxed) == FMT_MEM_SAMPLED)
 		set_insert((uintptr_t)p); /* before the caller can free it */
 	/* An allocation that raised the peak carries the peak's time, so that a reader puts
 	 * it inside the live set at the peak. */
 	int ok = same ? put_rec(&r, REC_HDR, at, NULL, 0, NULL, 0) == 0
 		      : put_rec(&r, REC_HDR, at, e ? e->frames : frames, 8 * (size_t)nf, regions, 4 * (size_t)nr) == 0;
-	if (cache) { /* a lost record breaks the chain of MREC_SAME hints */
-		cache->prev = ok ? e : NULL;
-		if (ok && e && !same) {
-			cache->prev_version = e->version;
-			cache->prev_gen = gen;
-			cache->nregions = nr;
-			memcpy(cache->regions, regions, 4 * (size_t)nr);
-		}
-	}
+	if (ok && e && !same)
+		e->sent = cache->epoch;
 	T.busy = 0;
 	gate_update();
 }
@@ -1634,7 +1652,7 @@ void col_mem_atfork_child(void)
 {
 	T.tid = 0;
 	if (T.stacks)
-		T.stacks->prev = NULL; /* the child's file starts without this thread's stacks */
+		T.stacks->epoch++; /* the child's file starts without this thread's stacks */
 	/* Counters of threads that do not exist here are history: fold them. */
 	uint32_t n = atomic_load(&slots_hwm);
 	for (uint32_t i = 0; i < n; i++)
@@ -1667,7 +1685,8 @@ typedef struct wthread {
 	uint32_t index;      /* THREAD index in the chunk being written; NO_INDEX: none yet */
 	uint32_t stack;      /* of its latest ALLOC or FREE record in the chunk (0: none) */
 	uint32_t last_stack; /* its latest allocation, while live (last_addr 0: none) */
-	uint32_t alloc_stack; /* of its latest ALLOC record: what MREC_SAME refers to */
+	uint32_t entry_stack[SC_ENTRIES]; /* per stack cache entry, the stack its latest ALLOC
+				      record with frames carried: what MREC_SAME refers to */
 	uint64_t last_addr, last_size;
 	int last_here;       /* ... was written in this chunk */
 } wthread;
@@ -2261,11 +2280,13 @@ static void put_alloc(const mrec *r, const uint64_t *frames, const uint32_t *reg
 	wthread *t = thread_state(r->tid);
 	if (!t)
 		return;
+	uint32_t k = r->entry <= SC_ENTRIES ? r->entry : 0; /* 1 + the thread's cache entry */
 	if (r->flags & MREC_SAME) {
-		id = t->alloc_stack;
+		id = k ? t->entry_stack[k - 1] : 0;
 	} else {
 		id = intern_stack(r->flags & MREC_TRUNCATED, frames, nf, regions, nr, &is_new);
-		t->alloc_stack = id;
+		if (k)
+			t->entry_stack[k - 1] = id;
 	}
 	if (!id)
 		return;
