@@ -50,6 +50,7 @@
 #define SET_TOMB ((uintptr_t)1)
 #define RING_SAMPLED (4u << 20)
 #define RING_FULL (16u << 20)          /* the writer drains at 25 %, looking every 2-6 ms */
+#define RING_AHEAD 1024                 /* producers and the writer prefetch this far ahead */
 #define REC_HDR 48                      /* ALLOC and SNAP records' header; FREE's is REC_FREE */
 #define REC_FREE 32
 #define MREC_TRUNCATED 1                /* ALLOC: the stack was cut at the depth limit */
@@ -160,6 +161,18 @@ static __thread mem_tls T;
 static inline void gate_update(void)
 {
 	T.fast = !T.own && heap_kind == HEAP_GLIBC ? T.slot : NULL;
+}
+
+/* Leave a recording path: clear T.busy and update the gate. The other flags are read
+ * before the store: a load of T.own just after the byte store to T.busy cannot take its
+ * value from that store and waits until it, and every store before it, is written to the
+ * cache: the record's stores to the ring (cache misses) included. */
+static inline void busy_end(void)
+{
+	int others = T.internal | T.resolving;
+	__asm__ volatile("" ::: "memory"); /* the loads stay before the store */
+	T.busy = 0;
+	T.fast = !others && heap_kind == HEAP_GLIBC ? T.slot : NULL;
 }
 
 static inline uint32_t my_tid(void)
@@ -768,6 +781,17 @@ static int reserve(uint32_t len, uint64_t *pos)
 	return 0;
 }
 
+/* Ask for the cache line at p, owned (to be written). GCC emits PREFETCHW only when told
+ * the CPU has it; every x86-64 CPU runs it (older Intel ones as a NOP). */
+static inline void prefetch_write(const void *p)
+{
+#if defined(__x86_64__)
+	__asm__ volatile("prefetchw %0" : : "m"(*(const char *)p));
+#else
+	__builtin_prefetch(p, 1);
+#endif
+}
+
 /* Write a record of `hdr` header bytes stamped now, or at `ticks` when nonzero, followed
  * by the two tails. The writer counts the records it takes (M.records): no shared counter
  * here. */
@@ -778,6 +802,9 @@ static inline __attribute__((always_inline)) int put_rec(mrec *r, size_t hdr, ui
 	uint64_t pos;
 	if (reserve(len, &pos) < 0)
 		return -1;
+	/* The ring ahead was last written by the writer, a lap (megabytes) ago: ask for it now,
+	 * to write, so that the records to come find it in the cache. */
+	prefetch_write(M.ring.buf + ((pos + RING_AHEAD) & (M.ring.size - 1)));
 	r->ticks = ticks ? ticks : col_ticks();
 	uint8_t *d = col_ring_span(&M.ring, pos, len);
 	if (likely(d != NULL)) {
@@ -1036,8 +1063,7 @@ static __attribute__((noinline)) void record_alloc(void *p, size_t size, void **
 		      : put_rec(&r, REC_HDR, at, e ? e->frames : frames, 8 * (size_t)nf, regions, 4 * (size_t)nr) == 0;
 	if (ok && e && !same)
 		e->sent = cache->epoch;
-	T.busy = 0;
-	gate_update();
+	busy_end();
 }
 
 static __attribute__((noinline)) void record_free(void *p)
@@ -1046,8 +1072,7 @@ static __attribute__((noinline)) void record_free(void *p)
 	T.fast = NULL;
 	mrec r = {0, FMT_HR_FREE, 0, 0, my_tid(), 0, 0, 0, (uint64_t)(uintptr_t)p, 0, 0};
 	put_rec(&r, REC_FREE, 0, NULL, 0, NULL, 0);
-	T.busy = 0;
-	gate_update();
+	busy_end();
 }
 
 /* The thread's sampling countdown: its slot's, or its own without one. */
@@ -2386,6 +2411,7 @@ void col_mem_drain(void (*emit)(unsigned type, cm_buf *raw), void (*before)(void
 	uint64_t cleared = head;
 	static _Alignas(8) uint8_t wrapped[REC_HDR + 8 * COL_SAMPLE_MAX_DEPTH + 4 * COL_MAX_DEPTH + 24];
 	for (uint32_t len; (len = col_ring_ready(&M.ring, head));) {
+		__builtin_prefetch(M.ring.buf + ((head + RING_AHEAD) & (M.ring.size - 1)));
 		/* The record in place, or copied out when it wraps. */
 		const uint8_t *rec = col_ring_span(&M.ring, head, len);
 		if (!rec && len <= sizeof wrapped) {
