@@ -11,6 +11,7 @@
 #include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <gnu/libc-version.h>
 #include <malloc.h>
 #include <math.h>
 #include <pthread.h>
@@ -426,6 +427,16 @@ static void *sym(const char *name, void *fallback)
 	return f ? f : fallback;
 }
 
+/* Whether f is in glibc's libc: the object that defines gnu_get_libc_version. Comparing
+ * with __libc_malloc proves nothing: tcmalloc exports __libc_malloc, __libc_free and the
+ * rest as its own, so with it preloaded fennec read glibc chunk headers out of tcmalloc's
+ * blocks (live bytes stayed at 0, or jumped to 9.2e18). */
+static int in_glibc(const void *f)
+{
+	Dl_info a, b;
+	return dladdr(f, &a) && dladdr((const void *)gnu_get_libc_version, &b) && a.dli_fbase == b.dli_fbase;
+}
+
 static void resolve(void)
 {
 	int expect = 0;
@@ -451,7 +462,7 @@ static void resolve(void)
 	const char *e = getenv("FENNEC_MEMORY");
 	if (!R.usable || (e && !strcmp(e, "none")))
 		heap_kind = HEAP_NONE;
-	else if (R.malloc == (malloc_fn)__libc_malloc && R.free == (free_fn)__libc_free)
+	else if (in_glibc((void *)R.malloc) && in_glibc((void *)R.free))
 		heap_kind = HEAP_GLIBC;
 	else
 		heap_kind = HEAP_OTHER;
