@@ -1858,6 +1858,33 @@ static inline uint32_t page_home(uint64_t page, uint32_t cap)
 	return (uint32_t)(mix64(page) & (cap - 1));
 }
 
+/* The entries of an open-addressing table of old_cap entries of `size` bytes, each led by
+ * its uint64_t key (0: empty), moved into a new table of cap (a power of two), where
+ * home() says each key's first slot; the old one is freed. NULL (the old one kept) when
+ * out of memory. The page table and the overflow table grow by it. */
+static void *table_grow(void *old, uint32_t old_cap, uint32_t cap, size_t size, uint32_t (*home)(uint64_t, uint32_t))
+{
+	uint8_t *t = calloc(cap, size);
+	if (!t)
+		return NULL;
+	for (uint32_t i = 0; i < old_cap; i++) {
+		const uint8_t *e = (const uint8_t *)old + (size_t)i * size;
+		uint64_t key, other;
+		memcpy(&key, e, 8);
+		if (!key)
+			continue;
+		uint32_t j = home(key, cap);
+		for (;; j = (j + 1) & (cap - 1)) {
+			memcpy(&other, t + (size_t)j * size, 8);
+			if (!other)
+				break;
+		}
+		memcpy(t + (size_t)j * size, e, size);
+	}
+	free(old);
+	return t;
+}
+
 /* The leaf of a page, or NULL. The leaf cache is looked at first: a lookup that hits it
  * touches no other line. */
 static wleaf *leaf_find(uint64_t page)
@@ -1887,18 +1914,9 @@ static wleaf *leaf_make(uint64_t page)
 		return NULL;
 	if ((M.npages + 1) * 2 > M.pages_cap) {
 		uint32_t cap = M.pages_cap ? M.pages_cap * 2 : 1024;
-		wpage *t = calloc(cap, sizeof *t);
+		wpage *t = table_grow(M.pages, M.pages_cap, cap, sizeof *t, page_home);
 		if (!t)
 			return NULL;
-		for (uint32_t i = 0; i < M.pages_cap; i++) {
-			if (!M.pages[i].page)
-				continue;
-			uint32_t j = page_home(M.pages[i].page, cap);
-			while (t[j].page)
-				j = (j + 1) & (cap - 1);
-			t[j] = M.pages[i];
-		}
-		free(M.pages);
 		M.pages = t;
 		M.pages_cap = cap;
 	}
@@ -1973,18 +1991,9 @@ static wover *over_add(uint64_t addr)
 {
 	if ((M.nover + 1) * 2 > M.over_cap) {
 		uint32_t cap = M.over_cap ? M.over_cap * 2 : 256;
-		wover *t = calloc(cap, sizeof *t);
+		wover *t = table_grow(M.over, M.over_cap, cap, sizeof *t, over_home);
 		if (!t)
 			return NULL;
-		for (uint32_t i = 0; i < M.over_cap; i++) {
-			if (!M.over[i].addr)
-				continue;
-			uint32_t j = over_home(M.over[i].addr, cap);
-			while (t[j].addr)
-				j = (j + 1) & (cap - 1);
-			t[j] = M.over[i];
-		}
-		free(M.over);
 		M.over = t;
 		M.over_cap = cap;
 	}
