@@ -476,8 +476,9 @@ static void compute(uintptr_t pc, cfi_rule *out)
 	uintptr_t at = (uintptr_t)r.p;
 	take(&r, &cie_off, 4);
 	cie c;
-	if (r.bad || !cie_off || read_cie(at - cie_off, end, &c) < 0 || c.signal)
-		goto refused;
+	uintptr_t cie_at = at - cie_off, cie_end = r.bad || !cie_off ? 0 : load_end(m, cie_at, 8);
+	if (!cie_end || read_cie(cie_at, cie_end, &c) < 0 || c.signal)
+		goto refused; /* a CIE outside the object's segments is not read */
 	uint64_t begin = enc_ptr(&r, c.fde_enc, 0);
 	uint64_t range = enc_ptr(&r, c.fde_enc & 0x0f, 0);
 	if (c.aug_z)
