@@ -19,32 +19,26 @@
  * rule needs an rbp that was saved below the copied stack. FENNEC_CFI=check (perfring.c)
  * runs both unwinders on every sample and counts where they differ.
  *
- * Memory: the call-frame tables are read only inside the PT_LOAD segments of the object
- * that holds them, and only while the loader's lock is held (perfring.c), so no object
- * can be unmapped under a read. The stack is read only from the sample's copy.
+ * Memory: the call-frame tables are read only inside loaded PT_LOAD segments (the
+ * caller's table of them, the one its libunwind accessor checks too), and only while the
+ * loader's lock is held (perfring.c), so no object can be unmapped under a read. The stack is read only from the sample's copy.
  */
 #include "collect/cfi.h"
 
 #include <stdlib.h>
 #include <string.h>
 
-#define CFI_LOADS 8
 #define CACHE_BITS 12
-
-typedef struct span {
-	uintptr_t lo, hi;
-} span;
 
 typedef struct cfi_mod {
 	uintptr_t lo, hi;        /* from its lowest to its highest PT_LOAD byte */
-	uintptr_t hdr;           /* its .eh_frame_hdr (0: none) */
-	uint32_t nloads;
-	span loads[CFI_LOADS];   /* where its tables may be read */
+	uintptr_t hdr;           /* its .eh_frame_hdr */
 } cfi_mod;
 
 static struct {
 	cfi_mod *m;
 	size_t n, cap;
+	uintptr_t (*seg_end)(uintptr_t); /* the caller's table of loaded segments */
 } mods;
 
 /* A reduced row. kind: RULE_RSP or RULE_RBP (the CFA's register), RULE_END (the return
@@ -87,11 +81,9 @@ void cfi_module_add(const struct dl_phdr_info *info)
 				m.lo = lo;
 			if (hi > m.hi)
 				m.hi = hi;
-			if (m.nloads < CFI_LOADS)
-				m.loads[m.nloads++] = (span){lo, hi};
 		}
 	}
-	if (!m.hdr || !m.nloads)
+	if (!m.hdr || !m.hi)
 		return; /* no search table: libunwind's business */
 	if (mods.n == mods.cap) {
 		size_t cap = mods.cap ? mods.cap * 2 : 64;
@@ -110,8 +102,9 @@ static int mod_cmp(const void *a, const void *b)
 	return (x > y) - (x < y);
 }
 
-void cfi_modules_done(void)
+void cfi_modules_done(uintptr_t (*seg_end)(uintptr_t addr))
 {
+	mods.seg_end = seg_end;
 	qsort(mods.m, mods.n, sizeof *mods.m, mod_cmp);
 }
 
@@ -130,13 +123,11 @@ static const cfi_mod *mod_of(uintptr_t pc)
 	return &mods.m[lo - 1];
 }
 
-/* The end of the module's segment that holds [p, p + n), or 0. */
-static uintptr_t load_end(const cfi_mod *m, uintptr_t p, uintptr_t n)
+/* The end of the loaded segment that holds [p, p + n), or 0. */
+static uintptr_t load_end(uintptr_t p, uintptr_t n)
 {
-	for (uint32_t i = 0; i < m->nloads; i++)
-		if (p >= m->loads[i].lo && p < m->loads[i].hi && m->loads[i].hi - p >= n)
-			return m->loads[i].hi;
-	return 0;
+	uintptr_t e = mods.seg_end(p);
+	return e && e - p >= n ? e : 0;
 }
 
 /* ---- reading DWARF from memory, bounded ---- */
@@ -424,7 +415,7 @@ static int read_cie(uintptr_t p, uintptr_t end, cie *c)
  * its address, or 0. */
 static uintptr_t find_fde(const cfi_mod *m, uintptr_t pc, uintptr_t *end)
 {
-	uintptr_t tend = load_end(m, m->hdr, 4);
+	uintptr_t tend = load_end(m->hdr, 4);
 	if (!tend)
 		return 0;
 	rd r = {(const uint8_t *)m->hdr, (const uint8_t *)tend, 0};
@@ -453,7 +444,7 @@ static uintptr_t find_fde(const cfi_mod *m, uintptr_t pc, uintptr_t *end)
 	rd e = {table + 8 * (lo - 1) + 4, table + 8 * lo, 0};
 	take(&e, &fde_off, 4);
 	uintptr_t fde = (uintptr_t)((intptr_t)m->hdr + fde_off);
-	*end = load_end(m, fde, 8);
+	*end = load_end(fde, 8);
 	return *end ? fde : 0;
 }
 
@@ -476,7 +467,7 @@ static void compute(uintptr_t pc, cfi_rule *out)
 	uintptr_t at = (uintptr_t)r.p;
 	take(&r, &cie_off, 4);
 	cie c;
-	uintptr_t cie_at = at - cie_off, cie_end = r.bad || !cie_off ? 0 : load_end(m, cie_at, 8);
+	uintptr_t cie_at = at - cie_off, cie_end = r.bad || !cie_off ? 0 : load_end(cie_at, 8);
 	if (!cie_end || read_cie(cie_at, cie_end, &c) < 0 || c.signal)
 		goto refused; /* a CIE outside the object's segments is not read */
 	uint64_t begin = enc_ptr(&r, c.fde_enc, 0);

@@ -18,10 +18,12 @@
 #define CFI_NREGS 17
 
 /* The module table: cfi_modules_reset(), cfi_module_add() for each object that
- * dl_iterate_phdr reports, cfi_modules_done(). Also forgets every cached rule. */
+ * dl_iterate_phdr reports, cfi_modules_done(). Also forgets every cached rule. seg_end
+ * says where the loaded segment holding addr ends (0: in none): the only memory besides
+ * the stack copy that cfi.c reads. */
 void cfi_modules_reset(void);
 void cfi_module_add(const struct dl_phdr_info *info);
-void cfi_modules_done(void);
+void cfi_modules_done(uintptr_t (*seg_end)(uintptr_t addr));
 
 /* One sample: registers (DWARF numbering) and the copy of the stack [sp, sp + size). */
 typedef struct cfi_sample {

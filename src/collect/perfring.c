@@ -174,8 +174,9 @@ static int seg_cb(struct dl_phdr_info *info, size_t size, void *arg)
 	return 0;
 }
 
-/* Whether [addr, addr + 8) lies in a segment of a loaded object. */
-static int seg_has(uintptr_t addr)
+/* The end of the loaded object's segment that holds addr, or 0. cfi.c reads unwind
+ * tables through it too. */
+static uintptr_t seg_end(uintptr_t addr)
 {
 	size_t lo = 0, hi = M.n;
 	while (lo < hi) {
@@ -185,7 +186,14 @@ static int seg_has(uintptr_t addr)
 		else
 			hi = mid;
 	}
-	return lo > 0 && addr + 8 <= M.segs[lo - 1].hi && addr + 8 > addr;
+	return lo > 0 && addr < M.segs[lo - 1].hi ? M.segs[lo - 1].hi : 0;
+}
+
+/* Whether [addr, addr + 8) lies in a segment of a loaded object. */
+static int seg_has(uintptr_t addr)
+{
+	uintptr_t e = seg_end(addr);
+	return e && e - addr >= 8;
 }
 
 /* ---- the unwinder ---- */
@@ -550,7 +558,7 @@ static int drain_locked(struct dl_phdr_info *info, size_t size, void *arg)
 		cfi_modules_reset();
 		dl_iterate_phdr(seg_cb, NULL);
 		qsort(M.segs, M.n, sizeof *M.segs, seg_cmp);
-		cfi_modules_done();
+		cfi_modules_done(seg_end);
 		if (M.valid && info->dlpi_subs != M.subs)
 			unw_flush_cache(uw_as, 0, 0); /* an unloaded object's code may be replaced */
 		M.adds = info->dlpi_adds;
