@@ -154,7 +154,7 @@ $(O)/fixtures/lib%.so: tests/fixtures/lib/%.c
 	@mkdir -p $(dir $@)
 	$(Q)$(CC) $(CFLAGS) $(LDFLAGS) -shared $< -o $@
 
-$(O)/bench/%: bench/%.c include/fennec.h $(SOLIB) $(ANALIB)
+$(O)/bench/%: bench/%.c bench/alloc_mix.h include/fennec.h $(SOLIB) $(ANALIB)
 	@mkdir -p $(dir $@)
 	$(Q)$(PROG_LINK) $(ANALIB) -lzstd
 

@@ -28,7 +28,8 @@
 #include <sys/resource.h>
 #include <time.h>
 
-#define SLOTS 16384
+#include "alloc_mix.h"
+
 #define CHAIN 64
 #define QCAP 65536
 
@@ -37,28 +38,6 @@ static uint64_t now_ns(clockid_t id)
 	struct timespec ts;
 	clock_gettime(id, &ts);
 	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
-static uint64_t next(uint64_t *s)
-{
-	uint64_t x = *s;
-	x ^= x << 13;
-	x ^= x >> 7;
-	x ^= x << 17;
-	return *s = x;
-}
-
-/* 90 % small (16-256 B), 9.9 % medium (1-16 KiB), 0.1 % large (64-256 KiB). */
-static size_t pick_size(uint64_t *rng)
-{
-	uint64_t r = next(rng);
-	unsigned k = (unsigned)(r % 1000);
-	r >>= 10;
-	if (k < 900)
-		return 16 + r % 241;
-	if (k < 999)
-		return 1024 + r % (15 * 1024 + 1);
-	return (64 << 10) + r % (192 * 1024 + 1);
 }
 
 /* Counts of the workload's own calls; single-threaded workloads use them directly. */
@@ -85,14 +64,6 @@ static void on_free(counts *c, size_t n)
 	c->live -= (int64_t)n;
 }
 
-static volatile uint8_t sink;
-
-static void touch(uint8_t *p, size_t n)
-{
-	p[0] = (uint8_t)n;
-	p[n - 1] = (uint8_t)(n >> 3);
-	sink = p[n / 2];
-}
 
 static void mixed(counts *c, uint64_t iters)
 {
