@@ -212,6 +212,7 @@ static struct {
 	struct wleaf *leaf_free;         /* leaves of no page */
 	uint8_t *leaf_slab;              /* where the next new leaf goes ... */
 	uint32_t leaf_slab_left;         /* ... and how many more fit there */
+	uint32_t leaf_slabs;             /* slabs allocated */
 	struct wblock **pool;            /* chunks of WB_CHUNK entries */
 	uint32_t pool_chunks, pool_chunks_cap;
 	uint32_t pool_used, pool_free;   /* ids handed out so far; the first free one (0: none) */
@@ -1756,7 +1757,9 @@ static inline uint64_t mix64(uint64_t h)
  * On jq (2.9M live blocks in 69K pages) the leaves take 37 MB and the pool 45 MB, against
  * 96 MB for the hash table by address (and 144 MB while it grew). Leaves and pool entries
  * come in chunks of 1 MiB whose pages are faulted in at once (populate()): page faults
- * one by one took a fifth of the writer's time.
+ * one by one took a fifth of the writer's time. Not the first chunk of each: in sampled
+ * mode a few of its pages are ever used, and faulting in 2 MiB at the start cost ~1 % of
+ * a short malloc-heavy program's CPU time (bench/alloc_overhead.c).
  */
 #define WP_SHIFT 12                      /* a leaf covers 4 KiB of addresses */
 #define WP_SLOTS (1u << (WP_SHIFT - 5))  /* one slot per 32 bytes */
@@ -1839,7 +1842,9 @@ static uint32_t pool_get(void)
 		wblock *c = malloc(WB_CHUNK * sizeof *c);
 		if (!c)
 			return 0;
-		populate(c, WB_CHUNK * sizeof *c);
+		if (M.pool_chunks) /* the first chunk's pages fault in as they are used: in sampled
+				      mode, or on a small heap, that is a few of them */
+			populate(c, WB_CHUNK * sizeof *c);
 		M.pool[M.pool_chunks++] = c;
 	}
 	return ++M.pool_used;
@@ -1926,11 +1931,12 @@ static wleaf *leaf_make(uint64_t page)
 		if (!M.leaf_slab_left) {
 			if (!(M.leaf_slab = malloc(WL_SLAB)))
 				return NULL;
-			populate(M.leaf_slab, WL_SLAB);
-			memset(M.leaf_slab, 0, WL_SLAB);
+			if (M.leaf_slabs++) /* as the pool's first chunk */
+				populate(M.leaf_slab, WL_SLAB);
 			M.leaf_slab_left = WL_SLAB / sizeof *l;
 		}
 		l = (wleaf *)M.leaf_slab;
+		memset(l, 0, sizeof *l);
 		M.leaf_slab += sizeof *l;
 		M.leaf_slab_left--;
 	}
