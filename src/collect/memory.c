@@ -47,7 +47,7 @@
 #define MEM_SLOTS 1024                  /* threads with counters of their own */
 #define SET_SIZE (1u << 16)             /* sampled live blocks tracked (sampled mode) */
 #define SET_PROBES 64
-#define FILTER_SIZE (1u << 12)          /* counting filter in front of the set: 4 KiB, stays in L1 */
+#define FILTER_BITS (1u << 15)          /* the filter in front of the set: 4 KiB of bits */
 #define SET_TOMB ((uintptr_t)1)
 #define RING_SAMPLED (4u << 20)
 #define RING_FULL (16u << 20)          /* the writer drains at 25 %, looking every 2-6 ms */
@@ -117,8 +117,10 @@ typedef struct mem_slot {
 	_Atomic uint64_t allocs, frees, bytes, largest;
 	_Atomic int64_t live_delta;
 	_Atomic uint64_t reallocs; /* reallocs of a block: each one allocation and one free */
-	int64_t countdown;         /* sampled mode: the owner's bytes until its next sampled
-				      allocation (the inline paths reach it through T.fast) */
+	_Atomic uint64_t sample_at; /* sampled mode: the owner's next sampled allocation is the
+				      one that takes `bytes` to sample_at or beyond (0: draw
+				      it); one comparison with the sum the inline paths
+				      compute anyway */
 	_Atomic int used;
 } __attribute__((aligned(64))) mem_slot;
 
@@ -198,9 +200,15 @@ static struct {
 	int statm_fd;
 	long page;
 	uint64_t next_snap_ns;
-	/* sampled mode: addresses of sampled live blocks, with a counting filter in front */
+	/* sampled mode: addresses of sampled live blocks, with a filter in front: a bit per
+	 * 16-byte granule of a 512 KiB window (address bits 4-18), set while a sampled block
+	 * there is live, which free()'s inline path tests; set_insert() and set_remove()
+	 * keep the counts of blocks per bit (255 sticks: never decremented again). While in
+	 * full mode every bit is set (filter_fill()), so that free()'s inline path checks
+	 * nothing else. */
 	_Atomic uintptr_t set[SET_SIZE];
-	_Atomic uint8_t filter[FILTER_SIZE]; /* 255 sticks: never decremented again */
+	_Atomic uint64_t filter[FILTER_BITS / 64];
+	_Atomic uint8_t filter_count[FILTER_BITS];
 	/* writer side (docs/format.md, "Heap (1.3)") */
 	struct stk { uint64_t hash; uint32_t id; uint32_t off; } *stacks;
 	uint32_t nstacks, stacks_cap;  /* open addressing, cap a power of two */
@@ -533,6 +541,7 @@ static void slot_release(void *arg)
 	atomic_store(&s->reallocs, 0);
 	atomic_store(&s->bytes, 0);
 	atomic_store(&s->largest, 0);
+	atomic_store(&s->sample_at, 0);
 	atomic_store_explicit(&s->used, 0, memory_order_release);
 }
 
@@ -542,7 +551,8 @@ static void sc_release(void);
 
 static void thread_gone(void *arg)
 {
-	T.countdown = ((mem_slot *)arg)->countdown;
+	mem_slot *s = arg;
+	T.countdown = (int64_t)(atomic_load_explicit(&s->sample_at, memory_order_relaxed) - atomic_load_explicit(&s->bytes, memory_order_relaxed));
 	slot_release(arg);
 #if !MEM_SANITIZER
 	sc_release();
@@ -580,7 +590,7 @@ static __attribute__((noinline)) mem_slot *claim_slot(void)
 	T.internal = (uint8_t)was;
 	T.slot = got;
 	if (got)
-		got->countdown = T.countdown;
+		atomic_store_explicit(&got->sample_at, T.countdown > 0 ? (uint64_t)T.countdown : 0, memory_order_relaxed); /* its bytes are 0 */
 	gate_update();
 	return got;
 }
@@ -726,11 +736,40 @@ static inline uint32_t addr_hash(uintptr_t p)
 	return (uint32_t)(((uint64_t)p >> 4) * 0x9e3779b97f4a7c15ull >> 40);
 }
 
-/* The filter's counter of p: a block's address bits above its 16-byte granule, unhashed,
- * so that a free's check is a shift, a mask and a load. */
-static inline _Atomic uint8_t *filter_of(uintptr_t p)
+/* The filter's bit of p: a block's address bits above its 16-byte granule, unhashed, so
+ * that a free's check is a few shifts and a load. */
+static inline uint32_t filter_bit(uintptr_t p)
 {
-	return &M.filter[(p >> 4) & (FILTER_SIZE - 1)];
+	return (uint32_t)(p >> 4) & (FILTER_BITS - 1);
+}
+
+/* One more sampled block at p: the bit goes on with the first. */
+static void filter_add(uintptr_t p)
+{
+	uint32_t i = filter_bit(p);
+	_Atomic uint8_t *c = &M.filter_count[i];
+	uint8_t v = atomic_load(c);
+	while (v < 255 && !atomic_compare_exchange_weak(c, &v, v + 1))
+		;
+	if (v == 0)
+		atomic_fetch_or(&M.filter[i / 64], 1ull << (i % 64));
+}
+
+/* One sampled block at p fewer: the bit goes off with the last. A block added to the same
+ * bit meanwhile (its count went back up) sets it again, so that the bit is off only for
+ * the few instructions between, never for a block whose free can already be coming. */
+static void filter_sub(uintptr_t p)
+{
+	uint32_t i = filter_bit(p);
+	_Atomic uint8_t *c = &M.filter_count[i];
+	uint8_t v = atomic_load(c);
+	while (v > 0 && v < 255 && !atomic_compare_exchange_weak(c, &v, v - 1))
+		;
+	if (v != 1)
+		return;
+	atomic_fetch_and(&M.filter[i / 64], ~(1ull << (i % 64)));
+	if (atomic_load(c))
+		atomic_fetch_or(&M.filter[i / 64], 1ull << (i % 64));
 }
 
 static void set_insert(uintptr_t p)
@@ -741,10 +780,7 @@ static void set_insert(uintptr_t p)
 		uintptr_t cur = atomic_load_explicit(e, memory_order_relaxed);
 		while (cur == 0 || cur == SET_TOMB) {
 			if (atomic_compare_exchange_weak(e, &cur, p)) {
-				_Atomic uint8_t *c = filter_of(p);
-				uint8_t v = atomic_load(c);
-				while (v < 255 && !atomic_compare_exchange_weak(c, &v, v + 1))
-					;
+				filter_add(p);
 				return;
 			}
 		}
@@ -752,10 +788,12 @@ static void set_insert(uintptr_t p)
 	atomic_fetch_add(&M.untracked, 1); /* its free will not be seen */
 }
 
-/* Whether p may be a sampled live block: one load, in front of set_remove(). */
+/* Whether p may be a sampled live block (in full mode: always): one load, in front of
+ * set_remove(). */
 static inline int set_may_hold(uintptr_t p)
 {
-	return atomic_load_explicit(filter_of(p), memory_order_relaxed) != 0;
+	uint32_t i = filter_bit(p);
+	return (atomic_load_explicit(&M.filter[i / 64], memory_order_relaxed) >> (i % 64)) & 1;
 }
 
 /* Whether p is a sampled live block; removes it. */
@@ -768,14 +806,26 @@ static __attribute__((noinline)) int set_remove(uintptr_t p)
 		if (cur == 0)
 			return 0;
 		if (cur == p && atomic_compare_exchange_strong(e, &cur, SET_TOMB)) {
-			_Atomic uint8_t *c = filter_of(p);
-			uint8_t v = atomic_load(c);
-			while (v > 0 && v < 255 && !atomic_compare_exchange_weak(c, &v, v - 1))
-				;
+			filter_sub(p);
 			return 1;
 		}
 	}
 	return 0;
+}
+
+/* Set the filter for the mode that starts: in full mode every bit, so that every free
+ * leaves free()'s inline path for the general one, which reads the mode; else the bits of
+ * the sampled blocks still in the set (from earlier sessions: their frees are still looked
+ * for). No sampled block is added or removed meanwhile: the mode is not sampled. */
+static void filter_fill(int mode)
+{
+	for (uint32_t w = 0; w < FILTER_BITS / 64; w++) {
+		uint64_t bits = 0;
+		for (uint32_t b = 0; b < 64; b++)
+			if (mode == FMT_MEM_FULL || atomic_load_explicit(&M.filter_count[w * 64 + b], memory_order_relaxed))
+				bits |= 1ull << b;
+		atomic_store_explicit(&M.filter[w], bits, memory_order_relaxed);
+	}
 }
 
 /* Reserve room for a record; in full mode wait (up to about a second) for the writer
@@ -1090,23 +1140,27 @@ static __attribute__((noinline)) void record_free(void *p)
 	busy_end();
 }
 
-/* The thread's sampling countdown: its slot's, or its own without one. */
-static inline int64_t *countdown_of(void)
-{
-	return T.slot ? &T.slot->countdown : &T.countdown;
-}
-
 /* Sampled mode, the countdown ran out (or was never drawn): whether this allocation of
- * `size` bytes is sampled; draws the next countdown. */
+ * `size` bytes is sampled; draws the next countdown. A thread with a slot keeps it as the
+ * slot's sample_at against its `bytes`, which already count this allocation; one without
+ * as T.countdown, which this allocation has already taken down. */
 static __attribute__((noinline)) int sample_due(size_t size)
 {
-	int64_t *cd = countdown_of();
+	mem_slot *s = T.slot;
 	if (!T.rng) { /* the thread's first allocation: its countdown was never drawn */
-		*cd = next_countdown() - (int64_t)(size ? size : 1);
-		if (*cd > 0)
+		int64_t c = next_countdown() - (int64_t)size;
+		if (s)
+			SET(s->sample_at, GET(s->bytes) + (uint64_t)(c > 0 ? c : 0));
+		else
+			T.countdown = c;
+		if (c > 0)
 			return 0;
 	}
-	*cd = next_countdown();
+	int64_t c = next_countdown();
+	if (s)
+		SET(s->sample_at, GET(s->bytes) + (uint64_t)c);
+	else
+		T.countdown = c;
 	return 1;
 }
 
@@ -1117,9 +1171,10 @@ static inline void after_alloc(void *p, size_t size, void **slot, int raised)
 	if (likely(mode == FMT_MEM_OFF))
 		return;
 	if (mode == FMT_MEM_SAMPLED) {
-		int64_t *cd = countdown_of();
-		*cd -= (int64_t)(size ? size : 1);
-		if (likely(*cd > 0) || !sample_due(size))
+		mem_slot *s = T.slot;
+		if (s ? likely(GET(s->bytes) < GET(s->sample_at)) : likely((T.countdown -= (int64_t)size) > 0))
+			return;
+		if (!sample_due(size))
 			return;
 	}
 	/* An allocation that raised the peak carries the peak's time, so that a reader puts
@@ -1175,12 +1230,8 @@ static inline __attribute__((always_inline)) int alloc_fast(void *p, size_t size
 	if (unlikely(!in_batch(d)))
 		return 0;
 	int mode = atomic_load_explicit(&M.mode, memory_order_relaxed);
-	if (unlikely(mode != FMT_MEM_OFF)) {
-		int64_t c = s->countdown - (int64_t)(size + !size);
-		if (mode != FMT_MEM_SAMPLED || c <= 0)
-			return 0;
-		s->countdown = c;
-	}
+	if (unlikely(mode != FMT_MEM_OFF) && (mode != FMT_MEM_SAMPLED || GET(s->bytes) + size >= GET(s->sample_at)))
+		return 0;
 	return fast_commit(s, 1, nfree, size, d);
 }
 
@@ -1248,11 +1299,11 @@ static __attribute__((noinline)) void *malloc_slow(size_t n, void **slot)
 	return on_alloc(R.malloc(n), n, slot);
 }
 
-/* After the inline path's malloc(n) returned p; `sampled` as for realloc_done_slow(). */
-static __attribute__((noinline)) void *malloc_done_slow(void *p, size_t n, int sampled, void **slot)
+/* After the inline path's malloc(n) returned p, an mmapped chunk or the live batch full:
+ * count it. Nothing is recorded: the inline path is taken only when there is nothing to
+ * record, and in sampled mode adding n to the thread's bytes stays below its sample_at. */
+static __attribute__((noinline)) void *malloc_done_slow(void *p, size_t n)
 {
-	if (!sampled)
-		return alloc_slow(p, n, slot);
 	count(1, 0, n, (int64_t)usable_size(p));
 	return p;
 }
@@ -1262,21 +1313,17 @@ API void *malloc(size_t n)
 	mem_slot *s = T.fast;
 	if (unlikely(!s))
 		return malloc_slow(n, RA());
-	int mode = atomic_load_explicit(&M.mode, memory_order_relaxed), sampled = 0;
-	if (unlikely(mode != FMT_MEM_OFF)) { /* as in realloc() */
-		int64_t c = s->countdown - (int64_t)(n + !n);
-		if (mode != FMT_MEM_SAMPLED || c <= 0)
-			return malloc_slow(n, RA());
-		s->countdown = c;
-		sampled = 1;
-	}
+	/* Sampled: the allocation that takes the thread's bytes to sample_at is sampled. */
+	int mode = atomic_load_explicit(&M.mode, memory_order_relaxed);
+	if (unlikely(mode != FMT_MEM_OFF) && (mode != FMT_MEM_SAMPLED || GET(s->bytes) + n >= GET(s->sample_at)))
+		return malloc_slow(n, RA());
 	void *p = R.malloc(n);
 	if (unlikely(!p))
 		return NULL;
 	size_t h = ((const size_t *)p)[-1];
 	int64_t d = GET(s->live_delta) + CHUNK_SIZE(h) - 8;
 	if (unlikely(h & CHUNK_MMAPPED) || unlikely(!in_batch(d)))
-		return malloc_done_slow(p, n, sampled, RA());
+		return malloc_done_slow(p, n);
 	fast_commit(s, 1, 0, n, d);
 	return p;
 }
@@ -1314,8 +1361,9 @@ API void free(void *p)
 	int64_t d = GET(s->live_delta) - CHUNK_SIZE(h) + 8;
 	if (unlikely(h & CHUNK_MMAPPED) || unlikely(!in_batch(d)))
 		return free_general(p);
-	int mode = atomic_load_explicit(&M.mode, memory_order_relaxed);
-	if (unlikely(mode != FMT_MEM_OFF) && (mode != FMT_MEM_SAMPLED || set_may_hold((uintptr_t)p)))
+	/* The filter is the gate for every mode: all 0 with memory off, all 255 in full mode
+	 * (col_mem_start()), sampled blocks' counters in sampled mode. */
+	if (unlikely(set_may_hold((uintptr_t)p)))
 		return free_general(p);
 	fast_commit(s, 0, 1, 0, d);
 	R.free(p);
@@ -1351,21 +1399,17 @@ static __attribute__((noinline)) void *realloc_slow(void *p, size_t n, void **sl
 	return q;
 }
 
-/* After the inline path's realloc(p, n) returned q; p's size word was h, its mmapped bit
- * set when the inline path took the sampling countdown down by n already (and it did not
- * run out). */
-static __attribute__((noinline)) void *realloc_done_slow(void *q, size_t n, size_t h, void **slot)
+/* After the inline path's realloc(p, n) returned q; p's size word was h. Nothing is
+ * recorded, as for malloc_done_slow(). */
+static __attribute__((noinline)) void *realloc_done_slow(void *q, size_t n, size_t h)
 {
-	int sampled = (h & CHUNK_MMAPPED) != 0;
 	size_t old = (size_t)CHUNK_SIZE(h) - 8;
 	if (!q) {
 		if (!n)
 			count(0, 1, 0, -(int64_t)old);
 		return NULL;
 	}
-	int raised = count(1, 1, n, (int64_t)usable_size(q) - (int64_t)old);
-	if (!sampled)
-		after_alloc(q, n, slot, raised);
+	count(1, 1, n, (int64_t)usable_size(q) - (int64_t)old);
 	return q;
 }
 
@@ -1380,24 +1424,19 @@ API void *realloc(void *p, size_t n)
 	size_t h = ((const size_t *)p)[-1];
 	if (unlikely(h & CHUNK_MMAPPED))
 		return realloc_slow(p, n, RA());
+	/* Sampled: neither the free of a sampled block nor a sampled allocation (as in
+	 * malloc()), decided before the call, so that after it nothing depends on the mode. */
 	int mode = atomic_load_explicit(&M.mode, memory_order_relaxed);
-	if (unlikely(mode != FMT_MEM_OFF)) {
-		/* Sampled: neither the free of a sampled block nor a sampled allocation. The
-		 * countdown is taken before the call (n is known), so that after it nothing
-		 * depends on the mode; h's mmapped bit, clear in the chunk, says it was taken. */
-		int64_t c = s->countdown - (int64_t)(n + !n);
-		if (mode != FMT_MEM_SAMPLED || c <= 0 || set_may_hold((uintptr_t)p))
-			return realloc_slow(p, n, RA());
-		s->countdown = c;
-		h |= CHUNK_MMAPPED;
-	}
+	if (unlikely(mode != FMT_MEM_OFF) &&
+	    (mode != FMT_MEM_SAMPLED || GET(s->bytes) + n >= GET(s->sample_at) || set_may_hold((uintptr_t)p)))
+		return realloc_slow(p, n, RA());
 	void *q = R.realloc(p, n);
 	if (unlikely(!q))
-		return realloc_done_slow(q, n, h, RA());
+		return realloc_done_slow(q, n, h);
 	size_t h2 = ((const size_t *)q)[-1];
 	int64_t d = GET(s->live_delta) + CHUNK_SIZE(h2) - CHUNK_SIZE(h);
 	if (unlikely(h2 & CHUNK_MMAPPED) || unlikely(!in_batch(d)))
-		return realloc_done_slow(q, n, h, RA());
+		return realloc_done_slow(q, n, h);
 	SET(s->live_delta, d);
 	SET(s->reallocs, GET(s->reallocs) + 1);
 	SET(s->bytes, GET(s->bytes) + n);
@@ -1654,6 +1693,8 @@ void col_mem_start(void)
 	writer_reset(); /* a new file: stack ids and live blocks start over */
 	atomic_fetch_add(&M.gen, 1); /* and threads' MREC_SAME hints with them */
 	M.shift = time_shift();
+	if (M.session_mode == FMT_MEM_FULL)
+		filter_fill(FMT_MEM_FULL);
 	atomic_store_explicit(&M.mode, M.session_mode, memory_order_release);
 	snapshot(FMT_SNAP_TIMER);
 }
@@ -1664,6 +1705,8 @@ void col_mem_stop(void)
 		return;
 	snapshot(FMT_SNAP_FINAL);
 	atomic_store_explicit(&M.mode, FMT_MEM_OFF, memory_order_release);
+	if (M.session_mode == FMT_MEM_FULL)
+		filter_fill(FMT_MEM_OFF);
 }
 
 void col_mem_step(void)
@@ -1699,6 +1742,8 @@ void col_mem_atfork_child(void)
 		if (&slots[i] != T.slot && atomic_load(&slots[i].used))
 			slot_release(&slots[i]);
 	atomic_store(&M.mode, FMT_MEM_OFF);
+	if (M.session_mode == FMT_MEM_FULL)
+		filter_fill(FMT_MEM_OFF);
 	col_ring_reset(&M.ring);
 	writer_reset();
 	M.statm_fd = -1; /* close-on-exec, and still ours: reopened at start */
