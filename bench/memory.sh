@@ -19,7 +19,9 @@
 # workload's peak RSS (getrusage in the profiled process: what the profiler adds inside it),
 # the largest process of the command (/usr/bin/time %M: heaptrack_interpret, valgrind), and
 # the size of what each profiler wrote. Each repetition runs every variant in a rotated
-# order; cells are medians over the repetitions with [min, max].
+# order; cells are medians over the repetitions with [min, max]. A second table gives each
+# profiler's fastest run over the fastest unprofiled run (CPU, in-process and end to end):
+# noise on a shared machine only adds time, so it moves less than the medians.
 # Then fennec's numbers (fennec analyze --format json) beside the counts the workload itself
 # made: allocations, frees, requested bytes and the peak of requested live bytes.
 #
@@ -207,6 +209,29 @@ print("ratios: profiled / unprofiled in the same repetition, median [min, max] o
       "(unprofiled rows: seconds, MiB)" % len({r["rep"] for r in rows}))
 print("in-process: the workload's clocks around its work and its own getrusage peak RSS; end-to-end: the "
       "whole command (/usr/bin/time), CPU of all its processes; largest process: /usr/bin/time %M")
+
+# On a shared machine noise only adds time: each profiler's fastest run against the fastest
+# unprofiled one is the steadier reading when the medians move between runs.
+def fastest(vals):
+    vals = [v for v in vals if v]
+    return min(vals) if vals else None
+
+print()
+print("fastest run of each profiler / fastest unprofiled run")
+print()
+print("| workload | profiler | in-process CPU | end-to-end CPU |")
+print("|---|---|---|---|")
+for w in dict.fromkeys(r["workload"] for r in rows):
+    base = [r for r in rows if r["workload"] == w and r["variant"] == "base"]
+    for v in order[1:]:
+        rs = [r for r in rows if r["workload"] == w and r["variant"] == v]
+        if not rs or not base:
+            continue
+        cells = []
+        for k in ("inproc_cpu_ns", "e2e_cpu_ns"):
+            a, b = fastest(num(r[k]) for r in rs), fastest(num(r[k]) for r in base)
+            cells.append("%.2f" % (a / b) if a and b else "NA")
+        print("| %s | %s | %s |" % (w, label[v], " | ".join(cells)))
 
 print()
 print("fennec against the workload's own counts (last repetition; fennec counts the whole process: "
