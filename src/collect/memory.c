@@ -1425,8 +1425,8 @@ static __attribute__((noinline)) void *realloc_done_slow(void *q, size_t n, size
 }
 
 /* RA() is taken where a slow path needs it, so that the inline path keeps no register for
- * it. The sampling countdown is taken down by the new size, as for an allocation of it:
- * docs/memory.md says why not by the growth. */
+ * it. The new size counts toward the thread's sampling mark, as an allocation of it would:
+ * docs/memory.md says why not the growth. */
 API void *realloc(void *p, size_t n)
 {
 	mem_slot *s = T.fast;
