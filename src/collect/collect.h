@@ -99,6 +99,7 @@ void col_sample_drain(void (*emit)(unsigned type, cm_buf *raw), void (*before)(v
 void col_sample_tick(void); /* writer, between flushes: unwinds the fuller rings (ring source) */
 uint64_t col_sample_quiet_ns(void); /* writer: the longest it may sleep before a ring is 1/4 full */
 void col_modules_drain(void (*emit)(unsigned type, cm_buf *raw), uint64_t now_ticks);
+void col_modules_reset(void);
 void col_sample_thread_begin(void);
 void col_sample_thread_end(void);
 int col_pthread_create_real(pthread_t *th, void *(*fn)(void *), void *arg);

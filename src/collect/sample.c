@@ -1225,6 +1225,20 @@ static void modules_scan(uint64_t now_ticks)
 	}
 }
 
+/* A new file: its MODULES name every object loaded again, not only those loaded since the
+ * previous session's last scan (a second session of a process had none, and its heap
+ * stacks and samples stayed unsymbolised). */
+void col_modules_reset(void)
+{
+	pthread_mutex_lock(&mod_lock);
+	for (size_t i = 0; i < P.nmods; i++)
+		free(P.mods[i].path);
+	P.nmods = 0;
+	P.mod_scanned = 0;
+	P.modules.len = 0;
+	pthread_mutex_unlock(&mod_lock);
+}
+
 /* MODULES: the objects loaded since the last call (samples and heap stacks need them). */
 void col_modules_drain(void (*emit)(unsigned type, cm_buf *raw), uint64_t now_ticks)
 {

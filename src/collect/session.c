@@ -855,6 +855,7 @@ static int session_begin(void)
 	S.lost_bytes = 0;
 	S.sites_written = 1; /* id 0 is never written */
 	atomic_store(&S.next_index, 0);
+	col_modules_reset(); /* a new file names every loaded object again */
 	col_sample_prepare(S.cfg.sample_mode, S.cfg.sample_hz, S.cfg.stack_depth, &S.sample);
 	col_mem_prepare(S.cfg.memory_mode, S.cfg.memory_rate, S.cfg.memory_interval_ms, S.cfg.stack_depth, &S.mem);
 	col_gpu_prepare();

@@ -204,6 +204,28 @@ def test_memory_stats_api_without_recording():
 
 
 @collector
+def test_sessions_of_different_modes_in_one_process():
+    """mem_growth sessions: three sessions in one process through the API, sampled (a rate
+    of 1 byte: every allocation sampled), full, sampled again. Each file holds its own
+    session's counts and leaks, exactly, symbolised: a later session's file had no
+    MODULES and its stacks read [unknown]. Full mode sees every free (free()'s filter is
+    all set while it runs: a free it missed shows as a leak of churn_n), and frees of
+    blocks from an earlier session are counted without confusing the leaks."""
+    plain_only()
+    out = os.path.abspath("sessions")
+    os.makedirs(out, exist_ok=True)
+    run([fixture("mem_growth"), "sessions", out], env=base_env(), check=True)
+    want = {"s1": ("sampled", 32, 16, 16 * 1000, 16), "s2": ("full", 70, 66, 20 * 3000, 20),
+            "s3": ("sampled", 42, 50, 12 * 5000, 12)}
+    for name, (mode, allocs, frees, leak_bytes, leak_count) in sorted(want.items()):
+        m = mem(analyze(os.path.join(out, name + ".fnc")))
+        assert_eq(m["mode"], mode, "%s: mode" % name)
+        assert_eq(m["allocations"], allocs, "%s: allocations in the session" % name)
+        assert_eq(m["frees"], frees, "%s: frees in the session" % name)
+        assert_eq(leaks_by_function(m), {"keep": (leak_bytes, leak_count)}, "%s: leaks by function" % name)
+
+
+@collector
 def test_memory_off_and_default():
     plain_only()
     r, path = record("mem_growth", "flat", 2, 3, opts=["--memory=off"])
