@@ -4,7 +4,8 @@ shapes, recorded with `fennec record --memory=...`, checked against what they ar
 Fixtures: mem_leaks.c (13 blocks, 27000 bytes unfreed from four call sites, one on a second
 thread, one grown by realloc, one zeroed by calloc; the rest freed, some by another thread;
 `clean` frees everything), mem_growth.c (grow: 12 MiB more live per step; flat: the same
-allocated and freed; spike: the peak inside region "load"; stats: fennec_memory_stats()),
+allocated and freed; spike: the peak inside region "load"; stats: fennec_memory_stats();
+sessions: sampled, full and sampled sessions one after the other through the API),
 mem_edge.c (fork while another thread allocates; a leak from a library loaded with dlopen
 and closed before exit; malloc_usable_size and the aligned allocators).
 
