@@ -773,10 +773,11 @@ int ana_load_paths(const char *const *paths, size_t npaths, const ana_options *o
 	p->wall_ns = first->wall_ns;
 	for (uint32_t i = 0; i < p->nprocs; i++) {
 		/* getrusage() survives exec: an exec'd image's CPU includes the image before
-		 * it (same pid, ended by exec), which is counted on its own. */
+		 * it (same pid, ended by exec), which is counted on its own. Files that give
+		 * the CPU at their start have it taken off by the reader already. */
 		const fmt_file *f = &p->procs[i].file;
 		uint64_t user = f->cpu_user_ns, sys = f->cpu_sys_ns;
-		if (f->origin == FMT_ORIGIN_EXEC)
+		if (f->origin == FMT_ORIGIN_EXEC && !f->has_cpu_start)
 			for (uint32_t j = 0; j < p->nprocs; j++) {
 				const fmt_file *g = &p->procs[j].file;
 				if (j != i && g->pid == f->pid && g->has_end && g->exit_reason == 2 &&

@@ -509,6 +509,13 @@ static void write_header(uint64_t start_mono, uint64_t start_ticks, uint64_t sta
 		fmt_hdr_varint(&h, FMT_H_MEM_RATE, S.mem.rate);
 		fmt_hdr_varint(&h, FMT_H_MEM_INTERVAL, S.mem.interval_ns);
 	}
+	/* The process's CPU time so far, which the STATS and END records' getrusage() include:
+	 * a session started late, or a process's second one, is its own time less this. */
+	struct rusage ru;
+	if (getrusage(RUSAGE_SELF, &ru) == 0) {
+		fmt_hdr_varint(&h, FMT_H_CPU_START_USER, (uint64_t)ru.ru_utime.tv_sec * 1000000000u + (uint64_t)ru.ru_utime.tv_usec * 1000u);
+		fmt_hdr_varint(&h, FMT_H_CPU_START_SYS, (uint64_t)ru.ru_stime.tv_sec * 1000000000u + (uint64_t)ru.ru_stime.tv_usec * 1000u);
+	}
 	uint8_t pre[FMT_PREAMBLE_LEN];
 	fmt_preamble(pre);
 	cm_buf_put(&S.out, pre, sizeof pre);

@@ -210,6 +210,8 @@ static int decode_header(rd *r, cur *c)
 		case FMT_H_MEM_MODE: f->mem_mode = v; break;
 		case FMT_H_MEM_RATE: f->mem_rate = v; break;
 		case FMT_H_MEM_INTERVAL: f->mem_interval_ns = v; break;
+		case FMT_H_CPU_START_USER: f->cpu_start_user_ns = v; f->has_cpu_start = 1; break;
+		case FMT_H_CPU_START_SYS: f->cpu_start_sys_ns = v; f->has_cpu_start = 1; break;
 		default: break; /* a newer minor version's key */
 		}
 		free(s);
@@ -309,8 +311,10 @@ static int decode_stats(rd *r, cur *c, int is_end)
 	uint64_t reason = is_end ? cur_varint(c) : 0;
 	if (c->bad)
 		return fail(r, FENNEC_ECORRUPT, r->chunk_off, "%s: record runs past the end of the chunk", is_end ? "END" : "STATS");
-	f->cpu_user_ns = user;
-	f->cpu_sys_ns = sys;
+	/* getrusage() counts the process's CPU from its start: the session's is the part after
+	 * the header's (a session started late, a process's second session, an exec'd image). */
+	f->cpu_user_ns = user - (f->cpu_start_user_ns <= user ? f->cpu_start_user_ns : user);
+	f->cpu_sys_ns = sys - (f->cpu_start_sys_ns <= sys ? f->cpu_start_sys_ns : sys);
 	f->max_rss_kb = rss;
 	f->lost_bytes = lost;
 	if (is_end) {

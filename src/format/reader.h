@@ -95,7 +95,10 @@ typedef struct fmt_file {
 	fmt_calib *calib;
 	size_t ncalib, calib_cap;
 	/* last STATS/END */
-	uint64_t cpu_user_ns, cpu_sys_ns, max_rss_kb, lost_bytes;
+	uint64_t cpu_user_ns, cpu_sys_ns, max_rss_kb, lost_bytes; /* CPU: the session's (the
+								    process's less cpu_start_*) */
+	uint64_t cpu_start_user_ns, cpu_start_sys_ns; /* the process's CPU at the session's start */
+	int has_cpu_start;                            /* the header gave it (since 1.3.x) */
 	uint64_t exit_reason;
 	int has_end;
 	int cut_short;          /* no END chunk */

@@ -245,6 +245,28 @@ def test_env_equivalents():
                 "a stack deeper than FENNEC_STACK_DEPTH=16")
 
 
+def test_api_sessions_one_after_another():
+    """api_sessions DIR: three sessions in one process through the API, each with CPU
+    sampling on and 200 ms of CPU burnt in its own function. Each file reports its own CPU
+    time (the STATS records' getrusage() less the header's at the session's start: it had
+    been the process's since it started, 0.4 and 0.6 s for the second and third, and the
+    analysis warned that they were sampled at 490 and 323 Hz) and its own samples,
+    symbolised (the second and third files had no MODULES: [unknown])."""
+    out = os.path.abspath("sessions")
+    os.makedirs(out, exist_ok=True)
+    run([fixture("api_sessions"), out], env=base_env(), check=True)
+    for i in (1, 2, 3):
+        r = analyze_raw(os.path.join(out, "s%d.fnc" % i), "--format", "json")
+        assert_eq(r.returncode, 0, "fennec analyze s%d.fnc" % i)
+        assert_true("below the" not in r.stderr, "no low-rate warning for s%d: %r" % (i, r.stderr))
+        rep = json.loads(r.stdout)
+        cpu = rep["summary"]["cpu_user_ns"] + rep["summary"]["cpu_sys_ns"]
+        assert_between(cpu, 0.2e9, 0.3e9 * SLOW, "session %d's CPU time" % i, "ns")
+        top = rep["functions"][0]
+        assert_eq(top["name"], "burn_%d" % i, "session %d's hottest function" % i)
+        assert_true(top["self_pct"] > 90, "burn_%d holds %.1f %% of the samples" % (i, top["self_pct"]))
+
+
 def test_sample_off():
     """--sample=off: no SAMPLES chunk, the header says mode 0."""
     r, path, dec = record_raw("cpu_shares", 300, opts=("--sample=off",))
