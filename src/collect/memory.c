@@ -188,6 +188,8 @@ static inline uint32_t my_tid(void)
 /* Recording state of the session. */
 static struct {
 	_Atomic int mode;          /* enum fmt_mem_mode while recording, else FMT_MEM_OFF */
+	_Atomic int64_t limit;     /* the inline allocation paths' gate, set with mode
+				      (alloc_gate()): 0 sampled, INT64_MAX full, else INT64_MIN */
 	int session_mode;
 	uint64_t rate;
 	uint64_t interval_ns;
@@ -237,7 +239,7 @@ static struct {
 	uint64_t emitted_ns;           /* when the latest chunk was written */
 	int counters_written;
 	uint64_t last_records, last_dropped, last_allocs, last_frees;
-} M = {.statm_fd = -1};
+} M = {.statm_fd = -1, .limit = INT64_MIN};
 
 /* One heap event as it sits in the ring (host byte order), followed by frames and
  * region ids (ALLOC) or three counters (SNAP). A FREE is the first REC_FREE bytes only. */
@@ -1230,6 +1232,22 @@ static inline int in_batch(int64_t d)
 	return (uint64_t)(d + LIVE_BATCH - 1) <= 2 * (uint64_t)(LIVE_BATCH - 1);
 }
 
+/* Whether an allocation of n bytes must take the general path for the mode's sake, with
+ * one comparison and no test of the mode: the bytes left before the thread's sampling mark
+ * after this allocation, against M.limit. Sampled (0): the allocation that reaches the mark
+ * is sampled; full (INT64_MAX): every one is recorded; off (INT64_MIN): none (the general
+ * path, which reads the mode, would also do the right thing with the one value that
+ * compares equal). */
+static inline int alloc_gate(const mem_slot *s, size_t n, int64_t limit)
+{
+	return (int64_t)(OWN(s->sample_at) - OWN(s->bytes) - n) <= limit;
+}
+
+static int64_t limit_of(int mode)
+{
+	return mode == FMT_MEM_SAMPLED ? 0 : mode == FMT_MEM_FULL ? INT64_MAX : INT64_MIN;
+}
+
 /* An allocation of `size` bytes at p (non-NULL) that freed a block of `old` usable bytes
  * (realloc; else nfree = 0 and old = 0). */
 static inline __attribute__((always_inline)) int alloc_fast(void *p, size_t size, uint64_t nfree, size_t old)
@@ -1240,8 +1258,7 @@ static inline __attribute__((always_inline)) int alloc_fast(void *p, size_t size
 	int64_t d = OWN(s->live_delta) + (int64_t)glibc_usable(p) - (int64_t)old;
 	if (unlikely(!in_batch(d)))
 		return 0;
-	int mode = atomic_load_explicit(&M.mode, memory_order_relaxed);
-	if (unlikely(mode != FMT_MEM_OFF) && (mode != FMT_MEM_SAMPLED || OWN(s->bytes) + size >= OWN(s->sample_at)))
+	if (unlikely(alloc_gate(s, size, atomic_load_explicit(&M.limit, memory_order_relaxed))))
 		return 0;
 	return fast_commit(s, 1, nfree, size, d);
 }
@@ -1324,9 +1341,7 @@ API void *malloc(size_t n)
 	mem_slot *s = T.fast;
 	if (unlikely(!s))
 		return malloc_slow(n, RA());
-	/* Sampled: the allocation that takes the thread's bytes to sample_at is sampled. */
-	int mode = atomic_load_explicit(&M.mode, memory_order_relaxed);
-	if (unlikely(mode != FMT_MEM_OFF) && (mode != FMT_MEM_SAMPLED || OWN(s->bytes) + n >= OWN(s->sample_at)))
+	if (unlikely(alloc_gate(s, n, atomic_load_explicit(&M.limit, memory_order_relaxed))))
 		return malloc_slow(n, RA());
 	void *p = R.malloc(n);
 	if (unlikely(!p))
@@ -1437,9 +1452,8 @@ API void *realloc(void *p, size_t n)
 		return realloc_slow(p, n, RA());
 	/* Sampled: neither the free of a sampled block nor a sampled allocation (as in
 	 * malloc()), decided before the call, so that after it nothing depends on the mode. */
-	int mode = atomic_load_explicit(&M.mode, memory_order_relaxed);
-	if (unlikely(mode != FMT_MEM_OFF) &&
-	    (mode != FMT_MEM_SAMPLED || OWN(s->bytes) + n >= OWN(s->sample_at) || set_may_hold((uintptr_t)p)))
+	int64_t limit = atomic_load_explicit(&M.limit, memory_order_relaxed);
+	if (unlikely(alloc_gate(s, n, limit)) || (limit == 0 && set_may_hold((uintptr_t)p)))
 		return realloc_slow(p, n, RA());
 	void *q = R.realloc(p, n);
 	if (unlikely(!q))
@@ -1706,6 +1720,9 @@ void col_mem_start(void)
 	M.shift = time_shift();
 	if (M.session_mode == FMT_MEM_FULL)
 		filter_fill(FMT_MEM_FULL);
+	/* The gate closes before the mode is set (an allocation taking the general path
+	 * meanwhile finds the mode off and only counts), and opens after it is cleared. */
+	atomic_store(&M.limit, limit_of(M.session_mode));
 	atomic_store_explicit(&M.mode, M.session_mode, memory_order_release);
 	snapshot(FMT_SNAP_TIMER);
 }
@@ -1716,6 +1733,7 @@ void col_mem_stop(void)
 		return;
 	snapshot(FMT_SNAP_FINAL);
 	atomic_store_explicit(&M.mode, FMT_MEM_OFF, memory_order_release);
+	atomic_store(&M.limit, INT64_MIN);
 	if (M.session_mode == FMT_MEM_FULL)
 		filter_fill(FMT_MEM_OFF);
 }
@@ -1753,6 +1771,7 @@ void col_mem_atfork_child(void)
 		if (&slots[i] != T.slot && atomic_load(&slots[i].used))
 			slot_release(&slots[i]);
 	atomic_store(&M.mode, FMT_MEM_OFF);
+	atomic_store(&M.limit, INT64_MIN);
 	if (M.session_mode == FMT_MEM_FULL)
 		filter_fill(FMT_MEM_OFF);
 	col_ring_reset(&M.ring);
