@@ -1243,10 +1243,6 @@ static inline int alloc_gate(const mem_slot *s, size_t n, int64_t limit)
 	return (int64_t)(OWN(s->sample_at) - OWN(s->bytes) - n) <= limit;
 }
 
-static int64_t limit_of(int mode)
-{
-	return mode == FMT_MEM_SAMPLED ? 0 : mode == FMT_MEM_FULL ? INT64_MAX : INT64_MIN;
-}
 
 /* An allocation of `size` bytes at p (non-NULL) that freed a block of `old` usable bytes
  * (realloc; else nfree = 0 and old = 0). */
@@ -1684,6 +1680,12 @@ static unsigned time_shift(void)
 	while (shift < 40 && (double)(2ull << shift) <= 10 * per_us)
 		shift++;
 	return shift;
+}
+
+/* M.limit for a mode (alloc_gate()). */
+static int64_t limit_of(int mode)
+{
+	return mode == FMT_MEM_SAMPLED ? 0 : mode == FMT_MEM_FULL ? INT64_MAX : INT64_MIN;
 }
 
 void col_mem_start(void)
