@@ -1024,11 +1024,7 @@ void col_sample_atfork_child(void)
 	atomic_store(&P.taken, 0);
 	atomic_store(&P.dropped, 0);
 	atomic_store(&P.truncated, 0);
-	for (size_t i = 0; i < P.nmods; i++)
-		free(P.mods[i].path);
-	P.nmods = 0;
-	P.mod_scanned = 0;
-	P.nnamed = 0;
+	P.nnamed = 0; /* the module table starts over with the child's file (col_modules_reset) */
 }
 
 /* ---- the writer's side ---- */
