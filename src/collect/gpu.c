@@ -411,8 +411,11 @@ static uint64_t field_u64(const nvml_field *f)
 }
 
 /* NVLink data sent and received by device i since the driver loaded, into the GPUX chunk;
- * a device that does not report both counters is not asked again. */
-static void nvlink_read(unsigned i, uint32_t device, uint64_t t_ns)
+ * a device that does not report both counters is not asked again. The reading is stamped
+ * with the middle of the call that made it: rates divide counter deltas by these times, and
+ * the round's other NVML calls (the PCIe counters wait 20 ms) or a preemption before this
+ * call would otherwise skew them. */
+static void nvlink_read(unsigned i, uint32_t device)
 {
 	if (!N.fields || N.no_nvlink[i])
 		return;
@@ -420,10 +423,12 @@ static void nvlink_read(unsigned i, uint32_t device, uint64_t t_ns)
 	memset(f, 0, sizeof f);
 	f[0].field_id = NVML_FI_NVLINK_DATA_TX;
 	f[1].field_id = NVML_FI_NVLINK_DATA_RX;
+	uint64_t t0 = cm_mono_ns();
 	if (N.fields(N.dev[i], 2, f) != NVML_OK || f[0].ret != NVML_OK || f[1].ret != NVML_OK) {
 		N.no_nvlink[i] = 1;
 		return;
 	}
+	uint64_t t_ns = t0 + (cm_mono_ns() - t0) / 2;
 	fmt_gpu g = {.type = FMT_GR_NVLINK, .device = device, .start_ns = t_ns, .end_ns = t_ns,
 		     .tx_bytes = field_u64(&f[0]) * 1024, .rx_bytes = field_u64(&f[1]) * 1024};
 	gpux_add(&g);
@@ -457,7 +462,7 @@ static void nvml_round(void)
 		}
 		if (g.value)
 			col_gpu_batch_add(b, &g, NULL);
-		nvlink_read(i, g.device, g.start_ns);
+		nvlink_read(i, g.device);
 	}
 	col_gpu_batch_end(b);
 }
