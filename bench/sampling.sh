@@ -120,6 +120,15 @@ samples_of() {
 	esac
 }
 
+# writer_pct_of VARIANT PROFILE: fennec's writer thread's share of the process's CPU, % (the
+# recording's summary.collector_cpu_ns); NA for the others, whose work is in another process
+writer_pct_of() {
+	case $1 in
+	fennec*) "$FENNEC" analyze "$2" --format json 2>/dev/null | jq -r '.summary.collector_cpu_pct // "NA"' 2>/dev/null || echo NA ;;
+	*) echo NA ;;
+	esac
+}
+
 bytes_of() {
 	local total=0 f
 	for f in "$1" "$1".*; do
@@ -145,7 +154,7 @@ analysis_s() {
 }
 
 tsv=$results/sampling.tsv
-printf 'workload\trep\tvariant\tinproc_ns\tinproc_cpu_ns\te2e_ns\te2e_cpu_ns\tsamples\tbytes\tanalysis_s\n' >"$tsv"
+printf 'workload\trep\tvariant\tinproc_ns\tinproc_cpu_ns\te2e_ns\te2e_cpu_ns\tsamples\tbytes\tanalysis_s\twriter_pct\n' >"$tsv"
 echo "fennec sampling: $REPS repetitions x ${#variants[@]} variants x {$WORKLOADS}, -F $HZ, scale $SCALE"
 nv=${#variants[@]}
 for w in $WORKLOADS; do
@@ -154,13 +163,14 @@ for w in $WORKLOADS; do
 			v=${variants[$(((k + rep) % nv))]}
 			prof=$tmp/$w.$v.prof
 			read -r inproc inproc_cpu e2e e2e_cpu < <(run_one "$v" "$w" "$prof")
-			samples=NA bytes=NA an=NA
+			samples=NA bytes=NA an=NA wpct=NA
 			if [ "$e2e" != NA ] && [ "$v" != base ]; then
 				samples=$(samples_of "$v" "$prof")
+				wpct=$(writer_pct_of "$v" "$prof")
 				bytes=$(bytes_of "$prof")
 				[ "$rep" = "$REPS" ] && an=$(analysis_s "$v" "$w" "$prof")
 			fi
-			printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$w" "$rep" "$v" "$inproc" "$inproc_cpu" "$e2e" "$e2e_cpu" "$samples" "$bytes" "$an" >>"$tsv"
+			printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$w" "$rep" "$v" "$inproc" "$inproc_cpu" "$e2e" "$e2e_cpu" "$samples" "$bytes" "$an" "$wpct" >>"$tsv"
 		done
 		echo "  $w: repetition $rep done"
 	done
@@ -230,5 +240,35 @@ print("time columns: profiled / unprofiled in the same repetition, median [min, 
 print("in-process: the workload's own clocks around its work (CPU: all its threads);")
 print("end-to-end: the whole command; its CPU is that of all its processes (/usr/bin/time), the perf tool included")
 print("samples / CPU s: samples in the profile per second of in-process CPU time (median); text report: median of 3")
+
+# Where fennec's in-process cost goes: its writer thread (its recording's collector_cpu_ns,
+# measured by the thread's own CPU clock, so this machine's noise does not move it) and the
+# rest, on the program's threads (the kernel's sample, a signal handler). perf and
+# gperftools do their writing in another process or in the handler: their in-process CPU
+# ratio is all on the program's side.
+print()
+print("| workload | profiler | writer, % of process CPU | in-process CPU ratio | fastest run | fastest run less the writer |")
+print("|---|---|---|---|---|---|")
+for w in dict.fromkeys(r["workload"] for r in rows):
+    bases = [num(r["inproc_cpu_ns"]) for r in rows if r["workload"] == w and r["variant"] == "base" and num(r["inproc_cpu_ns"])]
+    if not bases:
+        continue
+    fastest_base = min(bases)
+    for v in order[1:]:
+        rs = [r for r in rows if r["workload"] == w and r["variant"] == v and num(r["inproc_cpu_ns"])]
+        if not rs:
+            continue
+        wp = [num(r["writer_pct"]) for r in rs if num(r["writer_pct"]) is not None]
+        base = {r["rep"]: num(r["inproc_cpu_ns"]) for r in rows if r["workload"] == w and r["variant"] == "base"}
+        ratios = [num(r["inproc_cpu_ns"]) / base[r["rep"]] for r in rs if base.get(r["rep"])]
+        fast = min(rs, key=lambda r: num(r["inproc_cpu_ns"]))
+        f = num(fast["inproc_cpu_ns"]) / fastest_base
+        fw = num(fast["writer_pct"])
+        print("| %s | %s | %s | %s | %.3f | %s |" % (
+            w, label[v], cell(wp, "%.2f") if wp else "(another process)", cell(ratios),
+            f, "%.3f" % (f * (1 - fw / 100)) if fw is not None else "%.3f" % f))
+print()
+print("fastest run: the variant's fastest in-process CPU over the fastest unprofiled one (noise only adds);")
+print("less the writer: that run's CPU without its writer thread's, over the same: the cost on the program's threads")
 PY
 echo "wrote $tsv"

@@ -459,6 +459,8 @@ typedef struct ana_profile {
 	ana_roofline roof;        /* roofline.c */
 	/* summary */
 	uint64_t wall_ns, cpu_user_ns, cpu_sys_ns, dropped, events;
+	uint64_t collector_cpu_ns;   /* fennec's own CPU (writer threads), files that give it */
+	uint32_t collector_known;    /* files that give it (format 1.5) */
 	int cut_short;
 } ana_profile;
 

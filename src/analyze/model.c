@@ -727,6 +727,27 @@ static int load_file(ana_profile *p, const char *path, fmt_error *err)
 	return rc;
 }
 
+/* fennec's own writer threads took a large share of the recording's CPU: the numbers above
+ * include it. Said once the run is long enough for start-up costs not to dominate. */
+static void collector_warning(ana_profile *p)
+{
+	double cpu = (double)(p->cpu_user_ns + p->cpu_sys_ns), own = (double)p->collector_cpu_ns;
+	if (p->collector_known != p->nprocs || cpu < 5e8 || own < 0.1 * cpu)
+		return;
+	int full = 0, hz = 0;
+	for (uint32_t i = 0; i < p->nprocs; i++) {
+		full |= p->procs[i].file.mem_mode == FMT_MEM_FULL;
+		hz |= p->procs[i].file.sample_hz > 999;
+	}
+	char a[32], b[32];
+	ana_warn(p, "fennec's writer used %.0f%% of the recording's CPU (%s of %s), which the CPU times "
+		    "include; a cheaper recording: %s", 100 * own / cpu, ana_fmt_ns(own, a, sizeof a),
+		 ana_fmt_ns(cpu, b, sizeof b),
+		 full ? "--memory=sampled instead of full (stacks of sampled allocations only)"
+		 : hz ? "a lower sampling rate (-F 999 or less)"
+		      : "fewer regions inside tight loops, or a lower sampling rate (-F)");
+}
+
 int ana_load(const char *path, const ana_options *opt, ana_profile *p, fmt_error *err)
 {
 	return ana_load_paths(&path, 1, opt, p, err);
@@ -789,6 +810,10 @@ int ana_load_paths(const char *const *paths, size_t npaths, const ana_options *o
 			}
 		p->cpu_user_ns += user;
 		p->cpu_sys_ns += sys;
+		if (f->has_collector_cpu) {
+			p->collector_cpu_ns += f->collector_cpu_ns;
+			p->collector_known++;
+		}
 		p->dropped += p->procs[i].dropped;
 		p->events += p->procs[i].file.events;
 		p->cut_short |= p->procs[i].file.cut_short;
@@ -800,6 +825,7 @@ int ana_load_paths(const char *const *paths, size_t npaths, const ana_options *o
 			    "again with a larger --buffer-kb (up to 32768) or a smaller --flush-ms",
 			 (unsigned long long)p->dropped, (unsigned long long)(buf / 1024));
 	}
+	collector_warning(p);
 	/* The selection reorders its input: give it a copy, keep the series in order. */
 	if (p->step_ns.n) {
 		uint64_t *tmp = malloc(p->step_ns.n * sizeof *tmp);

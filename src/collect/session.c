@@ -66,6 +66,7 @@ static struct {
 	uint32_t sites_written;
 	pthread_t writer;
 	int writer_running;
+	uint64_t writer_cpu_ns; /* the writer thread's CPU, as it last read it (stats_payload) */
 	int stop_writer;
 	uint64_t step_index;   /* steps completed */
 	cm_buf out, raw, threads, ends;
@@ -608,6 +609,14 @@ static void announce(col_thread *t)
 	t->announced = 1;
 }
 
+static uint64_t thread_cpu_ns(void)
+{
+	struct timespec ts;
+	if (clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts) != 0)
+		return 0;
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
 static void stats_payload(cm_buf *b, cm_buf *drops, uint32_t ndrops, uint32_t threads_seen)
 {
 	uint64_t mono, ticks;
@@ -639,6 +648,9 @@ static void emit_samples(void)
  * Returns through S.out; `final` adds the END chunk. */
 static void flush_locked(int final, unsigned exit_reason)
 {
+	/* Every flush but the final one runs on the writer (writer_main); the final one runs
+	 * on the stopping thread, once the writer has gone. */
+	uint64_t cpu0 = final ? thread_cpu_ns() : 0;
 	cm_buf drops = {0};
 	uint32_t ndrops = 0, seen = 0;
 	uint32_t n = atomic_load_explicit(&nslots, memory_order_acquire);
@@ -687,6 +699,9 @@ static void flush_locked(int final, unsigned exit_reason)
 	stats_payload(&st, &drops, ndrops, atomic_load(&S.next_index));
 	if (final)
 		cm_buf_varint(&st, exit_reason);
+	/* fennec's own CPU in this session, after the fields every reader knows (docs/format.md):
+	 * the writer thread's, plus the final flush's on the stopping thread */
+	cm_buf_varint(&st, final ? S.writer_cpu_ns + (thread_cpu_ns() - cpu0) : (S.writer_cpu_ns = thread_cpu_ns()));
 	emit_chunk(final ? FMT_END : FMT_STATS, &st);
 	cm_buf_free(&st);
 	cm_buf_free(&drops);
@@ -813,6 +828,7 @@ static void *writer_main(void *arg)
 			slice = WRITER_SLICE_NS;
 		last_fill = 0;
 	}
+	S.writer_cpu_ns = thread_cpu_ns();
 	pthread_mutex_unlock(&flush_lock);
 	return arg;
 }
@@ -824,6 +840,7 @@ static int start_writer(void)
 	sigfillset(&all);
 	pthread_sigmask(SIG_SETMASK, &all, &old);
 	S.stop_writer = 0;
+	S.writer_cpu_ns = 0;
 	int rc = col_pthread_create_real(&S.writer, writer_main, NULL);
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
 	S.writer_running = rc == 0;

@@ -311,6 +311,13 @@ static int decode_stats(rd *r, cur *c, int is_end)
 	uint64_t reason = is_end ? cur_varint(c) : 0;
 	if (c->bad)
 		return fail(r, FENNEC_ECORRUPT, r->chunk_off, "%s: record runs past the end of the chunk", is_end ? "END" : "STATS");
+	if (c->p < c->end) { /* fennec's own CPU (1.5); older writers end here */
+		uint64_t own = cur_varint(c);
+		if (c->bad)
+			return fail(r, FENNEC_ECORRUPT, r->chunk_off, "%s: collector CPU runs past the end of the chunk", is_end ? "END" : "STATS");
+		f->collector_cpu_ns = own;
+		f->has_collector_cpu = 1;
+	}
 	/* getrusage() counts the process's CPU from its start: the session's is the part after
 	 * the header's (a session started late, a process's second session, an exec'd image). */
 	f->cpu_user_ns = user - (f->cpu_start_user_ns <= user ? f->cpu_start_user_ns : user);

@@ -99,6 +99,8 @@ typedef struct fmt_file {
 								    process's less cpu_start_*) */
 	uint64_t cpu_start_user_ns, cpu_start_sys_ns; /* the process's CPU at the session's start */
 	int has_cpu_start;                            /* the header gave it (since 1.3.x) */
+	uint64_t collector_cpu_ns; /* fennec's own CPU in the session (writer thread, final flush) */
+	int has_collector_cpu;     /* STATS/END gave it (since 1.5) */
 	uint64_t exit_reason;
 	int has_end;
 	int cut_short;          /* no END chunk */

@@ -540,6 +540,12 @@ int rep_json(FILE *out, const ana_profile *p, const rep_options *o)
 	knum(out, "wall_ns", (double)p->wall_ns, &f1);
 	knum(out, "cpu_user_ns", (double)p->cpu_user_ns, &f1);
 	knum(out, "cpu_sys_ns", (double)p->cpu_sys_ns, &f1);
+	{
+		int all = p->collector_known && p->collector_known == p->nprocs;
+		double cpu = (double)(p->cpu_user_ns + p->cpu_sys_ns);
+		knum(out, "collector_cpu_ns", all ? (double)p->collector_cpu_ns : NAN, &f1);
+		knum(out, "collector_cpu_pct", all && cpu > 0 ? 100 * (double)p->collector_cpu_ns / cpu : NAN, &f1);
+	}
 	knum(out, "steps", (double)p->steps, &f1);
 	const ana_dist *sd = &p->step_dist;
 	knum(out, "step_mean_ns", sd->count ? sd->mean : NAN, &f1);
@@ -639,6 +645,7 @@ int rep_json(FILE *out, const ana_profile *p, const rep_options *o)
 		knum(out, "wall_ns", (double)pr->wall_ns, &f1);
 		knum(out, "cpu_user_ns", (double)f->cpu_user_ns, &f1);
 		knum(out, "cpu_sys_ns", (double)f->cpu_sys_ns, &f1);
+		knum(out, "collector_cpu_ns", f->has_collector_cpu ? (double)f->collector_cpu_ns : NAN, &f1);
 		knum(out, "max_rss_bytes", (double)f->max_rss_kb * 1024, &f1);
 		knum(out, "threads", pr->threads, &f1);
 		knum(out, "dropped_events", (double)pr->dropped, &f1);

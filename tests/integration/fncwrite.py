@@ -43,6 +43,8 @@ class Writer:
         self.threads = []    # [tid, name, start_ns, events bytearray, last ticks, open depth]
         self.gpu_chunks = []
         self.last_ns = start_mono_ns
+        self.cpu_ns = (0, 0)            # END's user and system CPU
+        self.collector_cpu_ns = None    # END's collector CPU (a 1.5 file), None: a 1.4 file
 
     def ticks(self, ns):
         """The TSC value at CLOCK_MONOTONIC time ns (an integer: ticks_per_ns should make
@@ -139,11 +141,13 @@ class Writer:
                           for i, (_tid, _name, _st, ev, _t, _d) in enumerate(self.threads))
         end_t = self.ticks(end_ns)
         thread_end = b"".join(_varint(i) + _varint(end_t) for i in range(len(self.threads)))
-        stats = (_varint(end_ns) + _varint(end_t) + _varint(0) + _varint(0) + _varint(1024) +
+        stats = (_varint(end_ns) + _varint(end_t) + _varint(self.cpu_ns[0]) + _varint(self.cpu_ns[1]) + _varint(1024) +
                  _varint(len(self.threads)) + _varint(len(self.threads)) +
                  b"".join(_varint(i) + _varint(0) for i in range(len(self.threads))) +
                  _varint(0) + _varint(0))  # lost bytes (src/collect/session.c), exit reason
-        out = bytearray(fncfile.MAGIC + struct.pack("<HHI", 1, 4, 0))
+        if self.collector_cpu_ns is not None:
+            stats += _varint(self.collector_cpu_ns)
+        out = bytearray(fncfile.MAGIC + struct.pack("<HHI", 1, 4 if self.collector_cpu_ns is None else 5, 0))
         out += fncfile.make_chunk(1, bytes(h))
         out += fncfile.make_chunk(2, sites)
         out += fncfile.make_chunk(3, threads)

@@ -9,6 +9,8 @@ import signal
 import subprocess
 import time
 
+import fncfile
+import fncwrite
 from helpers import (timing, MS, SANITIZER, SLOW, TSAN_FORK, analyze, analyze_raw, assert_between,
                      assert_duration, assert_eq, assert_rel, assert_true, base_env, collector, descendants,
                      exe_of, fixture, record, record_and_analyze, record_command, region,
@@ -248,3 +250,66 @@ def test_buffer_kb_env():
     rep = analyze(path)
     count = sum(r["count"] for r in rep["regions"] if r["name"] == "flood")
     assert_true(count > 0, "flood recorded nothing (dropped %r)" % rep["summary"]["dropped_events"])
+
+
+# --- fennec's own CPU (STATS/END since format 1.5, docs/format.md) ----------------------
+
+@collector
+def test_collector_cpu_is_the_writers():
+    """deep_stack reads its fennec-writer thread's CPU time (schedstat) just before it exits,
+    after 600 ms of sampling 200-frame stacks: the recording's collector_cpu_ns is that,
+    plus what the writer and the final flush did after it (the last samples), and part of
+    the process's CPU; the text report says it."""
+    r, path = record("deep_stack", 200, 600)
+    out = json.loads(r.stdout.strip().splitlines()[-1])
+    writer = out["writer_ns"]
+    assert_true(writer > 0, "the fixture found the fennec-writer thread: %r" % out)
+    rep = analyze(path)
+    s = rep["summary"]
+    own, cpu = s["collector_cpu_ns"], s["cpu_user_ns"] + s["cpu_sys_ns"]
+    assert_true(writer <= own <= writer + 25 * MS + writer / 4,
+                "collector CPU %s ns against the writer's %s ns read just before exit" % (own, writer))
+    assert_true(own < cpu, "collector CPU %s within the process's %s" % (own, cpu))
+    assert_rel(s["collector_cpu_pct"], 100 * own / cpu, 1e-9, "collector_cpu_pct")
+    assert_eq([p["collector_cpu_ns"] for p in rep["processes"]], [own], "per process")
+    text = analyze_raw(path).stdout
+    assert_true("of that CPU in fennec's writer" in text, "text report:\n" + text[:1500])
+
+
+def test_collector_cpu_in_files_written_here():
+    """Recordings written here (fncwrite.py) with 2 s of CPU: a writer with 25 % of it
+    warns and names the cheaper recording; 5 % does not; a 1.4 file (no field) reads
+    null; a field cut in the middle of its varint is corruption, said with the chunk."""
+    def one(collector):
+        w = fncwrite.Writer()
+        m = w.thread(100, "main")
+        w.region(m, "work", w.start_mono_ns, w.start_mono_ns + 2000 * MS)
+        w.cpu_ns = (1900 * MS, 100 * MS)
+        w.collector_cpu_ns = collector
+        return w.data()
+
+    for name, collector, warns in (("quarter.fnc", 500 * MS, True), ("small.fnc", 100 * MS, False),
+                                   ("old.fnc", None, False)):
+        with open(name, "wb") as f:
+            f.write(one(collector))
+        rep = analyze(name)
+        s = rep["summary"]
+        assert_eq((s["collector_cpu_ns"], s["collector_cpu_pct"]),
+                  (collector, None if collector is None else 100 * collector / (2000 * MS)), name)
+        w = [x for x in rep["warnings"] if "fennec's writer" in x]
+        assert_eq(len(w), 1 if warns else 0, "%s: writer warnings %r" % (name, rep["warnings"]))
+        if warns:
+            assert_true("25%" in w[0] and "a cheaper recording" in w[0], "warning: %r" % w[0])
+        text = analyze_raw(name).stdout
+        assert_eq("in fennec's writer" in text, collector is not None, "%s: text report line" % name)
+    # the END payload ends with the collector varint: cut it to a continuation byte
+    data = one(500 * MS)
+    major, minor, chunks = fncfile.parse(data)
+    end = [c for c in chunks if c.type == 7][0]
+    payload = data[end.payload_offset:end.end]  # stored raw by fncwrite
+    cut = data[:end.offset] + fncfile.make_chunk(7, payload[:-1] + b"\x80")
+    with open("cut.fnc", "wb") as f:
+        f.write(cut)
+    r = analyze_raw("cut.fnc")
+    assert_true(r.returncode != 0 and "END" in r.stderr and "collector CPU" in r.stderr,
+                "a cut collector field: %s" % r.describe())
