@@ -41,7 +41,9 @@ void cli_web(struct rep_web *w);
 
 /*
  * An output that a failure never leaves half-written: a file is written beside its target
- * (PATH.tmp.PID) and renamed over it when complete; no path means standard output.
+ * (PATH.tmp.PID) and renamed over it when complete; no path means standard output. A path
+ * that exists and is not a regular file (/dev/null, a FIFO, a symbolic link) is written in
+ * place: renaming over it would replace the device or the link with a file.
  * cli_out_open prints why it cannot create the file and returns -1. cli_out_close flushes
  * and closes; with `failed` (the writer failed and said why) it removes the temporary file
  * quietly and returns -1; otherwise it reports a write, close or rename error (returning

@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "cli/cli.h"
@@ -45,8 +46,13 @@ int cli_out_open(const char *cmd, cli_out *o, const char *path)
 	o->f = stdout;
 	if (!path)
 		return 0;
-	snprintf(o->tmp, sizeof o->tmp, "%s.tmp.%d", path, (int)getpid());
-	o->f = fopen(o->tmp, "w");
+	struct stat st;
+	if (lstat(path, &st) == 0 && !S_ISREG(st.st_mode)) {
+		o->f = fopen(path, "w"); /* written in place (cli.h) */
+	} else {
+		snprintf(o->tmp, sizeof o->tmp, "%s.tmp.%d", path, (int)getpid());
+		o->f = fopen(o->tmp, "w");
+	}
 	if (!o->f) {
 		cli_error(cmd, "cannot write %s: %s", path, strerror(errno));
 		return -1;
@@ -72,10 +78,11 @@ int cli_out_close(const char *cmd, cli_out *o, int failed)
 	if (failed || bad) {
 		if (!failed)
 			cli_error(cmd, "writing %s failed: %s", o->path, strerror(e));
-		unlink(o->tmp);
+		if (o->tmp[0])
+			unlink(o->tmp);
 		return -1;
 	}
-	if (rename(o->tmp, o->path) < 0) {
+	if (o->tmp[0] && rename(o->tmp, o->path) < 0) {
 		cli_error(cmd, "cannot create %s: %s", o->path, strerror(errno));
 		unlink(o->tmp);
 		return -1;

@@ -49,3 +49,35 @@ def test_analyze_bad_format_option():
     r = analyze_raw(path, "--format", "yaml")
     assert_true(0 < r.returncode < 128, "--format yaml: expected an error exit, got %s"
                 % r.describe())
+
+
+def test_output_that_is_not_a_regular_file():
+    """-o through a symbolic link writes the file it points to and keeps the link; -o
+    /dev/null writes nothing anywhere and leaves /dev/null a device (the output used to be
+    written beside it, /dev/null.tmp.PID, and renamed over it: as root that replaced the
+    device with a file, as anyone else it failed); -o to a regular file still replaces it
+    whole. The link comes first: a regression fails there, before touching /dev/null."""
+    import stat
+    _, path = record("nested", 100)
+    with open("target.json", "w") as f:
+        f.write("old")
+    os.symlink("target.json", "link.json")
+    r = run([fennec_bin(), "analyze", path, "--format", "json", "-o", "link.json"])
+    assert_eq(r.returncode, 0, "analyze -o link.json: %s" % r.describe())
+    assert_true(os.path.islink("link.json"), "the link is still a link")
+    with open("target.json") as f:
+        doc = f.read()
+    assert_true(doc.startswith("{") and '"summary"' in doc, "the link's target holds the report: %r" % doc[:80])
+    r = run([fennec_bin(), "analyze", path, "--format", "json", "-o", "target.json"])
+    assert_eq((r.returncode, os.path.islink("target.json")), (0, False), "a regular file: replaced")
+    before = os.stat("/dev/null")
+    assert_true(stat.S_ISCHR(before.st_mode), "/dev/null is a character device to begin with")
+    for fmt in ("text", "json"):
+        r = run([fennec_bin(), "analyze", path, "--format", fmt, "-o", "/dev/null"])
+        assert_eq(r.returncode, 0, "analyze -o /dev/null (%s): %s" % (fmt, r.describe()))
+    r = run([fennec_bin(), "export", path, "--format", "folded", "-o", "/dev/null"])
+    assert_eq(r.returncode, 0, "export -o /dev/null: %s" % r.describe())
+    after = os.stat("/dev/null")
+    assert_true(stat.S_ISCHR(after.st_mode) and after.st_rdev == before.st_rdev,
+                "/dev/null is still the same device")
+    assert_eq([n for n in os.listdir("/dev") if n.startswith("null.tmp")], [], "no temporary file left in /dev")
