@@ -66,7 +66,7 @@ static struct {
 	uint32_t sites_written;
 	pthread_t writer;
 	int writer_running;
-	uint64_t writer_cpu_ns; /* the writer thread's CPU, as it last read it (stats_payload) */
+	uint64_t writer_cpu_ns; /* the writer thread's CPU, as it last read it (flush_locked, writer_main) */
 	int stop_writer;
 	uint64_t step_index;   /* steps completed */
 	cm_buf out, raw, threads, ends;
