@@ -49,7 +49,8 @@ static const char help[] =
 	"  -o, --output FILE          profile path (default fennec.fnc); %r is the rank of an MPI or\n"
 	"                             torchrun job, %p the pid of fennec record, %h the host name.\n"
 	"                             A directory (existing, or a name ending in /) gets fennec.fnc;\n"
-	"                             missing directories are made.\n"
+	"                             missing directories are made. An existing FILE must be a\n"
+	"                             regular file (not /dev/null, a FIFO or a symbolic link).\n"
 	"                             Under a launcher of several ranks a name without %r gets\n"
 	"                             .rank<R> before its extension: mpirun -np 4 fennec record -o\n"
 	"                             out/run.fnc -- ./app writes out/run.rank0.fnc ... (docs/ranks.md)\n"
@@ -421,6 +422,17 @@ int cmd_record(int argc, char **argv)
 			return 1;
 		}
 	}
+	/* A recording is files: PATH, and PATH.PID.N beside it for each further process. A
+	 * device, FIFO or symbolic link there is refused before anything is opened: the old
+	 * recording at PATH is removed below, and removing /dev/null as root replaced the
+	 * device with the recording. */
+	struct stat st;
+	int existed = lstat(abs, &st) == 0;
+	if (existed && !S_ISREG(st.st_mode)) {
+		cli_error("record", "cannot record to %s: it is not a regular file (a recording is a file there "
+				    "plus one beside it per further process; name a file, or a directory with -o DIR/)", abs);
+		return 1;
+	}
 	/* Fail early, with the reason, if the profile cannot be created. */
 	int probe = open(abs, O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
 	if (probe < 0) {
@@ -428,7 +440,7 @@ int cmd_record(int argc, char **argv)
 		return 1;
 	}
 	close(probe);
-	unlink(abs);
+	unlink(abs); /* a regular file: the earlier recording, or the probe's */
 	remove_old_siblings(abs);
 
 	uint64_t rec_id;

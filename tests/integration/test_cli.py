@@ -81,3 +81,24 @@ def test_output_that_is_not_a_regular_file():
     assert_true(stat.S_ISCHR(after.st_mode) and after.st_rdev == before.st_rdev,
                 "/dev/null is still the same device")
     assert_eq([n for n in os.listdir("/dev") if n.startswith("null.tmp")], [], "no temporary file left in /dev")
+
+
+def test_record_refuses_an_output_that_is_not_a_regular_file():
+    """fennec record -o to a FIFO, a symbolic link or /dev/null: refused before the program
+    starts, with the reason, and the path left as it was (the recorder used to remove the
+    path before recording: as root, -o /dev/null replaced the device with the recording).
+    The FIFO comes first: a regression fails there, before touching /dev/null."""
+    import stat
+    os.mkfifo("out.fifo")
+    os.symlink("elsewhere.fnc", "link.fnc")
+    for out in ("out.fifo", "link.fnc", "/dev/null"):
+        before = os.lstat(out)
+        r = run([fennec_bin(), "record", "-o", out, "--", fixture("empty")], timeout_s=20)
+        assert_true(r.returncode != 0 and "not a regular file" in r.stderr and out in r.stderr,
+                    "record -o %s: %s" % (out, r.describe()))
+        after = os.lstat(out)
+        assert_eq((stat.S_IFMT(after.st_mode), after.st_ino, after.st_rdev),
+                  (stat.S_IFMT(before.st_mode), before.st_ino, before.st_rdev), "%s left as it was" % out)
+    assert_true(not os.path.exists("elsewhere.fnc"), "nothing written through the link")
+    assert_eq([n for n in os.listdir("/dev") if n.startswith("null.") and n[5:6].isdigit()], [],
+              "no recording files in /dev")
