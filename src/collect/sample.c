@@ -810,8 +810,12 @@ static void *wall_main(void *arg)
 			struct timespec ts = {(time_t)(next / 1000000000u), (long)(next % 1000000000u)};
 			while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL) == EINTR)
 				;
-		} else if (now - next > 100 * P.period_ns) {
-			next = now; /* fell far behind (stopped, overloaded): do not burst */
+		} else if (now - next >= P.period_ns) {
+			/* A period or more behind (a slow scan of the tasks, a stopped or overloaded
+			 * machine): the missed periods go unsampled. Catching up would take them
+			 * back to back, in microseconds, and give them all to what each thread is
+			 * doing now: ASan's slow first scan put 20 ms of start-up into wait_batch. */
+			next = now;
 		}
 		pthread_mutex_lock(&P.lock);
 		if (now - P.last_scan_ns > 100000000u) {
