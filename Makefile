@@ -158,6 +158,12 @@ $(O)/bench/%: bench/%.c bench/alloc_mix.h include/fennec.h $(SOLIB) $(ANALIB)
 	@mkdir -p $(dir $@)
 	$(Q)$(PROG_LINK) $(ANALIB) -lzstd
 
+# The sampling benchmark's workloads keep frame pointers, so that `perf record -g` (frame-
+# pointer mode) walks their stacks as it would in code built for it; without them its
+# stacks end at the sampled function (one frame), and it is timed doing no unwinding at all.
+# fennec and perf's DWARF mode do not need them; every variant runs the same binary.
+$(O)/bench/work_calls $(O)/bench/work_compute: CFLAGS += -fno-omit-frame-pointer
+
 $(UNIT): $(UNIT_SRC) $(ANALIB) $(COLLECT_SRC) $(wildcard src/*/*.h)
 	@mkdir -p $(dir $@)
 	$(Q)$(CC) $(CFLAGS) $(LDFLAGS) $(UNIT_SRC) src/format/writer.c $(ANALIB) -o $@ $(LIBS_ANA)

@@ -18,8 +18,10 @@
 # start-up and write-out: wall time, and the CPU time of all its processes, the perf tool
 # included, from /usr/bin/time). Each repetition runs every variant, in a rotated order;
 # cells are the median ratio over the repetitions with [min, max]. Also: samples in each
-# profile per second of in-process CPU time, profile size, and the time to turn a profile
-# into a text report (fennec analyze, perf report --stdio, google-pprof --text), median of 3.
+# profile per second of in-process CPU time, frames per sample (what each profiler's stacks
+# hold: perf -g needs frame pointers, so the Makefile builds the workloads with them),
+# profile size, and the time to turn a profile into a text report (fennec analyze, perf
+# report --stdio, google-pprof --text), median of 3.
 # perf runs with --no-bpf-event (PERF_OPTS): without it, perf spends about 1 s at exit here
 # scanning BPF programs, which would swamp the end-to-end columns.
 # Usage: bench/sampling.sh [results_dir]
@@ -65,20 +67,22 @@ if [ -n "${VARIANTS:-}" ]; then # a subset, e.g. VARIANTS="base fennec perf-fp"
 fi
 
 # Samples in a gperftools CPU profile (legacy format: 64-bit words; header 0 3 0 period 0,
-# then records count depth pc*depth, ending with the record 0 1 0).
+# then records count depth pc*depth, ending with the record 0 1 0); with "frames", the mean
+# depth of a sample instead.
 gperf_samples() {
-	python3 - "$1" <<'PY'
+	python3 - "$1" "${2:-}" <<'PY'
 import struct, sys
 d = open(sys.argv[1], "rb").read()
 w = lambda i: struct.unpack_from("<Q", d, 8 * i)[0]
-i, n = 5, 0
+i, n, f = 5, 0, 0
 while 8 * (i + 2) <= len(d):
     count, depth = w(i), w(i + 1)
     if count == 0 and depth == 1:
         break
     n += count
+    f += count * depth
     i += 2 + depth
-print(n)
+print("%.1f" % (f / n) if sys.argv[2] == "frames" and n else n)
 PY
 }
 
@@ -120,6 +124,20 @@ samples_of() {
 	esac
 }
 
+# frames_of VARIANT WORKLOAD PROFILE: mean frames per sample, as each profiler's own tool
+# lists them (fennec: its folded stacks, inline functions included; perf: perf script, for
+# DWARF mode after its unwinding; gperftools: the stored depth); "NA" if it cannot tell
+frames_of() {
+	case $1 in
+	fennec*) "$FENNEC" export "$3" --format folded 2>/dev/null |
+		awk '{ c = $NF; n += c; f += c * split($1, a, ";") } END { if (n) printf "%.1f", f / n; else print "NA" }' ;;
+	perf-*) perf script -i "$3" -F ip 2>/dev/null |
+		awk 'NF == 0 { if (k) { n++; f += k }; k = 0; next } { k++ } END { if (k) { n++; f += k }; if (n) printf "%.1f", f / n; else print "NA" }' ;;
+	gperftools) gperf_samples "$3" frames 2>/dev/null || echo NA ;;
+	*) echo NA ;;
+	esac
+}
+
 # writer_pct_of VARIANT PROFILE: fennec's writer thread's share of the process's CPU, % (the
 # recording's summary.collector_cpu_ns); NA for the others, whose work is in another process
 writer_pct_of() {
@@ -154,7 +172,7 @@ analysis_s() {
 }
 
 tsv=$results/sampling.tsv
-printf 'workload\trep\tvariant\tinproc_ns\tinproc_cpu_ns\te2e_ns\te2e_cpu_ns\tsamples\tbytes\tanalysis_s\twriter_pct\n' >"$tsv"
+printf 'workload\trep\tvariant\tinproc_ns\tinproc_cpu_ns\te2e_ns\te2e_cpu_ns\tsamples\tbytes\tanalysis_s\twriter_pct\tframes\n' >"$tsv"
 echo "fennec sampling: $REPS repetitions x ${#variants[@]} variants x {$WORKLOADS}, -F $HZ, scale $SCALE"
 nv=${#variants[@]}
 for w in $WORKLOADS; do
@@ -163,14 +181,17 @@ for w in $WORKLOADS; do
 			v=${variants[$(((k + rep) % nv))]}
 			prof=$tmp/$w.$v.prof
 			read -r inproc inproc_cpu e2e e2e_cpu < <(run_one "$v" "$w" "$prof")
-			samples=NA bytes=NA an=NA wpct=NA
+			samples=NA bytes=NA an=NA wpct=NA frames=NA
 			if [ "$e2e" != NA ] && [ "$v" != base ]; then
 				samples=$(samples_of "$v" "$prof")
 				wpct=$(writer_pct_of "$v" "$prof")
 				bytes=$(bytes_of "$prof")
-				[ "$rep" = "$REPS" ] && an=$(analysis_s "$v" "$w" "$prof")
+				if [ "$rep" = "$REPS" ]; then
+					an=$(analysis_s "$v" "$w" "$prof")
+					frames=$(frames_of "$v" "$w" "$prof")
+				fi
 			fi
-			printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$w" "$rep" "$v" "$inproc" "$inproc_cpu" "$e2e" "$e2e_cpu" "$samples" "$bytes" "$an" "$wpct" >>"$tsv"
+			printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$w" "$rep" "$v" "$inproc" "$inproc_cpu" "$e2e" "$e2e_cpu" "$samples" "$bytes" "$an" "$wpct" "$frames" >>"$tsv"
 		done
 		echo "  $w: repetition $rep done"
 	done
@@ -198,8 +219,8 @@ def cell(vals, fmt="%.3f"):
 
 print()
 print("| workload | profiler | in-process wall | in-process CPU | end-to-end wall | end-to-end CPU "
-      "| samples | samples / CPU s | profile bytes | bytes / sample | text report s |")
-print("|---|---|---|---|---|---|---|---|---|---|---|")
+      "| samples | samples / CPU s | frames / sample | profile bytes | bytes / sample | text report s |")
+print("|---|---|---|---|---|---|---|---|---|---|---|---|")
 for w in dict.fromkeys(r["workload"] for r in rows):
     base = {r["rep"]: r for r in rows if r["workload"] == w and r["variant"] == "base"}
     for v in order:
@@ -209,7 +230,7 @@ for w in dict.fromkeys(r["workload"] for r in rows):
         if v == "base":
             cells = [cell([num(r[k]) / 1e9 for r in rs if num(r[k])], "%.2f") + " s"
                      for k in TIMES]
-            print("| %s | %s | %s | | | | | |" % (w, label[v], " | ".join(cells)))
+            print("| %s | %s | %s | | | | | | |" % (w, label[v], " | ".join(cells)))
             continue
         ratios = {k: [] for k in TIMES}
         sm, rate, by = [], [], []
@@ -226,11 +247,13 @@ for w in dict.fromkeys(r["workload"] for r in rows):
             if num(r["bytes"]) is not None:
                 by.append(num(r["bytes"]))
         an = [num(r["analysis_s"]) for r in rs if num(r["analysis_s"]) is not None]
+        fr = [num(r.get("frames")) for r in rs if num(r.get("frames")) is not None]
         s_med, b_med = med(sm), med(by)
-        print("| %s | %s | %s | %s | %s | %s | %s | %s |" % (
+        print("| %s | %s | %s | %s | %s | %s | %s | %s | %s |" % (
             w, label[v], " | ".join(cell(ratios[k]) for k in TIMES),
             "%d" % s_med if s_med is not None else "NA",
             "%.0f" % med(rate) if rate else "NA",
+            "%.1f" % fr[0] if fr else "NA",
             "{:,.0f}".format(b_med) if b_med is not None else "NA",
             "%.1f" % (b_med / s_med) if s_med and b_med is not None else "NA",
             "%.3f" % an[0] if an else "NA"))
@@ -240,6 +263,7 @@ print("time columns: profiled / unprofiled in the same repetition, median [min, 
 print("in-process: the workload's own clocks around its work (CPU: all its threads);")
 print("end-to-end: the whole command; its CPU is that of all its processes (/usr/bin/time), the perf tool included")
 print("samples / CPU s: samples in the profile per second of in-process CPU time (median); text report: median of 3")
+print("frames / sample: mean stack depth in the last repetition's profile, as the profiler's own tool lists it")
 
 # Where fennec's in-process cost goes: its writer thread (its recording's collector_cpu_ns,
 # measured by the thread's own CPU clock, so this machine's noise does not move it) and the
