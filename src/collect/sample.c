@@ -140,6 +140,7 @@ static struct {
 	unsigned long long mod_adds, mod_subs;
 	int mod_scanned;
 	_Atomic uint64_t ring_min_bytes; /* the smallest ring opened (ring source); the writer reads it */
+	_Atomic uint64_t drained_ns;     /* when rings_drain() last took every ring with samples */
 	struct modkey { uintptr_t base; uint64_t ticks; char *path; } *mods;
 	size_t nmods, mods_cap;
 	struct named_ent { pid_t tid; uint32_t checks; uint64_t flush; char name[16]; } *named;
@@ -208,9 +209,9 @@ static int perf_open(pid_t tid, int exclude_kernel)
  * per sample, by default STACK_PER_FRAME per frame of the depth limit and at least 8 KiB
  * (12 KiB for 128 frames; perf copies 8 KiB): frames of compiled code take 16 to 100 bytes,
  * so the copy rarely ends before the depth limit does (a few library frames are larger:
- * an ASan interceptor's took 4 KiB). The ring holds 64 samples (the writer unwinds
- * it when a quarter full, col_sample_tick), at least 8 when locked memory runs short
- * (perfring.c).
+ * an ASan interceptor's took 4 KiB). The ring holds 64 samples or more (83 in 1 MiB
+ * at 12 KiB: the writer unwinds it at least every half of that, col_sample_tick), at
+ * least 8 when locked memory runs short (perfring.c).
  */
 #if defined(__SANITIZE_ADDRESS__)
 #define STACK_PER_FRAME 256 /* ASan's frames hold redzones: 176 bytes where 64 did */
@@ -1311,6 +1312,8 @@ static uint64_t rings_drain(unsigned min_pct)
 	/* The clock point after the snapshot: every released thread ended before it. */
 	ring_clock c;
 	ring_clock_now(&c);
+	if (min_pct <= 1)
+		atomic_store_explicit(&P.drained_ns, c.mono, memory_order_relaxed);
 	if (n) {
 		uint64_t lost = col_pr_drain(P.snap, n, c.mono, P.depth, ring_emit, &c);
 		atomic_fetch_add_explicit(&P.dropped, lost, memory_order_relaxed);
@@ -1328,24 +1331,37 @@ static uint64_t rings_drain(unsigned min_pct)
 	return c.ticks;
 }
 
-/* The writer, every few milliseconds between flushes: unwind the rings a quarter full,
- * so that rings of a few dozen samples last from one flush to the next. */
-/* The ring source's rings are unwound once a quarter full (col_sample_tick): the writer
- * must look before a thread's ring gets there, at the sampling rate. Other sources write
- * into one ring drained at every flush. */
+/*
+ * The writer, between flushes, unwinds the ring source's rings (col_sample_tick), so that
+ * rings of a few dozen samples last from one flush to the next; the other sources write
+ * into one ring drained at every flush. A ring fills no faster than the sampling rate (a
+ * sample per period of its thread's CPU time), so the writer looks every half of the time
+ * the smallest ring takes to fill, and then unwinds every ring that holds a sample: a ring
+ * is at most half full at a look, and the writer may be late by that half (41 ms with the
+ * default 1 MiB rings at 999 Hz) before one overflows. Looks in between (the writer looks
+ * sooner while events flow; each flush drains every ring) take only rings half full.
+ * Before, the writer looked every quarter and took the rings a quarter full, which
+ * tolerated the same lateness (a ring just under the mark waited a look more) with 50
+ * wakeups a second at 999 Hz instead of 30 (10 of them the flushes), at about 50 us of CPU
+ * a wakeup on this project's VMs (bench/README.md, "sampling").
+ */
 uint64_t col_sample_quiet_ns(void)
 {
 	uint64_t bytes = atomic_load_explicit(&P.ring_min_bytes, memory_order_relaxed);
 	if (P.mode == FMT_SAMPLE_OFF || P.source != FMT_SRC_RING || !bytes)
 		return UINT64_MAX;
 	uint64_t records = bytes / (P.prc.stack_bytes + 256);
-	return (records / 4 ? records / 4 : 1) * P.period_ns;
+	return (records / 2 ? records / 2 : 1) * P.period_ns;
 }
 
 void col_sample_tick(void)
 {
-	if (P.mode != FMT_SAMPLE_OFF && P.source == FMT_SRC_RING)
-		rings_drain(25);
+	if (P.mode == FMT_SAMPLE_OFF || P.source != FMT_SRC_RING)
+		return;
+	uint64_t q = col_sample_quiet_ns(), now = cm_mono_ns();
+	uint64_t last = atomic_load_explicit(&P.drained_ns, memory_order_relaxed);
+	/* An eighth early still counts: the wait ends a little before its deadline at times */
+	rings_drain(now - last >= q - q / 8 ? 1 : 50);
 }
 
 /*

@@ -747,7 +747,7 @@ static unsigned max_fill_pct(void)
  * start flowing wakes it when its ring passes an eighth (col_ring_crossed, checked every
  * 64 KiB; the writer flushes at a quarter). Full heap profiling and GPU collection keep WRITER_QUIET_NS (their producers do
  * not wake it; the GPU step schedule switches within a look); sampling with the ring source
- * keeps the writer looking before a thread's ring is a quarter full. */
+ * keeps the writer looking before a thread's ring is half full (col_sample_quiet_ns). */
 #define WRITER_DOZE_NS 50000000u
 
 /* A dozing writer is woken once a thread has this much waiting (or an eighth of its ring):
