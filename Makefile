@@ -162,7 +162,7 @@ $(O)/bench/%: bench/%.c bench/alloc_mix.h include/fennec.h $(SOLIB) $(ANALIB)
 # pointer mode) walks their stacks as it would in code built for it; without them its
 # stacks end at the sampled function (one frame), and it is timed doing no unwinding at all.
 # fennec and perf's DWARF mode do not need them; every variant runs the same binary.
-$(O)/bench/work_calls $(O)/bench/work_compute: CFLAGS += -fno-omit-frame-pointer
+$(O)/bench/work_calls $(O)/bench/work_compute $(O)/bench/sample_cost: CFLAGS += -fno-omit-frame-pointer
 
 $(UNIT): $(UNIT_SRC) $(ANALIB) $(COLLECT_SRC) $(wildcard src/*/*.h)
 	@mkdir -p $(dir $@)
