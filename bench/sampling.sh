@@ -21,7 +21,8 @@
 # profile per second of in-process CPU time, frames per sample (what each profiler's stacks
 # hold: perf -g needs frame pointers, so the Makefile builds the workloads with them),
 # profile size, and the time to turn a profile into a text report (fennec analyze, perf
-# report --stdio, google-pprof --text), median of 3.
+# report --stdio, google-pprof --text), median of 3. A last table sets fennec's in-process
+# CPU against each other profiler's within the same repetition.
 # perf runs with --no-bpf-event (PERF_OPTS): without it, perf spends about 1 s at exit here
 # scanning BPF programs, which would swamp the end-to-end columns.
 # Usage: bench/sampling.sh [results_dir]
@@ -294,5 +295,23 @@ for w in dict.fromkeys(r["workload"] for r in rows):
 print()
 print("fastest run: the variant's fastest in-process CPU over the fastest unprofiled one (noise only adds);")
 print("less the writer: that run's CPU without its writer thread's, over the same: the cost on the program's threads")
+
+# fennec against each peer within a repetition: the two runs of a repetition share the
+# machine's state of the moment, so their ratio is steadier than either's to the base.
+peers = [v for v in order if v not in ("base", "fennec")]
+table = []
+for w in dict.fromkeys(r["workload"] for r in rows):
+    fen = {r["rep"]: num(r["inproc_cpu_ns"]) for r in rows if r["workload"] == w and r["variant"] == "fennec" and num(r["inproc_cpu_ns"])}
+    for v in peers:
+        other = {r["rep"]: num(r["inproc_cpu_ns"]) for r in rows if r["workload"] == w and r["variant"] == v and num(r["inproc_cpu_ns"])}
+        pairs = [fen[k] / other[k] for k in fen if k in other]
+        if pairs:
+            table.append((w, v, pairs))
+if table:
+    print()
+    print("| workload | fennec -F %s against | in-process CPU, fennec / it, same repetition: median [min, max] | fennec cheaper in |" % hz)
+    print("|---|---|---|---|")
+    for w, v, pairs in table:
+        print("| %s | %s | %s | %d of %d |" % (w, label[v], cell(pairs), sum(p < 1 for p in pairs), len(pairs)))
 PY
 echo "wrote $tsv"
