@@ -120,7 +120,7 @@ void col_mem_start(void);
 void col_mem_stop(void);
 void col_mem_step(void);                 /* a timeline point at each step */
 void col_mem_tick(uint64_t now_ns);      /* writer: a timeline point when the period is over */
-unsigned col_mem_fill_pct(void);
+unsigned col_mem_fill_pm(void);
 int col_mem_mode(void);                  /* enum fmt_mem_mode of the session */
 void col_mem_drain(void (*emit)(unsigned type, cm_buf *raw), void (*before)(void));
 void col_mem_atfork_child(void);

@@ -1757,9 +1757,9 @@ void col_mem_tick(uint64_t now_ns)
 
 int col_mem_mode(void) { return atomic_load_explicit(&M.mode, memory_order_relaxed); }
 
-unsigned col_mem_fill_pct(void)
+unsigned col_mem_fill_pm(void)
 {
-	return M.ring.buf ? (unsigned)(col_ring_used(&M.ring) * 100 / M.ring.size) : 0;
+	return M.ring.buf ? (unsigned)(col_ring_used(&M.ring) * 1000 / M.ring.size) : 0;
 }
 
 void col_mem_atfork_child(void)
