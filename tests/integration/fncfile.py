@@ -14,7 +14,7 @@ CHUNK_NAMES = {1: "HEADER", 2: "SITES", 3: "THREAD", 4: "EVENTS", 5: "STATS",
 
 # SAMPLES flags (docs/format.md "Samples (1.1)")
 SAMPLE_KIND_MASK = 3        # 0 = on CPU, 1 = off CPU
-SAMPLE_TRUNCATED = 4        # the stack was cut at the depth limit
+SAMPLE_TRUNCATED = 4        # the stack was cut: at the depth limit, or where the stack copy ended
 SAMPLE_EXACT_PC = 8         # frame_0 is the interrupted instruction, not a return address
 SAMPLE_BY_TIME = 16         # regions and step come from the thread's events by time (1.3)
 
