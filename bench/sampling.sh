@@ -290,7 +290,7 @@ for w in dict.fromkeys(r["workload"] for r in rows):
         f = num(fast["inproc_cpu_ns"]) / fastest_base
         fw = num(fast["writer_pct"])
         print("| %s | %s | %s | %s | %.3f | %s |" % (
-            w, label[v], cell(wp, "%.2f") if wp else "(another process)", cell(ratios),
+            w, label[v], cell(wp, "%.2f") if wp else "(in its handler)" if v == "gperftools" else "(another process)", cell(ratios),
             f, "%.3f" % (f * (1 - fw / 100)) if fw is not None else "%.3f" % f))
 print()
 print("fastest run: the variant's fastest in-process CPU over the fastest unprofiled one (noise only adds);")
