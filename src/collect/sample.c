@@ -1360,7 +1360,8 @@ void col_sample_tick(void)
 		return;
 	uint64_t q = col_sample_quiet_ns(), now = cm_mono_ns();
 	uint64_t last = atomic_load_explicit(&P.drained_ns, memory_order_relaxed);
-	/* An eighth early still counts: the wait ends a little before its deadline at times */
+	/* An eighth early still counts: drained_ns is read from the clock inside the last
+	 * drain, after that look began, so the next look can come a little short of q */
 	rings_drain(now - last >= q - q / 8 ? 1 : 50);
 }
 
