@@ -841,11 +841,11 @@ static void filter_fill(int mode)
 	}
 }
 
-/* Reserve room for a record; in full mode wait (up to about a second) for the writer
- * rather than lose an event, since a lost free would show as a leak. */
-static int reserve(uint32_t len, uint64_t *pos)
+/* The ring had no room for a record: in full mode wait (up to about a second) for the
+ * writer rather than lose an event, since a lost free would show as a leak. */
+static __attribute__((noinline)) int reserve_wait(uint32_t len, uint64_t *pos)
 {
-	for (int tries = 0; col_ring_reserve(&M.ring, len, pos) < 0; tries++) {
+	for (int tries = 0;; tries++) {
 		if (atomic_load_explicit(&M.mode, memory_order_relaxed) != FMT_MEM_FULL || tries >= 2000) {
 			atomic_fetch_add_explicit(&M.dropped, 1, memory_order_relaxed);
 			return -1;
@@ -855,8 +855,18 @@ static int reserve(uint32_t len, uint64_t *pos)
 			sched_yield();
 		else
 			syscall(SYS_nanosleep, &ts, NULL);
+		if (col_ring_reserve(&M.ring, len, pos) == 0)
+			return 0;
 	}
-	return 0;
+}
+
+/* Reserve room for a record: inline, the wait out of line (a call for every record cost
+ * ~20 instructions of full mode's ~425 a malloc/free pair). */
+static inline int reserve(uint32_t len, uint64_t *pos)
+{
+	if (likely(col_ring_reserve(&M.ring, len, pos) == 0))
+		return 0;
+	return reserve_wait(len, pos);
 }
 
 /* Ask for the cache line at p, owned (to be written). GCC emits PREFETCHW only when told
@@ -1316,11 +1326,34 @@ static __attribute__((noinline)) void free_slow(void *p)
 #define CHUNK_MMAPPED 2
 #define CHUNK_SIZE(h) ((int64_t)((h) & ~(size_t)7))
 
+/*
+ * Full mode records every call, so its allocations and frees all leave the inline paths.
+ * When the inline path's terms hold otherwise (T.fast: glibc's heap, a slot, no fennec
+ * code on the thread; an ordinary chunk), they are counted and recorded here at once, as
+ * alloc_slow() and free_slow() would after checking each of those terms again: on
+ * `bench/work_alloc mixed` that was ~100 instructions per malloc/free pair of ~525.
+ */
+static inline __attribute__((always_inline)) int alloc_full(void *p, size_t size, void **slot)
+{
+	mem_slot *s = T.fast;
+	if (!s || atomic_load_explicit(&M.mode, memory_order_relaxed) != FMT_MEM_FULL)
+		return 0;
+	size_t h = ((const size_t *)p)[-1];
+	if (h & CHUNK_MMAPPED)
+		return 0;
+	int raised = count_own(s, 1, 0, size, CHUNK_SIZE(h) - 8);
+	record_alloc(p, size, slot, raised ? T.peak_at : 0);
+	return 1;
+}
+
 static __attribute__((noinline)) void *malloc_slow(size_t n, void **slot)
 {
 	if (unlikely(T.own))
 		return own_alloc(n, 16);
-	return on_alloc(R.malloc(n), n, slot);
+	void *p = R.malloc(n);
+	if (likely(p != NULL) && alloc_full(p, n, slot))
+		return p;
+	return on_alloc(p, n, slot);
 }
 
 /* After the inline path's malloc(n) returned p, an mmapped chunk or the live batch full:
@@ -1354,7 +1387,10 @@ API void *calloc(size_t n, size_t size)
 {
 	if (unlikely(T.own))
 		return own_calloc(n, size);
-	return on_alloc(R.calloc(n, size), n * size, RA());
+	void *p = R.calloc(n, size);
+	if (likely(p != NULL) && alloc_full(p, n * size, RA()))
+		return p;
+	return on_alloc(p, n * size, RA());
 }
 
 /* free's general path: any p (NULL, fennec's own, mmapped), any thread. */
@@ -1374,6 +1410,17 @@ static __attribute__((noinline)) void free_general(void *p)
 	free_slow(p);
 }
 
+/* free() of the program's block p (an ordinary chunk of glibc's heap, s = T.fast, h its
+ * size word) whose bit in the filter is set. */
+static __attribute__((noinline)) void free_marked(mem_slot *s, void *p, size_t h)
+{
+	if (atomic_load_explicit(&M.mode, memory_order_relaxed) != FMT_MEM_FULL)
+		return free_general(p);
+	count_own(s, 0, 1, 0, -(CHUNK_SIZE(h) - 8));
+	record_free(p);
+	R.free(p);
+}
+
 API void free(void *p)
 {
 	mem_slot *s = T.fast;
@@ -1386,7 +1433,7 @@ API void free(void *p)
 	/* The filter is the gate for every mode: all 0 with memory off, all 255 in full mode
 	 * (col_mem_start()), sampled blocks' counters in sampled mode. */
 	if (unlikely(set_may_hold((uintptr_t)p)))
-		return free_general(p);
+		return free_marked(s, p, h);
 	fast_commit(s, 0, 1, 0, d);
 	R.free(p);
 }
@@ -2102,20 +2149,31 @@ static void over_del(wover *o)
 	M.nover--;
 }
 
-/* The live block at addr, or NULL. An address is in its page's slot or in the overflow
- * table, never both. */
-static wblock *live_find(uint64_t addr)
+/* Where live_find() found a block: its leaf and slot, or its overflow entry. */
+typedef struct wfound {
+	wleaf *leaf;
+	uint32_t *slot;
+	wover *over;
+} wfound;
+
+/* The live block at addr, or NULL; where it is in *f. An address is in its page's slot or
+ * in the overflow table, never both. */
+static wblock *live_find(uint64_t addr, wfound *f)
 {
 	wleaf *p = leaf_find(addr >> WP_SHIFT);
 	if (p) {
-		uint32_t id = p->slots[(addr >> 5) & (WP_SLOTS - 1)];
-		if (id && wb_is(pool_at(id), addr))
-			return pool_at(id);
+		uint32_t *s = &p->slots[(addr >> 5) & (WP_SLOTS - 1)];
+		if (*s && wb_is(pool_at(*s), addr)) {
+			*f = (wfound){p, s, NULL};
+			return pool_at(*s);
+		}
 	}
 	if (M.nover) {
 		wover *o = over_find(addr);
-		if (o)
+		if (o) {
+			*f = (wfound){NULL, NULL, o};
 			return &o->b;
+		}
 	}
 	return NULL;
 }
@@ -2155,25 +2213,25 @@ static wblock *live_upsert(uint64_t addr)
 	return b;
 }
 
+/* The block that live_find() found at f is freed (nothing changed the map since). */
+static void live_del_found(const wfound *f)
+{
+	if (f->leaf) {
+		pool_put(*f->slot);
+		*f->slot = 0;
+		if (!--f->leaf->count)
+			leaf_drop(f->leaf);
+	} else {
+		over_del(f->over);
+	}
+}
+
 /* The block at addr is freed. */
 static void live_del(uint64_t addr)
 {
-	wleaf *p = leaf_find(addr >> WP_SHIFT);
-	if (p) {
-		uint32_t *s = &p->slots[(addr >> 5) & (WP_SLOTS - 1)];
-		if (*s && wb_is(pool_at(*s), addr)) {
-			pool_put(*s);
-			*s = 0;
-			if (!--p->count)
-				leaf_drop(p);
-			return;
-		}
-	}
-	if (M.nover) {
-		wover *o = over_find(addr);
-		if (o)
-			over_del(o);
-	}
+	wfound f;
+	if (live_find(addr, &f))
+		live_del_found(&f);
 }
 
 static wthread *thread_find(uint32_t tid)
@@ -2373,8 +2431,10 @@ static void emit_heap(void (*emit)(unsigned type, cm_buf *raw), void (*before)(v
 
 /* Room for `n` more bytes of the body, written through the pointer returned (NULL when out
  * of memory) and closed by wr_end(). */
-static uint8_t *wr_begin(size_t n)
+static inline uint8_t *wr_begin(size_t n)
 {
+	if (likely(M.body.len + n <= M.body.cap && !M.body.failed)) /* cm_buf_reserve()'s, inline */
+		return M.body.data + M.body.len;
 	return cm_buf_reserve(&M.body, n) < 0 ? NULL : M.body.data + M.body.len;
 }
 
@@ -2418,8 +2478,9 @@ static uint8_t *wr_state(uint8_t *w, uint64_t ticks, wthread *t)
 
 #define WR_MAX 64 /* the most an ALLOC, FREE or SNAP takes with its state records */
 
-/* A FREE by thread t of the live block b at addr. */
-static void put_free(wthread *t, uint64_t ticks, uint64_t addr, wblock *b)
+/* A FREE by thread t of the live block b at addr, found by live_find() at f (NULL: look
+ * it up again). */
+static void put_free(wthread *t, uint64_t ticks, uint64_t addr, wblock *b, const wfound *f)
 {
 	uint8_t *w = wr_begin(WR_MAX);
 	if (!w)
@@ -2448,7 +2509,10 @@ static void put_free(wthread *t, uint64_t ticks, uint64_t addr, wblock *b)
 	}
 	t->stack = b->stack;
 	wr_end(w);
-	live_del(addr);
+	if (f)
+		live_del_found(f);
+	else
+		live_del(addr);
 }
 
 static void put_alloc(const mrec *r, const uint64_t *frames, const uint32_t *regions)
@@ -2485,7 +2549,7 @@ static void put_alloc(const mrec *r, const uint64_t *frames, const uint32_t *reg
 	}
 	wblock *b = live_upsert(r->a);
 	if (b && b->stack) { /* its free was lost (the heap buffer stayed full): the address was reused */
-		put_free(t, r->ticks, r->a, b); /* takes the entry out */
+		put_free(t, r->ticks, r->a, b, NULL); /* takes the entry out */
 		b = live_upsert(r->a);
 	}
 	uint8_t *w = wr_begin(WR_MAX);
@@ -2536,10 +2600,11 @@ static void encode(const mrec *r, const uint8_t *tail)
 	if (r->type == FMT_HR_ALLOC) {
 		put_alloc(r, (const uint64_t *)tail, (const uint32_t *)(tail + 8 * (size_t)r->nframes));
 	} else if (r->type == FMT_HR_FREE) {
-		wblock *b = live_find(r->a);
+		wfound f;
+		wblock *b = live_find(r->a, &f);
 		wthread *t = b ? thread_state(r->tid) : NULL;
 		if (t) /* else allocated before the session, or its ALLOC was lost */
-			put_free(t, r->ticks, r->a, b);
+			put_free(t, r->ticks, r->a, b, &f);
 	} else if (r->type == FMT_HR_SNAP) {
 		uint64_t c[3];
 		memcpy(c, tail, sizeof c);
