@@ -22,8 +22,10 @@ WARN     := -Wall -Wextra -Wshadow -Wstrict-prototypes -Wno-unused-parameter
 CFLAGS   += -std=gnu11 -g $(OPT) $(WARN) -fPIC -D_GNU_SOURCE $(SANFLAGS) -Iinclude -Isrc
 LDFLAGS  += $(SANFLAGS)
 LIBS_COL := -lzstd -lunwind-x86_64 -lunwind -lpthread -ldl -lm
-LIBS_ANA := -lzstd -lz -lm -lpthread -ldw -lelf -liberty -lcairo
-LIBS_VIEW := -lmicrohttpd
+# cairo (PNG charts) and libmicrohttpd (the web server) are loaded when first used, not
+# linked: with the libraries under them they cost every fennec command ~5 ms of start-up
+# (src/common/lib.h). Their -dev packages give the headers.
+LIBS_ANA := -lzstd -lz -lm -lpthread -ldw -lelf -liberty -ldl
 
 ifneq ($(V),1)
   Q := @
@@ -98,7 +100,7 @@ $(ANALIB): $(ANALYZE_OBJ) $(COMMON_OBJ)
 
 $(FENNEC): $(CLI_OBJ) $(O)/obj/web_assets.o $(ANALIB)
 	@mkdir -p $(dir $@)
-	$(Q)$(CC) $(LDFLAGS) $^ -o $@ $(LIBS_ANA) $(LIBS_VIEW)
+	$(Q)$(CC) $(LDFLAGS) $^ -o $@ $(LIBS_ANA)
 
 # The web front end (web/, docs/html.md): our template, style and script, and Apache
 # ECharts from npm (web/package-lock.json, installed into $(O)/web at build time, nothing

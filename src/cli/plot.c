@@ -159,6 +159,11 @@ int cmd_plot(int argc, char **argv)
 		return 2;
 	}
 	o.source = path;
+	const char *why;
+	if (o.format == PLOT_PNG && plot_png_load(&why)) {
+		cli_error("plot", "cannot write PNG: %s", why);
+		return 1;
+	}
 
 	ana_profile p;
 	fmt_error err;

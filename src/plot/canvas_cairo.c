@@ -1,15 +1,45 @@
 /*
  * canvas_cairo.c - the PNG backend of the plot canvas: the primitives rendered by cairo
  * (Debian libcairo2) on an RGB image surface, antialiased, with the system's sans-serif
- * font through cairo's text API, and written as PNG at finish.
+ * font through cairo's text API, and written as PNG at finish. cairo is loaded by the
+ * first PNG (common/lib.h says why it is not linked); its functions are called through cx.
  */
 #include "plot/canvas.h"
+#include "plot/plot.h"
 
 #include <cairo/cairo.h>
 #include <math.h>
 #include <stdlib.h>
 
+#include "common/lib.h"
 #include "fennec.h"
+
+#define CAIRO_FUNCS(X)                                                                              \
+	X(cairo_create) X(cairo_destroy) X(cairo_fill) X(cairo_image_surface_create) X(cairo_line_to)  \
+	X(cairo_move_to) X(cairo_paint) X(cairo_rectangle) X(cairo_restore) X(cairo_rotate)           \
+	X(cairo_save) X(cairo_select_font_face) X(cairo_set_dash) X(cairo_set_font_size)              \
+	X(cairo_set_line_join) X(cairo_set_line_width) X(cairo_set_source_rgb) X(cairo_show_text)     \
+	X(cairo_status) X(cairo_stroke) X(cairo_surface_destroy) X(cairo_surface_flush)               \
+	X(cairo_surface_write_to_png_stream) X(cairo_text_extents) X(cairo_translate)
+
+static struct {
+	CAIRO_FUNCS(CM_LIB_DECLARE)
+} cx;
+
+static int bind_cairo(void *h, const char *so, char *msg, size_t n)
+{
+#define CX_BIND(f) CM_LIB_BIND(cx, h, so, msg, n, f)
+	CAIRO_FUNCS(CX_BIND)
+#undef CX_BIND
+	return 0;
+}
+
+static cm_lib cairo_lib = {"libcairo.so.2", "libcairo2", bind_cairo, 0, ""};
+
+int plot_png_load(const char **msg)
+{
+	return cm_lib_load(&cairo_lib, msg);
+}
 
 typedef struct cairo_canvas {
 	plot_canvas base;
@@ -20,7 +50,7 @@ typedef struct cairo_canvas {
 
 static void set_rgb(cairo_t *cr, uint32_t rgb)
 {
-	cairo_set_source_rgb(cr, (rgb >> 16 & 0xff) / 255.0, (rgb >> 8 & 0xff) / 255.0, (rgb & 0xff) / 255.0);
+	cx.cairo_set_source_rgb(cr, (rgb >> 16 & 0xff) / 255.0, (rgb >> 8 & 0xff) / 255.0, (rgb & 0xff) / 255.0);
 }
 
 static void cr_rect(plot_canvas *c, double x, double y, double w, double h, uint32_t fill, const char *cls,
@@ -28,25 +58,25 @@ static void cr_rect(plot_canvas *c, double x, double y, double w, double h, uint
 {
 	cairo_t *cr = ((cairo_canvas *)c)->cr;
 	set_rgb(cr, fill);
-	cairo_rectangle(cr, x, y, w, h);
-	cairo_fill(cr);
+	cx.cairo_rectangle(cr, x, y, w, h);
+	cx.cairo_fill(cr);
 }
 
 static void stroke(cairo_t *cr, uint32_t color, double width, int dashed)
 {
 	static const double dash[] = {6, 4};
 	set_rgb(cr, color);
-	cairo_set_line_width(cr, width);
-	cairo_set_dash(cr, dash, dashed ? 2 : 0, 0);
-	cairo_stroke(cr);
+	cx.cairo_set_line_width(cr, width);
+	cx.cairo_set_dash(cr, dash, dashed ? 2 : 0, 0);
+	cx.cairo_stroke(cr);
 }
 
 static void cr_line(plot_canvas *c, double x1, double y1, double x2, double y2, uint32_t color, double width,
 		    int dashed, const char *cls)
 {
 	cairo_t *cr = ((cairo_canvas *)c)->cr;
-	cairo_move_to(cr, x1, y1);
-	cairo_line_to(cr, x2, y2);
+	cx.cairo_move_to(cr, x1, y1);
+	cx.cairo_line_to(cr, x2, y2);
 	stroke(cr, color, width, dashed);
 }
 
@@ -56,10 +86,10 @@ static void cr_polyline(plot_canvas *c, const double *xy, size_t n, uint32_t col
 	cairo_t *cr = ((cairo_canvas *)c)->cr;
 	if (!n)
 		return;
-	cairo_move_to(cr, xy[0], xy[1]);
+	cx.cairo_move_to(cr, xy[0], xy[1]);
 	for (size_t i = 1; i < n; i++)
-		cairo_line_to(cr, xy[2 * i], xy[2 * i + 1]);
-	cairo_set_line_join(cr, CAIRO_LINE_JOIN_ROUND);
+		cx.cairo_line_to(cr, xy[2 * i], xy[2 * i + 1]);
+	cx.cairo_set_line_join(cr, CAIRO_LINE_JOIN_ROUND);
 	stroke(cr, color, width, 0);
 }
 
@@ -70,19 +100,19 @@ static void cr_text(plot_canvas *c, double x, double y, const char *text, double
 	char buf[1024];
 	const char *s = plot_utf8(text, buf, sizeof buf);
 	cairo_text_extents_t ext;
-	cairo_select_font_face(cr, "sans-serif", CAIRO_FONT_SLANT_NORMAL,
+	cx.cairo_select_font_face(cr, "sans-serif", CAIRO_FONT_SLANT_NORMAL,
 			       bold ? CAIRO_FONT_WEIGHT_BOLD : CAIRO_FONT_WEIGHT_NORMAL);
-	cairo_set_font_size(cr, size);
-	cairo_text_extents(cr, s, &ext);
+	cx.cairo_set_font_size(cr, size);
+	cx.cairo_text_extents(cr, s, &ext);
 	double dx = anchor == PLOT_ANCHOR_MIDDLE ? -ext.x_advance / 2 : anchor == PLOT_ANCHOR_END ? -ext.x_advance : 0;
-	cairo_save(cr);
-	cairo_translate(cr, x, y);
+	cx.cairo_save(cr);
+	cx.cairo_translate(cr, x, y);
 	if (vertical)
-		cairo_rotate(cr, -M_PI / 2);
-	cairo_move_to(cr, dx, 0);
+		cx.cairo_rotate(cr, -M_PI / 2);
+	cx.cairo_move_to(cr, dx, 0);
 	set_rgb(cr, color);
-	cairo_show_text(cr, s);
-	cairo_restore(cr);
+	cx.cairo_show_text(cr, s);
+	cx.cairo_restore(cr);
 }
 
 static cairo_status_t write_out(void *closure, const unsigned char *data, unsigned int len)
@@ -95,10 +125,10 @@ static int cr_finish(plot_canvas *c)
 	cairo_canvas *k = (cairo_canvas *)c;
 	if (c->failed)
 		return c->failed;
-	cairo_surface_flush(k->surface);
-	cairo_status_t st = cairo_status(k->cr);
+	cx.cairo_surface_flush(k->surface);
+	cairo_status_t st = cx.cairo_status(k->cr);
 	if (st == CAIRO_STATUS_SUCCESS)
-		st = cairo_surface_write_to_png_stream(k->surface, write_out, k->out);
+		st = cx.cairo_surface_write_to_png_stream(k->surface, write_out, k->out);
 	if (st == CAIRO_STATUS_NO_MEMORY)
 		return FENNEC_ENOMEM;
 	return st == CAIRO_STATUS_SUCCESS ? 0 : FENNEC_EIO;
@@ -109,8 +139,8 @@ static void cr_free(plot_canvas *c)
 	cairo_canvas *k = (cairo_canvas *)c;
 	if (!k)
 		return;
-	cairo_destroy(k->cr);
-	cairo_surface_destroy(k->surface);
+	cx.cairo_destroy(k->cr);
+	cx.cairo_surface_destroy(k->surface);
 	free(k);
 }
 
@@ -119,20 +149,22 @@ static const plot_canvas_ops cairo_ops = {cr_rect, cr_line, cr_polyline, cr_text
 int plot_canvas_png(FILE *out, double width, double height, plot_canvas **cp)
 {
 	*cp = NULL;
+	if (plot_png_load(NULL))
+		return FENNEC_EIO;
 	cairo_canvas *k = calloc(1, sizeof *k);
 	if (!k)
 		return FENNEC_ENOMEM;
 	k->base = (plot_canvas){&cairo_ops, width, height, 0};
 	k->out = out;
 	/* RGB24: an opaque image, as on a slide; PNG stores it without alpha. */
-	k->surface = cairo_image_surface_create(CAIRO_FORMAT_RGB24, (int)width, (int)height);
-	k->cr = cairo_create(k->surface);
-	if (cairo_status(k->cr) != CAIRO_STATUS_SUCCESS) {
+	k->surface = cx.cairo_image_surface_create(CAIRO_FORMAT_RGB24, (int)width, (int)height);
+	k->cr = cx.cairo_create(k->surface);
+	if (cx.cairo_status(k->cr) != CAIRO_STATUS_SUCCESS) {
 		cr_free(&k->base);
 		return FENNEC_ENOMEM;
 	}
 	set_rgb(k->cr, 0xffffff);
-	cairo_paint(k->cr);
+	cx.cairo_paint(k->cr);
 	*cp = &k->base;
 	return 0;
 }

@@ -46,4 +46,8 @@ const ana_metric *plot_find_metric(const ana_profile *p, const char *name);
 /* Draw the chart and write it to `out` as SVG or PNG. */
 int plot_write(FILE *out, const ana_profile *p, const plot_options *o);
 
+/* Load cairo for PNG output (plot_write loads it too): 0, or FENNEC_EIO with the reason
+ * in *msg (when msg is not NULL). */
+int plot_png_load(const char **msg);
+
 #endif

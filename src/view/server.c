@@ -22,7 +22,30 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "common/lib.h"
+
 #define MAX_URL 1024
+
+/* libmicrohttpd is loaded by the first server (common/lib.h says why it is not linked);
+ * its functions are called through mhd. */
+#define MHD_FUNCS(X)                                                                                \
+	X(MHD_start_daemon) X(MHD_stop_daemon) X(MHD_queue_response) X(MHD_destroy_response)        \
+	X(MHD_create_response_from_buffer) X(MHD_create_response_from_buffer_with_free_callback_cls) \
+	X(MHD_add_response_header) X(MHD_lookup_connection_value)
+
+static struct {
+	MHD_FUNCS(CM_LIB_DECLARE)
+} mhd;
+
+static int bind_mhd(void *h, const char *so, char *msg, size_t n)
+{
+#define MHD_BIND(f) CM_LIB_BIND(mhd, h, so, msg, n, f)
+	MHD_FUNCS(MHD_BIND)
+#undef MHD_BIND
+	return 0;
+}
+
+static cm_lib mhd_lib = {"libmicrohttpd.so.12", "libmicrohttpd12", bind_mhd, 0, ""};
 
 /* An immutable rendered answer, shared by the responses that send it. */
 typedef struct blob {
@@ -234,22 +257,22 @@ static int analyse(view_server *s, view_error *err)
 
 static enum MHD_Result send_blob(struct MHD_Connection *c, unsigned status, blob *b, const char *type)
 {
-	struct MHD_Response *r = MHD_create_response_from_buffer_with_free_callback_cls(b->len, b->data, blob_unref, b);
+	struct MHD_Response *r = mhd.MHD_create_response_from_buffer_with_free_callback_cls(b->len, b->data, blob_unref, b);
 	if (!r) {
 		blob_unref(b);
 		return MHD_NO;
 	}
-	MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, type);
-	MHD_add_response_header(r, MHD_HTTP_HEADER_CACHE_CONTROL, "no-store");
-	MHD_add_response_header(r, "X-Content-Type-Options", "nosniff");
-	MHD_add_response_header(r, "Referrer-Policy", "no-referrer");
-	MHD_add_response_header(r, "Content-Security-Policy",
+	mhd.MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, type);
+	mhd.MHD_add_response_header(r, MHD_HTTP_HEADER_CACHE_CONTROL, "no-store");
+	mhd.MHD_add_response_header(r, "X-Content-Type-Options", "nosniff");
+	mhd.MHD_add_response_header(r, "Referrer-Policy", "no-referrer");
+	mhd.MHD_add_response_header(r, "Content-Security-Policy",
 				"default-src 'none'; script-src 'unsafe-inline'; style-src 'unsafe-inline'; "
 				"img-src data:; connect-src 'self'; frame-ancestors 'none'");
 	if (status == MHD_HTTP_METHOD_NOT_ALLOWED)
-		MHD_add_response_header(r, MHD_HTTP_HEADER_ALLOW, "GET, HEAD");
-	enum MHD_Result ok = MHD_queue_response(c, status, r);
-	MHD_destroy_response(r);
+		mhd.MHD_add_response_header(r, MHD_HTTP_HEADER_ALLOW, "GET, HEAD");
+	enum MHD_Result ok = mhd.MHD_queue_response(c, status, r);
+	mhd.MHD_destroy_response(r);
 	return ok;
 }
 
@@ -318,7 +341,7 @@ static enum MHD_Result send_shared(view_server *s, struct MHD_Connection *c, blo
 /* A decimal query argument, or -1 when missing or malformed. */
 static int64_t arg_u64(struct MHD_Connection *c, const char *name)
 {
-	const char *v = MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, name);
+	const char *v = mhd.MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, name);
 	if (!v || !*v || strlen(v) > 18 || strspn(v, "0123456789") != strlen(v))
 		return -1;
 	return (int64_t)strtoull(v, NULL, 10);
@@ -380,14 +403,14 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
 		return MHD_YES;
 	}
 	int get = !strcmp(method, MHD_HTTP_METHOD_GET), head = !strcmp(method, MHD_HTTP_METHOD_HEAD);
-	const char *cl = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
+	const char *cl = mhd.MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
 	if (cl && strtoull(cl, NULL, 10) > s->max_body)
 		return send_error(s, c, MHD_HTTP_CONTENT_TOO_LARGE, "request body too large");
-	if (MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_TRANSFER_ENCODING))
+	if (mhd.MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_TRANSFER_ENCODING))
 		return send_error(s, c, MHD_HTTP_CONTENT_TOO_LARGE, "request bodies are not accepted");
 	if (!get && !head)
 		return send_error(s, c, MHD_HTTP_METHOD_NOT_ALLOWED, "only GET and HEAD");
-	if (!host_ok(s, MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_HOST)))
+	if (!host_ok(s, mhd.MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_HOST)))
 		return send_error(s, c, MHD_HTTP_FORBIDDEN, "unexpected Host header");
 	size_t n = strlen(url);
 	if (n > MAX_URL)
@@ -402,17 +425,17 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
 		*req_cls = s; /* let MHD read the small body; the next call answers */
 	if (!strcmp(url, "/") || !strcmp(url, "/index.html")) {
 		atomic_fetch_add(&s->counts[0], 1);
-		struct MHD_Response *r = MHD_create_response_from_buffer(s->page_len, s->page, MHD_RESPMEM_PERSISTENT);
+		struct MHD_Response *r = mhd.MHD_create_response_from_buffer(s->page_len, s->page, MHD_RESPMEM_PERSISTENT);
 		if (!r)
 			return MHD_NO;
-		MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, "text/html; charset=utf-8");
-		MHD_add_response_header(r, MHD_HTTP_HEADER_CACHE_CONTROL, "no-store");
-		MHD_add_response_header(r, "X-Content-Type-Options", "nosniff");
-		MHD_add_response_header(r, "Content-Security-Policy",
+		mhd.MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, "text/html; charset=utf-8");
+		mhd.MHD_add_response_header(r, MHD_HTTP_HEADER_CACHE_CONTROL, "no-store");
+		mhd.MHD_add_response_header(r, "X-Content-Type-Options", "nosniff");
+		mhd.MHD_add_response_header(r, "Content-Security-Policy",
 					"default-src 'none'; script-src 'unsafe-inline'; style-src 'unsafe-inline'; "
 					"img-src data:; connect-src 'self'; frame-ancestors 'none'");
-		enum MHD_Result ok = MHD_queue_response(c, MHD_HTTP_OK, r);
-		MHD_destroy_response(r);
+		enum MHD_Result ok = mhd.MHD_queue_response(c, MHD_HTTP_OK, r);
+		mhd.MHD_destroy_response(r);
 		return ok;
 	}
 	if (!strcmp(url, "/api/status"))
@@ -501,8 +524,14 @@ int view_open(const view_options *o, view_server **out, view_error *err)
 	pthread_mutex_init(&s->lock, NULL);
 	pthread_mutex_init(&s->timeline, NULL);
 	s->not_before = o->not_before;
-	/* Listen first: a port that is taken is said before any long analysis. */
 	int rc;
+	const char *why;
+	if ((rc = cm_lib_load(&mhd_lib, &why)) != 0) {
+		err->code = rc;
+		snprintf(err->msg, sizeof err->msg, "cannot serve: %s", why);
+		goto fail;
+	}
+	/* Listen first: a port that is taken is said before any long analysis. */
 	s->fd = listen_on(o->host ? o->host : "127.0.0.1", o->port, &s->loopback, err);
 	if (s->fd < 0) {
 		rc = err->code;
@@ -525,7 +554,7 @@ int view_open(const view_options *o, view_server **out, view_error *err)
 		snprintf(err->msg, sizeof err->msg, "cannot render the page: %s", fennec_strerror(rc));
 		goto fail;
 	}
-	s->d = MHD_start_daemon(MHD_USE_AUTO_INTERNAL_THREAD, 0, NULL, NULL, on_request, s,
+	s->d = mhd.MHD_start_daemon(MHD_USE_AUTO_INTERNAL_THREAD, 0, NULL, NULL, on_request, s,
 				MHD_OPTION_LISTEN_SOCKET, s->fd,
 				MHD_OPTION_THREAD_POOL_SIZE, (unsigned)2,
 				MHD_OPTION_CONNECTION_LIMIT, (unsigned)256,
@@ -581,7 +610,7 @@ void view_close(view_server *s)
 	if (!s)
 		return;
 	if (s->d)
-		MHD_stop_daemon(s->d);
+		mhd.MHD_stop_daemon(s->d);
 	if (s->fd >= 0)
 		close(s->fd);
 	blob_unref(s->analysis);

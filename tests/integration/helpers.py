@@ -155,6 +155,22 @@ def run(cmd, env=None, timeout_s=120, check=False, input_bytes=None):
     return r
 
 
+def without_library(soname, cmd):
+    """cmd run where the shared library `soname` cannot be loaded: in a mount namespace of
+    its own (unshare -m, which needs root), /dev/null bound over the library's file.
+    Skips the test where that is not possible."""
+    path = None
+    for line in subprocess.run(["/sbin/ldconfig", "-p"], stdout=subprocess.PIPE).stdout.decode().splitlines():
+        if line.strip().startswith(soname + " ") and "=>" in line:
+            path = os.path.realpath(line.split("=>")[1].strip())
+            break
+    if not path:
+        raise Skip("%s is not installed" % soname)
+    if subprocess.run(["unshare", "-m", "true"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL).returncode:
+        raise Skip("cannot make a mount namespace (unshare -m) to hide %s" % soname)
+    return ["unshare", "-m", "sh", "-c", 'mount --bind /dev/null "$0" && exec "$@"', path] + [str(c) for c in cmd]
+
+
 def assert_no_sanitizer_report(r):
     for marker in ("ERROR: AddressSanitizer", "WARNING: ThreadSanitizer",
                    "ERROR: LeakSanitizer", "runtime error:", "ERROR: ThreadSanitizer"):

@@ -12,7 +12,7 @@ import xml.etree.ElementTree as ET
 import zlib
 
 from helpers import (Skip, analyze, assert_clean_error, assert_eq, assert_true, fennec_bin, metric,
-                     record, region, run)
+                     record, region, run, without_library)
 
 NS = "{http://www.w3.org/2000/svg}"
 SERIES_RGB = (0x1f, 0x77, 0xb4)
@@ -313,3 +313,18 @@ def test_plot_errors():
     assert_clean_error(r, empty, "no regions")
     r = plot_raw("missing.fnc", "--kind", "timing", "-o", "x.svg")
     assert_clean_error(r, "missing.fnc")
+
+
+def test_plot_without_cairo():
+    """cairo is loaded when a PNG is first written, not linked (src/common/lib.h): without
+    it, a PNG fails before the recording is read, with a message that names the package,
+    and writes nothing; SVG works."""
+    _, path = record("steps", 20, 2, opts=("--sample", "off"))
+    r = run(without_library("libcairo.so.2", [fennec_bin(), "plot", path, "--kind", "steps", "-o", "x.png"]))
+    assert_eq(r.returncode, 1, "exit status without cairo (stderr %r)" % r.stderr)
+    assert_true("cannot write PNG" in r.stderr and "libcairo.so.2" in r.stderr and "libcairo2" in r.stderr,
+                "the message names the library and its package: %r" % r.stderr)
+    assert_true(not os.path.exists("x.png"), "no PNG written")
+    r = run(without_library("libcairo.so.2", [fennec_bin(), "plot", path, "--kind", "steps", "-o", "x.svg"]))
+    assert_eq(r.returncode, 0, "SVG without cairo (stderr %r)" % r.stderr)
+    read_svg("x.svg", 960, 540)

@@ -15,7 +15,7 @@ import threading
 import time
 
 from helpers import (SLOW, Skip, analyze, assert_eq, assert_true, base_env, fennec_bin, fixture, record,
-                     record_command, timeout, wait_for)
+                     record_command, run, timeout, wait_for, without_library)
 from test_html import assert_charts_drawn, assert_clean_page, assert_escaped, browse, gpu_recording, record_ranks
 
 
@@ -184,6 +184,19 @@ def test_port_taken_and_usage():
     r = subprocess.run([fennec_bin(), "view", "missing.fnc", "--port", "0"], env=base_env(), stdout=subprocess.PIPE,
                        stderr=subprocess.PIPE, timeout=60 * SLOW)
     assert_true(r.returncode == 1 and b"missing.fnc" in r.stderr, "a missing file: %r" % r.stderr)
+
+
+def test_without_libmicrohttpd():
+    """libmicrohttpd is loaded when a server starts, not linked (src/common/lib.h): without
+    it, fennec view says so, naming the package, and exits 1; the other commands work."""
+    _, path = record("nested", 20)
+    r = run(without_library("libmicrohttpd.so.12", [fennec_bin(), "view", path, "--port", "0"]), timeout_s=60)
+    assert_eq(r.returncode, 1, "exit status without libmicrohttpd (stderr %r)" % r.stderr)
+    assert_true("cannot serve" in r.stderr and "libmicrohttpd.so.12" in r.stderr and "libmicrohttpd12" in r.stderr,
+                "the message names the library and its package: %r" % r.stderr)
+    r = run(without_library("libmicrohttpd.so.12", [fennec_bin(), "analyze", path]))
+    assert_eq(r.returncode, 0, "analyze without libmicrohttpd (stderr %r)" % r.stderr)
+    assert_true("phase_a" in r.stdout, "the analysis is printed: %r" % r.stdout[:300])
 
 
 def start_recording(seconds, out="live.fnc"):
