@@ -57,6 +57,7 @@ ANALYZE_OBJ := $(ANALYZE_SRC:%.c=$(O)/obj/%.o)
 CLI_OBJ     := $(CLI_SRC:%.c=$(O)/obj/%.o)
 
 SOLIB   := $(O)/lib/libfennec.so
+MMAPLIB := $(O)/lib/libfennec-mmap.so
 STLIB   := $(O)/lib/libfennec.a
 ANALIB  := $(O)/lib/libfennec-analysis.a
 FENNEC  := $(O)/bin/fennec
@@ -71,7 +72,7 @@ UNIT     := $(O)/tests/unit
         fuzz fuzz-run clean
 
 all: lib cli examples fixtures $(UNIT) $(GPU_TESTS)
-lib: $(SOLIB) $(STLIB)
+lib: $(SOLIB) $(STLIB) $(MMAPLIB)
 cli: $(FENNEC)
 examples: $(EXAMPLES)
 fixtures: $(FIXTURES)
@@ -89,6 +90,11 @@ $(O)/obj/src/collect/gpu_cupti.o $(O)/obj/src/cli/gpu.o: CFLAGS += $(CUPTI_CFLAG
 $(SOLIB): $(COLLECT_OBJ) $(COMMON_OBJ)
 	@mkdir -p $(dir $@)
 	$(Q)$(CC) -shared -Wl,-soname,libfennec.so -Wl,--no-undefined -Wl,-z,now $(LDFLAGS) $^ -o $@ $(LIBS_COL)
+
+# fennec record --memory-mmap preloads it beside libfennec.so (src/mmap/mmap.c).
+$(MMAPLIB): src/mmap/mmap.c
+	@mkdir -p $(dir $@)
+	$(Q)$(CC) $(CFLAGS) -fvisibility=hidden -shared -Wl,-soname,libfennec-mmap.so $(LDFLAGS) $< -o $@ -ldl
 
 $(STLIB): $(COLLECT_OBJ) $(COMMON_OBJ)
 	@mkdir -p $(dir $@)

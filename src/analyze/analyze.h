@@ -330,6 +330,7 @@ typedef struct ana_memory {
 	int present;
 	unsigned mode;          /* enum fmt_mem_mode (of the first process with heap data) */
 	uint64_t rate;          /* sampled: mean bytes between sampled allocations */
+	uint64_t mmap_min;      /* mappings of at least this many bytes counted (--memory-mmap); 0: none */
 	uint64_t allocs, frees, alloc_bytes, largest_bytes; /* exact, summed over processes */
 	uint64_t peak_bytes;    /* full: requested bytes; sampled: usable bytes (largest process) */
 	uint64_t peak_usable_bytes; /* the in-process counter's peak (usable bytes) */

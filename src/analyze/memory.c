@@ -307,6 +307,7 @@ int ana_memory_end_process(ana_profile *p, uint32_t proc, const fmt_file *f)
 		m->present = 1;
 		m->mode = (unsigned)f->mem_mode;
 		m->rate = f->mem_rate;
+		m->mmap_min = f->mem_mmap_min;
 		m->peak_node = m->peak_region = ANA_NONE;
 	}
 	const fmt_heap_counters *h = &f->heap;

@@ -69,6 +69,8 @@ static const char help[] =
 	"                             and free with its stack: exact leaks), off\n"
 	"  --memory-rate BYTES        sampled: mean bytes between sampled allocations (default 524288)\n"
 	"  --memory-interval MS       heap and RSS timeline period (default 50; also at every step)\n"
+	"  --memory-mmap[=BYTES]      also count the program's anonymous mmap()s of at least BYTES\n"
+	"                             (default 65536) as allocations, munmap()s as frees\n"
 	"  --gpu                      CUDA kernels, transfers, synchronisation, API calls and GPU memory\n"
 	"                             (CUPTI), GPU utilisation (NVML): docs/gpu.md\n"
 	"  --gpu-kernels-only         --gpu with kernels only, the lowest overhead\n"
@@ -298,7 +300,7 @@ int cmd_record(int argc, char **argv)
 	const char *output = "fennec.fnc";
 	const char *buffer = NULL, *flush = NULL, *fraction = NULL, *schedule = NULL;
 	const char *freq = NULL, *sample = NULL, *depth = NULL;
-	const char *memory = NULL, *mem_rate = NULL, *mem_interval = NULL;
+	const char *memory = NULL, *mem_rate = NULL, *mem_interval = NULL, *mem_mmap = NULL;
 	int gpu_mode = 0;
 	int quiet = 0, i;
 	for (i = 1; i < argc; i++) {
@@ -370,6 +372,12 @@ int cmd_record(int argc, char **argv)
 				return 2;
 			mem_rate = v;
 			i++;
+		} else if (!strcmp(a, "--memory-mmap")) {
+			mem_mmap = "65536";
+		} else if (!strncmp(a, "--memory-mmap=", 14)) {
+			if (cli_parse_u32("record", "--memory-mmap", a + 14, 1, 1u << 30, &u) < 0)
+				return 2;
+			mem_mmap = a + 14;
 		} else if (!strcmp(a, "--memory-interval")) {
 			if (cli_parse_u32("record", a, v, 1, 3600000, &u) < 0)
 				return 2;
@@ -394,10 +402,25 @@ int cmd_record(int argc, char **argv)
 		cli_error("record", "no program to run: fennec record [options] -- PROGRAM [ARGS...]");
 		return 2;
 	}
-	char lib[PATH_MAX];
+	char lib[PATH_MAX], maplib[PATH_MAX + 32] = "";
 	if (find_library(lib, sizeof lib) < 0) {
 		cli_error("record", "cannot find libfennec.so next to the fennec binary (set FENNEC_LIB to its path)");
 		return 1;
+	}
+	if (mem_mmap) {
+		if (memory && !strcmp(memory, "off")) {
+			cli_error("record", "--memory-mmap counts mappings as heap allocations: not with --memory off");
+			return 2;
+		}
+		/* libfennec-mmap.so beside libfennec.so */
+		snprintf(maplib, sizeof maplib, "%s", lib);
+		char *slash = strrchr(maplib, '/');
+		snprintf(slash ? slash + 1 : maplib, sizeof maplib - (size_t)(slash ? slash + 1 - maplib : 0),
+			 "libfennec-mmap.so");
+		if (access(maplib, R_OK) != 0) {
+			cli_error("record", "--memory-mmap: cannot read %s (built beside libfennec.so)", maplib);
+			return 1;
+		}
 	}
 	/* The name for this process (ranks, a directory), then absolute: the program may
 	 * change directory. */
@@ -471,12 +494,10 @@ int cmd_record(int argc, char **argv)
 		sigaction(SIGQUIT, &old_quit, NULL);
 		signal(SIGTERM, SIG_DFL);
 		signal(SIGHUP, SIG_DFL);
-		char v[PATH_MAX * 2 + 16];
+		char v[PATH_MAX * 3 + 64];
 		const char *pre = getenv("LD_PRELOAD");
-		if (pre && *pre)
-			snprintf(v, sizeof v, "%s:%s", lib, pre);
-		else
-			snprintf(v, sizeof v, "%s", lib);
+		snprintf(v, sizeof v, "%s%s%s%s%s", lib, *maplib ? ":" : "", maplib, pre && *pre ? ":" : "",
+			 pre && *pre ? pre : "");
 		setenv("LD_PRELOAD", v, 1);
 		setenv("FENNEC_AUTOSTART", "1", 1);
 		setenv("FENNEC_OUTPUT", abs, 1);
@@ -507,6 +528,8 @@ int cmd_record(int argc, char **argv)
 			setenv("FENNEC_MEMORY_RATE", mem_rate, 1);
 		if (mem_interval)
 			setenv("FENNEC_MEMORY_INTERVAL_MS", mem_interval, 1);
+		if (mem_mmap)
+			setenv("FENNEC_MEMORY_MMAP", mem_mmap, 1);
 		cli_gpu_env(&gpu, lib);
 		execvp(argv[i], argv + i);
 		int e = errno;

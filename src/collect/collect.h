@@ -113,6 +113,7 @@ typedef struct col_mem_info {
 	unsigned mode;           /* enum fmt_mem_mode */
 	uint64_t rate;           /* sampled: mean bytes between sampled allocations */
 	uint64_t interval_ns;    /* timeline period */
+	uint64_t mmap_min;       /* --memory-mmap: smallest mapping counted, bytes; 0: none */
 } col_mem_info;
 int col_mem_mode_parse(const char *s); /* "off" | "sampled" | "full"; -1 if neither */
 void col_mem_prepare(int mode, uint64_t rate, uint32_t interval_ms, uint32_t depth, col_mem_info *info);

@@ -509,6 +509,8 @@ static void write_header(uint64_t start_mono, uint64_t start_ticks, uint64_t sta
 		fmt_hdr_varint(&h, FMT_H_MEM_MODE, S.mem.mode);
 		fmt_hdr_varint(&h, FMT_H_MEM_RATE, S.mem.rate);
 		fmt_hdr_varint(&h, FMT_H_MEM_INTERVAL, S.mem.interval_ns);
+		if (S.mem.mmap_min)
+			fmt_hdr_varint(&h, FMT_H_MEM_MMAP, S.mem.mmap_min);
 	}
 	/* The process's CPU time so far, which the STATS and END records' getrusage() include:
 	 * a session started late, or a process's second one, is its own time less this. */

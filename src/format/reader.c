@@ -210,6 +210,7 @@ static int decode_header(rd *r, cur *c)
 		case FMT_H_MEM_MODE: f->mem_mode = v; break;
 		case FMT_H_MEM_RATE: f->mem_rate = v; break;
 		case FMT_H_MEM_INTERVAL: f->mem_interval_ns = v; break;
+		case FMT_H_MEM_MMAP: f->mem_mmap_min = v; break;
 		case FMT_H_CPU_START_USER: f->cpu_start_user_ns = v; f->has_cpu_start = 1; break;
 		case FMT_H_CPU_START_SYS: f->cpu_start_sys_ns = v; f->has_cpu_start = 1; break;
 		default: break; /* a newer minor version's key */

@@ -117,6 +117,7 @@ typedef struct fmt_file {
 	size_t ntasks, tasks_cap;
 	/* heap profiling (header keys 27-29, HEAP chunks) */
 	uint64_t mem_mode, mem_rate, mem_interval_ns;
+	uint64_t mem_mmap_min;    /* --memory-mmap: smallest mapping counted; 0: none */
 	int has_heap;            /* a HEAP chunk was read */
 	fmt_heap_counters heap;
 	fmt_heap_stack *heap_stacks; /* indexed by stack id (0 unused) */

@@ -240,6 +240,7 @@ static void memory_json(FILE *out, const ana_profile *p)
 	fputs("  \"memory\": {", out);
 	kstr(out, "mode", full ? "full" : "sampled", &f1);
 	knum(out, "sample_rate_bytes", full ? NAN : (double)m->rate, &f1);
+	knum(out, "mmap_min_bytes", m->mmap_min ? (double)m->mmap_min : NAN, &f1);
 	knum(out, "peak_bytes", (double)m->peak_bytes, &f1);
 	kstr(out, "peak_basis", full ? "requested" : "usable", &f1);
 	knum(out, "peak_usable_bytes", (double)m->peak_usable_bytes, &f1);

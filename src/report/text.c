@@ -265,6 +265,9 @@ static void memory_text(FILE *out, const ana_profile *p, const style *st)
 	fprintf(out, "  mode         %s", full ? "full (every allocation and free)" : "sampled");
 	if (!full)
 		fprintf(out, " (a stack every %s allocated on average; per-stack numbers are estimates)", ana_fmt_bytes((double)m->rate, a, sizeof a));
+	if (m->mmap_min)
+		fprintf(out, "; anonymous mappings of %s or more counted as allocations (--memory-mmap)",
+			ana_fmt_bytes((double)m->mmap_min, b, sizeof b));
 	fprintf(out, "\n  peak heap    %s", ana_fmt_bytes((double)m->peak_bytes, a, sizeof a));
 	if (m->peak_t_ns > p->procs[0].file.start_mono_ns)
 		fprintf(out, " at %s", ana_fmt_ns((double)(m->peak_t_ns - p->procs[0].file.start_mono_ns), b, sizeof b));

@@ -18,7 +18,7 @@ import json
 import os
 
 from helpers import (REPO, SANITIZER, Skip, analyze, assert_between, assert_eq, assert_rel, assert_true,
-                     base_env, collector, fixture, record, run)
+                     base_env, collector, fennec_bin, fixture, record, run)
 
 MIB = 1024 * 1024
 LEAKS = {"leak_thread": (9000, 3), "leak_calloc": (8000, 4), "leak_malloc": (5000, 5),
@@ -388,3 +388,55 @@ def test_other_allocator_preloaded():
         assert_between(m["allocations"], own, own + 40, "memory.allocations (%s)" % name)
         assert_between(m["frees"], own - 13, own - 13 + 40, "memory.frees (%s)" % name)
     assert_eq(mode_checked, 2 * len(libs), "recordings checked")
+
+
+MMAP_LEFT = {"anon": (4 * MIB, 4), "map_grow": (768 * 1024, 1)}
+
+
+def mmap_report(*opts):
+    r, path = record("mem_mmap", opts=["--sample", "off"] + list(opts))
+    return json.loads(r.stdout.strip().splitlines()[-1]), analyze(path)
+
+
+@collector
+def test_mmap_full_mode():
+    """--memory-mmap: mem_mmap's anonymous mappings of 64 KiB or more count as allocations
+    with their stacks, munmap as their free; partial munmap and mremap as documented; the
+    16 KiB mapping and the file mapping do not count."""
+    plain_only()
+    truth, rep = mmap_report("--memory=full", "--memory-mmap")
+    m = mem(rep)
+    assert_eq(m["mmap_min_bytes"], 65536, "memory.mmap_min_bytes (the default threshold)")
+    assert_eq(leaks_by_function(m), MMAP_LEFT, "mappings left at exit per allocating function")
+    assert_eq((m["leaked_bytes"], m["leaked_count"]), (truth["left_bytes"], truth["left_count"]),
+              "memory.leaked_bytes and leaked_count")
+    big = [l for l in m["leaks"] if l["function"] == "anon"][0]
+    assert_true(any(s.startswith("map_big ") for s in big["stack"]), "anon is called by map_big: %r" % big["stack"])
+    # 10 map_big + map_grow's 256 KiB and its mremap to 768 KiB + map_trim's 2 MiB and the
+    # 1 MiB left after its first munmap; the C runtime's stdout buffer is the one malloc.
+    assert_between(m["allocations"], 15, 17, "memory.allocations")
+    assert_between(m["frees"], 9, 11, "memory.frees (6 map_big, the mremap's old, map_trim's two)")
+    assert_between(m["allocated_bytes"], 14 * MIB, 14 * MIB + 16 * 1024, "memory.allocated_bytes")
+    assert_eq(m["largest_bytes"], 2 * MIB, "memory.largest_bytes (map_trim)")
+    assert_between(m["peak_bytes"], truth["peak_bytes"], truth["peak_bytes"] + 64 * 1024, "memory.peak_bytes")
+
+
+@collector
+def test_mmap_sampled_mode_and_default():
+    """Sampled mode counts the same mappings exactly (totals and peak) and estimates what is
+    left; without --memory-mmap no mapping counts; --memory off with it is refused."""
+    plain_only()
+    truth, rep = mmap_report("--memory-mmap")
+    m = mem(rep)
+    assert_eq(m["mode"], "sampled", "memory.mode")
+    assert_between(m["allocations"], 15, 17, "memory.allocations")
+    assert_between(m["allocated_bytes"], 14 * MIB, 14 * MIB + 16 * 1024, "memory.allocated_bytes")
+    assert_between(m["peak_bytes"], truth["peak_bytes"], truth["peak_bytes"] + 64 * 1024, "memory.peak_bytes")
+    assert_eq(m["leaks_estimated"], True, "memory.leaks_estimated in sampled mode")
+    assert_eq(m["mmap_min_bytes"], 65536, "memory.mmap_min_bytes")
+    _, rep = mmap_report()
+    assert_eq(mem(rep)["mmap_min_bytes"], None, "memory.mmap_min_bytes without --memory-mmap")
+    assert_true(mem(rep)["peak_bytes"] < MIB, "no mapping counts without --memory-mmap: %r" % mem(rep)["peak_bytes"])
+    r = run([fennec_bin(), "record", "--memory", "off", "--memory-mmap", "--", fixture("mem_mmap")])
+    assert_eq(r.returncode, 2, "--memory off --memory-mmap (stderr %r)" % r.stderr)
+    assert_true("--memory-mmap" in r.stderr, r.stderr)
