@@ -16,6 +16,7 @@
 #include <math.h>
 #include <pthread.h>
 #include <sched.h>
+#include <signal.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
@@ -968,6 +969,9 @@ typedef struct sc_cache {
 	uint32_t gen;                 /* the session (M.gen) of the epoch */
 	uint32_t nregions;            /* the regions of the epoch */
 	uint32_t regions[COL_MAX_DEPTH];
+	uint64_t scratch[COL_SAMPLE_MAX_DEPTH + 16]; /* a stack being unwound: record_alloc()'s
+				      4 KiB were on the program's stack, which overflowed a
+				      signal handler's alternate stack of 16 KiB */
 } sc_cache;
 
 #if !MEM_SANITIZER
@@ -1060,16 +1064,40 @@ static int sc_fill(sc_entry *e, void **slot)
  * The stack of the allocation whose wrapper's return address is at `slot`: return
  * addresses, innermost first, fennec's frames left out. Returns how many; *truncated set
  * when the stack was deeper than M.depth (or unknown). From a cache entry (*from, frames
- * left in it), else unwound into `frames` (room for M.depth + 16, *from NULL).
+ * left in it), else unwound into the thread's cache's scratch, or without a cache into
+ * `small` (SMALL_FRAMES), and *frames says where (*from NULL).
  */
-static uint32_t alloc_stack(void **slot, uint64_t *frames, uint8_t *truncated, sc_entry **from)
+#define SMALL_FRAMES 32
+#define ALT_STACK_NEED (32u << 10) /* room below the caller to unwind on an alternate stack */
+static uint32_t alloc_stack(void **slot, uint64_t *small, uint64_t **frames_out, uint8_t *truncated, sc_entry **from)
 {
 	uint64_t ra = (uint64_t)(uintptr_t)*slot;
+	uint64_t *frames = small;
+	int room = SMALL_FRAMES;
+	*frames_out = small;
 	*truncated = 0;
 	*from = NULL;
 #if !MEM_SANITIZER
-	sc_cache *cache = sc_get();
+	/* Off the thread's stack (or before it is known) and on a signal handler's alternate
+	 * stack with less than ALT_STACK_NEED below: the caller alone. Such stacks often have
+	 * 8 or 12 KiB (SIGSTKSZ is 8 KiB), and a crash handler that allocates there must not
+	 * overrun it because it is profiled: libunwind takes ~10 KiB (unw_backtrace's context
+	 * and cursor, DWARF state), the cache's first making (pthread_getattr_np reads
+	 * /proc/self/maps through stdio) several more. Coroutines' stacks pay a sigaltstack()
+	 * call per recorded allocation. */
 	uintptr_t key = (uintptr_t)slot;
+	stack_t alt;
+	if ((!T.stacks || key < T.stack_lo || key >= T.stack_hi) && sigaltstack(NULL, &alt) == 0 &&
+	    (alt.ss_flags & SS_ONSTACK) && key - (uintptr_t)alt.ss_sp < ALT_STACK_NEED) {
+		frames[0] = ra;
+		*truncated = 1;
+		return 1;
+	}
+	sc_cache *cache = sc_get();
+	if (cache) {
+		frames = *frames_out = cache->scratch;
+		room = (int)M.depth + 16;
+	}
 	if (cache && key >= T.stack_lo && key < T.stack_hi) {
 		sc_set *set = cache->sets + ((key >> 3) * 0x9e3779b97f4a7c15ull >> 60); /* SC_SETS = 16 */
 		sc_entry *e = NULL;
@@ -1092,7 +1120,7 @@ static uint32_t alloc_stack(void **slot, uint64_t *frames, uint8_t *truncated, s
 			return e->n;
 		}
 	}
-	int n = unw_backtrace((void **)frames, (int)M.depth + 16);
+	int n = unw_backtrace((void **)frames, room);
 #else
 	int n = 0;
 #endif
@@ -1109,7 +1137,7 @@ static uint32_t alloc_stack(void **slot, uint64_t *frames, uint8_t *truncated, s
 		return 1;
 	}
 	uint32_t nf = (uint32_t)(n - first) < M.depth ? (uint32_t)(n - first) : M.depth;
-	if (n - first > (int)M.depth || n == (int)M.depth + 16)
+	if (n - first > (int)M.depth || n == room)
 		*truncated = 1;
 	memmove(frames, frames + first, 8 * (size_t)nf);
 	return nf;
@@ -1120,10 +1148,10 @@ static __attribute__((noinline)) void record_alloc(void *p, size_t size, void **
 {
 	T.busy = 1;
 	T.fast = NULL;
-	uint64_t frames[COL_SAMPLE_MAX_DEPTH + 16];
+	uint64_t small[SMALL_FRAMES], *frames;
 	sc_entry *e;
 	uint8_t flags;
-	uint32_t nf = alloc_stack(slot, frames, &flags, &e);
+	uint32_t nf = alloc_stack(slot, small, &frames, &flags, &e);
 	if (flags)
 		atomic_fetch_add_explicit(&M.truncated, 1, memory_order_relaxed);
 	uint32_t regions[COL_MAX_DEPTH];

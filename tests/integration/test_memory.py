@@ -440,3 +440,19 @@ def test_mmap_sampled_mode_and_default():
     r = run([fennec_bin(), "record", "--memory", "off", "--memory-mmap", "--", fixture("mem_mmap")])
     assert_eq(r.returncode, 2, "--memory off --memory-mmap (stderr %r)" % r.stderr)
     assert_true("--memory-mmap" in r.stderr, r.stderr)
+
+
+@collector
+def test_allocation_on_a_small_alternate_stack():
+    """A signal handler that allocates on an 8 KiB alternate stack (a guard page below it)
+    runs to the end under heap profiling: off the thread's stack and near the end of an
+    alternate stack, fennec records the caller alone instead of unwinding (libunwind needs
+    ~10 KiB there). Before, the program died of SIGSEGV in full mode."""
+    plain_only()
+    for opts in (["--memory=full"], ["--memory=sampled", "--memory-rate", "1"]):
+        r, path = record("mem_altstack", opts=["--sample", "off"] + opts)
+        assert_eq(json.loads(r.stdout)["ok"], True, "%s: the program ran to the end" % opts)
+        m = mem(analyze(path))
+        # at --memory-rate 1 every allocation of 100 bytes or more is sampled (weight 1)
+        assert_eq(leaks_by_function(m).get("handler_alloc"), (2090, 20),
+                  "%s: the 20 blocks the handler left, from handler_alloc" % opts)
