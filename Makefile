@@ -92,7 +92,7 @@ $(SOLIB): $(COLLECT_OBJ) $(COMMON_OBJ)
 	$(Q)$(CC) -shared -Wl,-soname,libfennec.so -Wl,--no-undefined -Wl,-z,now $(LDFLAGS) $^ -o $@ $(LIBS_COL)
 
 # fennec record --memory-mmap preloads it beside libfennec.so (src/mmap/mmap.c).
-$(MMAPLIB): src/mmap/mmap.c
+$(MMAPLIB): src/mmap/mmap.c src/collect/mmap_event.h
 	@mkdir -p $(dir $@)
 	$(Q)$(CC) $(CFLAGS) -fvisibility=hidden -shared -Wl,-soname,libfennec-mmap.so $(LDFLAGS) $< -o $@ -ldl
 

@@ -30,6 +30,7 @@
 #include <libunwind.h>
 
 #include "collect/collect.h"
+#include "collect/mmap_event.h"
 #include "collect/ring.h"
 #include "fennec.h"
 
@@ -1627,7 +1628,6 @@ static struct {
 	size_t n, cap;
 } MAPS = {ATOMIC_FLAG_INIT, 0, NULL, 0, 0};
 
-enum { MAP_EV_MAP, MAP_EV_UNMAP, MAP_EV_REMAP };
 #define MAP_BATCH 32 /* mappings changed by one event, accounted at a time */
 
 /* The first mapping that ends after a. */
@@ -1726,11 +1726,8 @@ static int maps_unmap(uintptr_t a, size_t len, void **slot)
 	}
 }
 
-/* Called by libfennec-mmap.so: the program mapped [a, a + len) (MAP_EV_MAP, after the
- * call; flags: FENNEC__MAP_FIXED, it replaced what was there; FENNEC__MAP_ANON, memory
- * and not a file), is about to unmap it (MAP_EV_UNMAP), or moved [a, a + len) to
- * [b, b + blen) (MAP_EV_REMAP, after the call: tracked when the old one was). slot: where
- * the wrapper's return address is (the stack starts at its caller). */
+/* Called by libfennec-mmap.so (mmap_event.h). A moved mapping is tracked when the old one
+ * was. */
 FENNEC_API void fennec__mmap_event(int ev, void *a, size_t len, void *b, size_t blen, int flags, void **slot)
 {
 	if (!MAPS.min || T.own || T.busy || !atomic_load_explicit(&M.mode, memory_order_relaxed))
@@ -1738,9 +1735,9 @@ FENNEC_API void fennec__mmap_event(int ev, void *a, size_t len, void *b, size_t 
 	uintptr_t pa = (uintptr_t)a & ~(uintptr_t)4095;
 	len = ((uintptr_t)a + len + 4095 - pa) & ~(size_t)4095;
 	int was = 0;
-	if (ev != MAP_EV_MAP || (flags & 1))
+	if (ev != MAP_EV_MAP || (flags & MAP_EV_FIXED))
 		was = maps_unmap(pa, len, slot);
-	if (ev == MAP_EV_UNMAP || (ev == MAP_EV_MAP && !(flags & 2)) || (ev == MAP_EV_REMAP && !was))
+	if (ev == MAP_EV_UNMAP || (ev == MAP_EV_MAP && !(flags & MAP_EV_ANON)) || (ev == MAP_EV_REMAP && !was))
 		return;
 	if (ev == MAP_EV_REMAP) {
 		pa = (uintptr_t)b;
@@ -1758,6 +1755,8 @@ FENNEC_API void fennec__mmap_event(int ev, void *a, size_t len, void *b, size_t 
 	if (ok)
 		map_counted(&m, slot);
 }
+_Static_assert(__builtin_types_compatible_p(__typeof__(fennec__mmap_event), fennec_mmap_event_fn),
+	       "fennec__mmap_event is what libfennec-mmap.so calls");
 
 #endif /* !MEM_SANITIZER */
 

@@ -14,18 +14,17 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include "collect/mmap_event.h"
+
 #define API __attribute__((visibility("default")))
 #define RA() ((void **)__builtin_dwarf_cfa() - 1)
 
-enum { MAP_EV_MAP, MAP_EV_UNMAP, MAP_EV_REMAP }; /* as memory.c's */
-
-typedef void event_fn(int ev, void *a, size_t len, void *b, size_t blen, int flags, void **slot);
 
 static struct {
 	void *(*mmap)(void *, size_t, int, int, int, off_t);
 	int (*munmap)(void *, size_t);
 	void *(*mremap)(void *, size_t, size_t, int, ...);
-	event_fn *event;
+	fennec_mmap_event_fn *event;
 } N;
 
 __attribute__((constructor)) static void resolve(void)
@@ -33,7 +32,7 @@ __attribute__((constructor)) static void resolve(void)
 	N.mmap = (void *(*)(void *, size_t, int, int, int, off_t))dlsym(RTLD_NEXT, "mmap");
 	N.munmap = (int (*)(void *, size_t))dlsym(RTLD_NEXT, "munmap");
 	N.mremap = (void *(*)(void *, size_t, size_t, int, ...))dlsym(RTLD_NEXT, "mremap");
-	N.event = (event_fn *)dlsym(RTLD_DEFAULT, "fennec__mmap_event");
+	N.event = (fennec_mmap_event_fn *)dlsym(RTLD_DEFAULT, "fennec__mmap_event");
 }
 
 static void *next_mmap(void *a, size_t len, int prot, int flags, int fd, off_t off)
@@ -46,8 +45,9 @@ static void *next_mmap(void *a, size_t len, int prot, int flags, int fd, off_t o
 
 static void *mapped(void *p, size_t len, int flags, void **slot)
 {
+	int ev_flags = (flags & MAP_FIXED ? MAP_EV_FIXED : 0) | (flags & MAP_ANONYMOUS ? MAP_EV_ANON : 0);
 	if (p != MAP_FAILED && N.event)
-		N.event(MAP_EV_MAP, p, len, NULL, 0, (flags & MAP_FIXED ? 1 : 0) | (flags & MAP_ANONYMOUS ? 2 : 0), slot);
+		N.event(MAP_EV_MAP, p, len, NULL, 0, ev_flags, slot);
 	return p;
 }
 
