@@ -22,19 +22,8 @@
 	X(cairo_status) X(cairo_stroke) X(cairo_surface_destroy) X(cairo_surface_flush)               \
 	X(cairo_surface_write_to_png_stream) X(cairo_text_extents) X(cairo_translate)
 
-static struct {
-	CAIRO_FUNCS(CM_LIB_DECLARE)
-} cx;
-
-static int bind_cairo(void *h, const char *so, char *msg, size_t n)
-{
-#define CX_BIND(f) CM_LIB_BIND(cx, h, so, msg, n, f)
-	CAIRO_FUNCS(CX_BIND)
-#undef CX_BIND
-	return 0;
-}
-
-static cm_lib cairo_lib = {"libcairo.so.2", "libcairo2", bind_cairo, 0, ""};
+CM_LIB_FUNCS(cx, CAIRO_FUNCS)
+static cm_lib cairo_lib = {"libcairo.so.2", "libcairo2", cx_bind, 0, ""};
 
 int plot_png_load(const char **msg)
 {

@@ -33,19 +33,8 @@
 	X(MHD_create_response_from_buffer) X(MHD_create_response_from_buffer_with_free_callback_cls) \
 	X(MHD_add_response_header) X(MHD_lookup_connection_value)
 
-static struct {
-	MHD_FUNCS(CM_LIB_DECLARE)
-} mhd;
-
-static int bind_mhd(void *h, const char *so, char *msg, size_t n)
-{
-#define MHD_BIND(f) CM_LIB_BIND(mhd, h, so, msg, n, f)
-	MHD_FUNCS(MHD_BIND)
-#undef MHD_BIND
-	return 0;
-}
-
-static cm_lib mhd_lib = {"libmicrohttpd.so.12", "libmicrohttpd12", bind_mhd, 0, ""};
+CM_LIB_FUNCS(mhd, MHD_FUNCS)
+static cm_lib mhd_lib = {"libmicrohttpd.so.12", "libmicrohttpd12", mhd_bind, 0, ""};
 
 /* An immutable rendered answer, shared by the responses that send it. */
 typedef struct blob {
