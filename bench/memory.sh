@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # bench/memory.sh - the cost of heap profiling, fennec beside its peers, in one run: three
 # allocation-heavy workloads (bench/work_alloc.c: mixed malloc/free against a live set,
-# realloc chains, two threads freeing each other's blocks) and a real program (jq, from
+# realloc chains, two threads freeing each other's blocks) and two real programs (jq, from
 # Debian, filtering and grouping a generated JSON document: millions of small allocations
-# by an allocator-heavy interpreter) run unprofiled and under
+# by an allocator-heavy interpreter, from a few stacks; cc1plus, GCC's C++ compiler,
+# compiling a generated file: allocations from thousands of stacks) run unprofiled and under
 #   fennec-off      fennec record --sample off --memory=off      (interposed counters only)
 #   fennec-sampled  fennec record --sample off --memory=sampled  (counters + Poisson-sampled stacks)
 #   fennec-full     fennec record --sample off --memory=full     (every allocation and free, stacks)
@@ -29,10 +30,11 @@
 # fennec's malloc even unprofiled): every variant runs that one binary.
 # Usage: bench/memory.sh [results_dir]
 #   env: REPS (default 3), SCALE (default 10: 0.1-0.2 s of CPU per workload natively; jq's
-#        document has 5,000 x SCALE records, 0.4 s), WORKLOADS (default "mixed realloc
-#        threads jq"), VARIANTS (default: all found),
+#        document has 5,000 x SCALE records, 0.4 s; cc1plus compiles 4 x SCALE functions,
+#        0.9 s), WORKLOADS (default "mixed realloc threads jq cc1plus"), VARIANTS (default:
+#        all found),
 #        FENNEC_BUILD (default build), KEEP=1 keeps the profiles.
-# Needs: heaptrack, valgrind, libgoogle-perftools-dev (libtcmalloc.so), jq, /usr/bin/time;
+# Needs: heaptrack, valgrind, libgoogle-perftools-dev (libtcmalloc.so), jq, g++, /usr/bin/time;
 # a variant whose tool is missing is left out with a message.
 # Writes <results_dir>/memory.tsv (one line per run) and prints the tables.
 set -euo pipefail
@@ -43,7 +45,7 @@ FENNEC=$B/bin/fennec
 results=${1:-$B/bench-results}
 REPS=${REPS:-3}
 SCALE=${SCALE:-10}
-WORKLOADS=${WORKLOADS:-mixed realloc threads jq}
+WORKLOADS=${WORKLOADS:-mixed realloc threads jq cc1plus}
 TCMALLOC=${TCMALLOC:-$(ls /usr/lib/*/libtcmalloc.so 2>/dev/null | head -1 || true)}
 mkdir -p "$results"
 for f in "$FENNEC" /usr/bin/time; do
@@ -70,6 +72,28 @@ json.dump([{"id": i, "name": "user%d" % i, "email": "u%d@example.org" % i, "scor
 PY
 fi
 
+# A second real program: GCC's C++ compiler proper (cc1plus, from g++, which the build
+# needs anyway) compiling a generated translation unit of 4 x SCALE functions over the
+# standard containers, preprocessed once here. Its allocations come from thousands of
+# distinct stacks (parser, templates, optimiser), unlike jq's few: the case for the cost of
+# unwinding new stacks.
+CC1=
+if [[ " $WORKLOADS " == *" cc1plus "* ]]; then
+	CC1=$(${CXX:-g++} -print-prog-name=cc1plus 2>/dev/null || true)
+	[ -x "$CC1" ] || { echo "memory: cc1plus not found (apt-get install g++)" >&2; exit 1; }
+	{
+		printf '#include <algorithm>\n#include <map>\n#include <string>\n#include <vector>\n'
+		for i in $(seq $((4 * SCALE))); do
+			printf 'std::map<std::string, std::vector<int>> f%d(int n) {\n' "$i"
+			printf '  std::map<std::string, std::vector<int>> m;\n'
+			printf '  for (int k = 0; k < n; k++) m[std::to_string(k %% %d)].push_back(k * %d);\n' $((i + 2)) "$i"
+			printf '  for (auto &e : m) std::sort(e.second.begin(), e.second.end(), [](int a, int b) { return a %% %d < b %% %d; });\n' $((i + 3)) $((i + 3))
+			printf '  return m;\n}\n'
+		done
+	} >"$tmp/unit.cc"
+	${CXX:-g++} -E "$tmp/unit.cc" -o "$tmp/unit.ii"
+fi
+
 if [ -n "${VARIANTS:-}" ]; then
 	read -r -a variants <<<"$VARIANTS"
 else
@@ -86,6 +110,7 @@ run_one() {
 	local T=(/usr/bin/time -f '%U %S %M' -o "$tm")
 	local C=("$exe" "$w" "$SCALE")
 	[ "$w" = jq ] && C=(jq -c "$JQ_FILTER" "$tmp/data.json")
+	[ "$w" = cc1plus ] && C=("$CC1" -fpreprocessed "$tmp/unit.ii" -quiet -O2 -o "$tmp/unit.s")
 	rm -rf "$prof" "$prof".* "$tm"
 	t0=$(date +%s%N)
 	if ! case $v in
@@ -109,6 +134,12 @@ run_one() {
 		[ "$(grep -m1 '^\[' <<<"$out" | jq length 2>/dev/null)" = 4 ] ||
 			{ echo "memory: $v $w: wrong output" >&2; echo failed; return; }
 		line=program=jq
+	elif [ "$w" = cc1plus ]; then
+		# the assembly of every function
+		[ "$(grep -cE '^_Z[0-9]+f[0-9]+(B5cxx11)?i:' "$tmp/unit.s" 2>/dev/null)" = $((4 * SCALE)) ] ||
+			{ echo "memory: $v $w: wrong output" >&2; echo failed; return; }
+		rm -f "$tmp/unit.s"
+		line=program=cc1plus
 	else
 		line=$(grep -m1 '^elapsed_ns=' <<<"$out" || true)
 	fi

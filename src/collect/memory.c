@@ -28,6 +28,7 @@
 
 #define UNW_LOCAL_ONLY
 #include <libunwind.h>
+#include <unwind.h>
 
 #include "collect/collect.h"
 #include "collect/mmap_event.h"
@@ -1019,16 +1020,99 @@ static inline int sc_valid(const sc_entry *e)
 	return 1;
 }
 
-/* Walk the stack with unw_step from the caller whose return address is at `slot`, into e
- * (its frames and where each was read). Returns 0, or -1 when it cannot be cached. */
-static int sc_fill(sc_entry *e, void **slot)
+/*
+ * sc_fill() walks the stack with libgcc's unwinder (_Unwind_Backtrace, taken from
+ * libgcc_s.so.1 by col_mem_start(): libunwind exports a function of the same name). It
+ * gives every frame's stack pointer, so where each return address was read. libunwind's
+ * unw_step gives that too, but Debian's libunwind is built without per-thread caches:
+ * every step took its global cache's lock, blocking and restoring all signals around it,
+ * four rt_sigprocmask calls a frame (119,309 for 24,249 allocations of a Python script in
+ * full mode). libgcc finds each frame's FDE with glibc's _dl_find_object, without a lock
+ * or a system call. FENNEC_HEAP_UNWIND: 1 (default) libgcc's where it loads, else
+ * libunwind's; 0 libunwind's; "check" both on every fill, compared (libgcc's entry is
+ * kept), the counts printed at exit (to stderr, or appended to FENNEC_HEAP_UNWIND_LOG).
+ */
+static struct {
+	_Unwind_Reason_Code (*backtrace)(_Unwind_Trace_Fn, void *);
+	_Unwind_Ptr (*get_ip)(struct _Unwind_Context *);
+	_Unwind_Word (*get_cfa)(struct _Unwind_Context *);
+	int check;
+	_Atomic uint64_t fills, differ, only_gcc, only_unw; /* check mode: entries filled by
+					both, differing, filled by one walker only */
+	FILE *log;
+} G;
+
+#define SC_WALK_MAX (17 + SC_FRAMES + 1) /* sc_fill's, 16 of fennec's, an entry's, one to say "more" */
+typedef struct sc_walk {
+	uint64_t *ip, *sp; /* each frame's, innermost (the walker's caller's) first */
+	uint32_t n;
+	uint8_t full;      /* stopped at SC_WALK_MAX: the stack goes on */
+} sc_walk;
+
+static _Unwind_Reason_Code sc_walk_frame(struct _Unwind_Context *ctx, void *arg)
+{
+	sc_walk *w = arg;
+	if (w->n == SC_WALK_MAX) {
+		w->full = 1;
+		return _URC_NORMAL_STOP;
+	}
+	uint64_t ip = (uint64_t)G.get_ip(ctx);
+	if (ip) { /* 0: past the outermost frame */
+		w->ip[w->n] = ip;
+		/* a caller's "CFA" here is its stack pointer, just above the return address
+		 * that leads to it */
+		w->sp[w->n++] = (uint64_t)G.get_cfa(ctx);
+	}
+	return _URC_NO_REASON;
+}
+
+/* One more frame of the entry: the return address ip, read at loc. */
+static inline int sc_put(sc_entry *e, uint32_t *n, void **slot, uint64_t ip, uintptr_t loc)
+{
+	if (loc < (uintptr_t)slot || loc + 8 > T.stack_hi || *(const uint64_t *)loc != ip)
+		return -1; /* not read from this stack (a signal frame, another stack) */
+	e->frames[*n] = ip;
+	e->locs[(*n)++] = loc;
+	return 0;
+}
+
+/* The caller whose return address is at `slot`, then its callers' return addresses up to
+ * `depth`, into e with where each was read. Returns how many, or -1; *more: the stack goes
+ * on. The frames below the caller's are fennec's (at most 16). */
+static int sc_walk_gcc(sc_entry *e, void **slot, uint32_t depth, int *more)
+{
+	uint64_t *scratch = T.stacks->scratch; /* COL_SAMPLE_MAX_DEPTH + 16 words */
+	_Static_assert(2 * SC_WALK_MAX <= COL_SAMPLE_MAX_DEPTH + 16, "scratch holds a walk");
+	sc_walk w = {scratch, scratch + SC_WALK_MAX, 0, 0};
+	_Unwind_Reason_Code rc = G.backtrace(sc_walk_frame, &w);
+	if (!w.full && rc != _URC_END_OF_STACK)
+		return -1;
+	uint32_t k = 1, n = 0; /* frame 0 is the walker's */
+	while (k <= 16 && k < w.n && w.sp[k] != (uintptr_t)(slot + 1))
+		k++;
+	if (k > 16 || k >= w.n || w.ip[k] != (uint64_t)(uintptr_t)*slot)
+		return -1;
+	e->frames[n] = w.ip[k];
+	e->locs[n++] = (uintptr_t)slot;
+	while ((*more = k + 1 < w.n || w.full) && n < depth) {
+		if (k + 1 == w.n)
+			return -1; /* the walk stopped before the entry was full */
+		k++;
+		if (sc_put(e, &n, slot, w.ip[k], (uintptr_t)w.sp[k] - 8) < 0)
+			return -1;
+	}
+	return (int)n;
+}
+
+static int sc_walk_unw(sc_entry *e, void **slot, uint32_t depth, int *more)
 {
 	unw_context_t uc;
 	unw_cursor_t c;
 	unw_word_t ip, sp;
+	uint32_t n = 0;
 	if (unw_getcontext(&uc) < 0 || unw_init_local(&c, &uc) < 0)
 		return -1;
-	for (int k = 0;; k++) { /* fennec's frames: up to the caller's, whose sp is just above slot */
+	for (int k = 0;; k++) {
 		if (k >= 16 || unw_step(&c) <= 0 || unw_get_reg(&c, UNW_REG_SP, &sp) < 0)
 			return -1;
 		if (sp == (uintptr_t)(slot + 1))
@@ -1036,28 +1120,80 @@ static int sc_fill(sc_entry *e, void **slot)
 	}
 	if (unw_get_reg(&c, UNW_REG_IP, &ip) < 0 || ip != (unw_word_t)(uintptr_t)*slot)
 		return -1;
-	uint32_t n = 0, depth = M.depth < SC_FRAMES ? M.depth : SC_FRAMES;
 	e->frames[n] = ip;
 	e->locs[n++] = (uintptr_t)slot;
-	int more;
-	while ((more = unw_step(&c)) > 0 && n < depth + 1) {
-		if (n == depth) /* one frame more than kept: the stack is truncated */
-			break;
-		if (unw_get_reg(&c, UNW_REG_IP, &ip) < 0 || unw_get_reg(&c, UNW_REG_SP, &sp) < 0)
+	while ((*more = unw_step(&c)) > 0 && n < depth)
+		if (unw_get_reg(&c, UNW_REG_IP, &ip) < 0 || unw_get_reg(&c, UNW_REG_SP, &sp) < 0 ||
+		    sc_put(e, &n, slot, ip, (uintptr_t)sp - 8) < 0)
 			return -1;
-		uintptr_t loc = (uintptr_t)sp - 8;
-		if (loc < (uintptr_t)slot || loc + 8 > T.stack_hi || *(const uint64_t *)loc != ip)
-			return -1; /* not read from this stack (a signal frame, another stack) */
-		e->frames[n] = ip;
-		e->locs[n++] = loc;
+	return *more < 0 ? -1 : (int)n; /* an unwinding error */
+}
+
+static int sc_fill(sc_entry *e, void **slot)
+{
+	uint32_t depth = M.depth < SC_FRAMES ? M.depth : SC_FRAMES;
+	int more = 0, n;
+	if (!__atomic_load_n(&G.backtrace, __ATOMIC_ACQUIRE)) {
+		n = sc_walk_unw(e, slot, depth, &more);
+	} else {
+		n = sc_walk_gcc(e, slot, depth, &more);
+		if (unlikely(G.check)) {
+			sc_entry u;
+			int more_u = 0, nu = sc_walk_unw(&u, slot, depth, &more_u);
+			if (n >= 0 && nu >= 0) {
+				atomic_fetch_add(&G.fills, 1);
+				if (n != nu || (more > 0) != (more_u > 0) || memcmp(e->frames, u.frames, 8 * (size_t)n) ||
+				    memcmp(e->locs, u.locs, 8 * (size_t)n))
+					atomic_fetch_add(&G.differ, 1);
+			} else if (n >= 0 || nu >= 0) {
+				atomic_fetch_add(n >= 0 ? &G.only_gcc : &G.only_unw, 1);
+			}
+		}
 	}
-	if (more < 0 || (more > 0 && M.depth > SC_FRAMES && n == SC_FRAMES))
-		return -1; /* an unwinding error, or deeper than an entry holds */
-	e->n = n;
+	if (n < 0 || (more > 0 && M.depth > SC_FRAMES && n == SC_FRAMES))
+		return -1; /* deeper than an entry holds */
+	e->n = (uint32_t)n;
 	e->truncated = more > 0;
 	e->key = (uintptr_t)slot;
 	e->sent = 0; /* new frames: the writer has not seen them */
 	return 0;
+}
+
+static void heap_unwind_report(void)
+{
+	fprintf(G.log, "fennec: heap unwind check: %s: %llu entries filled by both, %llu differ, %llu by libgcc only, "
+		       "%llu by libunwind only\n",
+		program_invocation_short_name, (unsigned long long)G.fills, (unsigned long long)G.differ,
+		(unsigned long long)G.only_gcc, (unsigned long long)G.only_unw);
+}
+
+/* At a session's start (not inside an allocation): libgcc's unwinder, per FENNEC_HEAP_UNWIND. */
+static void heap_unwind_init(void)
+{
+	static int done;
+	if (done)
+		return;
+	done = 1;
+	const char *e = getenv("FENNEC_HEAP_UNWIND");
+	if (e && !strcmp(e, "0"))
+		return;
+	void *h = dlopen("libgcc_s.so.1", RTLD_NOW | RTLD_LOCAL);
+	void *bt = h ? dlsym(h, "_Unwind_Backtrace") : NULL;
+	void *ip = h ? dlsym(h, "_Unwind_GetIP") : NULL, *cfa = h ? dlsym(h, "_Unwind_GetCFA") : NULL;
+	if (!bt || !ip || !cfa)
+		return;
+	G.get_ip = (_Unwind_Ptr(*)(struct _Unwind_Context *))ip;
+	G.get_cfa = (_Unwind_Word(*)(struct _Unwind_Context *))cfa;
+	if (e && !strcmp(e, "check")) {
+		const char *log = getenv("FENNEC_HEAP_UNWIND_LOG");
+		G.log = log ? fopen(log, "ae") : NULL;
+		if (!G.log)
+			G.log = stderr;
+		setvbuf(G.log, NULL, _IOLBF, 0);
+		G.check = 1;
+		atexit(heap_unwind_report);
+	}
+	__atomic_store_n(&G.backtrace, (_Unwind_Reason_Code(*)(_Unwind_Trace_Fn, void *))bt, __ATOMIC_RELEASE);
 }
 #endif
 
@@ -1935,10 +2071,12 @@ void col_mem_start(void)
 	}
 	open_statm();
 #if !MEM_SANITIZER
-	/* Per-thread unwind caches: the global one takes a lock on every unwind. */
+	/* Per-thread unwind caches where libunwind has them (Debian's has not, and takes the
+	 * global one instead: sc_fill() uses libgcc's unwinder). */
 	unw_set_caching_policy(unw_local_addr_space, UNW_CACHE_PER_THREAD);
 	void *warm[8];
 	unw_backtrace(warm, 8); /* the unwinder's first use allocates its caches */
+	heap_unwind_init();
 #endif
 	totals t;
 	sum_totals(&t);

@@ -14,6 +14,7 @@ tests run on the plain build only.
 """
 
 import json
+import re
 
 import os
 
@@ -456,3 +457,41 @@ def test_allocation_on_a_small_alternate_stack():
         # at --memory-rate 1 every allocation of 100 bytes or more is sampled (weight 1)
         assert_eq(leaks_by_function(m).get("handler_alloc"), (2090, 20),
                   "%s: the 20 blocks the handler left, from handler_alloc" % opts)
+
+
+HEAP_UNWIND_LINE = re.compile(r"fennec: heap unwind check: .*: (\d+) entries filled by both, (\d+) differ, "
+                              r"(\d+) by libgcc only, (\d+) by libunwind only")
+
+
+@collector
+def test_allocation_stacks_libgcc_and_libunwind_agree():
+    """The stack cache's entries are walked with libgcc's unwinder (no lock, no system
+    call; libunwind's unw_step blocked all signals around every frame). Both walkers run
+    on every fill (FENNEC_HEAP_UNWIND=check) on mem_stacks (20 depths of recursion, each
+    filled once) and on python3: the same frames, read from the same places, every time.
+    Then the blocks mem_stacks left carry their exact stacks with either walker:
+    leaf, rec x (d + 1), main, for 1000 + d bytes."""
+    plain_only()
+    log = os.path.abspath("unwind.log")
+    env = base_env({"FENNEC_HEAP_UNWIND": "check", "FENNEC_HEAP_UNWIND_LOG": log})
+    record("mem_stacks", 20, opts=["--sample", "off", "--memory=full"], env=env, out="check.fnc")
+    code = "import json\nfor i in range(300): json.loads(json.dumps({'k': [str(j) for j in range(i)]}))"
+    record("/usr/bin/python3", "-c", code, opts=["--sample", "off", "--memory=full"], env=env, out="py.fnc")
+    with open(log) as f:
+        lines = [HEAP_UNWIND_LINE.match(l) for l in f]
+    assert_eq(len(lines), 2, "one check line per recorded process")
+    (fx, fx_diff, fx_gcc, fx_unw), (py, py_diff, py_gcc, py_unw) = [[int(x) for x in m.groups()] for m in lines]
+    assert_true(fx >= 20 and py >= 100, "entries compared: mem_stacks %d, python3 %d" % (fx, py))
+    assert_eq((fx_diff, fx_gcc, fx_unw, py_diff, py_gcc, py_unw), (0,) * 6,
+              "entries that differ, or that only one walker filled (mem_stacks, then python3)")
+    for walker in ("1", "0"):
+        r, path = record("mem_stacks", 20, opts=["--sample", "off", "--memory=full"],
+                         env=base_env({"FENNEC_HEAP_UNWIND": walker}), out="w%s.fnc" % walker)
+        leaks = [l for l in mem(analyze(path))["leaks"] if l["function"] == "leaf"]
+        assert_eq(sorted((l["bytes"], l["count"]) for l in leaks), [(1000 + d, 1) for d in range(20)],
+                  "FENNEC_HEAP_UNWIND=%s: the 20 blocks leaf left" % walker)
+        for l in leaks:
+            names = [s.split(" ")[0] for s in l["stack"]]
+            d = l["bytes"] - 1000
+            assert_eq(names[:d + 3], ["leaf"] + ["rec"] * (d + 1) + ["main"],
+                      "FENNEC_HEAP_UNWIND=%s: the stack of the block of %d bytes" % (walker, l["bytes"]))
