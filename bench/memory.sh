@@ -30,7 +30,7 @@
 # fennec's malloc even unprofiled): every variant runs that one binary.
 # Usage: bench/memory.sh [results_dir]
 #   env: REPS (default 3), SCALE (default 10: 0.1-0.2 s of CPU per workload natively; jq's
-#        document has 5,000 x SCALE records, 0.4 s; cc1plus compiles 4 x SCALE functions,
+#        document has 5,000 x SCALE records, 0.4 s; cc1plus compiles SCALE functions,
 #        0.9 s), WORKLOADS (default "mixed realloc threads jq cc1plus"), VARIANTS (default:
 #        all found),
 #        FENNEC_BUILD (default build), KEEP=1 keeps the profiles.
@@ -73,7 +73,7 @@ PY
 fi
 
 # A second real program: GCC's C++ compiler proper (cc1plus, from g++, which the build
-# needs anyway) compiling a generated translation unit of 4 x SCALE functions over the
+# needs anyway) compiling a generated translation unit of SCALE functions over the
 # standard containers, preprocessed once here. Its allocations come from thousands of
 # distinct stacks (parser, templates, optimiser), unlike jq's few: the case for the cost of
 # unwinding new stacks.
@@ -83,7 +83,7 @@ if [[ " $WORKLOADS " == *" cc1plus "* ]]; then
 	[ -x "$CC1" ] || { echo "memory: cc1plus not found (apt-get install g++)" >&2; exit 1; }
 	{
 		printf '#include <algorithm>\n#include <map>\n#include <string>\n#include <vector>\n'
-		for i in $(seq $((4 * SCALE))); do
+		for i in $(seq "$SCALE"); do
 			printf 'std::map<std::string, std::vector<int>> f%d(int n) {\n' "$i"
 			printf '  std::map<std::string, std::vector<int>> m;\n'
 			printf '  for (int k = 0; k < n; k++) m[std::to_string(k %% %d)].push_back(k * %d);\n' $((i + 2)) "$i"
@@ -136,7 +136,7 @@ run_one() {
 		line=program=jq
 	elif [ "$w" = cc1plus ]; then
 		# the assembly of every function
-		[ "$(grep -cE '^_Z[0-9]+f[0-9]+(B5cxx11)?i:' "$tmp/unit.s" 2>/dev/null)" = $((4 * SCALE)) ] ||
+		[ "$(grep -cE '^_Z[0-9]+f[0-9]+(B5cxx11)?i:' "$tmp/unit.s" 2>/dev/null)" = "$SCALE" ] ||
 			{ echo "memory: $v $w: wrong output" >&2; echo failed; return; }
 		rm -f "$tmp/unit.s"
 		line=program=cc1plus
