@@ -25,6 +25,7 @@
  */
 #include "collect/cfi.h"
 
+#include <dlfcn.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -33,6 +34,7 @@
 typedef struct cfi_mod {
 	uintptr_t lo, hi;        /* from its lowest to its highest PT_LOAD byte */
 	uintptr_t hdr;           /* its .eh_frame_hdr */
+	int local;               /* from _dl_find_object (cfi_walk_local): bounded by lo, hi */
 } cfi_mod;
 
 static struct {
@@ -123,9 +125,12 @@ static const cfi_mod *mod_of(uintptr_t pc)
 	return &mods.m[lo - 1];
 }
 
-/* The end of the loaded segment that holds [p, p + n), or 0. */
-static uintptr_t load_end(uintptr_t p, uintptr_t n)
+/* The end of the loaded segment that holds [p, p + n), or 0. A local walk's module is
+ * the object's whole mapping: its own tables, read while it runs. */
+static uintptr_t load_end(const cfi_mod *m, uintptr_t p, uintptr_t n)
 {
+	if (m->local)
+		return p >= m->lo && p < m->hi && m->hi - p >= n ? m->hi : 0;
 	uintptr_t e = mods.seg_end(p);
 	return e && e - p >= n ? e : 0;
 }
@@ -415,7 +420,7 @@ static int read_cie(uintptr_t p, uintptr_t end, cie *c)
  * its address, or 0. */
 static uintptr_t find_fde(const cfi_mod *m, uintptr_t pc, uintptr_t *end)
 {
-	uintptr_t tend = load_end(m->hdr, 4);
+	uintptr_t tend = load_end(m, m->hdr, 4);
 	if (!tend)
 		return 0;
 	rd r = {(const uint8_t *)m->hdr, (const uint8_t *)tend, 0};
@@ -444,16 +449,14 @@ static uintptr_t find_fde(const cfi_mod *m, uintptr_t pc, uintptr_t *end)
 	rd e = {table + 8 * (lo - 1) + 4, table + 8 * lo, 0};
 	take(&e, &fde_off, 4);
 	uintptr_t fde = (uintptr_t)((intptr_t)m->hdr + fde_off);
-	*end = load_end(fde, 8);
+	*end = load_end(m, fde, 8);
 	return *end ? fde : 0;
 }
 
-/* Compute the rule of pc. */
-static void compute(uintptr_t pc, cfi_rule *out)
+/* Compute the rule of pc in module m (NULL: none). */
+static void compute_in(const cfi_mod *m, uintptr_t pc, cfi_rule *out)
 {
 	out->kind = RULE_NONE;
-	stats.computed++;
-	const cfi_mod *m = mod_of(pc);
 	uintptr_t end;
 	uintptr_t fde = m ? find_fde(m, pc, &end) : 0;
 	if (!fde)
@@ -467,7 +470,7 @@ static void compute(uintptr_t pc, cfi_rule *out)
 	uintptr_t at = (uintptr_t)r.p;
 	take(&r, &cie_off, 4);
 	cie c;
-	uintptr_t cie_at = at - cie_off, cie_end = r.bad || !cie_off ? 0 : load_end(cie_at, 8);
+	uintptr_t cie_at = at - cie_off, cie_end = r.bad || !cie_off ? 0 : load_end(m, cie_at, 8);
 	if (!cie_end || read_cie(cie_at, cie_end, &c) < 0 || c.signal)
 		goto refused; /* a CIE outside the object's segments is not read */
 	uint64_t begin = enc_ptr(&r, c.fde_enc, 0);
@@ -508,7 +511,14 @@ static void compute(uintptr_t pc, cfi_rule *out)
 	return;
 refused:
 	out->kind = RULE_NONE;
-	stats.refused++;
+}
+
+static void compute(uintptr_t pc, cfi_rule *out)
+{
+	stats.computed++;
+	compute_in(mod_of(pc), pc, out);
+	if (out->kind == RULE_NONE)
+		stats.refused++;
 }
 
 static const cfi_rule *rule_of(uint64_t pc)
@@ -578,4 +588,107 @@ uint32_t cfi_walk(const cfi_sample *s, uint64_t *frames, uint32_t depth, int *ra
 cfi_stats cfi_get_stats(void)
 {
 	return stats;
+}
+
+/* ---- walks of the caller's own stack (memory.c) ---- */
+
+_Atomic uint64_t cfi_local_gen;
+
+/* Rules by address, shared by every thread without a lock: an entry is the rule packed in a
+ * word and that word xor a hash of its address, written in that order. A reader takes an
+ * entry whose two words agree with its address; one torn by two writers agrees with
+ * neither's address (or, if their rules were equal, gives that rule). 256 KiB, touched as
+ * used; emptied when cfi_local_gen changes (a dlclose). */
+#define LOCAL_BITS 14
+static struct {
+	_Atomic uint64_t check, data;
+} lcache[1u << LOCAL_BITS];
+static _Atomic uint64_t lcache_gen;
+
+static inline uint64_t pc_hash(uint64_t pc)
+{
+	return (pc ^ (pc >> 29)) * 0x9e3779b97f4a7c15ull;
+}
+
+static uint64_t rule_pack(const cfi_rule *u)
+{
+	return (uint64_t)u->kind | (uint64_t)(uint8_t)u->ra << 8 | (uint64_t)(uint8_t)u->bp << 16 |
+	       (uint64_t)(uint32_t)u->cfa_off << 32;
+}
+
+static void rule_unpack(uint64_t d, cfi_rule *u)
+{
+	u->kind = (uint8_t)d;
+	u->ra = (int8_t)(uint8_t)(d >> 8);
+	u->bp = (int8_t)(uint8_t)(d >> 16);
+	u->cfa_off = (int32_t)(uint32_t)(d >> 32);
+}
+
+static void local_rule_of(uint64_t pc, cfi_rule *u)
+{
+	uint64_t h = pc_hash(pc);
+	__typeof__(&lcache[0]) e = &lcache[h >> (64 - LOCAL_BITS)];
+	uint64_t d = atomic_load_explicit(&e->data, memory_order_relaxed);
+	if (d && (atomic_load_explicit(&e->check, memory_order_relaxed) ^ d) == h) {
+		rule_unpack(d, u);
+		return;
+	}
+	struct dl_find_object o;
+	if (_dl_find_object((void *)(uintptr_t)pc, &o) != 0 || !o.dlfo_eh_frame) {
+		u->kind = RULE_NONE;
+	} else {
+		cfi_mod m = {(uintptr_t)o.dlfo_map_start, (uintptr_t)o.dlfo_map_end, (uintptr_t)o.dlfo_eh_frame, 1};
+		compute_in(&m, (uintptr_t)pc, u);
+	}
+	d = rule_pack(u); /* kind is never 0: never an empty word */
+	atomic_store_explicit(&e->data, d, memory_order_relaxed);
+	atomic_store_explicit(&e->check, h ^ d, memory_order_relaxed);
+}
+
+/* Kept out of line: its registers, taken at its start, are the walk's first frame. */
+__attribute__((noinline)) uint32_t cfi_walk_local(uint64_t stack_hi, uint64_t *ips, uint64_t *sps, uint32_t max,
+						  int *full)
+{
+	uint64_t ip, sp, bp;
+	__asm__ volatile("lea 0(%%rip), %0\n\tmov %%rsp, %1\n\tmov %%rbp, %2" : "=r"(ip), "=r"(sp), "=r"(bp));
+	uint64_t gen = atomic_load_explicit(&cfi_local_gen, memory_order_acquire);
+	uint64_t seen = atomic_load_explicit(&lcache_gen, memory_order_relaxed);
+	if (seen != gen && atomic_compare_exchange_strong(&lcache_gen, &seen, gen)) {
+		/* a library was closed: its addresses may come to hold another's code */
+		for (size_t i = 0; i < sizeof lcache / sizeof lcache[0]; i++)
+			atomic_store_explicit(&lcache[i].data, 0, memory_order_relaxed);
+	}
+	*full = 0;
+	uint32_t n = 0;
+	uint64_t look = ip; /* the first frame's exact pc; then the call's, in the instruction before */
+	for (;;) {
+		if (n == max) {
+			*full = 1;
+			return n;
+		}
+		ips[n] = ip;
+		sps[n++] = sp;
+		cfi_rule r;
+		const cfi_rule *u = &r;
+		local_rule_of(look, &r);
+		if (u->kind == RULE_END)
+			return n;
+		if (u->kind != RULE_RSP && u->kind != RULE_RBP)
+			return 0;
+		uint64_t cfa = (u->kind == RULE_RSP ? sp : bp) + (uint64_t)(int64_t)u->cfa_off;
+		uint64_t ra = cfa + (uint64_t)(int64_t)u->ra * 8;
+		if (cfa <= sp || ra < sp || ra + 8 > stack_hi)
+			return 0; /* no progress, or off the thread's stack: libgcc judges */
+		memcpy(&ip, (const void *)(uintptr_t)ra, 8);
+		if (u->bp) {
+			uint64_t at = cfa + (uint64_t)(int64_t)u->bp * 8;
+			if (at < sp || at + 8 > stack_hi)
+				return 0;
+			memcpy(&bp, (const void *)(uintptr_t)at, 8);
+		}
+		sp = cfa;
+		if (!ip)
+			return n;
+		look = ip - 1;
+	}
 }

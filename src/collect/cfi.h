@@ -1,16 +1,18 @@
 /*
- * cfi.h - the ring source's fast unwinder (cfi.c): x86-64 call-frame rules read from the
- * loaded objects' .eh_frame in memory, reduced to the few forms compilers emit for
- * ordinary code and kept in a cache by address, so that a frame costs a lookup and one or
- * two loads from the stack copy instead of libunwind's general step. What it does not
- * take (signal frames, PLT entries, expressions, code without unwind tables) it leaves to
- * libunwind, which unwinds the whole sample instead. Runs on the draining thread only,
- * under the dynamic loader's lock (perfring.c).
+ * cfi.h - fennec's fast unwinder (cfi.c): x86-64 call-frame rules read from the loaded
+ * objects' .eh_frame in memory, reduced to the few forms compilers emit for ordinary code
+ * and kept in a cache by address, so that a frame costs a lookup and one or two loads
+ * instead of libunwind's general step. What it does not take (signal frames, PLT entries,
+ * expressions, code without unwind tables) it leaves to the caller's other unwinder. Two
+ * users: the ring source's samples (cfi_walk: a copy of the stack, on the draining thread
+ * only, under the dynamic loader's lock, perfring.c) and the heap profiler's stacks
+ * (cfi_walk_local: the calling thread's own stack, any thread, memory.c).
  */
 #ifndef FENNEC_CFI_H
 #define FENNEC_CFI_H
 
 #include <link.h>
+#include <stdatomic.h>
 #include <stdint.h>
 
 /* Registers in DWARF's x86-64 numbering: 0 rax, 1 rdx, 2 rcx, 3 rbx, 4 rsi, 5 rdi, 6 rbp,
@@ -39,6 +41,18 @@ typedef struct cfi_sample {
  * when the stack went on above the copy.
  */
 uint32_t cfi_walk(const cfi_sample *s, uint64_t *frames, uint32_t depth, int *ran_off);
+
+/*
+ * Walks of the calling thread's own stack (memory.c's stack cache), with the same rules:
+ * objects found with glibc's _dl_find_object (no lock, no table of ours), rules in a cache
+ * shared by all threads without a lock, emptied when cfi_local_gen changes (dlclose).
+ * Fills ips and sps (each frame's return address and stack pointer; frame 0 is
+ * cfi_walk_local's own) up to max frames, reading the stack below stack_hi only; *full
+ * when the stack went on. Returns how many, or 0 when a frame needs what these rules do
+ * not do (the caller walks another way). x86-64 only.
+ */
+extern _Atomic uint64_t cfi_local_gen;
+uint32_t cfi_walk_local(uint64_t stack_hi, uint64_t *ips, uint64_t *sps, uint32_t max, int *full);
 
 /* Counters for tests and the check mode: rules computed, and of those not taken. */
 typedef struct cfi_stats {

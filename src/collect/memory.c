@@ -30,6 +30,7 @@
 #include <libunwind.h>
 #include <unwind.h>
 
+#include "collect/cfi.h"
 #include "collect/collect.h"
 #include "collect/mmap_event.h"
 #include "collect/ring.h"
@@ -974,6 +975,7 @@ typedef struct sc_cache {
 	uint64_t scratch[COL_SAMPLE_MAX_DEPTH + 16]; /* a stack being unwound: record_alloc()'s
 				      4 KiB were on the program's stack, which overflowed a
 				      signal handler's alternate stack of 16 KiB */
+	sc_entry once;                /* a stack walked but not cached (alloc_stack()) */
 } sc_cache;
 
 #if !MEM_SANITIZER
@@ -1021,24 +1023,31 @@ static inline int sc_valid(const sc_entry *e)
 }
 
 /*
- * sc_fill() walks the stack with libgcc's unwinder (_Unwind_Backtrace, taken from
- * libgcc_s.so.1 by col_mem_start(): libunwind exports a function of the same name). It
- * gives every frame's stack pointer, so where each return address was read. libunwind's
- * unw_step gives that too, but Debian's libunwind is built without per-thread caches:
- * every step took its global cache's lock, blocking and restoring all signals around it,
- * four rt_sigprocmask calls a frame (119,309 for 24,249 allocations of a Python script in
- * full mode). libgcc finds each frame's FDE with glibc's _dl_find_object, without a lock
- * or a system call. FENNEC_HEAP_UNWIND: 1 (default) libgcc's where it loads, else
- * libunwind's; 0 libunwind's; "check" both on every fill, compared (libgcc's entry is
- * kept), the counts printed at exit (to stderr, or appended to FENNEC_HEAP_UNWIND_LOG).
+ * sc_fill() walks the stack with cfi.c's call-frame rules (cfi_walk_local: the rule of
+ * each address computed once from its object's .eh_frame, found with glibc's lock-free
+ * _dl_find_object, and cached for all threads; a frame is then a probe and a load or two), and
+ * where a frame needs more than those rules do (a signal frame, a PLT entry, a CFA
+ * expression, code without unwind tables), with libgcc's unwinder (_Unwind_Backtrace,
+ * taken from libgcc_s.so.1 by col_mem_start(): libunwind exports a function of the same
+ * name), which also finds FDEs with _dl_find_object but reads them again for every frame
+ * (~145 ns a frame here). Both give every frame's stack pointer, so where each return
+ * address was read. libunwind's unw_step gives that too, but Debian's libunwind is built
+ * without per-thread caches: every step took its global cache's lock, blocking and
+ * restoring all signals around it, four rt_sigprocmask calls a frame (119,309 for 24,249
+ * allocations of a Python script in full mode).
+ * FENNEC_HEAP_UNWIND: 1 (default) rules, then libgcc; "gcc" libgcc only; 0 libunwind only;
+ * "check" as 1, and libunwind on every fill too, compared (the first entry is kept), the
+ * counts printed at exit (to stderr, or appended to FENNEC_HEAP_UNWIND_LOG).
  */
 static struct {
 	_Unwind_Reason_Code (*backtrace)(_Unwind_Trace_Fn, void *);
 	_Unwind_Ptr (*get_ip)(struct _Unwind_Context *);
 	_Unwind_Word (*get_cfa)(struct _Unwind_Context *);
+	int rules;          /* cfi.c's rules first */
 	int check;
-	_Atomic uint64_t fills, differ, only_gcc, only_unw; /* check mode: entries filled by
-					both, differing, filled by one walker only */
+	_Atomic uint64_t fills, differ, only_fast, only_unw; /* check mode: entries filled by
+					both, differing, filled by one side only */
+	_Atomic uint64_t by_rules, by_gcc; /* check mode: the fast side's walks, by walker */
 	FILE *log;
 } G;
 
@@ -1077,8 +1086,28 @@ static inline int sc_put(sc_entry *e, uint32_t *n, void **slot, uint64_t ip, uin
 }
 
 /* The caller whose return address is at `slot`, then its callers' return addresses up to
- * `depth`, into e with where each was read. Returns how many, or -1; *more: the stack goes
- * on. The frames below the caller's are fennec's (at most 16). */
+ * `depth`, from a walk w (frame 0 the walker's, then fennec's, at most 16), into e with
+ * where each was read. Returns how many, or -1; *more: the stack goes on. */
+static int sc_take(sc_entry *e, void **slot, uint32_t depth, const sc_walk *w, int *more)
+{
+	uint32_t k = 1, n = 0;
+	while (k <= 16 && k < w->n && w->sp[k] != (uintptr_t)(slot + 1))
+		k++;
+	if (k > 16 || k >= w->n || w->ip[k] != (uint64_t)(uintptr_t)*slot)
+		return -1;
+	e->frames[n] = w->ip[k];
+	e->locs[n++] = (uintptr_t)slot;
+	while ((*more = k + 1 < w->n || w->full) && n < depth) {
+		if (k + 1 == w->n)
+			return -1; /* the walk stopped before the entry was full */
+		k++;
+		if (sc_put(e, &n, slot, w->ip[k], (uintptr_t)w->sp[k] - 8) < 0)
+			return -1;
+	}
+	return (int)n;
+}
+
+/* libgcc's walk (G.backtrace set). */
 static int sc_walk_gcc(sc_entry *e, void **slot, uint32_t depth, int *more)
 {
 	uint64_t *scratch = T.stacks->scratch; /* COL_SAMPLE_MAX_DEPTH + 16 words */
@@ -1087,21 +1116,25 @@ static int sc_walk_gcc(sc_entry *e, void **slot, uint32_t depth, int *more)
 	_Unwind_Reason_Code rc = G.backtrace(sc_walk_frame, &w);
 	if (!w.full && rc != _URC_END_OF_STACK)
 		return -1;
-	uint32_t k = 1, n = 0; /* frame 0 is the walker's */
-	while (k <= 16 && k < w.n && w.sp[k] != (uintptr_t)(slot + 1))
-		k++;
-	if (k > 16 || k >= w.n || w.ip[k] != (uint64_t)(uintptr_t)*slot)
-		return -1;
-	e->frames[n] = w.ip[k];
-	e->locs[n++] = (uintptr_t)slot;
-	while ((*more = k + 1 < w.n || w.full) && n < depth) {
-		if (k + 1 == w.n)
-			return -1; /* the walk stopped before the entry was full */
-		k++;
-		if (sc_put(e, &n, slot, w.ip[k], (uintptr_t)w.sp[k] - 8) < 0)
-			return -1;
-	}
-	return (int)n;
+	return sc_take(e, slot, depth, &w, more);
+}
+
+/* The call-frame rules of cfi.c, cached by address (a frame: a probe and a load or two);
+ * -2 when a frame needs more than they do (the caller walks another way). */
+static int sc_walk_rules(sc_entry *e, void **slot, uint32_t depth, int *more)
+{
+#if defined(__x86_64__)
+	uint64_t *scratch = T.stacks->scratch;
+	int full;
+	uint32_t n = cfi_walk_local(T.stack_hi, scratch, scratch + SC_WALK_MAX, SC_WALK_MAX, &full);
+	if (!n)
+		return -2;
+	sc_walk w = {scratch, scratch + SC_WALK_MAX, n, (uint8_t)full};
+	return sc_take(e, slot, depth, &w, more);
+#else
+	(void)e, (void)slot, (void)depth, (void)more;
+	return -2;
+#endif
 }
 
 static int sc_walk_unw(sc_entry *e, void **slot, uint32_t depth, int *more)
@@ -1132,21 +1165,26 @@ static int sc_walk_unw(sc_entry *e, void **slot, uint32_t depth, int *more)
 static int sc_fill(sc_entry *e, void **slot)
 {
 	uint32_t depth = M.depth < SC_FRAMES ? M.depth : SC_FRAMES;
-	int more = 0, n;
+	int more = 0, n = -2;
 	if (!__atomic_load_n(&G.backtrace, __ATOMIC_ACQUIRE)) {
 		n = sc_walk_unw(e, slot, depth, &more);
 	} else {
-		n = sc_walk_gcc(e, slot, depth, &more);
+		int rules = 0;
+		if (G.rules && (n = sc_walk_rules(e, slot, depth, &more)) != -2)
+			rules = 1;
+		if (n == -2)
+			n = sc_walk_gcc(e, slot, depth, &more);
 		if (unlikely(G.check)) {
 			sc_entry u;
 			int more_u = 0, nu = sc_walk_unw(&u, slot, depth, &more_u);
+			atomic_fetch_add(rules ? &G.by_rules : &G.by_gcc, 1);
 			if (n >= 0 && nu >= 0) {
 				atomic_fetch_add(&G.fills, 1);
 				if (n != nu || (more > 0) != (more_u > 0) || memcmp(e->frames, u.frames, 8 * (size_t)n) ||
 				    memcmp(e->locs, u.locs, 8 * (size_t)n))
 					atomic_fetch_add(&G.differ, 1);
 			} else if (n >= 0 || nu >= 0) {
-				atomic_fetch_add(n >= 0 ? &G.only_gcc : &G.only_unw, 1);
+				atomic_fetch_add(n >= 0 ? &G.only_fast : &G.only_unw, 1);
 			}
 		}
 	}
@@ -1161,10 +1199,11 @@ static int sc_fill(sc_entry *e, void **slot)
 
 static void heap_unwind_report(void)
 {
-	fprintf(G.log, "fennec: heap unwind check: %s: %llu entries filled by both, %llu differ, %llu by libgcc only, "
-		       "%llu by libunwind only\n",
+	fprintf(G.log, "fennec: heap unwind check: %s: %llu entries filled by both, %llu differ, %llu by fennec only, "
+		       "%llu by libunwind only; %llu walks by rules, %llu by libgcc\n",
 		program_invocation_short_name, (unsigned long long)G.fills, (unsigned long long)G.differ,
-		(unsigned long long)G.only_gcc, (unsigned long long)G.only_unw);
+		(unsigned long long)G.only_fast, (unsigned long long)G.only_unw, (unsigned long long)G.by_rules,
+		(unsigned long long)G.by_gcc);
 }
 
 /* At a session's start (not inside an allocation): libgcc's unwinder, per FENNEC_HEAP_UNWIND. */
@@ -1184,6 +1223,7 @@ static void heap_unwind_init(void)
 		return;
 	G.get_ip = (_Unwind_Ptr(*)(struct _Unwind_Context *))ip;
 	G.get_cfa = (_Unwind_Word(*)(struct _Unwind_Context *))cfa;
+	G.rules = !e || strcmp(e, "gcc");
 	if (e && !strcmp(e, "check")) {
 		const char *log = getenv("FENNEC_HEAP_UNWIND_LOG");
 		G.log = log ? fopen(log, "ae") : NULL;
@@ -1255,6 +1295,14 @@ static uint32_t alloc_stack(void **slot, uint64_t *small, uint64_t **frames_out,
 			*truncated = e->truncated;
 			*from = e;
 			return e->n;
+		}
+		/* A first miss: the rules' walk where it can (libunwind's unw_backtrace took
+		 * rt_sigprocmask calls whenever its trace cache missed: 77,000 for cc1plus). */
+		int more = 0, nw = G.rules ? sc_walk_rules(&cache->once, slot, M.depth < SC_FRAMES ? M.depth : SC_FRAMES, &more) : -1;
+		if (nw > 0 && !(more > 0 && M.depth > SC_FRAMES && nw == SC_FRAMES)) {
+			*frames_out = cache->once.frames;
+			*truncated = more > 0;
+			return (uint32_t)nw;
 		}
 	}
 	int n = unw_backtrace((void **)frames, room);

@@ -17,6 +17,7 @@
  * besides libunwind's local unwinder (documented as safe for this use); it writes the
  * sample into one shared lock-free ring that the writer drains.
  */
+#include "collect/cfi.h"
 #include "collect/collect.h"
 #include "collect/perfring.h"
 #include "collect/ring.h"
@@ -1389,7 +1390,11 @@ FENNEC_API int dlclose(void *handle)
 			rings_drain(0);
 		col_mem_internal(was);
 	}
-	return real ? real(handle) : -1;
+	int rc = real ? real(handle) : -1;
+	/* The objects whose code its addresses held may be gone: the heap stack walks' cached
+	 * call-frame rules (cfi_walk_local) start over. */
+	atomic_fetch_add_explicit(&cfi_local_gen, 1, memory_order_release);
+	return rc;
 }
 
 /*

@@ -460,17 +460,18 @@ def test_allocation_on_a_small_alternate_stack():
 
 
 HEAP_UNWIND_LINE = re.compile(r"fennec: heap unwind check: .*: (\d+) entries filled by both, (\d+) differ, "
-                              r"(\d+) by libgcc only, (\d+) by libunwind only")
+                              r"(\d+) by fennec only, (\d+) by libunwind only; (\d+) walks by rules, (\d+) by libgcc")
 
 
 @collector
-def test_allocation_stacks_libgcc_and_libunwind_agree():
-    """The stack cache's entries are walked with libgcc's unwinder (no lock, no system
-    call; libunwind's unw_step blocked all signals around every frame). Both walkers run
-    on every fill (FENNEC_HEAP_UNWIND=check) on mem_stacks (20 depths of recursion, each
-    filled once) and on python3: the same frames, read from the same places, every time.
-    Then the blocks mem_stacks left carry their exact stacks with either walker:
-    leaf, rec x (d + 1), main, for 1000 + d bytes."""
+def test_allocation_stacks_fast_walk_and_libunwind_agree():
+    """The stack cache's entries are walked with cfi.c's call-frame rules, cached by address
+    (libgcc's unwinder where a frame needs more; no lock, no system call: libunwind's
+    unw_step blocked all signals around every frame). libunwind also walks every fill
+    (FENNEC_HEAP_UNWIND=check) of mem_stacks (20 depths of recursion, each filled once) and
+    of python3: the same frames, read from the same places, every time, nearly all walked by
+    the rules. Then the blocks mem_stacks left carry their exact stacks with each walker
+    (rules, libgcc alone, libunwind alone): leaf, rec x (d + 1), main, for 1000 + d bytes."""
     plain_only()
     log = os.path.abspath("unwind.log")
     env = base_env({"FENNEC_HEAP_UNWIND": "check", "FENNEC_HEAP_UNWIND_LOG": log})
@@ -479,12 +480,14 @@ def test_allocation_stacks_libgcc_and_libunwind_agree():
     record("/usr/bin/python3", "-c", code, opts=["--sample", "off", "--memory=full"], env=env, out="py.fnc")
     with open(log) as f:
         lines = [HEAP_UNWIND_LINE.match(l) for l in f]
-    assert_eq(len(lines), 2, "one check line per recorded process")
-    (fx, fx_diff, fx_gcc, fx_unw), (py, py_diff, py_gcc, py_unw) = [[int(x) for x in m.groups()] for m in lines]
-    assert_true(fx >= 20 and py >= 100, "entries compared: mem_stacks %d, python3 %d" % (fx, py))
-    assert_eq((fx_diff, fx_gcc, fx_unw, py_diff, py_gcc, py_unw), (0,) * 6,
-              "entries that differ, or that only one walker filled (mem_stacks, then python3)")
-    for walker in ("1", "0"):
+    assert_true(len(lines) == 2 and all(lines), "one check line per recorded process: %r" % lines)
+    for name, m, least in zip(("mem_stacks", "python3"), lines, (20, 100)):
+        both, differ, fast_only, unw_only, rules, gcc = [int(x) for x in m.groups()]
+        assert_true(both >= least, "%s: entries compared: %d" % (name, both))
+        assert_eq((differ, fast_only, unw_only), (0, 0, 0),
+                  "%s: entries that differ, that only fennec's walk filled, that only libunwind filled" % name)
+        assert_true(rules >= 0.9 * (rules + gcc), "%s: walks by the rules %d, by libgcc %d" % (name, rules, gcc))
+    for walker in ("1", "gcc", "0"):
         r, path = record("mem_stacks", 20, opts=["--sample", "off", "--memory=full"],
                          env=base_env({"FENNEC_HEAP_UNWIND": walker}), out="w%s.fnc" % walker)
         leaks = [l for l in mem(analyze(path))["leaks"] if l["function"] == "leaf"]
