@@ -792,6 +792,25 @@ int ana_load_paths(const char *const *paths, size_t npaths, const ana_options *o
 	/* Summary. */
 	ana_process *first = &p->procs[0];
 	p->wall_ns = first->wall_ns;
+	/* The run's wall time is its first process's, through the images that process exec'd
+	 * (the same pid, the image before ended by exec): a launcher that execs the program
+	 * (pyenv's shims, env, a wrapper script) would otherwise give its own few ms. */
+	const ana_process *last = first;
+	for (uint32_t hops = 0; hops < p->nprocs && last->file.has_end && last->file.exit_reason == 2; hops++) {
+		const ana_process *next = NULL;
+		for (uint32_t j = 0; j < p->nprocs; j++) {
+			const ana_process *q = &p->procs[j];
+			if (q != last && q->file.pid == last->file.pid && q->file.origin == FMT_ORIGIN_EXEC &&
+			    q->file.recording_id == last->file.recording_id && q->start_ns >= last->start_ns &&
+			    (!next || q->start_ns < next->start_ns))
+				next = q;
+		}
+		if (!next)
+			break;
+		last = next;
+	}
+	if (last != first && last->end_ns > first->start_ns)
+		p->wall_ns = last->end_ns - first->start_ns;
 	for (uint32_t i = 0; i < p->nprocs; i++) {
 		/* getrusage() survives exec: an exec'd image's CPU includes the image before
 		 * it (same pid, ended by exec), which is counted on its own. Files that give

@@ -75,6 +75,21 @@ def test_fork_exec_followed():
     assert_eq(rep["summary"]["cut_short"], False, "summary.cut_short")
 
 
+def test_run_wall_time_follows_exec():
+    """A launcher that exec's the program without forking (pyenv's shims, `env`, wrapper
+    scripts): the run's wall time spans the launcher and the program it became, not the
+    launcher's image alone (which gave 4 ms for a Python script run through pyenv)."""
+    r, path = record("forker", "launch")
+    rep = analyze(path)
+    o = by_origin(rep)
+    assert_eq(sorted(o), ["exec", "first"], "process origins")
+    assert_eq(o["exec"][0]["pid"], o["first"][0]["pid"], "exec keeps the pid")
+    launcher, work = region(rep, "launcher")["total_ns"], region(rep, "exec_work")["total_ns"]
+    assert_true(rep["summary"]["wall_ns"] >= launcher + work,
+                "the run's wall time %d ns covers the launcher's region (%d ns) and the exec'd "
+                "image's (%d ns)" % (rep["summary"]["wall_ns"], launcher, work))
+
+
 @collector
 @timing
 def test_fork_inherited_region():
