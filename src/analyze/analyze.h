@@ -274,6 +274,8 @@ typedef struct ana_sampling {
 	uint64_t period_ns, requested_hz;
 	uint64_t source;      /* enum fmt_sample_source */
 	uint64_t taken, dropped, truncated; /* summed over processes */
+	uint64_t truncated_short; /* of the truncated samples read, those with fewer frames than
+				     the depth limit: cut where the copy of the stack ended */
 	uint64_t weight[ANA_NKINDS];         /* summed sample weights per kind */
 	double achieved_hz;   /* on-CPU samples per second of CPU time */
 	ana_sample *samples;

@@ -298,6 +298,8 @@ int ana_samples_event(ana_profile *p, uint32_t proc, const fmt_file *f, const fm
 	if (intern_raw(ps, f, ev->frames, ev->nframes, ev->flags & (FMT_S_EXACT_PC | FMT_S_TRUNCATED), &sid))
 		return FENNEC_ENOMEM;
 	ps->st[sid].count++;
+	if ((ev->flags & FMT_S_TRUNCATED) && ev->nframes < f->sample_depth)
+		p->smp.truncated_short++;
 	/* Intern the region path. */
 	uint32_t pid = ANA_NONE;
 	if (ev->nregions) {
@@ -887,11 +889,24 @@ int ana_samples_finish(ana_profile *p)
 			    "from the samples kept; record again with a lower -F or a smaller --flush-ms",
 			 (unsigned long long)s->dropped, (unsigned long long)(s->taken + s->dropped));
 	if (s->truncated) {
+		/* A sample cut with fewer frames than the limit was cut where the kernel's copy of
+		 * the stack ended: a stack of large frames (fennec's own unwinding of an
+		 * allocation among them), or a sample taken as the stack grew into a new page,
+		 * which gets no copy (docs/sampling.md). */
 		uint64_t depth = p->procs[0].file.sample_depth;
-		ana_warn(p, "%llu of %llu samples had call stacks deeper than the %llu-frame limit and lost their "
-			    "outermost frames: total shares of outer functions are low; record again with a larger "
-			    "--stack-depth",
-			 (unsigned long long)s->truncated, (unsigned long long)s->taken, (unsigned long long)depth);
+		uint64_t shortn = s->truncated_short < s->truncated ? s->truncated_short : s->truncated;
+		if (s->truncated > shortn)
+			ana_warn(p, "%llu of %llu samples had call stacks deeper than the %llu-frame limit and lost "
+				    "their outermost frames: total shares of outer functions are low; record again with "
+				    "a larger --stack-depth",
+				 (unsigned long long)(s->truncated - shortn), (unsigned long long)s->taken,
+				 (unsigned long long)depth);
+		if (shortn)
+			ana_warn(p, "%llu of %llu samples lost their outer frames where the copy of the stack ended, "
+				    "short of the %llu-frame limit (large stack frames, or a sample taken as the stack grew "
+				    "into a new page): total shares of outer functions are low; a larger --stack-depth "
+				    "copies more (FENNEC_STACK_COPY sets the bytes)",
+				 (unsigned long long)shortn, (unsigned long long)s->taken, (unsigned long long)depth);
 	}
 	for (size_t i = 0; i < nbad; i++) {
 		if (bad[i].status == SYM_NOSYMS)

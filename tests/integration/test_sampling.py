@@ -675,7 +675,14 @@ def test_stack_copy_truncation_counted():
     longest = max(len(x["frames"]) for x in s)
     # descend's frames take 64 bytes: 4 KiB hold about 64 of them
     assert_true(16 <= longest < 200, "longest stack %d frames from a 4 KiB copy" % longest)
-    assert_eq(analyze(path)["samples"]["truncated"], truncated, "samples.truncated in the analysis")
+    rep = analyze(path)
+    assert_eq(rep["samples"]["truncated"], truncated, "samples.truncated in the analysis")
+    # the warning names the cause: the copy ended, far short of the 512-frame limit
+    warns = rep["warnings"]
+    assert_true(any("%d of" % len(cut) in w and "where the copy of the stack ended" in w for w in warns),
+                "a warning of %d samples cut where the copy ended: %s" % (len(cut), warns))
+    assert_true(not any("deeper than the 512-frame limit" in w for w in warns),
+                "no sample was cut at the depth limit: %s" % warns)
 
 
 def test_stack_page_faults():
