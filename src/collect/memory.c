@@ -1033,8 +1033,8 @@ static inline int sc_valid(const sc_entry *e)
  * (~145 ns a frame here). Both give every frame's stack pointer, so where each return
  * address was read. libunwind's unw_step gives that too, but Debian's libunwind is built
  * without per-thread caches: every step took its global cache's lock, blocking and
- * restoring all signals around it, four rt_sigprocmask calls a frame (119,309 for 24,249
- * allocations of a Python script in full mode).
+ * restoring all signals around it, two rt_sigprocmask calls a frame, four when its cache
+ * missed (119,309 for 24,249 allocations of a Python script in full mode).
  * FENNEC_HEAP_UNWIND: 1 (default) rules, then libgcc; "gcc" libgcc only; 0 libunwind only;
  * "check" as 1, and libunwind on every fill too, compared (the first entry is kept), the
  * counts printed at exit (to stderr, or appended to FENNEC_HEAP_UNWIND_LOG).
