@@ -594,6 +594,8 @@ cfi_stats cfi_get_stats(void)
 
 _Atomic uint64_t cfi_local_gen;
 
+#if defined(__x86_64__) && defined(DLFO_EH_SEGMENT_TYPE) /* glibc 2.35 and later */
+
 /* Rules by address, shared by every thread without a lock: an entry is the rule packed in a
  * word and that word xor a hash of its address, written in that order. A reader takes an
  * entry whose two words agree with its address; one torn by two writers agrees with
@@ -692,3 +694,11 @@ __attribute__((noinline)) uint32_t cfi_walk_local(uint64_t stack_hi, uint64_t *i
 		look = ip - 1;
 	}
 }
+#else
+uint32_t cfi_walk_local(uint64_t stack_hi, uint64_t *ips, uint64_t *sps, uint32_t max, int *full)
+{
+	(void)stack_hi, (void)ips, (void)sps, (void)max;
+	*full = 0;
+	return 0; /* the caller walks another way */
+}
+#endif

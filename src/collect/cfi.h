@@ -49,7 +49,8 @@ uint32_t cfi_walk(const cfi_sample *s, uint64_t *frames, uint32_t depth, int *ra
  * Fills ips and sps (each frame's return address and stack pointer; frame 0 is
  * cfi_walk_local's own) up to max frames, reading the stack below stack_hi only; *full
  * when the stack went on. Returns how many, or 0 when a frame needs what these rules do
- * not do (the caller walks another way). x86-64 only.
+ * not do (the caller walks another way). x86-64 with glibc 2.35 or later; elsewhere it
+ * returns 0.
  */
 extern _Atomic uint64_t cfi_local_gen;
 uint32_t cfi_walk_local(uint64_t stack_hi, uint64_t *ips, uint64_t *sps, uint32_t max, int *full);
