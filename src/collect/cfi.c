@@ -649,7 +649,7 @@ static void local_rule_of(uint64_t pc, cfi_rule *u)
 
 /* Kept out of line: its registers, taken at its start, are the walk's first frame. */
 __attribute__((noinline)) uint32_t cfi_walk_local(uint64_t stack_hi, uint64_t *ips, uint64_t *sps, uint32_t max,
-						  int *full)
+						  int *full, const cfi_join *join)
 {
 	uint64_t ip, sp, bp;
 	__asm__ volatile("lea 0(%%rip), %0\n\tmov %%rsp, %1\n\tmov %%rbp, %2" : "=r"(ip), "=r"(sp), "=r"(bp));
@@ -661,8 +661,10 @@ __attribute__((noinline)) uint32_t cfi_walk_local(uint64_t stack_hi, uint64_t *i
 			atomic_store_explicit(&lcache[i].data, 0, memory_order_relaxed);
 	}
 	*full = 0;
-	uint32_t n = 0;
+	uint32_t n = 0, jc = 0;
 	uint64_t look = ip; /* the first frame's exact pc; then the call's, in the instruction before */
+	if (join)
+		*join->at = 0;
 	for (;;) {
 		if (n == max) {
 			*full = 1;
@@ -670,6 +672,14 @@ __attribute__((noinline)) uint32_t cfi_walk_local(uint64_t stack_hi, uint64_t *i
 		}
 		ips[n] = ip;
 		sps[n++] = sp;
+		if (join && sp - 8 > join->above) { /* a frame of the stack walked before? */
+			while (jc < join->n && join->locs[jc] < sp - 8)
+				jc++;
+			if (jc < join->n && join->locs[jc] == sp - 8 && join->ips[jc] == ip) {
+				*join->at = jc + 1;
+				return n;
+			}
+		}
 		cfi_rule r;
 		const cfi_rule *u = &r;
 		local_rule_of(look, &r);
@@ -695,9 +705,10 @@ __attribute__((noinline)) uint32_t cfi_walk_local(uint64_t stack_hi, uint64_t *i
 	}
 }
 #else
-uint32_t cfi_walk_local(uint64_t stack_hi, uint64_t *ips, uint64_t *sps, uint32_t max, int *full)
+uint32_t cfi_walk_local(uint64_t stack_hi, uint64_t *ips, uint64_t *sps, uint32_t max, int *full,
+			const cfi_join *join)
 {
-	(void)stack_hi, (void)ips, (void)sps, (void)max;
+	(void)stack_hi, (void)ips, (void)sps, (void)max, (void)join;
 	*full = 0;
 	return 0; /* the caller walks another way */
 }

@@ -53,7 +53,17 @@ uint32_t cfi_walk(const cfi_sample *s, uint64_t *frames, uint32_t depth, int *ra
  * returns 0.
  */
 extern _Atomic uint64_t cfi_local_gen;
-uint32_t cfi_walk_local(uint64_t stack_hi, uint64_t *ips, uint64_t *sps, uint32_t max, int *full);
+/* A stack walked before (return addresses and where each was read, in increasing order of
+ * place): the walk stops at the first frame above `above` that is one of them, and *at
+ * says which (1 + its index; 0: none), so that the caller takes the rest from there. */
+typedef struct cfi_join {
+	const uint64_t *ips, *locs;
+	uint32_t n;
+	uint64_t above;
+	uint32_t *at;
+} cfi_join;
+uint32_t cfi_walk_local(uint64_t stack_hi, uint64_t *ips, uint64_t *sps, uint32_t max, int *full,
+			const cfi_join *join);
 
 /* Counters for tests and the check mode: rules computed, and of those not taken. */
 typedef struct cfi_stats {

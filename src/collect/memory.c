@@ -976,6 +976,8 @@ typedef struct sc_cache {
 				      4 KiB were on the program's stack, which overflowed a
 				      signal handler's alternate stack of 16 KiB */
 	sc_entry once;                /* a stack walked but not cached (alloc_stack()) */
+	sc_entry *recent;             /* the entry of the thread's latest hit or fill: a walk
+				         stops where it meets that stack (sc_walk_rules()) */
 } sc_cache;
 
 #if !MEM_SANITIZER
@@ -1036,8 +1038,9 @@ static inline int sc_valid(const sc_entry *e)
  * restoring all signals around it, two rt_sigprocmask calls a frame, four when its cache
  * missed (119,309 for 24,249 allocations of a Python script in full mode).
  * FENNEC_HEAP_UNWIND: 1 (default) rules, then libgcc; "gcc" libgcc only; 0 libunwind only;
- * "check" as 1, and libunwind on every fill too, compared (the first entry is kept), the
- * counts printed at exit (to stderr, or appended to FENNEC_HEAP_UNWIND_LOG).
+ * "check" as 1, and libunwind on every walk too (fills and uncached), compared (the first
+ * result is kept), the counts printed at exit (to stderr, or appended to
+ * FENNEC_HEAP_UNWIND_LOG).
  */
 static struct {
 	_Unwind_Reason_Code (*backtrace)(_Unwind_Trace_Fn, void *);
@@ -1045,8 +1048,8 @@ static struct {
 	_Unwind_Word (*get_cfa)(struct _Unwind_Context *);
 	int rules;          /* cfi.c's rules first */
 	int check;
-	_Atomic uint64_t fills, differ, only_fast, only_unw; /* check mode: entries filled by
-					both, differing, filled by one side only */
+	_Atomic uint64_t fills, differ, only_fast, only_unw; /* check mode: stacks walked by
+					both, differing, walked by one side only */
 	_Atomic uint64_t by_rules, by_gcc; /* check mode: the fast side's walks, by walker */
 	FILE *log;
 } G;
@@ -1087,8 +1090,11 @@ static inline int sc_put(sc_entry *e, uint32_t *n, void **slot, uint64_t ip, uin
 
 /* The caller whose return address is at `slot`, then its callers' return addresses up to
  * `depth`, from a walk w (frame 0 the walker's, then fennec's, at most 16), into e with
- * where each was read. Returns how many, or -1; *more: the stack goes on. */
-static int sc_take(sc_entry *e, void **slot, uint32_t depth, const sc_walk *w, int *more)
+ * where each was read. Returns how many, or -1; *more: the stack goes on. A walk that
+ * stopped where it met the stack of entry `join` (its frame jat) goes on with that entry's
+ * frames beyond it, each checked in place as a cache hit checks them. */
+static int sc_take(sc_entry *e, void **slot, uint32_t depth, const sc_walk *w, int *more, const sc_entry *join,
+		   uint32_t jat)
 {
 	uint32_t k = 1, n = 0;
 	while (k <= 16 && k < w->n && w->sp[k] != (uintptr_t)(slot + 1))
@@ -1097,14 +1103,23 @@ static int sc_take(sc_entry *e, void **slot, uint32_t depth, const sc_walk *w, i
 		return -1;
 	e->frames[n] = w->ip[k];
 	e->locs[n++] = (uintptr_t)slot;
-	while ((*more = k + 1 < w->n || w->full) && n < depth) {
-		if (k + 1 == w->n)
-			return -1; /* the walk stopped before the entry was full */
-		k++;
-		if (sc_put(e, &n, slot, w->ip[k], (uintptr_t)w->sp[k] - 8) < 0)
-			return -1;
+	for (;;) {
+		int walked = k + 1 < w->n, joined = !walked && join && jat + 1 < join->n;
+		*more = walked || joined || (join ? join->truncated : w->full);
+		if (!*more || n == depth)
+			return (int)n;
+		if (walked) {
+			k++;
+			if (sc_put(e, &n, slot, w->ip[k], (uintptr_t)w->sp[k] - 8) < 0)
+				return -1;
+		} else if (joined) {
+			jat++;
+			if (sc_put(e, &n, slot, join->frames[jat], join->locs[jat]) < 0)
+				return -1;
+		} else {
+			return -1; /* the walk (or the joined entry) stopped before the entry was full */
+		}
 	}
-	return (int)n;
 }
 
 /* libgcc's walk (G.backtrace set). */
@@ -1116,7 +1131,7 @@ static int sc_walk_gcc(sc_entry *e, void **slot, uint32_t depth, int *more)
 	_Unwind_Reason_Code rc = G.backtrace(sc_walk_frame, &w);
 	if (!w.full && rc != _URC_END_OF_STACK)
 		return -1;
-	return sc_take(e, slot, depth, &w, more);
+	return sc_take(e, slot, depth, &w, more, NULL, 0);
 }
 
 /* The call-frame rules of cfi.c, cached by address (a frame: a probe and a load or two);
@@ -1124,13 +1139,28 @@ static int sc_walk_gcc(sc_entry *e, void **slot, uint32_t depth, int *more)
 static int sc_walk_rules(sc_entry *e, void **slot, uint32_t depth, int *more)
 {
 #if defined(__x86_64__)
-	uint64_t *scratch = T.stacks->scratch;
+	sc_cache *c = T.stacks;
+	uint64_t *scratch = c->scratch;
 	int full;
-	uint32_t n = cfi_walk_local(T.stack_hi, scratch, scratch + SC_WALK_MAX, SC_WALK_MAX, &full);
+	uint32_t at = 0;
+	/* Deep stacks share their outer frames with the thread's previous one: meeting it, the
+	 * walk stops (cc1plus: ~36 frames a stack; the walk was 11 % of its samples). */
+	const sc_entry *r = c->recent;
+	cfi_join j = {r ? r->frames : NULL, r ? (const uint64_t *)r->locs : NULL, r && r != e && r->key ? r->n : 0,
+		      (uintptr_t)slot, &at};
+	uint32_t n = cfi_walk_local(T.stack_hi, scratch, scratch + SC_WALK_MAX, SC_WALK_MAX, &full, j.n ? &j : NULL);
 	if (!n)
 		return -2;
 	sc_walk w = {scratch, scratch + SC_WALK_MAX, n, (uint8_t)full};
-	return sc_take(e, slot, depth, &w, more);
+	int got = sc_take(e, slot, depth, &w, more, at ? r : NULL, at ? at - 1 : 0);
+	if (got >= 0 || !at)
+		return got;
+	/* Beyond the frame where they met, the two stacks differ (a function at the same place,
+	 * called from elsewhere), or the other one was cut: walk it all. */
+	if (!(n = cfi_walk_local(T.stack_hi, scratch, scratch + SC_WALK_MAX, SC_WALK_MAX, &full, NULL)))
+		return -2;
+	w = (sc_walk){scratch, scratch + SC_WALK_MAX, n, (uint8_t)full};
+	return sc_take(e, slot, depth, &w, more, NULL, 0);
 #else
 	(void)e, (void)slot, (void)depth, (void)more;
 	return -2;
@@ -1162,6 +1192,24 @@ static int sc_walk_unw(sc_entry *e, void **slot, uint32_t depth, int *more)
 	return *more < 0 ? -1 : (int)n; /* an unwinding error */
 }
 
+/* FENNEC_HEAP_UNWIND=check: the walk that gave e (n frames, or < 0; `rules`: by the rules)
+ * against libunwind's. */
+static __attribute__((noinline)) void heap_unwind_compare(const sc_entry *e, void **slot, uint32_t depth, int n,
+							   int more, int rules)
+{
+	sc_entry u;
+	int more_u = 0, nu = sc_walk_unw(&u, slot, depth, &more_u);
+	atomic_fetch_add(rules ? &G.by_rules : &G.by_gcc, 1);
+	if (n >= 0 && nu >= 0) {
+		atomic_fetch_add(&G.fills, 1);
+		if (n != nu || (more > 0) != (more_u > 0) || memcmp(e->frames, u.frames, 8 * (size_t)n) ||
+		    memcmp(e->locs, u.locs, 8 * (size_t)n))
+			atomic_fetch_add(&G.differ, 1);
+	} else if (n >= 0 || nu >= 0) {
+		atomic_fetch_add(n >= 0 ? &G.only_fast : &G.only_unw, 1);
+	}
+}
+
 static int sc_fill(sc_entry *e, void **slot)
 {
 	uint32_t depth = M.depth < SC_FRAMES ? M.depth : SC_FRAMES;
@@ -1174,19 +1222,8 @@ static int sc_fill(sc_entry *e, void **slot)
 			rules = 1;
 		if (n == -2)
 			n = sc_walk_gcc(e, slot, depth, &more);
-		if (unlikely(G.check)) {
-			sc_entry u;
-			int more_u = 0, nu = sc_walk_unw(&u, slot, depth, &more_u);
-			atomic_fetch_add(rules ? &G.by_rules : &G.by_gcc, 1);
-			if (n >= 0 && nu >= 0) {
-				atomic_fetch_add(&G.fills, 1);
-				if (n != nu || (more > 0) != (more_u > 0) || memcmp(e->frames, u.frames, 8 * (size_t)n) ||
-				    memcmp(e->locs, u.locs, 8 * (size_t)n))
-					atomic_fetch_add(&G.differ, 1);
-			} else if (n >= 0 || nu >= 0) {
-				atomic_fetch_add(n >= 0 ? &G.only_fast : &G.only_unw, 1);
-			}
-		}
+		if (unlikely(G.check))
+			heap_unwind_compare(e, slot, depth, n, more, rules);
 	}
 	if (n < 0 || (more > 0 && M.depth > SC_FRAMES && n == SC_FRAMES))
 		return -1; /* deeper than an entry holds */
@@ -1199,7 +1236,7 @@ static int sc_fill(sc_entry *e, void **slot)
 
 static void heap_unwind_report(void)
 {
-	fprintf(G.log, "fennec: heap unwind check: %s: %llu entries filled by both, %llu differ, %llu by fennec only, "
+	fprintf(G.log, "fennec: heap unwind check: %s: %llu stacks walked by both, %llu differ, %llu by fennec only, "
 		       "%llu by libunwind only; %llu walks by rules, %llu by libgcc\n",
 		program_invocation_short_name, (unsigned long long)G.fills, (unsigned long long)G.differ,
 		(unsigned long long)G.only_fast, (unsigned long long)G.only_unw, (unsigned long long)G.by_rules,
@@ -1292,13 +1329,17 @@ static uint32_t alloc_stack(void **slot, uint64_t *small, uint64_t **frames_out,
 			set->seen = key;
 		}
 		if (e) {
+			cache->recent = e;
 			*truncated = e->truncated;
 			*from = e;
 			return e->n;
 		}
 		/* A first miss: the rules' walk where it can (libunwind's unw_backtrace took
 		 * rt_sigprocmask calls whenever its trace cache missed: 77,000 for cc1plus). */
-		int more = 0, nw = G.rules ? sc_walk_rules(&cache->once, slot, M.depth < SC_FRAMES ? M.depth : SC_FRAMES, &more) : -1;
+		uint32_t depth = M.depth < SC_FRAMES ? M.depth : SC_FRAMES;
+		int more = 0, nw = G.rules ? sc_walk_rules(&cache->once, slot, depth, &more) : -1;
+		if (unlikely(G.check) && nw != -2 && G.rules)
+			heap_unwind_compare(&cache->once, slot, depth, nw, more, 1);
 		if (nw > 0 && !(more > 0 && M.depth > SC_FRAMES && nw == SC_FRAMES)) {
 			*frames_out = cache->once.frames;
 			*truncated = more > 0;

@@ -459,7 +459,7 @@ def test_allocation_on_a_small_alternate_stack():
                   "%s: the 20 blocks the handler left, from handler_alloc" % opts)
 
 
-HEAP_UNWIND_LINE = re.compile(r"fennec: heap unwind check: .*: (\d+) entries filled by both, (\d+) differ, "
+HEAP_UNWIND_LINE = re.compile(r"fennec: heap unwind check: .*: (\d+) stacks walked by both, (\d+) differ, "
                               r"(\d+) by fennec only, (\d+) by libunwind only; (\d+) walks by rules, (\d+) by libgcc")
 
 
