@@ -18,6 +18,25 @@ static int cmp_keyed(const void *a, const void *b)
 	return (x->idx > y->idx) - (x->idx < y->idx);
 }
 
+/* A site's measure for `by`, and the count that goes with it. */
+static double measure(const ana_mem_site *s, int by, double *count)
+{
+	switch (by) {
+	case REP_MEM_LIVE:
+		*count = s->live_count;
+		return s->runtime || s->live_count < 0.5 ? 0 : s->live_bytes;
+	case REP_MEM_PEAK:
+		*count = s->peak_count;
+		return s->peak_bytes;
+	case REP_MEM_TEMP:
+		*count = (double)s->temporary;
+		return (double)s->temporary;
+	default:
+		*count = s->allocs;
+		return s->bytes;
+	}
+}
+
 uint32_t rep_mem_top(const ana_profile *p, int by, uint32_t *idx, uint32_t max)
 {
 	const ana_memory *m = &p->mem;
@@ -26,11 +45,7 @@ uint32_t rep_mem_top(const ana_profile *p, int by, uint32_t *idx, uint32_t max)
 		return 0;
 	uint32_t n = 0;
 	for (uint32_t i = 0; i < m->nsites; i++) {
-		const ana_mem_site *s = &m->sites[i];
-		double v = by == REP_MEM_LIVE ? (s->runtime || s->live_count < 0.5 ? 0 : s->live_bytes)
-			 : by == REP_MEM_PEAK ? s->peak_bytes
-			 : by == REP_MEM_TEMP ? (double)s->temporary
-			 : s->bytes;
+		double c, v = measure(&m->sites[i], by, &c);
 		if (v > 0.5)
 			k[n++] = (keyed){v, i};
 	}
@@ -41,4 +56,72 @@ uint32_t rep_mem_top(const ana_profile *p, int by, uint32_t *idx, uint32_t max)
 		idx[i] = k[i].idx;
 	free(k);
 	return n;
+}
+
+/* Sites by key (a site of key 0 stands alone, keyed by its index), then process and index. */
+typedef struct grouped {
+	uint64_t key;
+	uint32_t proc, idx;
+} grouped;
+
+static int cmp_grouped(const void *a, const void *b)
+{
+	const grouped *x = a, *y = b;
+	if (x->key != y->key)
+		return (x->key > y->key) - (x->key < y->key);
+	if (x->proc != y->proc)
+		return (x->proc > y->proc) - (x->proc < y->proc);
+	return (x->idx > y->idx) - (x->idx < y->idx);
+}
+
+uint32_t rep_mem_rows(const ana_profile *p, int by, rep_mem_row *rows, uint32_t max,
+		      uint64_t (*key)(const ana_profile *p, const ana_mem_site *s))
+{
+	const ana_memory *m = &p->mem;
+	size_t cap = m->nsites ? m->nsites : 1;
+	grouped *g = malloc(cap * sizeof *g);
+	rep_mem_row *all = malloc(cap * sizeof *all);
+	keyed *k = malloc(cap * sizeof *k);
+	uint32_t n = 0, nr = 0;
+	int ok = g && all && k;
+	if (!ok)
+		goto out;
+	for (uint32_t i = 0; i < m->nsites; i++) {
+		const ana_mem_site *s = &m->sites[i];
+		double c;
+		if (measure(s, by, &c) <= 0.5)
+			continue;
+		uint64_t kv = key(p, s);
+		g[n++] = (grouped){kv ? kv | (uint64_t)1 << 63 : i, kv ? s->process : 0, i};
+	}
+	qsort(g, n, sizeof *g, cmp_grouped);
+	for (uint32_t i = 0; i < n;) {
+		rep_mem_row r = {g[i].idx, 0, 0, 0};
+		uint32_t last_proc = UINT32_MAX;
+		uint32_t j = i;
+		for (; j < n && g[j].key == g[i].key; j++) {
+			const ana_mem_site *s = &m->sites[g[j].idx];
+			double c;
+			r.bytes += measure(s, by, &c);
+			r.count += c;
+			if (s->process != last_proc) {
+				r.processes++;
+				last_proc = s->process;
+			}
+		}
+		all[nr] = r;
+		k[nr] = (keyed){r.bytes, nr};
+		nr++;
+		i = j;
+	}
+	qsort(k, nr, sizeof *k, cmp_keyed);
+	if (nr > max)
+		nr = max;
+	for (uint32_t i = 0; i < nr; i++)
+		rows[i] = all[k[i].idx];
+out:
+	free(g);
+	free(all);
+	free(k);
+	return ok ? nr : 0;
 }

@@ -234,26 +234,60 @@ static void samples_text(FILE *out, const ana_profile *p, const char *bold, cons
 }
 
 /* A heap site's line: bytes, count, function called from its caller, region. */
-static void mem_site_line(FILE *out, const ana_profile *p, const ana_mem_site *s, double bytes, double count)
+/* What a heap site's row shows: the allocating function, its line and its caller. */
+static void mem_site_where(const ana_profile *p, const ana_mem_site *s, const char **fn, char *loc, size_t nloc,
+			   const char **where)
 {
-	char a[32], nb[256];
-	const char *fn = ana_mem_site_name(p, s), *where = "";
-	char loc[512] = "";
-	if (s->stack != ANA_NONE) {
-		const ana_stack *st = &p->smp.stacks[s->stack];
-		for (uint32_t k = st->n; k-- > 0;) {
-			const ana_loc *l = &p->smp.locs[st->locs[k]];
-			if (!strcmp(p->names[p->smp.funcs[l->func].name], fn)) {
-				location(p, l->file, l->line, loc, sizeof loc);
-				if (k > 0)
-					where = p->names[p->smp.funcs[p->smp.locs[st->locs[k - 1]].func].name];
-				break;
-			}
+	*fn = ana_mem_site_name(p, s);
+	*where = "";
+	loc[0] = 0;
+	if (s->stack == ANA_NONE)
+		return;
+	const ana_stack *st = &p->smp.stacks[s->stack];
+	for (uint32_t k = st->n; k-- > 0;) {
+		const ana_loc *l = &p->smp.locs[st->locs[k]];
+		if (!strcmp(p->names[p->smp.funcs[l->func].name], *fn)) {
+			location(p, l->file, l->line, loc, nloc);
+			if (k > 0)
+				*where = p->names[p->smp.funcs[p->smp.locs[st->locs[k - 1]].func].name];
+			break;
 		}
 	}
-	fprintf(out, "  %10s %9.0f  %s%s%s%s%s%s%s\n", ana_fmt_bytes(bytes, a, sizeof a), count, short_name(fn, nb, sizeof nb),
+}
+
+/* rep_mem_rows' key: rows that would read the same (function, line, caller, region) are
+ * one. */
+static uint64_t mem_row_key(const ana_profile *p, const ana_mem_site *s)
+{
+	const char *fn, *where;
+	char loc[512];
+	mem_site_where(p, s, &fn, loc, sizeof loc, &where);
+	const char *parts[] = {fn, loc, where};
+	uint64_t h = 1469598103934665603ull;
+	for (size_t i = 0; i < ARRAY_LEN(parts); i++)
+		for (const char *c = parts[i];; c++) {
+			h = (h ^ (uint8_t)*c) * 1099511628211ull;
+			if (!*c)
+				break;
+		}
+	return (h ^ s->node) * 0x9e3779b97f4a7c15ull | 1;
+}
+
+static void mem_site_line(FILE *out, const ana_profile *p, const ana_mem_site *s, double bytes, double count,
+			  uint32_t processes)
+{
+	char a[32], nb[256], loc[512];
+	const char *fn, *where;
+	mem_site_where(p, s, &fn, loc, sizeof loc, &where);
+	fprintf(out, "  %10s %9.0f  %s%s%s%s%s%s%s", ana_fmt_bytes(bytes, a, sizeof a), count, short_name(fn, nb, sizeof nb),
 		loc[0] ? " " : "", loc, where[0] ? " <- " : "", where, s->node != ANA_NONE ? "  in " : "",
 		s->node != ANA_NONE ? p->nodes[s->node].path : "");
+	/* With several processes, whose it is: one pid, or how many processes share the row. */
+	if (processes > 1)
+		fprintf(out, "  (%u processes)", processes);
+	else if (p->nprocs > 1 && s->process < p->nprocs)
+		fprintf(out, "  (pid %llu)", (unsigned long long)p->procs[s->process].file.pid);
+	fputc('\n', out);
 }
 
 static void memory_text(FILE *out, const ana_profile *p, const style *st)
@@ -293,20 +327,17 @@ static void memory_text(FILE *out, const ana_profile *p, const style *st)
 		fprintf(out, "  temporary    %llu allocations freed before the thread's next allocation\n", (unsigned long long)m->temporary);
 	if (m->dropped)
 		fprintf(out, "  dropped      %llu heap records (the numbers per stack are incomplete)\n", (unsigned long long)m->dropped);
-	uint32_t idx[64], rows = top_rows(p, 10);
+	rep_mem_row rows[64];
+	uint32_t want = top_rows(p, 10);
 	static const struct { int by; const char *title; } tabs[] = {
 		{REP_MEM_LIVE, "Unfreed at exit"}, {REP_MEM_PEAK, "Live at the peak"}, {REP_MEM_BYTES, "Top allocating stacks"}};
 	for (size_t t = 0; t < ARRAY_LEN(tabs); t++) {
-		uint32_t n = rep_mem_top(p, tabs[t].by, idx, rows < 64 ? rows : 64);
+		uint32_t n = rep_mem_rows(p, tabs[t].by, rows, want < 64 ? want : 64, mem_row_key);
 		if (!n)
 			continue;
 		fprintf(out, "\n  %s (bytes, allocations, where)\n", tabs[t].title);
-		for (uint32_t i = 0; i < n; i++) {
-			const ana_mem_site *s = &m->sites[idx[i]];
-			double bytes = tabs[t].by == REP_MEM_LIVE ? s->live_bytes : tabs[t].by == REP_MEM_PEAK ? s->peak_bytes : s->bytes;
-			double count = tabs[t].by == REP_MEM_LIVE ? s->live_count : tabs[t].by == REP_MEM_PEAK ? s->peak_count : s->allocs;
-			mem_site_line(out, p, s, bytes, count);
-		}
+		for (uint32_t i = 0; i < n; i++)
+			mem_site_line(out, p, &m->sites[rows[i].site], rows[i].bytes, rows[i].count, rows[i].processes);
 	}
 }
 

@@ -18,7 +18,7 @@ import re
 
 import os
 
-from helpers import (REPO, SANITIZER, Skip, analyze, assert_between, assert_eq, assert_rel, assert_true,
+from helpers import (REPO, SANITIZER, Skip, analyze, analyze_raw, assert_between, assert_eq, assert_rel, assert_true,
                      base_env, collector, fennec_bin, fixture, record, run)
 
 MIB = 1024 * 1024
@@ -296,6 +296,12 @@ def test_fork_while_another_thread_allocates():
                   "bytes and blocks unfreed in child_leak over the 20 children (%s mode)" % mode)
         assert_eq(sorted({l["function"] for l in m["leaks"]}), ["child_leak"],
                   "the functions with unfreed blocks (%s mode)" % mode)
+        # The text report shows the 20 children's leaks from one place as one row.
+        text = analyze_raw(path).stdout
+        unfreed = text.split("Unfreed at exit")[1].split("\n\n")[0].splitlines()[1:]
+        rows = [l.split()[2:3] + l.split()[-2:] for l in unfreed if "child_leak" in l]
+        assert_eq(rows, [["80", "(20", "processes)"]],
+                  "child_leak's rows of the text report's unfreed blocks (%s mode): %s" % (mode, unfreed))
 
 
 @collector
