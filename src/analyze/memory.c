@@ -611,9 +611,15 @@ int ana_memory_finish(ana_profile *p)
 	m->allocs_per_step = p->steps ? (double)m->allocs / (double)p->steps : NAN;
 	m->alloc_rate_per_s = p->wall_ns ? (double)m->allocs / ((double)p->wall_ns / 1e9) : NAN;
 	if (m->dropped)
-		ana_warn(p, "%llu heap events were dropped (the heap buffer stayed full for a second): leaks and "
-			    "per-stack numbers are incomplete; the totals are exact",
+		ana_warn(p, "%llu heap events were dropped (the heap buffer was full: a sampled allocation's record "
+			    "is dropped at once, a free or a full-mode record after a second's wait): per-stack numbers "
+			    "are incomplete, and a block whose free was dropped reads as unfreed; the totals are exact",
 			 (unsigned long long)m->dropped);
+	if (m->untracked)
+		ana_warn(p, "%llu sampled allocations were left out: more sampled blocks were live than fennec "
+			    "watches for their frees (65,536); per-stack numbers are low; a larger --memory-rate "
+			    "samples fewer",
+			 (unsigned long long)m->untracked);
 	return trend(p);
 }
 

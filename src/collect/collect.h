@@ -58,6 +58,7 @@ typedef struct col_thread {
 } col_thread;
 
 extern _Atomic uint32_t col_on;   /* session generation while a session runs, else 0 */
+void col_writer_nudge(void);
 extern _Atomic int col_writer_dozing; /* 1 while the writer sleeps longer than its usual slice */
 void col_ring_crossed(col_thread *t); /* a thread's ring crossed a COL_NUDGE_BYTES boundary */
 #define COL_NUDGE_SHIFT 16            /* every 64 KiB of events, a thread checks its fill */

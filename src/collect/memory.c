@@ -789,7 +789,10 @@ static void filter_sub(uintptr_t p)
 		atomic_fetch_or(&M.filter[i / 64], 1ull << (i % 64));
 }
 
-static void set_insert(uintptr_t p)
+/* Returns 0 when the set has no room near p's hash: the block's free could not be seen,
+ * so it is not recorded at all (counted as untracked): an ALLOC without its FREE would
+ * read as a leak. */
+static int set_insert(uintptr_t p)
 {
 	uint32_t h = addr_hash(p);
 	for (uint32_t i = 0; i < SET_PROBES; i++) {
@@ -798,11 +801,12 @@ static void set_insert(uintptr_t p)
 		while (cur == 0 || cur == SET_TOMB) {
 			if (atomic_compare_exchange_weak(e, &cur, p)) {
 				filter_add(p);
-				return;
+				return 1;
 			}
 		}
 	}
-	atomic_fetch_add(&M.untracked, 1); /* its free will not be seen */
+	atomic_fetch_add(&M.untracked, 1);
+	return 0;
 }
 
 /* Whether p may be a sampled live block (in full mode: always): one load, in front of
@@ -845,16 +849,28 @@ static void filter_fill(int mode)
 	}
 }
 
-/* The ring had no room for a record: in full mode wait (up to about a second) for the
- * writer rather than lose an event, since a lost free would show as a leak. */
-static __attribute__((noinline)) int reserve_wait(uint32_t len, uint64_t *pos)
+/* How a record that finds the ring full waits for the writer (up to about a second) rather
+ * than be lost: a FREE of a recorded block always (a lost free would show as a leak), an
+ * ALLOC in full mode only (a sampled one is dropped at once: the program is not held up
+ * for a sample), a SNAP never (the writer takes them itself, and the stopping thread holds
+ * the lock the writer drains under: waiting for room only delayed the drop by a second). */
+enum { WAIT_FULL, WAIT_ALWAYS, WAIT_NEVER };
+
+static __attribute__((noinline)) int reserve_wait(uint32_t len, uint64_t *pos, int wait)
 {
 	for (int tries = 0;; tries++) {
-		if (atomic_load_explicit(&M.mode, memory_order_relaxed) != FMT_MEM_FULL || tries >= 2000) {
+		if (wait == WAIT_NEVER ||
+		    (wait == WAIT_FULL && atomic_load_explicit(&M.mode, memory_order_relaxed) != FMT_MEM_FULL) ||
+		    tries >= 2000) {
 			atomic_fetch_add_explicit(&M.dropped, 1, memory_order_relaxed);
 			return -1;
 		}
+		/* The writer may be asleep for a few ms (it looks at this ring on a timer): wake
+		 * it, at the first try and before each sleep. With a 256 KiB ring, full mode
+		 * took 49 s for mem_edge burst's 1.8M allocations without this. */
 		struct timespec ts = {0, 500000};
+		if (tries == 0 || tries >= 20)
+			col_writer_nudge();
 		if (tries < 20)
 			sched_yield();
 		else
@@ -866,11 +882,11 @@ static __attribute__((noinline)) int reserve_wait(uint32_t len, uint64_t *pos)
 
 /* Reserve room for a record: inline, the wait out of line (a call for every record cost
  * ~20 instructions of full mode's ~425 a malloc/free pair). */
-static inline int reserve(uint32_t len, uint64_t *pos)
+static inline int reserve(uint32_t len, uint64_t *pos, int wait)
 {
 	if (likely(col_ring_reserve(&M.ring, len, pos) == 0))
 		return 0;
-	return reserve_wait(len, pos);
+	return reserve_wait(len, pos, wait);
 }
 
 /* Ask for the cache line at p, owned (to be written). GCC emits PREFETCHW only when told
@@ -885,14 +901,14 @@ static inline void prefetch_write(const void *p)
 }
 
 /* Write a record of `hdr` header bytes stamped now, or at `ticks` when nonzero, followed
- * by the two tails. The writer counts the records it takes (M.records): no shared counter
- * here. */
+ * by the two tails; `wait`: whether to wait for room (reserve_wait()). The writer counts
+ * the records it takes (M.records): no shared counter here. */
 static inline __attribute__((always_inline)) int put_rec(mrec *r, size_t hdr, uint64_t ticks, const void *tail1,
-							       size_t n1, const void *tail2, size_t n2)
+							       size_t n1, const void *tail2, size_t n2, int wait)
 {
 	uint32_t len = (uint32_t)((hdr + n1 + n2 + 7) & ~(size_t)7);
 	uint64_t pos;
-	if (reserve(len, &pos) < 0)
+	if (reserve(len, &pos, wait) < 0)
 		return -1;
 	/* The ring ahead was last written by the writer, a lap (megabytes) ago: ask for it now,
 	 * to write, so that the records to come find it in the cache. */
@@ -1409,14 +1425,23 @@ static __attribute__((noinline)) void record_alloc(void *p, size_t size, void **
 	mrec r = {0, FMT_HR_ALLOC, flags | (same ? MREC_SAME : 0), (uint16_t)(same ? 0 : nf), my_tid(),
 		  (uint16_t)(same ? 0 : nr), (uint16_t)(e ? e->id + 1 : 0), 0, (uint64_t)(uintptr_t)p, size,
 		  col_step_index()};
-	if (atomic_load_explicit(&M.mode, memory_order_relaxed) == FMT_MEM_SAMPLED)
-		set_insert((uintptr_t)p); /* before the caller can free it */
+	/* Sampled: the block goes into the set of sampled blocks, whose frees are recorded,
+	 * before its ALLOC (no other thread can free it before it is returned); a block that
+	 * cannot be watched, or whose ALLOC is lost, is not a sample after all. */
+	int sampled = atomic_load_explicit(&M.mode, memory_order_relaxed) == FMT_MEM_SAMPLED;
+	if (sampled && !set_insert((uintptr_t)p)) {
+		busy_end();
+		return;
+	}
 	/* An allocation that raised the peak carries the peak's time, so that a reader puts
 	 * it inside the live set at the peak. */
-	int ok = same ? put_rec(&r, REC_HDR, at, NULL, 0, NULL, 0) == 0
-		      : put_rec(&r, REC_HDR, at, e ? e->frames : frames, 8 * (size_t)nf, regions, 4 * (size_t)nr) == 0;
+	int ok = same ? put_rec(&r, REC_HDR, at, NULL, 0, NULL, 0, WAIT_FULL) == 0
+		      : put_rec(&r, REC_HDR, at, e ? e->frames : frames, 8 * (size_t)nf, regions, 4 * (size_t)nr,
+				WAIT_FULL) == 0;
 	if (ok && e && !same)
 		e->sent = cache->epoch;
+	if (!ok && sampled)
+		set_remove((uintptr_t)p);
 	busy_end();
 }
 
@@ -1425,7 +1450,7 @@ static __attribute__((noinline)) void record_free(void *p)
 	T.busy = 1;
 	T.fast = NULL;
 	mrec r = {0, FMT_HR_FREE, 0, 0, my_tid(), 0, 0, 0, (uint64_t)(uintptr_t)p, 0, 0};
-	put_rec(&r, REC_FREE, 0, NULL, 0, NULL, 0);
+	put_rec(&r, REC_FREE, 0, NULL, 0, NULL, 0, WAIT_ALWAYS);
 	busy_end();
 }
 
@@ -2133,7 +2158,7 @@ static void snapshot(unsigned reason)
 	uint64_t c[3] = {t.allocs - M.base_allocs, t.frees - M.base_frees, t.bytes - M.base_bytes};
 	mrec r = {0, FMT_HR_SNAP, (uint8_t)reason, 0, my_tid(), 0, 0, 0, live_seen(), rss_now(),
 		  col_step_index()};
-	put_rec(&r, REC_HDR, 0, c, sizeof c, NULL, 0);
+	put_rec(&r, REC_HDR, 0, c, sizeof c, NULL, 0, WAIT_NEVER);
 }
 
 static void writer_reset(void);
@@ -2168,11 +2193,30 @@ static int64_t limit_of(int mode)
 	return mode == FMT_MEM_SAMPLED ? 0 : mode == FMT_MEM_FULL ? INT64_MAX : INT64_MIN;
 }
 
+/* The heap ring's size: the mode's default, or FENNEC_HEAP_RING bytes (a power of two from
+ * 64 KiB to 1 GiB; others are rounded up to one): larger for bursts the writer cannot keep
+ * up with, small for tests of what a full ring loses. */
+static uint64_t ring_size(void)
+{
+	uint64_t n = M.session_mode == FMT_MEM_FULL ? RING_FULL : RING_SAMPLED;
+	const char *e = getenv("FENNEC_HEAP_RING");
+	if (e && *e) {
+		char *end;
+		unsigned long long v = strtoull(e, &end, 10);
+		if (*end == 0 && v > 0) {
+			n = 64u << 10;
+			while (n < v && n < (1ull << 30))
+				n <<= 1;
+		}
+	}
+	return n;
+}
+
 void col_mem_start(void)
 {
 	if (M.session_mode == FMT_MEM_OFF)
 		return;
-	if (col_ring_init(&M.ring, M.session_mode == FMT_MEM_FULL ? RING_FULL : RING_SAMPLED) < 0) {
+	if (col_ring_init(&M.ring, ring_size()) < 0) {
 		M.session_mode = FMT_MEM_OFF;
 		return;
 	}

@@ -770,6 +770,13 @@ static void writer_wake(void)
 	syscall(SYS_futex, &wake_word, FUTEX_WAKE_PRIVATE, 1, NULL, NULL, 0);
 }
 
+/* Any thread, async-signal-safe: make the writer look at the rings now (a producer that
+ * found its ring full). */
+void col_writer_nudge(void)
+{
+	writer_wake();
+}
+
 /* Any thread, async-signal-safe (a futex wake): called every 64 KiB of a thread's events
  * while the writer dozes. */
 void col_ring_crossed(col_thread *t)
