@@ -535,7 +535,12 @@ static uint64_t site_hash(const ana_profile *p, const ana_mem_site *a)
 		const ana_loc *u = &p->smp.locs[x->locs[i]];
 		h = (h ^ ((uint64_t)u->func << 32 | u->line)) * 0x100000001b3ull;
 	}
-	return h;
+	/* The multiply carries no high bits down: the table's slot (the low bits) would
+	 * depend on the lines alone, the same for every frame without one, and a compiler's
+	 * 40,000 sites took 60 % of its analysis probing. Mix them down. */
+	h ^= h >> 31;
+	h *= 0xbf58476d1ce4e5b9ull;
+	return h ^ (h >> 29);
 }
 
 /* Fold sites with the same source-level stack into one. */
