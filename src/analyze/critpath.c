@@ -664,7 +664,8 @@ int ana_critpath_build(ana_profile *p)
 	for (uint32_t i = 0; i < cp->ne; i++)
 		cp->e[i].share_pct = cp->step_ns ? 100.0 * (double)cp->e[i].ns / (double)cp->step_ns : 0;
 	cp->untracked_pct = cp->step_ns ? 100.0 * (double)cp->untracked_ns / (double)cp->step_ns : 0;
-	qsort(cp->e, cp->ne, sizeof *cp->e, cmp_entry);
+	if (cp->ne) /* steps without regions: no entries, cp->e may be NULL */
+		qsort(cp->e, cp->ne, sizeof *cp->e, cmp_entry);
 	goto out;
 oom:
 	rc = FENNEC_ENOMEM;

@@ -172,6 +172,24 @@ def test_critical_path_no_steps():
     assert_true("Critical path" not in text, "no critical path section:\n" + text)
 
 
+def test_critical_path_steps_without_regions():
+    """Steps marked, no region ever opened (a written file): every step is untracked time,
+    the chain of each step one untracked piece, and nothing else (under UBSan this once
+    sorted a NULL array of entries)."""
+    w = fncwrite.Writer()
+    m = w.thread(100, MAIN)
+    t = w.start_mono_ns
+    for k in range(5):
+        t += (k + 1) * MS
+        w.step(m, t)
+    with open("steps.fnc", "wb") as f:
+        f.write(w.data())
+    cp = cp_of(analyze("steps.fnc"))
+    assert_eq((cp["regions"], cp["untracked_pct"]), ([], 100), "regions on the path, untracked share")
+    assert_eq([c["untracked"] for c in cp["slowest_step"]["chain"]], [True], "the slowest step's chain")
+    check_tiles(cp, "steps without regions")
+
+
 # --- GPU streams, on recordings written here (tests/integration/fncwrite.py) ------------
 #
 # Every region, step mark and GPU record lies at a time chosen below, so the path of each
