@@ -567,6 +567,31 @@
 				series: series
 			});
 		}
+		/* The stacks whose live bytes rose highest, each over its process's timeline. */
+		var sot = m.stacks_over_time || [];
+		$('memory-stacks-panel').hidden = !sot.length;
+		if (sot.length) {
+			var many2 = sot.some(function (s) { return s.process !== sot[0].process; });
+			var sseries = sot.map(function (s) {
+				var tr = s.trend, slope = tr ? (tr.slope_bytes_per_step !== undefined ? tr.slope_bytes_per_step : tr.slope_bytes_per_s) : null;
+				var name = (s.function || '?') + (many2 ? ' (pid ' + s.process + ')' : '') +
+					(slope !== null && slope !== undefined ? ' ' + (slope >= 0 ? '+' : '-') + fmtBytes(Math.abs(slope)) + '/' + (tr.basis === 'step' ? 'step' : 's') : '');
+				return {type: 'line', name: name, showSymbol: false, sampling: 'lttb', step: 'end',
+					data: (s.points || []).map(function (q) { return [q[0] / 1e6, q[1]]; }),
+					tooltip: {valueFormatter: function (v) { return fmtBytes(v); }}};
+			});
+			$('memory-stacks-note').textContent = 'the ' + sot.length + ' allocation stacks whose live bytes rose highest' +
+				(m.mode === 'sampled' ? ' (estimated from sampled allocations)' : '') + '; legend: growth per step (or second)';
+			chart('chart-memory-stacks', {
+				grid: {left: 10, right: 20, top: 50, bottom: 56, containLabel: true},
+				legend: {top: 0, type: 'scroll'},
+				tooltip: {trigger: 'axis', valueFormatter: function (v) { return fmtBytes(v); }},
+				xAxis: {type: 'value', axisLabel: {formatter: function (v) { return fmtNs(v * 1e6); }}},
+				yAxis: {type: 'value', axisLabel: {formatter: function (v) { return fmtBytes(v); }}},
+				dataZoom: [{type: 'inside'}, {type: 'slider', height: 18, bottom: 8}],
+				series: sseries
+			});
+		}
 		$('leaks-panel').hidden = !m.leaks;
 		var siteCols = function (what) {
 			return [

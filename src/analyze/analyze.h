@@ -309,8 +309,33 @@ typedef struct ana_mem_point {
 	uint64_t rss_bytes;     /* 0: unknown */
 	uint64_t allocs, frees, alloc_bytes; /* since the session started */
 	uint32_t process;
+	uint32_t seq;           /* the order it was read in (ana_memory_finish() sorts by time) */
 	uint8_t reason;         /* enum fmt_snap_reason */
 } ana_mem_point;
+
+/* A site's live bytes at a timeline point of its process, noted at each point for the sites
+ * changed since the one before (the level holds until the next note). While reading,
+ * `point` is the point's `seq` and `bytes` the level; ana_memory_finish() makes them sorted
+ * point indices and changes of level (sites merged into one add up). */
+typedef struct ana_mem_level {
+	uint32_t point, site;
+	double bytes;
+} ana_mem_level;
+
+/* The live bytes of one site over its process's timeline (points carried forward): the
+ * ANA_MEM_SERIES sites whose live bytes rose highest. `slope` is per step when the global
+ * trend is (the process's step points), else per second, over the same points. */
+#define ANA_MEM_SERIES 8
+typedef struct ana_mem_series {
+	uint32_t site;
+	size_t n;
+	uint32_t *point;         /* indices into ana_memory.points */
+	double *bytes;
+	double max_bytes, last_bytes;
+	uint32_t processes;      /* processes whose same stack (source-level) was a candidate */
+	int has_trend, per_step;
+	double slope, r2;
+} ana_mem_series;
 
 /* An allocation stack of one process. */
 typedef struct ana_mem_site {
@@ -323,6 +348,7 @@ typedef struct ana_mem_site {
 	double peak_count, peak_bytes; /* live at the process's peak */
 	uint64_t temporary;     /* full mode: freed before the thread allocated anything else */
 	int runtime;            /* the C runtime's or fennec's own: never a leak */
+	uint8_t changed;        /* its live numbers changed since its process's latest point */
 	/* replay state */
 	uint64_t mod, at_peak_p;
 	double at_peak_count, at_peak_bytes;
@@ -352,6 +378,10 @@ typedef struct ana_memory {
 	size_t npoints, points_cap;
 	ana_mem_site *sites;
 	uint32_t nsites, sites_cap;
+	ana_mem_level *levels;   /* sites' live bytes at timeline points */
+	size_t nlevels, levels_cap;
+	ana_mem_series series[ANA_MEM_SERIES]; /* highest level first */
+	uint32_t nseries;
 	/* growth: live bytes regressed on steps (or seconds without steps) */
 	int has_trend, trend_per_step;
 	double slope, intercept, r2;

@@ -101,6 +101,8 @@ typedef struct rstate {
 	uint64_t peak_ticks, peak_step;
 	uint32_t peak_site;
 	uint64_t marked_for;     /* sampled: the counters' peak time P was set for */
+	uint32_t *changed;       /* sites changed since the process's latest timeline point */
+	size_t nchanged, changed_cap;
 	struct { uint64_t tid, addr; } last[64]; /* a thread's last allocation (temporaries) */
 } rstate;
 
@@ -109,6 +111,7 @@ static void rstate_free(rstate *r)
 	if (!r)
 		return;
 	free(r->site_of);
+	free(r->changed);
 	free(r->live.b);
 	free(r);
 }
@@ -159,8 +162,9 @@ static ana_mem_site *site_for(ana_profile *p, rstate *r, const fmt_file *f, uint
 }
 
 /* Before a site's live numbers change: if the latest peak came after its last change,
- * its current numbers are its numbers at that peak. */
-static void touch(rstate *r, ana_mem_site *s)
+ * its current numbers are its numbers at that peak; and it is noted as changed, for its
+ * level at the next timeline point (a failed note only leaves that level out). */
+static void touch(ana_profile *p, rstate *r, ana_mem_site *s)
 {
 	if (r->P >= s->mod) {
 		s->at_peak_count = s->live_count;
@@ -168,6 +172,26 @@ static void touch(rstate *r, ana_mem_site *s)
 		s->at_peak_p = r->P;
 	}
 	s->mod = r->ordinal;
+	if (!s->changed && ana_grow(&r->changed, &r->changed_cap, r->nchanged, sizeof *r->changed) == 0) {
+		r->changed[r->nchanged++] = (uint32_t)(s - p->mem.sites);
+		s->changed = 1;
+	}
+}
+
+/* A timeline point of r's process was read: the levels of the sites changed since the one
+ * before. */
+static int note_levels(ana_profile *p, rstate *r, uint32_t point)
+{
+	ana_memory *m = &p->mem;
+	if (ana_grow(&m->levels, &m->levels_cap, m->nlevels + r->nchanged, sizeof *m->levels) < 0)
+		return FENNEC_ENOMEM;
+	for (size_t i = 0; i < r->nchanged; i++) {
+		ana_mem_site *s = &m->sites[r->changed[i]];
+		m->levels[m->nlevels++] = (ana_mem_level){point, r->changed[i], s->live_bytes};
+		s->changed = 0;
+	}
+	r->nchanged = 0;
+	return 0;
 }
 
 static void remember_alloc(rstate *r, uint64_t tid, uint64_t addr)
@@ -187,7 +211,7 @@ static void on_free(ana_profile *p, rstate *r, blk *b)
 {
 	ana_mem_site *s = &p->mem.sites[b->site];
 	r->ordinal++;
-	touch(r, s);
+	touch(p, r, s);
 	s->live_count -= b->w;
 	s->live_bytes -= (double)b->size * b->w;
 	r->live_bytes -= (double)b->size * b->w;
@@ -210,7 +234,7 @@ static int by_stack(ana_profile *p, rstate *r, const fmt_file *f, const fmt_even
 		return FENNEC_ENOMEM;
 	double w = weight(r, ev->size), bytes = (double)ev->size * w;
 	r->ordinal++;
-	touch(r, s);
+	touch(p, r, s);
 	if (ev->type == FMT_EV_FREE) {
 		if (ev->flags & FMT_HEV_TEMP && !r->sampled)
 			s->temporary++;
@@ -241,9 +265,11 @@ int ana_memory_event(ana_profile *p, uint32_t proc, const fmt_file *f, const fmt
 		if (ana_grow(&m->points, &m->points_cap, m->npoints, sizeof *m->points) < 0)
 			return FENNEC_ENOMEM;
 		double t = fmt_ticks_to_ns(f, ev->ticks);
+		uint32_t seq = (uint32_t)m->npoints;
 		m->points[m->npoints++] = (ana_mem_point){t > 0 ? (uint64_t)llround(t) : 0, ev->u, ev->heap[0], ev->heap[1],
-							   ev->heap[2], ev->heap[3], ev->heap[4], proc, (uint8_t)ev->flags};
-		return 0;
+							   ev->heap[2], ev->heap[3], ev->heap[4], proc, seq, (uint8_t)ev->flags};
+		rstate *r = m->priv;
+		return r && r->proc == proc ? note_levels(p, r, seq) : 0;
 	}
 	rstate *r = state(p, proc, f);
 	if (!r)
@@ -274,7 +300,7 @@ int ana_memory_event(ana_profile *p, uint32_t proc, const fmt_file *f, const fmt
 		return FENNEC_ENOMEM;
 	double w = weight(r, ev->size);
 	r->ordinal++;
-	touch(r, s);
+	touch(p, r, s);
 	s->allocs += w;
 	s->bytes += (double)ev->size * w;
 	s->live_count += w;
@@ -508,11 +534,11 @@ static int trend(ana_profile *p)
 }
 
 /* Whether two sites have the same source-level stack (function, file, line per frame) in
- * the same process and region: different return addresses of one source line (an
- * unrolled loop, inlined copies) are one allocation site to the reader. */
-static int same_site(const ana_profile *p, const ana_mem_site *a, const ana_mem_site *b)
+ * the same region, whatever their processes: different return addresses of one source line
+ * (an unrolled loop, inlined copies) are one allocation site to the reader. */
+static int same_source(const ana_profile *p, const ana_mem_site *a, const ana_mem_site *b)
 {
-	if (a->process != b->process || a->node != b->node || a->stack == ANA_NONE || b->stack == ANA_NONE)
+	if (a->node != b->node || a->stack == ANA_NONE || b->stack == ANA_NONE)
 		return a->stack == b->stack && a->process == b->process && a->node == b->node;
 	const ana_stack *x = &p->smp.stacks[a->stack], *y = &p->smp.stacks[b->stack];
 	if (x->n != y->n)
@@ -523,6 +549,140 @@ static int same_site(const ana_profile *p, const ana_mem_site *a, const ana_mem_
 			return 0;
 	}
 	return 1;
+}
+
+static int same_site(const ana_profile *p, const ana_mem_site *a, const ana_mem_site *b)
+{
+	return a->process == b->process && same_source(p, a, b);
+}
+
+static int cmp_level(const void *a, const void *b)
+{
+	const ana_mem_level *x = a, *y = b;
+	if (x->site != y->site)
+		return x->site < y->site ? -1 : 1;
+	return (x->point > y->point) - (x->point < y->point);
+}
+
+/* The trend of ys over a process's points x (per step when it has 3 step points or more,
+ * else per second), as trend() takes the heap's. */
+static int series_trend(ana_profile *p, ana_mem_series *sr)
+{
+	const ana_memory *m = &p->mem;
+	size_t steps = 0;
+	for (size_t i = 0; i < sr->n; i++)
+		steps += m->points[sr->point[i]].reason == FMT_SNAP_STEP;
+	sr->per_step = steps >= 3;
+	double *x = malloc((sr->n + 1) * sizeof *x), *y = malloc((sr->n + 1) * sizeof *y);
+	if (!x || !y) {
+		free(x);
+		free(y);
+		return FENNEC_ENOMEM;
+	}
+	size_t k = 0;
+	for (size_t i = 0; i < sr->n; i++) {
+		const ana_mem_point *pt = &m->points[sr->point[i]];
+		if (sr->per_step && pt->reason != FMT_SNAP_STEP)
+			continue;
+		x[k] = sr->per_step ? (double)pt->step : (double)(pt->t_ns - m->points[sr->point[0]].t_ns) / 1e9;
+		y[k++] = sr->bytes[i];
+	}
+	if (k >= 3) {
+		double icpt;
+		fit(x, y, k, &sr->slope, &icpt, &sr->r2);
+		sr->has_trend = 1;
+	}
+	free(x);
+	free(y);
+	return 0;
+}
+
+/* A site's levels: [at, end) of the sorted levels, and the highest. */
+typedef struct cand {
+	uint32_t site;
+	size_t at, end;
+	double max;
+} cand;
+
+static int cmp_cand(const void *a, const void *b)
+{
+	const cand *x = a, *y = b;
+	return (x->max < y->max) - (x->max > y->max);
+}
+
+/* The ANA_MEM_SERIES sites (not the runtime's) whose live bytes were highest at a timeline
+ * point, each with its level at every point of its process and its trend. A stack that
+ * several processes allocate from (fork-based workers) is shown once, by its highest
+ * process's series, with the number of processes whose series would have read the same. */
+static int series(ana_profile *p)
+{
+	ana_memory *m = &p->mem;
+	if (!m->nlevels)
+		return 0;
+	qsort(m->levels, m->nlevels, sizeof *m->levels, cmp_level);
+	cand *c = NULL;
+	size_t nc = 0, cap = 0;
+	for (size_t i = 0; i < m->nlevels;) {
+		uint32_t site = m->levels[i].site;
+		size_t at = i;
+		double cur = 0, max = 0;
+		for (; i < m->nlevels && m->levels[i].site == site; i++) {
+			cur += m->levels[i].bytes;
+			int last = i + 1 == m->nlevels || m->levels[i + 1].site != site || m->levels[i + 1].point != m->levels[i].point;
+			if (last && cur > max)
+				max = cur;
+		}
+		if (m->sites[site].runtime || max < 0.5)
+			continue;
+		if (ana_grow(&c, &cap, nc, sizeof *c) < 0) {
+			free(c);
+			return FENNEC_ENOMEM;
+		}
+		c[nc++] = (cand){site, at, i, max};
+	}
+	if (nc > 1)
+		qsort(c, nc, sizeof *c, cmp_cand);
+	cand top[ANA_MEM_SERIES];
+	uint32_t ntop = 0, procs[ANA_MEM_SERIES];
+	for (size_t i = 0; i < nc; i++) {
+		uint32_t k = 0;
+		while (k < ntop && !same_source(p, &m->sites[top[k].site], &m->sites[c[i].site]))
+			k++;
+		if (k < ntop)
+			procs[k]++;
+		else if (ntop < ANA_MEM_SERIES) {
+			top[ntop] = c[i];
+			procs[ntop++] = 1;
+		}
+	}
+	free(c);
+	for (uint32_t t = 0; t < ntop; t++) {
+		ana_mem_series *sr = &m->series[m->nseries];
+		uint32_t proc = m->sites[top[t].site].process;
+		size_t np = 0;
+		for (size_t i = 0; i < m->npoints; i++)
+			np += m->points[i].process == proc;
+		*sr = (ana_mem_series){.site = top[t].site, .max_bytes = top[t].max, .processes = procs[t]};
+		sr->point = malloc((np + 1) * sizeof *sr->point);
+		sr->bytes = malloc((np + 1) * sizeof *sr->bytes);
+		m->nseries++;
+		if (!sr->point || !sr->bytes)
+			return FENNEC_ENOMEM;
+		size_t lv = top[t].at;
+		double cur = 0;
+		for (size_t i = 0; i < m->npoints; i++) {
+			if (m->points[i].process != proc)
+				continue;
+			while (lv < top[t].end && m->levels[lv].point <= i)
+				cur += m->levels[lv++].bytes;
+			sr->point[sr->n] = (uint32_t)i;
+			sr->bytes[sr->n++] = cur;
+		}
+		sr->last_bytes = sr->n ? sr->bytes[sr->n - 1] : 0;
+		if (series_trend(p, sr))
+			return FENNEC_ENOMEM;
+	}
+	return 0;
 }
 
 static uint64_t site_hash(const ana_profile *p, const ana_mem_site *a)
@@ -543,8 +703,8 @@ static uint64_t site_hash(const ana_profile *p, const ana_mem_site *a)
 	return h ^ (h >> 29);
 }
 
-/* Fold sites with the same source-level stack into one. */
-static int merge_sites(ana_profile *p)
+/* Fold sites with the same source-level stack into one; map[i]: where site i went. */
+static int merge_sites(ana_profile *p, uint32_t *map)
 {
 	ana_memory *m = &p->mem;
 	size_t cap = 16;
@@ -563,9 +723,11 @@ static int merge_sites(ana_profile *p)
 				break;
 		if (tab[j] == UINT32_MAX) {
 			m->sites[k] = *s;
+			map[i] = k;
 			tab[j] = k++;
 			continue;
 		}
+		map[i] = tab[j];
 		ana_mem_site *d = &m->sites[tab[j]];
 		d->allocs += s->allocs;
 		d->bytes += s->bytes;
@@ -589,8 +751,39 @@ int ana_memory_finish(ana_profile *p)
 		return 0;
 	for (uint32_t i = 0; i < m->nsites; i++)
 		m->sites[i].stack = ana_samples_stack_of(p, m->sites[i].process, m->sites[i].raw);
-	if (merge_sites(p))
+	/* Levels become changes of level, per site as read (in time order), so that sites
+	 * merged into one add up; then they name merged sites and sorted points. */
+	double *prev = calloc((size_t)m->nsites + 1, sizeof *prev);
+	uint32_t *map = malloc(((size_t)m->nsites + 1) * sizeof *map);
+	uint32_t *inv = malloc((m->npoints + 1) * sizeof *inv);
+	if (!prev || !map || !inv) {
+		free(prev);
+		free(map);
+		free(inv);
 		return FENNEC_ENOMEM;
+	}
+	for (size_t i = 0; i < m->nlevels; i++) {
+		ana_mem_level *v = &m->levels[i];
+		double d = v->bytes - prev[v->site];
+		prev[v->site] = v->bytes;
+		v->bytes = d;
+	}
+	free(prev);
+	int rc = merge_sites(p, map);
+	if (m->npoints > 1)
+		qsort(m->points, m->npoints, sizeof *m->points, cmp_point);
+	for (size_t i = 0; i < m->npoints; i++) {
+		inv[m->points[i].seq] = (uint32_t)i;
+		m->points[i].seq = (uint32_t)i;
+	}
+	for (size_t i = 0; !rc && i < m->nlevels; i++) {
+		m->levels[i].site = map[m->levels[i].site];
+		m->levels[i].point = inv[m->levels[i].point];
+	}
+	free(map);
+	free(inv);
+	if (rc)
+		return rc;
 	for (uint32_t i = 0; i < m->nsites; i++) {
 		ana_mem_site *s = &m->sites[i];
 		s->runtime = s->stack != ANA_NONE && is_runtime(p, &p->smp.stacks[s->stack]);
@@ -605,8 +798,6 @@ int ana_memory_finish(ana_profile *p)
 		}
 		m->temporary += s->temporary;
 	}
-	if (m->npoints > 1)
-		qsort(m->points, m->npoints, sizeof *m->points, cmp_point);
 	for (size_t i = 0; i < m->npoints; i++)
 		if (m->points[i].rss_bytes > m->peak_rss_bytes)
 			m->peak_rss_bytes = m->points[i].rss_bytes;
@@ -625,7 +816,8 @@ int ana_memory_finish(ana_profile *p)
 			    "watches for their frees (65,536); per-stack numbers are low; a larger --memory-rate "
 			    "samples fewer",
 			 (unsigned long long)m->untracked);
-	return trend(p);
+	rc = trend(p);
+	return rc ? rc : series(p);
 }
 
 void ana_memory_discard(ana_profile *p, uint32_t proc)
@@ -633,16 +825,40 @@ void ana_memory_discard(ana_profile *p, uint32_t proc)
 	ana_memory *m = &p->mem;
 	rstate_free(m->priv);
 	m->priv = NULL;
+	/* The levels name sites and points by index: their new indices, UINT32_MAX for the
+	 * process's own (whose levels go). Without room for the maps, every level goes. */
+	uint32_t *smap = malloc(((size_t)m->nsites + 1) * sizeof *smap);
+	uint32_t *pmap = malloc((m->npoints + 1) * sizeof *pmap);
 	uint32_t k = 0;
-	for (uint32_t i = 0; i < m->nsites; i++)
+	for (uint32_t i = 0; i < m->nsites; i++) {
+		if (smap)
+			smap[i] = m->sites[i].process != proc ? k : UINT32_MAX;
 		if (m->sites[i].process != proc)
 			m->sites[k++] = m->sites[i];
+	}
 	m->nsites = k;
 	size_t n = 0;
-	for (size_t i = 0; i < m->npoints; i++)
-		if (m->points[i].process != proc)
-			m->points[n++] = m->points[i];
+	for (size_t i = 0; i < m->npoints; i++) {
+		if (pmap)
+			pmap[i] = m->points[i].process != proc ? (uint32_t)n : UINT32_MAX;
+		if (m->points[i].process != proc) {
+			m->points[n] = m->points[i];
+			m->points[n].seq = (uint32_t)n;
+			n++;
+		}
+	}
 	m->npoints = n;
+	size_t l = 0;
+	for (size_t i = 0; smap && pmap && i < m->nlevels; i++) {
+		ana_mem_level v = m->levels[i];
+		v.site = smap[v.site];
+		v.point = pmap[v.point];
+		if (v.site != UINT32_MAX && v.point != UINT32_MAX)
+			m->levels[l++] = v;
+	}
+	m->nlevels = l;
+	free(smap);
+	free(pmap);
 }
 
 void ana_memory_free(ana_profile *p)
@@ -650,5 +866,10 @@ void ana_memory_free(ana_profile *p)
 	rstate_free(p->mem.priv);
 	free(p->mem.points);
 	free(p->mem.sites);
+	free(p->mem.levels);
+	for (uint32_t i = 0; i < p->mem.nseries; i++) {
+		free(p->mem.series[i].point);
+		free(p->mem.series[i].bytes);
+	}
 	memset(&p->mem, 0, sizeof p->mem);
 }

@@ -313,11 +313,29 @@ static const ana_mem_site *top_live_site(const ana_profile *p)
 	return best;
 }
 
+/* The stack whose live bytes grew fastest over the peak process's timeline, on the heap
+ * trend's basis, with a fit of r^2 >= 0.5 and at least a tenth of the heap's slope; NULL
+ * when none. */
+static const ana_mem_series *growing_series(const ana_profile *p)
+{
+	const ana_memory *m = &p->mem;
+	const ana_mem_series *best = NULL;
+	for (uint32_t i = 0; i < m->nseries; i++) {
+		const ana_mem_series *sr = &m->series[i];
+		if (sr->has_trend && sr->per_step == m->trend_per_step && m->sites[sr->site].process == m->peak_process &&
+		    sr->r2 >= 0.5 && sr->slope >= 0.1 * m->slope && (!best || sr->slope > best->slope))
+			best = sr;
+	}
+	return best;
+}
+
 #define LEAK_MAX 5
 /*
  * memory_leak, two ways. Growth: live heap regressed on steps (or seconds without steps)
  * grows at least the threshold (default 10 MB) per step with r^2 >= 0.8 over 3 or more
- * points; HIGH when r^2 >= 0.9 and the growth over the run is half the peak or more.
+ * points; HIGH when r^2 >= 0.9 and the growth over the run is half the peak or more. It
+ * names the stack whose live bytes grew fastest (growing_series()), else the one with most
+ * unfreed at exit.
  * Unfreed at exit (full mode exact; sampled mode an estimate, said so): one finding per
  * allocation stack, the largest LEAK_MAX; HIGH from 10% of the peak heap or 100 MiB,
  * MEDIUM from 1 MiB, else LOW. Memory findings save memory, not time: expected gain 0.
@@ -341,14 +359,24 @@ static void rule_memory_leak(ana_profile *p)
 		if (!f)
 			return;
 		const char *per = m->trend_per_step ? "step" : "second";
-		const ana_mem_site *top = top_live_site(p);
+		const ana_mem_series *g = growing_series(p);
+		const ana_mem_site *top = g ? &m->sites[g->site] : top_live_site(p);
+		char gs[160] = "";
+		if (g) {
+			char d[32];
+			snprintf(gs, sizeof gs, " (its live bytes grow %s per %s, r^2 = %.3f)", ana_fmt_bytes(g->slope, d, sizeof d),
+				 per, g->r2);
+		}
 		f->subject = ana_strf("heap grows %s per %s", ana_fmt_bytes(m->slope, a, sizeof a), per);
 		f->evidence = ana_strf("live heap grows by %s per %s (linear fit over %u points, r^2 = %.3f), %s over the run; "
-				       "threshold %s per %s%s%s",
+				       "threshold %s per %s%s%s%s",
 				       ana_fmt_bytes(m->slope, a, sizeof a), per, m->trend_points, m->r2, ana_fmt_bytes(growth, b, sizeof b),
-				       ana_fmt_bytes(thr, c, sizeof c), per, top ? "; most unfreed memory comes from " : "",
-				       top ? site_where(p, top, w, sizeof w) : "");
+				       ana_fmt_bytes(thr, c, sizeof c), per,
+				       g ? "; the stack that grows most: " : top ? "; most unfreed memory comes from " : "",
+				       top ? site_where(p, top, w, sizeof w) : "", gs);
 		ana_finding_num(f, m->trend_per_step ? "slope_bytes_per_step" : "slope_bytes_per_s", m->slope);
+		if (g)
+			ana_finding_num(f, m->trend_per_step ? "stack_slope_bytes_per_step" : "stack_slope_bytes_per_s", g->slope);
 		ana_finding_num(f, "r2", m->r2);
 		ana_finding_num(f, "points", m->trend_points);
 		ana_finding_num(f, "threshold_bytes", thr);

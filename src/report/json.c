@@ -203,6 +203,18 @@ static void mem_stack(FILE *out, const ana_profile *p, const ana_mem_site *s)
 	fputs("]", out);
 }
 
+/* A heap site's function, region and process keys. */
+static void site_keys(FILE *out, const ana_profile *p, const ana_mem_site *s, int *first)
+{
+	kstr(out, "function", ana_mem_site_name(p, s), first);
+	key(out, "region", first);
+	if (s->node == ANA_NONE)
+		fputs("null", out);
+	else
+		rep_json_string(out, p->nodes[s->node].path);
+	knum(out, "process", (double)p->procs[s->process].file.pid, first);
+}
+
 static void mem_sites(FILE *out, const ana_profile *p, const char *name, int by, uint32_t max, int *first)
 {
 	uint32_t idx[64];
@@ -217,18 +229,55 @@ static void mem_sites(FILE *out, const ana_profile *p, const char *name, int by,
 		double bytes = by == REP_MEM_LIVE ? s->live_bytes : by == REP_MEM_PEAK ? s->peak_bytes : s->bytes;
 		knum(out, "bytes", p->mem.mode == FMT_MEM_FULL ? bytes : round(bytes), &f1);
 		knum(out, "count", p->mem.mode == FMT_MEM_FULL ? count : round(count), &f1);
-		kstr(out, "function", ana_mem_site_name(p, s), &f1);
-		key(out, "region", &f1);
-		if (s->node == ANA_NONE)
-			fputs("null", out);
-		else
-			rep_json_string(out, p->nodes[s->node].path);
-		knum(out, "process", (double)p->procs[s->process].file.pid, &f1);
+		site_keys(out, p, s, &f1);
 		key(out, "stack", &f1);
 		mem_stack(out, p, s);
 		fputs("}", out);
 	}
 	fputs(n ? "\n  ]" : "]", out);
+}
+
+/* The live bytes of the stacks that held the most, over their process's timeline: at most
+ * 500 points each, evenly thinned. */
+static void stacks_over_time(FILE *out, const ana_profile *p, int *first)
+{
+	const ana_memory *m = &p->mem;
+	uint64_t t0 = p->procs[0].file.start_mono_ns;
+	key(out, "stacks_over_time", first);
+	fputs("[", out);
+	for (uint32_t i = 0; i < m->nseries; i++) {
+		const ana_mem_series *sr = &m->series[i];
+		const ana_mem_site *s = &m->sites[sr->site];
+		int f1 = 1;
+		fputs(i ? ",\n    {" : "\n    {", out);
+		site_keys(out, p, s, &f1);
+		knum(out, "processes", (double)sr->processes, &f1);
+		knum(out, "max_bytes", round(sr->max_bytes), &f1);
+		knum(out, "last_bytes", round(sr->last_bytes), &f1);
+		key(out, "trend", &f1);
+		if (sr->has_trend) {
+			int f2 = 1;
+			fputs("{", out);
+			kstr(out, "basis", sr->per_step ? "step" : "second", &f2);
+			knum(out, sr->per_step ? "slope_bytes_per_step" : "slope_bytes_per_s", sr->slope, &f2);
+			knum(out, "r2", sr->r2, &f2);
+			fputs("}", out);
+		} else {
+			fputs("null", out);
+		}
+		key(out, "stack", &f1);
+		mem_stack(out, p, s);
+		key(out, "points", &f1);
+		size_t stride = sr->n > 500 ? (sr->n + 499) / 500 : 1;
+		fputs("[", out);
+		for (size_t j = 0, k = 0; j < sr->n; j += stride, k++) {
+			uint64_t t = m->points[sr->point[j]].t_ns;
+			fprintf(out, "%s[%llu, %.0f]", k ? ", " : "", (unsigned long long)(t > t0 ? t - t0 : 0),
+				sr->bytes[j] > 0 ? round(sr->bytes[j]) : 0.0);
+		}
+		fputs("]}", out);
+	}
+	fputs(m->nseries ? "\n  ]" : "]", out);
 }
 
 static void memory_json(FILE *out, const ana_profile *p)
@@ -286,6 +335,7 @@ static void memory_json(FILE *out, const ana_profile *p)
 	mem_sites(out, p, "at_peak", REP_MEM_PEAK, rows(p, 20), &f1);
 	if (full)
 		mem_sites(out, p, "temporary", REP_MEM_TEMP, rows(p, 20), &f1);
+	stacks_over_time(out, p, &f1);
 	key(out, "timeline", &f1);
 	/* At most 2000 points, evenly thinned; step points are what the trend used. */
 	size_t n = m->npoints, stride = n > 2000 ? (n + 1999) / 2000 : 1;

@@ -339,6 +339,34 @@ static void memory_text(FILE *out, const ana_profile *p, const style *st)
 		for (uint32_t i = 0; i < n; i++)
 			mem_site_line(out, p, &m->sites[rows[i].site], rows[i].bytes, rows[i].count, rows[i].processes);
 	}
+	/* The stacks whose live bytes rose highest, with their trend: where a heap that grows
+	 * grows, even when it is all freed by the end. */
+	uint32_t ns = m->nseries < want ? m->nseries : want;
+	if (ns > 5)
+		ns = 5;
+	if (ns)
+		fprintf(out, "\n  Live over time (highest, at the end, trend; where)\n");
+	for (uint32_t i = 0; i < ns; i++) {
+		const ana_mem_series *sr = &m->series[i];
+		const ana_mem_site *s = &m->sites[sr->site];
+		char tr[64] = "", nb[256], loc[512];
+		const char *fn, *where;
+		if (sr->has_trend)
+			snprintf(tr, sizeof tr, "%s%s/%s (r^2 %.2f)", sr->slope < 0 ? "-" : "+",
+				 ana_fmt_bytes(fabs(sr->slope), a, sizeof a), sr->per_step ? "step" : "s", sr->r2);
+		mem_site_where(p, s, &fn, loc, sizeof loc, &where);
+		fprintf(out, "  %10s %10s  %-26s %s%s%s%s%s", ana_fmt_bytes(sr->max_bytes, b, sizeof b),
+			ana_fmt_bytes(sr->last_bytes > 0 ? sr->last_bytes : 0, c, sizeof c), tr, short_name(fn, nb, sizeof nb),
+			loc[0] ? " " : "", loc, where[0] ? " <- " : "", where);
+		if (s->node != ANA_NONE)
+			fprintf(out, "  in %s", p->nodes[s->node].path);
+		if (sr->processes > 1)
+			fprintf(out, "  (pid %llu and %u more processes)", (unsigned long long)p->procs[s->process].file.pid,
+				sr->processes - 1);
+		else if (p->nprocs > 1)
+			fprintf(out, "  (pid %llu)", (unsigned long long)p->procs[s->process].file.pid);
+		fputc('\n', out);
+	}
 }
 
 /* A region path that fits a column, its end kept. */

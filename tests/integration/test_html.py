@@ -300,9 +300,12 @@ def test_browser_memory_leak():
     assert_close(mem["leaked_bytes"], 200 * 16384, 16384, "leaked bytes", " B")
     b = browse("file://" + os.path.abspath("report.html"), os.path.abspath("shots"))
     assert_clean_page(b)
-    assert_charts_drawn(b, {"memory": ["chart-memory", "chart-rss"]})
+    assert_charts_drawn(b, {"memory": ["chart-memory", "chart-memory-stacks", "chart-rss"]})
     series = b["tabs"]["memory"]["charts"]["chart-memory"]["series"]
     assert_true(series >= 3, "heap, RSS and trend series: %d" % series)
+    top = mem["stacks_over_time"][0]
+    assert_true(top["function"] == "main" and abs(top["trend"]["slope_bytes_per_step"] - 16384) < 200,
+                "the kept blocks' stack over time: %s" % {k: top[k] for k in ("function", "trend", "max_bytes")})
 
 
 # --- GPU, ranks, and names that look like markup -------------------------------------------

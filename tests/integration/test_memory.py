@@ -158,6 +158,11 @@ def test_growth_per_step_slope_and_finding():
     assert_eq(len(growth), 1, "one memory_leak growth finding")
     assert_rel(growth[0]["evidence"]["slope_bytes_per_step"], 12 * MIB, 0.05, "finding's slope")
     assert_eq(growth[0]["evidence"]["threshold_bytes"], 10e6, "default threshold (10 MB per step)")
+    # everything is freed at exit: the finding names the stack whose live bytes grew (an
+    # estimate from ~480 samples of 512 KiB: relative error ~5 %, so 3 sigma)
+    assert_rel(growth[0]["evidence"]["stack_slope_bytes_per_step"], 12 * MIB, 0.15, "the growing stack's slope")
+    assert_true("the stack that grows most: block" in growth[0]["evidence"]["text"],
+                "the finding names the growing stack: %s" % growth[0]["evidence"]["text"])
 
 
 @collector
@@ -171,6 +176,45 @@ def test_flat_heap_no_growth_finding():
     assert_eq(leak_findings(rep), [], "memory_leak findings on a flat heap")
     assert_true(not [f for f in rep["findings"] if f["type"] == "allocation_churn"],
                 "1000 allocations per step is not churn")
+
+
+@collector
+def test_live_bytes_by_stack_over_time():
+    """mem_growth shift 2 20: fill_b keeps 40 MiB, then each of 20 steps grow_a keeps 2 MiB
+    more and 2 MiB of fill_b's are freed. The heap is flat (no growth finding), but the
+    stacks over time show grow_a rising by 2 MiB per step and fill_b falling as fast, each
+    to 40 MiB at its highest, in the JSON and in the text report. Full mode exactly; sampled
+    mode at a rate of 64 KiB (a 1 MiB block is sampled with probability 1 - e^-16)."""
+    plain_only()
+    for mode, tol in (("full", 0.001), ("sampled", 0.02)):
+        opts = ["--memory=" + mode] + (["--memory-rate", "65536"] if mode == "sampled" else [])
+        r, path = record("mem_growth", "shift", 2, 20, opts=opts, out="shift-%s.fnc" % mode)
+        rep = analyze(path)
+        m = mem(rep)
+        assert_true(abs(m["trend"]["slope_bytes_per_step"]) < 0.1 * MIB, "a flat heap (%s): %r" % (mode, m["trend"]))
+        assert_eq(leak_findings(rep), [], "memory_leak findings on a flat heap (%s)" % mode)
+        sot = {s["function"]: s for s in m["stacks_over_time"]}
+        for fn, sign in (("grow_a", 1), ("fill_b", -1)):
+            s = sot.get(fn)
+            assert_true(s is not None, "%s among the stacks over time (%s): %s" % (fn, mode, list(sot)))
+            assert_eq(s["trend"]["basis"], "step", "%s's trend basis" % fn)
+            assert_rel(s["trend"]["slope_bytes_per_step"], sign * 2 * MIB, tol, "%s's slope (%s)" % (fn, mode))
+            assert_true(s["trend"]["r2"] > 0.99, "%s's r^2 (%s): %r" % (fn, mode, s["trend"]))
+            assert_rel(s["max_bytes"], 40 * MIB, tol, "%s's highest live bytes (%s)" % (fn, mode))
+            assert_true(s["stack"][0].startswith(fn + " ") and "mem_growth.c:" in s["stack"][0],
+                        "%s's stack: %r" % (fn, s["stack"][:2]))
+            # the level at each step point: fill_b 40 - 2k MiB, grow_a 2k MiB after step k
+            pts = [b for t, b in s["points"]]
+            assert_true(len(pts) >= 21, "%s's points: %d" % (fn, len(pts)))
+            if mode == "full":
+                want = [(2 * k if sign > 0 else 40 - 2 * k) * MIB for k in range(21)]
+                assert_eq([w for w in want if w not in pts], [], "%s's levels at the steps missing from %r" % (fn, pts))
+        assert_eq(sorted(m["stacks_over_time"], key=lambda s: -s["max_bytes"])[:2] ==
+                  m["stacks_over_time"][:2], True, "stacks over time, highest first")
+        text = analyze_raw(path).stdout
+        rows = text.split("Live over time")[1].split("\n\n")[0].splitlines()[1:]
+        grow = [l for l in rows if " grow_a " in l]
+        assert_true(grow and "+2.0 MiB/step" in grow[0], "grow_a's row in the text report (%s): %s" % (mode, rows))
 
 
 @collector
@@ -302,6 +346,10 @@ def test_fork_while_another_thread_allocates():
         rows = [l.split()[2:3] + l.split()[-2:] for l in unfreed if "child_leak" in l]
         assert_eq(rows, [["80", "(20", "processes)"]],
                   "child_leak's rows of the text report's unfreed blocks (%s mode): %s" % (mode, unfreed))
+        # over time: one series for the children's stack, which says how many there were
+        sot = [(s["processes"], s["max_bytes"], s["last_bytes"]) for s in m["stacks_over_time"]
+               if s["function"] == "child_leak"]
+        assert_eq(sot, [(20, 4000, 4000)], "child_leak's stacks over time (%s mode)" % mode)
 
 
 @collector
