@@ -662,7 +662,7 @@ static int series(ana_profile *p)
 		size_t np = 0;
 		for (size_t i = 0; i < m->npoints; i++)
 			np += m->points[i].process == proc;
-		*sr = (ana_mem_series){.site = top[t].site, .max_bytes = top[t].max, .processes = procs[t]};
+		*sr = (ana_mem_series){.site = top[t].site, .max_bytes = round(top[t].max), .processes = procs[t]};
 		sr->point = malloc((np + 1) * sizeof *sr->point);
 		sr->bytes = malloc((np + 1) * sizeof *sr->bytes);
 		m->nseries++;
@@ -675,8 +675,10 @@ static int series(ana_profile *p)
 				continue;
 			while (lv < top[t].end && m->levels[lv].point <= i)
 				cur += m->levels[lv++].bytes;
+			/* whole bytes: a sum of changes of level carries rounding noise, which made a
+			 * constant level's fit read r^2 = 0 */
 			sr->point[sr->n] = (uint32_t)i;
-			sr->bytes[sr->n++] = cur;
+			sr->bytes[sr->n++] = cur > 0 ? round(cur) : 0;
 		}
 		sr->last_bytes = sr->n ? sr->bytes[sr->n - 1] : 0;
 		if (series_trend(p, sr))

@@ -180,11 +180,12 @@ def test_flat_heap_no_growth_finding():
 
 @collector
 def test_live_bytes_by_stack_over_time():
-    """mem_growth shift 2 20: fill_b keeps 40 MiB, then each of 20 steps grow_a keeps 2 MiB
-    more and 2 MiB of fill_b's are freed. The heap is flat (no growth finding), but the
-    stacks over time show grow_a rising by 2 MiB per step and fill_b falling as fast, each
-    to 40 MiB at its highest, in the JSON and in the text report. Full mode exactly; sampled
-    mode at a rate of 64 KiB (a 1 MiB block is sampled with probability 1 - e^-16)."""
+    """mem_growth shift 2 20: fill_b keeps 40 MiB and hold_c 3 MiB, then each of 20 steps
+    grow_a keeps 2 MiB more and 2 MiB of fill_b's are freed. The heap is flat (no growth
+    finding), but the stacks over time show grow_a rising by 2 MiB per step and fill_b
+    falling as fast, each to 40 MiB at its highest, and hold_c level (slope 0, r^2 1), in
+    the JSON and in the text report. Full mode exactly; sampled mode at a rate of 64 KiB (a
+    1 MiB block is sampled with probability 1 - e^-16)."""
     plain_only()
     for mode, tol in (("full", 0.001), ("sampled", 0.02)):
         opts = ["--memory=" + mode] + (["--memory-rate", "65536"] if mode == "sampled" else [])
@@ -209,6 +210,10 @@ def test_live_bytes_by_stack_over_time():
             if mode == "full":
                 want = [(2 * k if sign > 0 else 40 - 2 * k) * MIB for k in range(21)]
                 assert_eq([w for w in want if w not in pts], [], "%s's levels at the steps missing from %r" % (fn, pts))
+        c = sot.get("hold_c")
+        assert_true(c is not None, "hold_c among the stacks over time (%s): %s" % (mode, list(sot)))
+        assert_rel(c["max_bytes"], 3 * MIB, tol, "hold_c's level (%s)" % mode)
+        assert_eq((c["trend"]["slope_bytes_per_step"], c["trend"]["r2"]), (0, 1), "hold_c's trend (%s)" % mode)
         assert_eq(sorted(m["stacks_over_time"], key=lambda s: -s["max_bytes"])[:2] ==
                   m["stacks_over_time"][:2], True, "stacks over time, highest first")
         text = analyze_raw(path).stdout
