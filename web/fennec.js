@@ -572,9 +572,19 @@
 		$('memory-stacks-panel').hidden = !sot.length;
 		if (sot.length) {
 			var many2 = sot.some(function (s) { return s.process !== sot[0].process; });
+			/* Two stacks through the same allocating function are told apart by its caller. */
+			var fnCount = {};
+			sot.forEach(function (s) { fnCount[s.function] = (fnCount[s.function] || 0) + 1; });
 			var sseries = sot.map(function (s) {
 				var tr = s.trend, slope = tr ? (tr.slope_bytes_per_step !== undefined ? tr.slope_bytes_per_step : tr.slope_bytes_per_s) : null;
-				var name = (s.function || '?') + (many2 ? ' (pid ' + s.process + ')' : '') +
+				var caller = '';
+				if (fnCount[s.function] > 1 && s.stack) {
+					/* frames read "function file:line" (or "function"); function names may hold spaces */
+					var fnOf = function (f) { return String(f).replace(/ \S*:\d+$/, ''); };
+					var at = s.stack.findIndex(function (f) { return fnOf(f) === s.function; });
+					if (at >= 0 && at + 1 < s.stack.length) caller = ' \u2190 ' + fnOf(s.stack[at + 1]);
+				}
+				var name = (s.function || '?') + caller + (many2 ? ' (pid ' + s.process + ')' : '') +
 					(slope !== null && slope !== undefined ? ' ' + (slope >= 0 ? '+' : '-') + fmtBytes(Math.abs(slope)) + '/' + (tr.basis === 'step' ? 'step' : 's') : '');
 				return {type: 'line', name: name, showSymbol: false, sampling: 'lttb', step: 'end',
 					data: (s.points || []).map(function (q) { return [q[0] / 1e6, q[1]]; }),
