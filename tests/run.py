@@ -10,8 +10,8 @@ temporary directory, with a per-test timeout. Prints one line per test:
     skip name: reason
 
 and ends with the line `N passed, N failed, N skipped`. A test marked @timing (its checks
-are on wall-clock durations) that fails is run once more; a pass on retry is reported with
-the first failure. Exit status 1 if anything failed.
+are on wall-clock durations) or @statistical (sampled shares against measured ones) that
+fails is run once more; a pass on retry is reported with the first failure. Exit status 1 if anything failed.
 
 Options:
     --collector-only   only tests marked @collector (threads, fork, signals; the TSan run)
@@ -69,7 +69,8 @@ def discover():
                           "name": "%s.%s" % (fn[:-3], n),
                           "collector": bool(getattr(f, "collector", False)),
                           "timeout": getattr(f, "timeout", None),
-                          "retries": int(getattr(f, "retries", 0))})
+                          "retries": int(getattr(f, "retries", 0)),
+                          "why_retry": getattr(f, "why_retry", "timing")})
     return tests
 
 
@@ -249,7 +250,7 @@ def main():
         if res["status"] == "ok":
             passed += 1
             print("ok %s (%.1fs)%s" % (t["name"], res["elapsed"], "".join(
-                "\n    (passed on retry; a timing test; first run: %s)" % r for r in first)))
+                "\n    (passed on retry; a %s test; first run: %s)" % (t["why_retry"], r) for r in first)))
             if args.verbose and res["output"].strip():
                 print(indent(res["output"]))
         elif res["status"] == "skip":

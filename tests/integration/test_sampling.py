@@ -27,7 +27,7 @@ import fncfile
 from helpers import (SANITIZER, SLOW, TSAN_FORK, Skip, analyze, analyze_raw, assert_between,
                      assert_close, assert_eq, assert_rel, assert_true, base_env, collector,
                      descendants, exe_of, fixture, record, record_command, region, run,
-                     skip_under, status_text, timeout, wait_for)
+                     skip_under, statistical, status_text, timeout, wait_for)
 
 # Shares are compared in percentage points of the samples (docs: within 3 at 999 Hz).
 SHARE_TOL = 3.0
@@ -152,6 +152,7 @@ def pct(part, whole):
 
 # --- the collector, through the Python decoder ------------------------------------------
 
+@statistical
 def test_cpu_shares_raw():
     """work_a/b/c's leaf samples match the CPU time the program measured in them."""
     check_cpu_shares_raw()
@@ -328,6 +329,7 @@ def test_stack_depth_limit():
 LIBC = ("libc.so", "libasan.so")
 
 
+@statistical
 def test_qsort_bsearch_callbacks():
     """Comparators called by libc's qsort and bsearch (no frame pointers in libc): their
     stacks go comparator -> libc -> the caller -> main."""
@@ -360,6 +362,7 @@ def test_qsort_bsearch_callbacks():
                      "%s: inclusive share of samples vs measured CPU share" % caller, " %")
 
 
+@statistical
 def test_dlopen_library():
     """A library dlopen'ed after start (and again, possibly elsewhere, with "reload"):
     recorded in MODULES with its build id, and its static hot function holds the
@@ -392,6 +395,7 @@ def build_id(path):
 
 
 @collector
+@statistical
 def test_threads_own_functions():
     """Three threads, each in its own function: every thread's samples are in its
     function, named by TASKS, in proportion to its CPU time."""
@@ -487,6 +491,7 @@ def main_tid(dec, name):
 
 @collector
 @timeout(180)
+@statistical
 def test_wall_offcpu_shares():
     """--sample=wall: the main thread computes 40 % and blocks 60 % of the time in six
     ways; its off-CPU share matches, each blocking function holds its tenth, and the
@@ -592,6 +597,7 @@ def ring_source_expected():
     return paranoid <= 2 and os.uname().machine == "x86_64"
 
 
+@statistical
 def test_signal_source_still_works():
     """FENNEC_SAMPLE_SOURCE=signal keeps the counter's signal and the in-handler unwinding
     (the fallback when the ring is refused): the header says so, no sample waits for its
@@ -622,6 +628,7 @@ def test_ring_source_is_the_default():
 
 
 @timeout(180)
+@statistical
 def test_regions_by_time_are_exact():
     """Regions "a" (30 %) and "b" (70 % of cycles of 1 ms on average) alternate 5000 times,
     100 times faster than the collector flushes: the samples inside each match its measured
@@ -809,6 +816,7 @@ def cpu_seconds(rep):
     return (s["cpu_user_ns"] + s["cpu_sys_ns"]) / 1e9
 
 
+@statistical
 def test_analysis_cpu_shares():
     """fennec analyze's functions: work_a/b/c's self_pct within 3 points of the CPU share
     the program measured, named with module, file and line; the samples summary matches
@@ -883,6 +891,7 @@ def test_analysis_agrees_with_decoder():
                       % (label, n))
 
 
+@statistical
 def test_analysis_qsort_callers():
     """With unwinding through libc, the callers of qsort/bsearch own the comparators'
     time: sort_phase's and search_phase's total_pct match the measured CPU shares."""
@@ -907,6 +916,7 @@ def test_analysis_qsort_callers():
     assert_true(func(rep, "main")["total_pct"] >= 95, "main total_pct: expected >= 95")
 
 
+@statistical
 def test_analysis_stripped_binary():
     """A stripped copy of cpu_shares: no crash, no invented names; its functions are named
     module+offset (the offsets of work_a/b/c in the unstripped file) with the same shares."""
@@ -994,6 +1004,7 @@ def test_analysis_deleted_and_rebuilt_binary():
               "names taken from the replacing binary")
 
 
+@statistical
 def test_analysis_dlopen_library():
     """The dlopen'ed library's static hot function is named, in the library's module,
     with the measured share."""
@@ -1011,6 +1022,7 @@ def test_analysis_dlopen_library():
 
 
 @collector
+@statistical
 def test_analysis_threads():
     """Per-thread samples in proportion to each thread's CPU time; selecting a thread
     (--thread TID) gives its own function."""
@@ -1054,6 +1066,7 @@ def test_analysis_fork_child():
 
 @collector
 @timeout(180)
+@statistical
 def test_analysis_wall_offcpu():
     """--sample=wall, the main thread selected: its off-CPU weight share and the blocking
     functions in offcpu_functions match the program's measurements."""
@@ -1089,6 +1102,7 @@ def test_analysis_wall_offcpu():
                 "compute_part (never blocks) holds off-CPU samples")
 
 
+@statistical
 def test_analysis_region_top_functions():
     """Samples inside a region: forward's top function is forward_fn, backward's
     backward_fn; the regions' sample counts follow the measured CPU shares."""
@@ -1112,6 +1126,7 @@ def test_analysis_region_top_functions():
                     "--region %s: other_fn (outside every region) is there" % name)
 
 
+@statistical
 def test_analysis_sample_off_and_timer_source():
     """--sample=off: mode off, no samples, empty lists. The timer source: its name, and
     rate_hz is the achieved rate (what the decoder counts), not the requested one."""
@@ -1138,6 +1153,7 @@ def test_analysis_sample_off_and_timer_source():
                      2 * SHARE_TOL, "timer source: %s self_pct" % n, " %")
 
 
+@statistical
 def test_unprivileged_user():
     """As a user without privileges (perf_event_paranoid 2: user time only), sampling
     still works and attributes right, and sleeping calls are not cut short."""
