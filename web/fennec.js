@@ -587,20 +587,11 @@
 				var name = (s.function || '?') + caller + (many2 ? ' (pid ' + s.process + ')' : '') +
 					(slope !== null && slope !== undefined ? ' ' + (slope >= 0 ? '+' : '-') + fmtBytes(Math.abs(slope)) + '/' + (tr.basis === 'step' ? 'step' : 's') : '');
 				return {type: 'line', name: name, showSymbol: false, sampling: 'lttb', step: 'end',
-					data: (s.points || []).map(function (q) { return [q[0] / 1e6, q[1]]; }),
-					tooltip: {valueFormatter: function (v) { return fmtBytes(v); }}};
+					data: (s.points || []).map(function (q) { return [q[0] / 1e6, q[1]]; })};
 			});
 			$('memory-stacks-note').textContent = 'the ' + sot.length + ' allocation stacks whose live bytes rose highest' +
 				(m.mode === 'sampled' ? ' (estimated from sampled allocations)' : '') + '; legend: growth per step (or second)';
-			chart('chart-memory-stacks', {
-				grid: {left: 10, right: 20, top: 50, bottom: 56, containLabel: true},
-				legend: {top: 0, type: 'scroll'},
-				tooltip: {trigger: 'axis', valueFormatter: function (v) { return fmtBytes(v); }},
-				xAxis: {type: 'value', axisLabel: {formatter: function (v) { return fmtNs(v * 1e6); }}},
-				yAxis: {type: 'value', axisLabel: {formatter: function (v) { return fmtBytes(v); }}},
-				dataZoom: [{type: 'inside'}, {type: 'slider', height: 18, bottom: 8}],
-				series: sseries
-			});
+			timeChart('chart-memory-stacks', sseries, fmtBytes);
 		}
 		$('leaks-panel').hidden = !m.leaks;
 		var siteCols = function (what) {

@@ -348,10 +348,10 @@ typedef struct ana_mem_site {
 	double peak_count, peak_bytes; /* live at the process's peak */
 	uint64_t temporary;     /* full mode: freed before the thread allocated anything else */
 	int runtime;            /* the C runtime's or fennec's own: never a leak */
-	uint8_t changed;        /* its live numbers changed since its process's latest point */
 	/* replay state */
 	uint64_t mod, at_peak_p;
 	double at_peak_count, at_peak_bytes;
+	uint8_t changed;        /* its live numbers changed since its process's latest point */
 } ana_mem_site;
 
 typedef struct ana_memory {

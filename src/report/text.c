@@ -273,21 +273,28 @@ static uint64_t mem_row_key(const ana_profile *p, const ana_mem_site *s)
 	return (h ^ s->node) * 0x9e3779b97f4a7c15ull | 1;
 }
 
-static void mem_site_line(FILE *out, const ana_profile *p, const ana_mem_site *s, double bytes, double count,
-			  uint32_t processes)
+/* A heap site row's end: function, line and caller, region, and whose it is. */
+static void mem_site_tail(FILE *out, const ana_profile *p, const ana_mem_site *s, uint32_t processes)
 {
-	char a[32], nb[256], loc[512];
+	char nb[256], loc[512];
 	const char *fn, *where;
 	mem_site_where(p, s, &fn, loc, sizeof loc, &where);
-	fprintf(out, "  %10s %9.0f  %s%s%s%s%s%s%s", ana_fmt_bytes(bytes, a, sizeof a), count, short_name(fn, nb, sizeof nb),
-		loc[0] ? " " : "", loc, where[0] ? " <- " : "", where, s->node != ANA_NONE ? "  in " : "",
-		s->node != ANA_NONE ? p->nodes[s->node].path : "");
+	fprintf(out, "%s%s%s%s%s%s%s", short_name(fn, nb, sizeof nb), loc[0] ? " " : "", loc, where[0] ? " <- " : "",
+		where, s->node != ANA_NONE ? "  in " : "", s->node != ANA_NONE ? p->nodes[s->node].path : "");
 	/* With several processes, whose it is: one pid, or how many processes share the row. */
 	if (processes > 1)
 		fprintf(out, "  (%u processes)", processes);
 	else if (p->nprocs > 1 && s->process < p->nprocs)
 		fprintf(out, "  (pid %llu)", (unsigned long long)p->procs[s->process].file.pid);
 	fputc('\n', out);
+}
+
+static void mem_site_line(FILE *out, const ana_profile *p, const ana_mem_site *s, double bytes, double count,
+			  uint32_t processes)
+{
+	char a[32];
+	fprintf(out, "  %10s %9.0f  ", ana_fmt_bytes(bytes, a, sizeof a), count);
+	mem_site_tail(out, p, s, processes);
 }
 
 static void memory_text(FILE *out, const ana_profile *p, const style *st)
@@ -348,24 +355,13 @@ static void memory_text(FILE *out, const ana_profile *p, const style *st)
 		fprintf(out, "\n  Live over time (highest, at the end, trend; where)\n");
 	for (uint32_t i = 0; i < ns; i++) {
 		const ana_mem_series *sr = &m->series[i];
-		const ana_mem_site *s = &m->sites[sr->site];
-		char tr[64] = "", nb[256], loc[512];
-		const char *fn, *where;
+		char tr[64] = "";
 		if (sr->has_trend)
 			snprintf(tr, sizeof tr, "%s%s/%s (r^2 %.2f)", sr->slope < 0 ? "-" : "+",
 				 ana_fmt_bytes(fabs(sr->slope), a, sizeof a), sr->per_step ? "step" : "s", sr->r2);
-		mem_site_where(p, s, &fn, loc, sizeof loc, &where);
-		fprintf(out, "  %10s %10s  %-26s %s%s%s%s%s", ana_fmt_bytes(sr->max_bytes, b, sizeof b),
-			ana_fmt_bytes(sr->last_bytes > 0 ? sr->last_bytes : 0, c, sizeof c), tr, short_name(fn, nb, sizeof nb),
-			loc[0] ? " " : "", loc, where[0] ? " <- " : "", where);
-		if (s->node != ANA_NONE)
-			fprintf(out, "  in %s", p->nodes[s->node].path);
-		if (sr->processes > 1)
-			fprintf(out, "  (pid %llu and %u more processes)", (unsigned long long)p->procs[s->process].file.pid,
-				sr->processes - 1);
-		else if (p->nprocs > 1)
-			fprintf(out, "  (pid %llu)", (unsigned long long)p->procs[s->process].file.pid);
-		fputc('\n', out);
+		fprintf(out, "  %10s %10s  %-26s ", ana_fmt_bytes(sr->max_bytes, b, sizeof b),
+			ana_fmt_bytes(sr->last_bytes > 0 ? sr->last_bytes : 0, c, sizeof c), tr);
+		mem_site_tail(out, p, &m->sites[sr->site], sr->processes);
 	}
 }
 
