@@ -243,13 +243,18 @@ static void ring_config(void)
 }
 
 /* Kernel time too where allowed (root, or perf_event_paranoid < 2): a thread in a system
- * call is then sampled, at its user-space stack. Sets P.exclude_kernel. */
+ * call is then sampled, at its user-space stack. Sets P.exclude_kernel. The probe maps the
+ * smallest ring a thread may get: whether a ring can be had is all it asks, and the kernel
+ * allocates and zeroes every page of a perf ring at mmap (a full ring here, 257 pages, was
+ * a third of the cost of sampling a short process: every exec and fork child probes). */
 static int probe_ring(void)
 {
 	ring_config();
+	col_pr_cfg probe = P.prc;
+	probe.pages = probe.min_pages;
 	for (int ek = 0; ek < 2; ek++) {
-		P.prc.exclude_kernel = ek;
-		col_pr *r = col_pr_open(0, &P.prc, fd_high); /* fd_high: see probe_signal */
+		P.prc.exclude_kernel = probe.exclude_kernel = ek;
+		col_pr *r = col_pr_open(0, &probe, fd_high); /* fd_high: see probe_signal */
 		if (r) {
 			col_pr_free(r);
 			P.exclude_kernel = ek;
