@@ -55,9 +55,17 @@ void col_ring_consume(col_ring *r, uint64_t *head, uint32_t len)
 	col_ring_release(r, *head);
 }
 
+/*
+ * The pages go back to the kernel, which gives zeroed ones on the next touch. A memset
+ * wrote every page of the rings the parent had shared with the child copy-on-write: in
+ * every fork child, before it ran, 2,048 page faults for the 8 MiB sample ring and 4,096
+ * more for a 16 MiB full-mode heap ring (a shell loop of 50 /bin/true: 0.65 s, not 0.13 s
+ * with sampling on). MADV_DONTNEED on private anonymous memory is exactly that; the memset
+ * stays for a kernel that refuses it.
+ */
 void col_ring_reset(col_ring *r)
 {
-	if (r->buf)
+	if (r->buf && madvise(r->buf, r->size, MADV_DONTNEED) != 0)
 		memset(r->buf, 0, r->size);
 	atomic_store(&r->tail, 0);
 	atomic_store(&r->head, 0);
