@@ -571,6 +571,25 @@ static int blocks_signal(pid_t tid)
 	return (mask >> (P.sig - 1)) & 1;
 }
 
+/*
+ * Before the first signal source starts: sleeping calls block the signal from now, and the
+ * in-process unwinder, which the handler uses, is warmed outside a handler (its first use
+ * allocates caches). The ring source unwinds in the writer and needs neither: warming at
+ * every start took ~100 rt_sigprocmask calls (libunwind masks signals around its cache)
+ * in every process, however short.
+ */
+static void signals_begin(void)
+{
+	static _Atomic int warmed;
+	atomic_store(&P.signalling, 1);
+#if !COL_SANITIZE_THREAD
+	if (!atomic_exchange(&warmed, 1)) {
+		void *warm[8];
+		unw_backtrace(warm, 8);
+	}
+#endif
+}
+
 /* Start sampling thread `tid` of this process. Caller holds P.lock. */
 static int blocked_last; /* the latest tid_add refused its thread for blocking our signal */
 
@@ -597,8 +616,7 @@ static void tid_add(pid_t tid)
 	}
 	if (!P.sig && P.source != FMT_SRC_WALL)
 		return; /* the ring was refused and no signal is free for a fallback */
-	/* Before the first signal source starts: sleeping calls block the signal from now. */
-	atomic_store(&P.signalling, 1);
+	signals_begin();
 	if ((P.source == FMT_SRC_PERF || P.source == FMT_SRC_RING) && P.fd_budget > 0) {
 		int fd = fd_high(perf_open(tid, P.exclude_kernel));
 		if (fd >= 0) {
@@ -897,11 +915,6 @@ void col_sample_start(void)
 		P.mode = FMT_SAMPLE_OFF;
 		return;
 	}
-	/* Warm the unwinder outside a signal handler: its first use allocates caches. */
-#if !COL_SANITIZE_THREAD
-	void *warm[8];
-	unw_backtrace(warm, 8);
-#endif
 	if (!P.handler_installed && P.sig) {
 		struct sigaction sa;
 		memset(&sa, 0, sizeof sa);
@@ -918,7 +931,7 @@ void col_sample_start(void)
 		}
 	}
 	if (P.source != FMT_SRC_RING)
-		atomic_store(&P.signalling, 1);
+		signals_begin();
 	/* Ring samples carry CLOCK_MONOTONIC times: a clock point to convert them to ticks
 	 * (with the TSC) over a baseline that grows with the run. */
 	P.cal_ticks = col_ticks();
