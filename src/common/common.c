@@ -3,8 +3,17 @@
  */
 #include "common/common.h"
 
+#include <fcntl.h>
 #include <stdlib.h>
 #include <time.h>
+#include <unistd.h>
+#if defined(__x86_64__) || defined(__i386__)
+#include <cpuid.h>
+#include <x86intrin.h>
+#define CM_TSC 1
+#else
+#define CM_TSC 0
+#endif
 
 const char *fennec_strerror(int err)
 {
@@ -143,4 +152,68 @@ uint64_t cm_real_ns(void)
 	struct timespec ts;
 	clock_gettime(CLOCK_REALTIME, &ts);
 	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+int cm_tsc_invariant(void)
+{
+#if CM_TSC
+	unsigned a, b, c, d;
+	if (!__get_cpuid(0x80000000, &a, &b, &c, &d) || a < 0x80000007)
+		return 0;
+	__get_cpuid(0x80000007, &a, &b, &c, &d);
+	return (d >> 8) & 1;
+#else
+	return 0;
+#endif
+}
+
+#if CM_TSC
+/* A (mono_ns, ticks) pair read at one instant: the ticks are the midpoint of two reads
+ * around the clock read, and of three tries the narrowest bracket wins (a read that faults
+ * or is preempted would skew the pair by half its delay). */
+static void tsc_point(uint64_t *mono, uint64_t *ticks)
+{
+	uint64_t best = UINT64_MAX;
+	for (int i = 0; i < 3; i++) {
+		uint64_t t0 = __rdtsc();
+		uint64_t m = cm_mono_ns();
+		uint64_t t1 = __rdtsc();
+		if (t1 - t0 < best) {
+			best = t1 - t0;
+			*mono = m;
+			*ticks = t0 + (t1 - t0) / 2;
+		}
+	}
+}
+#endif
+
+double cm_tsc_per_ns(uint64_t span_ns)
+{
+#if CM_TSC
+	uint64_t m0, t0, m1, t1;
+	tsc_point(&m0, &t0); /* warms up the clocks: the first reads in a process fault */
+	tsc_point(&m0, &t0);
+	do
+		tsc_point(&m1, &t1);
+	while (m1 - m0 < span_ns);
+	return (double)(t1 - t0) / (double)(m1 - m0);
+#else
+	(void)span_ns;
+	return 1.0;
+#endif
+}
+
+int cm_boot_id(char out[40])
+{
+	int fd = open("/proc/sys/kernel/random/boot_id", O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -1;
+	ssize_t n = read(fd, out, 39);
+	close(fd);
+	if (n < 32)
+		return -1;
+	while (n > 0 && (out[n - 1] == '\n' || out[n - 1] == ' '))
+		n--;
+	out[n] = 0;
+	return 0;
 }

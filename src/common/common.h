@@ -91,4 +91,17 @@ uint32_t cm_crc32c(uint32_t crc, const void *buf, size_t n);
 uint64_t cm_mono_ns(void);
 uint64_t cm_real_ns(void);
 
+/* The invariant TSC (x86): whether the CPU has one, and its rate in ticks per nanosecond
+ * measured against CLOCK_MONOTONIC over at least span_ns (1.0 without a TSC). */
+int cm_tsc_invariant(void);
+double cm_tsc_per_ns(uint64_t span_ns);
+
+/* The machine's boot id (/proc/sys/kernel/random/boot_id, 36 characters): a rate measured
+ * on one machine is handed only to processes on that machine. Returns 0, or -1. */
+int cm_boot_id(char out[40]);
+
+/* FENNEC_TSC_RATE, which `fennec record` sets for the processes of a recording, "BOOT_ID
+ * TICKS_PER_NS": what every process would otherwise measure at its start. */
+#define CM_TSC_RATE_ENV "FENNEC_TSC_RATE"
+
 #endif

@@ -330,6 +330,51 @@ def test_collector_cpu_in_files_written_here():
                 "a cut collector field: %s" % r.describe())
 
 
+def header_rate(path):
+    """The TSC rate (ticks per ns) in the header of an uncompressed recording's file."""
+    return fncfile.decode(open(path, "rb").read())["header"].get(21)
+
+
+@collector
+def test_tsc_rate_measured_once():
+    """`fennec record` measures the TSC's rate once and hands it to the processes of the
+    recording on this machine (FENNEC_TSC_RATE, "BOOT_ID RATE"), which write it in their
+    headers instead of each spinning 200 us at its start. A process started without fennec
+    record measures its own, and so does one handed a rate from another machine."""
+    skip_under("tsan", TSAN_FORK)
+    env = base_env({"FENNEC_COMPRESSION": "0"})
+    r, path = record("/bin/sh", "-c", 'echo "rate=$FENNEC_TSC_RATE"; /bin/true; (/bin/true)',
+                     opts=("--sample", "off", "--memory", "off"), env=env)
+    given = r.stdout.split("rate=", 1)[1].split("\n", 1)[0]
+    if not given:
+        raise Skip("no invariant TSC: the collector uses CLOCK_MONOTONIC")
+    boot, rate = given.split(" ")
+    rate = float(rate)
+    assert_eq(boot, open("/proc/sys/kernel/random/boot_id").read().strip(), "FENNEC_TSC_RATE's boot id")
+    files = [path] + sorted(glob.glob(path + ".*"))
+    assert_true(len(files) >= 3, "files of sh, its exec and its fork: %s" % files)
+    for f in files:
+        assert_rel(header_rate(f), rate, 1e-8, "%s: header ticks_per_ns" % os.path.basename(f))
+
+    # measured by the process itself: the same rate (within its 200 us measurement)
+    def alone(out, extra):
+        e = base_env(dict({"FENNEC_AUTOSTART": "1", "FENNEC_OUTPUT": out, "FENNEC_COMPRESSION": "0",
+                           "FENNEC_SAMPLE": "off", "FENNEC_MEMORY": "off"}, **extra))
+        e["LD_PRELOAD"] = libfennec()
+        got = run([fixture("empty")], env=e)
+        assert_eq(got.returncode, 0, "empty exit status\n  " + got.describe())
+        return header_rate(out)
+
+    assert_rel(alone("self.fnc", {}), rate, 0.002, "a process's own measurement of the rate")
+    foreign = "00000000-0000-4000-8000-000000000000 %.9f" % (rate * 3)
+    assert_rel(alone("foreign.fnc", {"FENNEC_TSC_RATE": foreign}), rate, 0.002,
+               "the rate with another machine's FENNEC_TSC_RATE (not taken)")
+    # and a rate given for this machine is the one written (it is not measured again)
+    mine = "%s %.9f" % (boot, rate * 3)
+    assert_rel(alone("mine.fnc", {"FENNEC_TSC_RATE": mine}), rate * 3, 1e-8,
+               "the rate with this machine's FENNEC_TSC_RATE")
+
+
 @collector
 def test_short_processes_touch_little_memory():
     """Each process of a recording costs page faults for what the collector writes, not for
