@@ -772,6 +772,22 @@ static inline uint32_t filter_bit(uintptr_t p)
 	return (uint32_t)(p >> 4) & (FILTER_BITS - 1);
 }
 
+/*
+ * The bit of a granule is on while its count is, but the count and the bit are two
+ * words: filter_sub() takes the count to 0, clears the bit, then checks the count again
+ * and sets the bit back if a block was added meanwhile. In between, the bit is off. A
+ * block added in that window and freed by another thread before the check would have its
+ * free missed (the block then reads as unfreed). So an adder does not hand its block out
+ * while any thread is between those steps: `clearing` counts the threads there (other
+ * than the adder's own, which a signal handler may have interrupted there: it does not
+ * wait for itself), and the adder sets the bit again once none is. Sampled blocks are
+ * rare (one per ~512 KiB allocated): two atomics on a free of one, a load on an
+ * allocation of one. FENNEC_FILTER_DELAY_US (tests only) holds a remover in the window.
+ */
+static _Atomic uint32_t clearing;
+static __thread uint8_t clearing_here;
+static uint32_t filter_delay_us;
+
 /* One more sampled block at p: the bit goes on with the first. */
 static void filter_add(uintptr_t p)
 {
@@ -780,29 +796,35 @@ static void filter_add(uintptr_t p)
 	uint8_t v = atomic_load(c);
 	while (v < 255 && !atomic_compare_exchange_weak(c, &v, v + 1))
 		;
-	if (v == 0)
+	atomic_fetch_or(&M.filter[i / 64], 1ull << (i % 64));
+	if (unlikely(atomic_load(&clearing) != clearing_here)) {
+		while (atomic_load(&clearing) != clearing_here)
+			sched_yield();
 		atomic_fetch_or(&M.filter[i / 64], 1ull << (i % 64));
+	}
 }
 
-/* One sampled block at p fewer: the bit goes off with the last. A block added to the same
- * bit meanwhile (its count went back up) sets it again, so the bit is off only for the few
- * instructions between the clear and that check. A free missed for it would need another
- * thread's sampled block at the same one of 32,768 granules to be added, handed out and
- * freed within those instructions (or while this thread is preempted among them): not
- * seen in any test, and not excluded either; a lock here would cost little (sampled
- * blocks are rare) but would need care around signals and fork. */
+/* One sampled block at p fewer: the bit goes off with the last (see above). */
 static void filter_sub(uintptr_t p)
 {
 	uint32_t i = filter_bit(p);
 	_Atomic uint8_t *c = &M.filter_count[i];
+	atomic_fetch_add(&clearing, 1);
+	clearing_here++;
 	uint8_t v = atomic_load(c);
 	while (v > 0 && v < 255 && !atomic_compare_exchange_weak(c, &v, v - 1))
 		;
-	if (v != 1)
-		return;
-	atomic_fetch_and(&M.filter[i / 64], ~(1ull << (i % 64)));
-	if (atomic_load(c))
-		atomic_fetch_or(&M.filter[i / 64], 1ull << (i % 64));
+	if (v == 1) {
+		if (unlikely(filter_delay_us))
+			usleep(filter_delay_us);
+		atomic_fetch_and(&M.filter[i / 64], ~(1ull << (i % 64)));
+		if (unlikely(filter_delay_us))
+			usleep(filter_delay_us);
+		if (atomic_load(c))
+			atomic_fetch_or(&M.filter[i / 64], 1ull << (i % 64));
+	}
+	clearing_here--;
+	atomic_fetch_sub(&clearing, 1);
 }
 
 /* Returns 0 when the set has no room near p's hash: the block's free could not be seen,
@@ -2237,6 +2259,8 @@ void col_mem_start(void)
 		return;
 	}
 	open_statm();
+	const char *fd = getenv("FENNEC_FILTER_DELAY_US");
+	filter_delay_us = fd && *fd ? (uint32_t)strtoul(fd, NULL, 10) : 0;
 #if !MEM_SANITIZER
 	/* Per-thread unwind caches where libunwind has them (Debian's has not, and takes the
 	 * global one instead: sc_fill() uses libgcc's unwinder). */
@@ -2310,6 +2334,8 @@ void col_mem_atfork_child(void)
 #if !MEM_SANITIZER
 	atomic_flag_clear(&MAPS.lock); /* held by a thread the child does not have */
 #endif
+	atomic_store(&clearing, 0); /* likewise: filter_sub()'s threads are not here */
+	clearing_here = 0;
 	if (T.stacks)
 		T.stacks->epoch++; /* the child's file starts without this thread's stacks */
 	/* Counters of threads that do not exist here are history: fold them. */
