@@ -1024,7 +1024,10 @@
 					return esc(k) + ' = ' + fmtNum(ev[k]); });
 				return esc(ev.text) + (nums.length ? '<br><span class="match">' + nums.join(', ') + '</span>' : ''); }},
 			{key: 'recommendation', label: 'recommendation', fmt: function (x) { return '<span class="finding-rec">' + esc(x.recommendation) + '</span>'; }},
-			{key: 'expected_gain_pct', label: 'gain ≤', num: true, fmt: function (x) { return fmtPct(x.expected_gain_pct); }}
+			/* memory findings save memory (expected_gain_bytes), the others time */
+			{key: 'expected_gain_pct', label: 'gain ≤', num: true, fmt: function (x) {
+				return x.expected_gain_bytes > 0 ? fmtBytes(x.expected_gain_bytes) + ' memory'
+					: x.expected_gain_pct > 0 ? fmtPct(x.expected_gain_pct) : '–'; }}
 		], f, {rowClass: function (x) { return 'sev-' + x.severity; }});
 		$('nfindings').textContent = f.length ? String(f.length) : '';
 	}

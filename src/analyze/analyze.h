@@ -404,7 +404,8 @@ typedef struct ana_finding {
 	ana_kv numbers[12];   /* the numbers themselves */
 	int nnumbers;
 	char *recommendation;
-	double expected_gain_pct;
+	double expected_gain_pct;   /* upper bound on the wall-time saving, % */
+	double expected_gain_bytes; /* memory findings: the memory the fix would give back (0: none) */
 } ana_finding;
 
 typedef struct ana_options {

@@ -277,6 +277,7 @@ static void rule_gpu_memory_leak(ana_profile *p, const ana_gpu *g)
 					     "keyed by step or shape, or buffers allocated per step and never freed. Free them "
 					     "(del, cudaFree) or reuse one buffer; the run will otherwise end in out-of-memory.");
 		f->expected_gain_pct = 0;
+		f->expected_gain_bytes = grown;
 	}
 }
 

@@ -338,7 +338,8 @@ static const ana_mem_series *growing_series(const ana_profile *p)
  * unfreed at exit.
  * Unfreed at exit (full mode exact; sampled mode an estimate, said so): one finding per
  * allocation stack, the largest LEAK_MAX; HIGH from 10% of the peak heap or 100 MiB,
- * MEDIUM from 1 MiB, else LOW. Memory findings save memory, not time: expected gain 0.
+ * MEDIUM from 1 MiB, else LOW. Memory findings save memory, not time: their expected gain
+ * is in bytes (the growth over the run; the bytes unfreed), in time 0.
  */
 static void rule_memory_leak(ana_profile *p)
 {
@@ -387,6 +388,7 @@ static void rule_memory_leak(ana_profile *p)
 					     per, top ? ", most of it allocated at " : "", top ? site_where(p, top, w, sizeof w) : "",
 					     per);
 		f->expected_gain_pct = 0;
+		f->expected_gain_bytes = growth > 0 ? growth : 0;
 	}
 	uint32_t idx[LEAK_MAX];
 	uint32_t n = 0;
@@ -434,6 +436,7 @@ static void rule_memory_leak(ana_profile *p)
 			f->recommendation = ana_strf("Free what %s allocates when it is no longer needed, or give it an owner "
 						     "that does; if it must live until exit, allocate it once.", w);
 		f->expected_gain_pct = 0;
+		f->expected_gain_bytes = bytes;
 	}
 }
 

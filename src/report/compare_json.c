@@ -125,10 +125,12 @@ static void finding(jw *w, const ana_cmp_finding *f)
 	str(w, "evidence", x->evidence);
 	str(w, "recommendation", x->recommendation);
 	num(w, "expected_gain_pct", x->expected_gain_pct);
+	num(w, "expected_gain_bytes", x->expected_gain_bytes);
 	if (f->a && f->b) {
 		str(w, "a_severity", ana_severity_name(f->a->severity));
 		str(w, "a_evidence", f->a->evidence);
 		num(w, "a_expected_gain_pct", f->a->expected_gain_pct);
+		num(w, "a_expected_gain_bytes", f->a->expected_gain_bytes);
 	}
 	close_(w, '}');
 }

@@ -763,6 +763,7 @@ int rep_json(FILE *out, const ana_profile *p, const rep_options *o)
 		fputc('}', out);
 		kstr(out, "recommendation", f->recommendation, &f1);
 		knum(out, "expected_gain_pct", f->expected_gain_pct, &f1);
+		knum(out, "expected_gain_bytes", f->expected_gain_bytes, &f1);
 		fputs("}", out);
 	}
 	fputs(p->nfindings ? "\n  ]\n}\n" : "]\n}\n", out);

@@ -672,7 +672,14 @@ int rep_text(FILE *out, const ana_profile *p, const rep_options *o)
 		fprintf(out, "  %s[%s]%s %s: %s\n", col, ana_severity_name(x->severity), s.reset, x->type, x->subject);
 		fprintf(out, "      evidence: %s\n", x->evidence);
 		fprintf(out, "      fix:      %s\n", x->recommendation);
-		fprintf(out, "      gain:     up to %.1f%% of the run\n", x->expected_gain_pct);
+		/* A memory finding saves memory: "up to 0.0% of the run" said nothing. A rule with
+		 * no estimate either way (allocation_churn) prints no gain. */
+		if (x->expected_gain_bytes > 0) {
+			char gb[32];
+			fprintf(out, "      gain:     up to %s of memory\n", ana_fmt_bytes(x->expected_gain_bytes, gb, sizeof gb));
+		} else if (x->expected_gain_pct > 0) {
+			fprintf(out, "      gain:     up to %.1f%% of the run\n", x->expected_gain_pct);
+		}
 	}
 	return ferror(out) ? FENNEC_EIO : 0;
 }

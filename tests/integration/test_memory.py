@@ -71,6 +71,15 @@ def test_full_mode_reports_known_leaks_exactly():
         assert_true(fn in subjects, "a memory_leak finding names %s (findings: %s)" % (fn, subjects))
     assert_true(all(f["evidence"]["estimated"] == 0 for f in leak_findings(rep)),
                 "full-mode leak findings are not estimates")
+    # a leak saves memory, not time: the gain is the bytes it leaves, said so in the text
+    for f in leak_findings(rep):
+        assert_eq((f["expected_gain_pct"], f["expected_gain_bytes"]), (0, f["evidence"]["bytes"]),
+                  "%s: expected gains (time %%, bytes)" % f["subject"])
+    text = analyze_raw(path).stdout
+    for f in leak_findings(rep):
+        assert_true(re.search(re.escape(f["subject"]) + r"\n.*\n.*\n +gain: +up to [0-9.]+ [KM]?i?B of memory\n", text),
+                    "the text report's gain line of %r, in bytes:\n%s" % (f["subject"], text[text.find("Findings"):][:1500]))
+    assert_true("% of the run" not in text[text.find("Findings"):], "a memory finding's gain in % of the run")
 
 
 @collector
@@ -163,6 +172,8 @@ def test_growth_per_step_slope_and_finding():
     assert_rel(growth[0]["evidence"]["stack_slope_bytes_per_step"], 12 * MIB, 0.15, "the growing stack's slope")
     assert_true("the stack that grows most: block" in growth[0]["evidence"]["text"],
                 "the finding names the growing stack: %s" % growth[0]["evidence"]["text"])
+    # what fixing it gives back: the growth over the run, 20 steps of 12 MiB
+    assert_rel(growth[0]["expected_gain_bytes"], 20 * 12 * MIB, 0.05, "the growth finding's gain in bytes")
 
 
 @collector
