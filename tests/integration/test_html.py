@@ -306,6 +306,12 @@ def test_browser_memory_leak():
     top = mem["stacks_over_time"][0]
     assert_true(top["function"] == "main" and abs(top["trend"]["slope_bytes_per_step"] - 16384) < 200,
                 "the kept blocks' stack over time: %s" % {k: top[k] for k in ("function", "trend", "max_bytes")})
+    # the findings table: a leak's gain is memory, in bytes (not "0.0 %")
+    rows = b["tables"]["finding-table"]
+    gain = rows[0].index("gain ≤")
+    leaks = [r for r in rows[1:] if r[1] == "memory_leak"]
+    assert_true(leaks and all(re.match(r"[0-9.]+ (B|KiB|MiB|GiB) memory$", r[gain]) for r in leaks),
+                "memory_leak rows' gain column: %s" % [r[gain] for r in leaks])
 
 
 # --- GPU, ranks, and names that look like markup -------------------------------------------
