@@ -25,7 +25,8 @@ static const char help[] =
 	"  -o, --output FILE      write the report to FILE instead of standard output\n"
 	"  --hot-threshold PCT    share of wall time above which hot_operation fires (default 10)\n"
 	"  --leak-threshold BYTES heap growth per step (or per second without steps) from which\n"
-	"                         memory_leak fires (default 10000000, i.e. 10 MB)\n"
+	"                         memory_leak fires (default 10MB; K, KiB, KB, M, MiB, MB, G,\n"
+	"                         GiB, GB: 1024 for K, M, G and *iB, 1000 for *B)\n"
 	"  --imbalance-threshold PCT  rank_imbalance fires from this imbalance between ranks\n"
 	"                         (max / mean - 1, default 5)\n"
 	"  --offcpu-threshold PCT off_cpu fires when a thread is blocked this share of the time it\n"
@@ -154,8 +155,10 @@ int cmd_analyze(int argc, char **argv)
 				goto out;
 			i++;
 		} else if (!strcmp(a, "--leak-threshold")) {
-			if (cli_parse_double("analyze", a, v, 1, 1e15, &opt.leak_threshold_bytes) < 0)
+			uint64_t b;
+			if (cli_parse_bytes("analyze", a, v, 1, (uint64_t)1e15, &b) < 0)
 				goto out;
+			opt.leak_threshold_bytes = (double)b;
 			i++;
 		} else if (!strcmp(a, "--max-regions")) {
 			unsigned n;

@@ -5,6 +5,7 @@
 #ifndef FENNEC_CLI_H
 #define FENNEC_CLI_H
 
+#include <stdint.h>
 #include <stdio.h>
 
 int cmd_record(int argc, char **argv);
@@ -63,5 +64,9 @@ void cli_error(const char *cmd, const char *fmt, ...) __attribute__((format(prin
 /* Parse a number option; returns 0 or prints an error and returns -1. */
 int cli_parse_double(const char *cmd, const char *opt, const char *s, double lo, double hi, double *out);
 int cli_parse_u32(const char *cmd, const char *opt, const char *s, unsigned lo, unsigned hi, unsigned *out);
+/* A size in bytes: a number, optionally with a unit, as GNU coreutils reads them: K, KiB
+ * (1024), KB (1000), M, MiB, MB, G, GiB, GB, B; "512K", "1.5MiB", "10MB". Rounded to a
+ * whole byte, from lo to hi. */
+int cli_parse_bytes(const char *cmd, const char *opt, const char *s, uint64_t lo, uint64_t hi, uint64_t *out);
 
 #endif

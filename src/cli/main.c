@@ -2,6 +2,7 @@
  * main.c - entry point of the fennec command: dispatches to one file per subcommand.
  */
 #include <errno.h>
+#include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -9,6 +10,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "analyze/analyze.h"
 #include "cli/cli.h"
 #include "fennec.h"
 #include "format/format.h"
@@ -114,6 +116,34 @@ int cli_parse_u32(const char *cmd, const char *opt, const char *s, unsigned lo, 
 	}
 	*out = (unsigned)v;
 	return 0;
+}
+
+int cli_parse_bytes(const char *cmd, const char *opt, const char *s, uint64_t lo, uint64_t hi, uint64_t *out)
+{
+	static const struct { const char *unit; double mul; } units[] = {
+		{"", 1}, {"B", 1},
+		{"K", 1024.0}, {"KiB", 1024.0}, {"k", 1024.0}, {"KB", 1e3}, {"kB", 1e3},
+		{"M", 1048576.0}, {"MiB", 1048576.0}, {"MB", 1e6},
+		{"G", 1073741824.0}, {"GiB", 1073741824.0}, {"GB", 1e9},
+	};
+	char *end;
+	errno = 0;
+	double v = s && s[0] != '-' ? strtod(s, &end) : -1;
+	if (v >= 0 && !errno && end != s && isfinite(v)) {
+		for (size_t i = 0; i < sizeof units / sizeof units[0]; i++) {
+			if (strcmp(end, units[i].unit))
+				continue;
+			double b = round(v * units[i].mul);
+			if (b >= (double)lo && b <= (double)hi) {
+				*out = (uint64_t)b;
+				return 0;
+			}
+		}
+	}
+	char a[32], b[32];
+	cli_error(cmd, "%s needs a size from %s to %s (bytes, or a number with K, KiB, KB, M, MiB, MB, G, GiB or GB), "
+		  "not '%s'", opt, ana_fmt_bytes((double)lo, a, sizeof a), ana_fmt_bytes((double)hi, b, sizeof b), s ? s : "");
+	return -1;
 }
 
 int main(int argc, char **argv)

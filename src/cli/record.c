@@ -67,7 +67,8 @@ static const char help[] =
 	"  --memory MODE              heap profiling (docs/memory.md): sampled (default: exact totals,\n"
 	"                             stacks of allocations sampled over bytes), full (every allocation\n"
 	"                             and free with its stack: exact leaks), off\n"
-	"  --memory-rate BYTES        sampled: mean bytes between sampled allocations (default 524288)\n"
+	"  --memory-rate BYTES        sampled: mean bytes between sampled allocations (default 512K;\n"
+	"                             sizes take K, KiB, KB, M, MiB, MB, G, GiB, GB)\n"
 	"  --memory-interval MS       heap and RSS timeline period (default 50; also at every step)\n"
 	"  --memory-mmap[=BYTES]      also count the program's anonymous mmap()s of at least BYTES\n"
 	"                             (default 65536) as allocations, munmap()s as frees\n"
@@ -301,6 +302,7 @@ int cmd_record(int argc, char **argv)
 	const char *buffer = NULL, *flush = NULL, *fraction = NULL, *schedule = NULL;
 	const char *freq = NULL, *sample = NULL, *depth = NULL;
 	const char *memory = NULL, *mem_rate = NULL, *mem_interval = NULL, *mem_mmap = NULL;
+	char mem_rate_s[24], mem_mmap_s[24];
 	int gpu_mode = 0;
 	int quiet = 0, i;
 	for (i = 1; i < argc; i++) {
@@ -368,16 +370,20 @@ int cmd_record(int argc, char **argv)
 			if (a[8] != '=')
 				i++;
 		} else if (!strcmp(a, "--memory-rate")) {
-			if (cli_parse_u32("record", a, v, 1, 1u << 30, &u) < 0)
+			uint64_t b;
+			if (cli_parse_bytes("record", a, v, 1, 1u << 30, &b) < 0)
 				return 2;
-			mem_rate = v;
+			snprintf(mem_rate_s, sizeof mem_rate_s, "%llu", (unsigned long long)b);
+			mem_rate = mem_rate_s;
 			i++;
 		} else if (!strcmp(a, "--memory-mmap")) {
 			mem_mmap = "65536";
 		} else if (!strncmp(a, "--memory-mmap=", 14)) {
-			if (cli_parse_u32("record", "--memory-mmap", a + 14, 1, 1u << 30, &u) < 0)
+			uint64_t b;
+			if (cli_parse_bytes("record", "--memory-mmap", a + 14, 1, 1u << 30, &b) < 0)
 				return 2;
-			mem_mmap = a + 14;
+			snprintf(mem_mmap_s, sizeof mem_mmap_s, "%llu", (unsigned long long)b);
+			mem_mmap = mem_mmap_s;
 		} else if (!strcmp(a, "--memory-interval")) {
 			if (cli_parse_u32("record", a, v, 1, 3600000, &u) < 0)
 				return 2;

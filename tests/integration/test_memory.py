@@ -312,10 +312,30 @@ def test_full_mode_python_runs_unchanged():
 def test_bad_memory_options():
     plain_only()
     from helpers import fennec_bin
-    for opts, word in ((["--memory=most"], "--memory"), (["--memory-rate", "0"], "--memory-rate")):
+    for opts, word in ((["--memory=most"], "--memory"), (["--memory-rate", "0"], "--memory-rate"),
+                       (["--memory-rate", "64X"], "--memory-rate"), (["--memory-rate", "2GiB"], "--memory-rate"),
+                       (["--memory-mmap=-1"], "--memory-mmap")):
         r = run([fennec_bin(), "record"] + opts + ["--", "true"])
         assert_eq(r.returncode, 2, "exit status of fennec record %s" % " ".join(opts))
         assert_true(word in r.stderr, "the message names %s: %r" % (word, r.stderr))
+
+
+def test_sizes_with_units():
+    """--memory-rate, --memory-mmap= and analyze --leak-threshold take sizes as GNU tools
+    write them: K and KiB are 1024, KB 1000, likewise M and G."""
+    plain_only()
+    for given, rate in (("64K", 65536), ("64KiB", 65536), ("64KB", 64000), ("1.5M", 1572864), ("4096", 4096)):
+        r, path = record("mem_leaks", 200, opts=["--sample", "off", "--memory-rate", given], out="u.fnc")
+        assert_eq(mem(analyze(path))["sample_rate_bytes"], rate, "--memory-rate %s" % given)
+    # mem_growth grow 12 20: the heap grows 12 MiB per step; the threshold decides
+    r, path = record("mem_growth", "grow", 12, 20, out="g.fnc")
+    for given, fires in (("13MiB", False), ("12.5MB", True), ("11M", True), ("13000000", False)):
+        rep = analyze(path, "--leak-threshold", given)
+        growth = [f for f in leak_findings(rep) if f["subject"].startswith("heap grows")]
+        assert_eq(bool(growth), fires, "a growth finding with --leak-threshold %s" % given)
+    r = analyze_raw(path, "--leak-threshold", "10 parsecs")
+    assert_eq(r.returncode, 2, "exit status of analyze --leak-threshold '10 parsecs'")
+    assert_true("--leak-threshold" in r.stderr and "KiB" in r.stderr, "the message: %r" % r.stderr)
 
 
 def test_format_1_2_and_1_3_heap_files_agree():
