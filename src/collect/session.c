@@ -76,22 +76,13 @@ static struct {
 
 /* ---- clock ---- */
 
-/* A (mono_ns, ticks) pair read at one instant: the ticks are the midpoint of two reads
- * around the clock read, and of three tries the narrowest bracket wins (a read that
- * faults or is preempted would skew the pair by half its delay). */
+/* A (mono_ns, ticks) pair read at one instant, in col_ticks()'s unit. */
 static void calib_point(uint64_t *mono, uint64_t *ticks)
 {
-	uint64_t best = UINT64_MAX;
-	for (int i = 0; i < 3; i++) {
-		uint64_t t0 = col_ticks();
-		uint64_t m = cm_mono_ns();
-		uint64_t t1 = col_ticks();
-		if (t1 - t0 < best) {
-			best = t1 - t0;
-			*mono = m;
-			*ticks = t0 + (t1 - t0) / 2;
-		}
-	}
+	if (col_use_tsc)
+		cm_tsc_point(mono, ticks);
+	else
+		*mono = *ticks = cm_mono_ns();
 }
 
 /*

@@ -167,12 +167,14 @@ int cm_tsc_invariant(void)
 #endif
 }
 
-#if CM_TSC
-/* A (mono_ns, ticks) pair read at one instant: the ticks are the midpoint of two reads
- * around the clock read, and of three tries the narrowest bracket wins (a read that faults
- * or is preempted would skew the pair by half its delay). */
-static void tsc_point(uint64_t *mono, uint64_t *ticks)
+/* The ticks are the midpoint of two reads around the clock read, and of three tries the
+ * narrowest bracket wins (a read that faults or is preempted would skew the pair by half
+ * its delay). */
+void cm_tsc_point(uint64_t *mono, uint64_t *ticks)
 {
+#if !CM_TSC
+	*mono = *ticks = cm_mono_ns();
+#else
 	uint64_t best = UINT64_MAX;
 	for (int i = 0; i < 3; i++) {
 		uint64_t t0 = __rdtsc();
@@ -184,17 +186,17 @@ static void tsc_point(uint64_t *mono, uint64_t *ticks)
 			*ticks = t0 + (t1 - t0) / 2;
 		}
 	}
-}
 #endif
+}
 
 double cm_tsc_per_ns(uint64_t span_ns)
 {
 #if CM_TSC
 	uint64_t m0, t0, m1, t1;
-	tsc_point(&m0, &t0); /* warms up the clocks: the first reads in a process fault */
-	tsc_point(&m0, &t0);
+	cm_tsc_point(&m0, &t0); /* warms up the clocks: the first reads in a process fault */
+	cm_tsc_point(&m0, &t0);
 	do
-		tsc_point(&m1, &t1);
+		cm_tsc_point(&m1, &t1);
 	while (m1 - m0 < span_ns);
 	return (double)(t1 - t0) / (double)(m1 - m0);
 #else

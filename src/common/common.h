@@ -95,6 +95,8 @@ uint64_t cm_real_ns(void);
  * measured against CLOCK_MONOTONIC over at least span_ns (1.0 without a TSC). */
 int cm_tsc_invariant(void);
 double cm_tsc_per_ns(uint64_t span_ns);
+/* A (mono_ns, TSC ticks) pair read at one instant (without a TSC: mono_ns twice). */
+void cm_tsc_point(uint64_t *mono, uint64_t *ticks);
 
 /* The machine's boot id (/proc/sys/kernel/random/boot_id, 36 characters): a rate measured
  * on one machine is handed only to processes on that machine. Returns 0, or -1. */
