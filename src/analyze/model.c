@@ -688,7 +688,8 @@ static int load_file(ana_profile *p, const char *path, fmt_error *err)
 				pr->dropped += f->threads[i].dropped;
 			}
 		if (f->cut_short)
-			ana_warn(p, "%s: the run was cut short (no END record: killed, crashed or still running); "
+			ana_warn(p, "%s: the run was cut short (no END record: killed, crashed, still running, or a write "
+				    "failed, as on a full disk); "
 				    "the profile holds what was flushed%s",
 				 f->path, f->torn_offset ? "" : ", up to its last flush");
 		if (f->torn_offset)

@@ -18,12 +18,15 @@
 #include <sys/random.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
+#include "analyze/analyze.h"
 #include "cli/cli.h"
+#include "common/common.h"
 #include "format/format.h"
 
 
@@ -154,8 +157,63 @@ static void remove_old_siblings(const char *path)
 	closedir(dp);
 }
 
-/* Total size and count of the recording's files. */
-static void recording_size(const char *path, unsigned long long *bytes, int *files)
+/* Whether a profile file ends with its END chunk, found by walking the chunk headers
+ * (no payload is read). A file without one was cut short: its process was killed, is
+ * still running, or could not write (the collector stops at the first failed write). */
+static int file_finished(const char *path)
+{
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return 1; /* gone meanwhile: nothing to say about it */
+	struct stat st;
+	int last = -1;
+	uint64_t off = FMT_PREAMBLE_LEN;
+	if (fstat(fd, &st) == 0) {
+		uint8_t h[FMT_CHUNK_HDR_LEN];
+		while (off + FMT_CHUNK_HDR_LEN <= (uint64_t)st.st_size &&
+		       pread(fd, h, sizeof h, (off_t)off) == (ssize_t)sizeof h) {
+			last = h[0];
+			off += FMT_CHUNK_HDR_LEN + cm_le32(h + 4);
+		}
+	}
+	close(fd);
+	return last == FMT_END && off == (uint64_t)st.st_size;
+}
+
+/* The free space of the filesystem holding path, in words, when it is low (else ""). */
+static void low_space(const char *path, char *fr, size_t n)
+{
+	char d[PATH_MAX];
+	snprintf(d, sizeof d, "%s", path);
+	struct statvfs vs;
+	fr[0] = 0;
+	if (statvfs(dirname(d), &vs) == 0) {
+		double avail = (double)vs.f_bavail * (double)vs.f_frsize;
+		if (avail < 16.0 * 1048576)
+			ana_fmt_bytes(avail, fr, n);
+	}
+}
+
+/* Files cut short although the program exited: say so, and name a full filesystem. */
+static void report_unfinished(const char *path, int unfinished, int files)
+{
+	char fr[32];
+	low_space(path, fr, sizeof fr);
+	if (files == 1)
+		fprintf(stderr, "fennec record: the profile ends early, without its end record: ");
+	else
+		fprintf(stderr, "fennec record: %d of the %d process files end early, without their end record: ", unfinished, files);
+	if (*fr)
+		fprintf(stderr, "the filesystem holding %s has %s free, and the collector stops writing at the first "
+				"chunk that does not fit (a full disk or a quota); ", path, fr);
+	else
+		fprintf(stderr, "a process was killed or is still running, or its writes failed; ");
+	fprintf(stderr, "`fennec analyze` reads what was written\n");
+}
+
+/* Total size and count of the recording's files, how many end without END, and how many
+ * files of the recording's names hold too little to be a profile (a header write failed). */
+static void recording_size(const char *path, unsigned long long *bytes, int *files, int *unfinished, int *empty)
 {
 	char d[PATH_MAX], b[PATH_MAX];
 	snprintf(d, sizeof d, "%s", path);
@@ -164,6 +222,8 @@ static void recording_size(const char *path, unsigned long long *bytes, int *fil
 	size_t bl = strlen(base);
 	*bytes = 0;
 	*files = 0;
+	*unfinished = 0;
+	*empty = 0;
 	DIR *dp = opendir(dir);
 	if (!dp)
 		return;
@@ -174,9 +234,15 @@ static void recording_size(const char *path, unsigned long long *bytes, int *fil
 		char full[PATH_MAX * 2];
 		struct stat st;
 		snprintf(full, sizeof full, "%s/%s", dir, e->d_name);
-		if (stat(full, &st) == 0 && S_ISREG(st.st_mode) && is_profile(full)) {
+		if (stat(full, &st) != 0 || !S_ISREG(st.st_mode))
+			continue;
+		if (is_profile(full)) {
 			*bytes += (unsigned long long)st.st_size;
 			(*files)++;
+			*unfinished += !file_finished(full);
+		} else if (st.st_size < FMT_PREAMBLE_LEN) {
+			const char *sfx = e->d_name + bl; /* "" or ".PID[.N]": a name the collector gives */
+			*empty += !*sfx || (strspn(sfx + 1, "0123456789.") == strlen(sfx + 1) && sfx[1]);
 		}
 	}
 	closedir(dp);
@@ -561,9 +627,16 @@ int cmd_record(int argc, char **argv)
 	int launched = !(WIFEXITED(status) && (WEXITSTATUS(status) == 127 || WEXITSTATUS(status) == 126) && access(abs, F_OK) != 0);
 	if (!quiet && launched) {
 		unsigned long long bytes;
-		int files;
-		recording_size(abs, &bytes, &files);
-		if (!files)
+		int files, unfinished, empty;
+		char fr[32];
+		recording_size(abs, &bytes, &files, &unfinished, &empty);
+		if (!files && empty) {
+			low_space(abs, fr, sizeof fr);
+			fprintf(stderr, "fennec record: no profile could be written: %s is empty", output);
+			if (*fr)
+				fprintf(stderr, " (the filesystem holding it has %s free)", fr);
+			fprintf(stderr, "\n");
+		} else if (!files)
 			fprintf(stderr, "fennec record: no profile was written: %s did not load libfennec "
 					"(a static or setuid program ignores LD_PRELOAD)\n", argv[i]);
 		else {
@@ -576,6 +649,8 @@ int cmd_record(int argc, char **argv)
 						"before",
 					argv[i], WTERMSIG(status), strsignal(WTERMSIG(status)));
 			fprintf(stderr, "\n");
+			if (unfinished && !WIFSIGNALED(status))
+				report_unfinished(abs, unfinished, files);
 		}
 	}
 	if (WIFEXITED(status))

@@ -55,6 +55,7 @@ static struct {
 	int fd;
 	uint64_t file_off;     /* bytes safely written */
 	uint64_t lost_bytes;   /* chunk bytes that could not be written */
+	int write_failed;      /* a chunk could not be written: nothing more is (file_write) */
 	uint64_t recording_id;
 	pid_t pid;
 	pid_t parent_pid;
@@ -409,10 +410,14 @@ col_thread *col_thread_register(void)
 /* ---- the file ---- */
 
 /* write() all of buf or nothing: a failed chunk is cut off again, so the file stays
- * a valid prefix and the loss is counted. */
+ * a valid prefix and the loss is counted. After a failure (a full disk, a quota) nothing
+ * more is written: a later chunk that fitted would name stacks, strings and threads that
+ * the lost one defined, and the reader would refuse the whole file ("names undefined
+ * stack"). The file ends where the failure was, as if the process had been killed there,
+ * and `fennec record` says so. */
 static void file_write(const uint8_t *buf, size_t n)
 {
-	if (S.fd < 0) {
+	if (S.fd < 0 || S.write_failed) {
 		S.lost_bytes += n;
 		return;
 	}
@@ -425,6 +430,7 @@ static void file_write(const uint8_t *buf, size_t n)
 			if (ftruncate(S.fd, (off_t)S.file_off) == 0)
 				lseek(S.fd, (off_t)S.file_off, SEEK_SET);
 			S.lost_bytes += n;
+			S.write_failed = 1;
 			return;
 		}
 		done += (size_t)w;
@@ -885,6 +891,7 @@ static int session_begin(void)
 	if (!S.zctx)
 		S.zctx = ZSTD_createCCtx();
 	S.lost_bytes = 0;
+	S.write_failed = 0;
 	S.sites_written = 1; /* id 0 is never written */
 	atomic_store(&S.next_index, 0);
 	col_modules_reset(); /* a new file names every loaded object again */

@@ -3,7 +3,8 @@
 import os
 
 from helpers import (analyze, analyze_raw, assert_clean_error, assert_eq, assert_true,
-                     base_env, collector, fennec_bin, fixture, libfennec, record, region, run)
+                     base_env, collector, fennec_bin, fixture, libfennec, record, region, run, Skip,
+                     SANITIZER)
 
 
 def test_default_output_name():
@@ -102,3 +103,71 @@ def test_record_refuses_an_output_that_is_not_a_regular_file():
     assert_true(not os.path.exists("elsewhere.fnc"), "nothing written through the link")
     assert_eq([n for n in os.listdir("/dev") if n.startswith("null.") and n[5:6].isdigit()], [],
               "no recording files in /dev")
+
+
+@collector
+def test_full_disk():
+    """A recording on a filesystem that fills (a 256 KiB tmpfs): the program runs and exits
+    as it would; the collector stops writing at the first chunk that does not fit, so the
+    file is a clean prefix (a later chunk would name stacks and strings of the lost one:
+    before, fennec analyze refused such a file, "names undefined stack"); fennec record
+    says the profile ends early and names the full filesystem; fennec analyze reads what
+    was written, cut short, with a warning. With no room at all, record says that no
+    profile could be written (not that the program ignored LD_PRELOAD). Reports and exports
+    to the full filesystem fail with the file named and nothing left behind."""
+    import subprocess, tempfile
+    if os.geteuid() != 0:
+        raise Skip("mounting a small tmpfs needs root")
+    d = tempfile.mkdtemp(prefix="fennec-full-")
+    m = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=256k", "tmpfs", d], stderr=subprocess.PIPE)
+    if m.returncode != 0:
+        os.rmdir(d)
+        raise Skip("cannot mount a tmpfs: %s" % m.stderr.decode(errors="replace").strip())
+    try:
+        out = os.path.join(d, "fl.fnc")
+        r, path = record("flood", 4000000, out=out, opts=("--sample=off", "--memory=off"))
+        assert_true("ends early" in r.stderr and "free" in r.stderr and d in r.stderr,
+                    "fennec record names the full filesystem:\n%s" % r.stderr)
+        rep = analyze(path)
+        assert_eq(rep["summary"]["cut_short"], True, "summary.cut_short")
+        assert_true(any("a write failed" in w for w in rep["warnings"]), "warnings: %s" % rep["warnings"])
+        n = region(rep, "flood")["count"]
+        assert_true(100000 < n < 4000000, "flood pairs in what was written: %d" % n)
+        os.unlink(path)
+
+        # a heap profile in full mode: a 1 MiB chunk fails where later small ones would fit;
+        # they are not written, so the file stays a prefix that reads whole (before: the
+        # later chunks were written, and could name stacks of the lost one)
+        if not SANITIZER:
+            r, path = record("mem_edge", "burst", out=os.path.join(d, "heap.fnc"),
+                             opts=("--sample=off", "--memory=full"))
+            assert_true("ends early" in r.stderr, "fennec record on the heap profile:\n%s" % r.stderr)
+            rep = analyze(path)
+            assert_eq(rep["summary"]["cut_short"], True, "the heap profile is cut where the disk filled")
+            assert_true(rep["memory"]["allocations"] > 0, "the heap profile's allocations")
+            os.unlink(path)
+
+        # no room at all: the header cannot be written
+        with open(os.path.join(d, "fill"), "wb") as f:
+            try:
+                while True:
+                    f.write(b"\0" * 65536)
+                    f.flush()
+            except OSError:
+                pass
+        r, _ = record("flood", 10, out=os.path.join(d, "none.fnc"), opts=("--sample=off",), expect_rc=None)
+        assert_eq(r.returncode, 0, "the program's exit status with no room for its profile")
+        assert_true("no profile could be written" in r.stderr and "none.fnc" in r.stderr,
+                    "fennec record with no room:\n%s" % r.stderr)
+        assert_true("LD_PRELOAD" not in r.stderr, "blamed on LD_PRELOAD:\n%s" % r.stderr)
+
+        _, small = record("flood", 1000, out="small.fnc", opts=("--sample=off",))
+        for cmd, target in (([fennec_bin(), "analyze", small, "--format", "html", "-o"], "r.html"),
+                            ([fennec_bin(), "export", small, "--format", "chrome-trace", "-o"], "t.json")):
+            t = os.path.join(d, target)
+            e = run(cmd + [t])
+            assert_clean_error(e, t, "no space")
+            assert_true(not os.path.exists(t), "%s left behind" % t)
+    finally:
+        subprocess.run(["umount", d])
+        os.rmdir(d)
