@@ -798,6 +798,8 @@ static inline uint32_t filter_bit(uintptr_t p)
 static _Atomic uint32_t clearing;
 static __thread uint8_t clearing_here;
 static uint32_t filter_delay_us;
+static pid_t filter_pid; /* the process of the session: a fork child, before its atfork
+			    handler has reset `clearing`, does not wait on its parent's threads */
 
 /* One more sampled block at p: the bit goes on with the first. */
 static void filter_add(uintptr_t p)
@@ -809,7 +811,7 @@ static void filter_add(uintptr_t p)
 		;
 	atomic_fetch_or(&M.filter[i / 64], 1ull << (i % 64));
 	if (unlikely(atomic_load(&clearing) != clearing_here)) {
-		while (atomic_load(&clearing) != clearing_here)
+		while (atomic_load(&clearing) != clearing_here && getpid() == filter_pid)
 			sched_yield();
 		atomic_fetch_or(&M.filter[i / 64], 1ull << (i % 64));
 	}
@@ -2270,6 +2272,7 @@ void col_mem_start(void)
 		return;
 	}
 	open_statm();
+	filter_pid = getpid();
 	const char *fd = getenv("FENNEC_FILTER_DELAY_US");
 	filter_delay_us = fd && *fd ? (uint32_t)strtoul(fd, NULL, 10) : 0;
 #if !MEM_SANITIZER
