@@ -454,14 +454,11 @@ static void *sym(const char *name, void *fallback)
 	return f ? f : fallback;
 }
 
-/* Whether f is in glibc's libc: the object that defines gnu_get_libc_version. Comparing
- * with __libc_malloc proves nothing: tcmalloc exports __libc_malloc, __libc_free and the
- * rest as its own, so with it preloaded fennec read glibc chunk headers out of tcmalloc's
- * blocks (live bytes stayed at 0, or jumped to 9.2e18). */
+/* The start of the loaded object that holds f: glibc's lock-free lookup (dladdr, the
+ * fallback, also searches the object's symbols for the nearest: four calls were 1.4 % of
+ * a shell loop of /bin/true under fennec record). */
 static const void *object_of(const void *f)
 {
-	/* glibc's lock-free lookup; dladdr also searched the object's symbols for the
-	 * nearest (four calls were 1.4 % of a shell loop of /bin/true under fennec record) */
 	struct dl_find_object o;
 	if (_dl_find_object((void *)f, &o) == 0)
 		return o.dlfo_map_start;
@@ -469,6 +466,10 @@ static const void *object_of(const void *f)
 	return dladdr(f, &a) ? a.dli_fbase : NULL;
 }
 
+/* Whether f is in glibc's libc: the object that defines gnu_get_libc_version. Comparing
+ * with __libc_malloc proves nothing: tcmalloc exports __libc_malloc, __libc_free and the
+ * rest as its own, so with it preloaded fennec read glibc chunk headers out of tcmalloc's
+ * blocks (live bytes stayed at 0, or jumped to 9.2e18). */
 static int in_glibc(const void *f)
 {
 	const void *o = object_of(f);
