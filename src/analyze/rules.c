@@ -330,6 +330,7 @@ static const ana_mem_series *growing_series(const ana_profile *p)
 }
 
 #define LEAK_MAX 5
+#define LEAK_REPEATED 10 /* unfreed blocks of one stack that make a leak HIGH (with 10 % of the peak) */
 /*
  * memory_leak, two ways. Growth: live heap regressed on steps (or seconds without steps)
  * grows at least the threshold (default 10 MB) per step with r^2 >= 0.8 over 3 or more
@@ -337,8 +338,8 @@ static const ana_mem_series *growing_series(const ana_profile *p)
  * names the stack whose live bytes grew fastest (growing_series()), else the one with most
  * unfreed at exit.
  * Unfreed at exit (full mode exact; sampled mode an estimate, said so): one finding per
- * allocation stack, the largest LEAK_MAX; HIGH from 10% of the peak heap or 100 MiB,
- * MEDIUM from 1 MiB, else LOW. Memory findings save memory, not time: their expected gain
+ * allocation stack, the largest LEAK_MAX; HIGH from 100 MiB, or from 10% of the peak heap
+ * in LEAK_REPEATED blocks or more; MEDIUM from 1 MiB or 10% of the peak; else LOW. Memory findings save memory, not time: their expected gain
  * is in bytes (the growth over the run; the bytes unfreed), in time 0.
  */
 static void rule_memory_leak(ana_profile *p)
@@ -412,8 +413,13 @@ static void rule_memory_leak(ana_profile *p)
 	for (uint32_t i = 0; i < n; i++) {
 		const ana_mem_site *s = &m->sites[idx[i]];
 		double bytes = s->live_bytes, count = s->live_count;
-		ana_severity sev = bytes >= 0.1 * (double)m->peak_bytes || bytes >= 100.0 * 1048576 ? ANA_HIGH
-				 : bytes >= 1048576 ? ANA_MEDIUM : ANA_LOW;
+		/* A leak repeats: a stack that left LEAK_REPEATED or more blocks is one; a block or
+		 * a few are as often made once and kept on purpose (python3 leaves two arenas of
+		 * 192 KiB, a quarter of its heap: HIGH before). */
+		int repeated = count >= LEAK_REPEATED - 0.5;
+		int big = bytes >= 0.1 * (double)m->peak_bytes;
+		ana_severity sev = bytes >= 100.0 * 1048576 || (big && repeated) ? ANA_HIGH
+				 : bytes >= 1048576 || big ? ANA_MEDIUM : ANA_LOW;
 		ana_finding *f = ana_finding_add(p, "memory_leak", sev);
 		if (!f)
 			return;

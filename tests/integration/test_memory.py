@@ -177,6 +177,27 @@ def test_growth_per_step_slope_and_finding():
 
 
 @collector
+def test_leak_severity_counts_blocks():
+    """mem_growth kept 8: keep_once keeps one 8 MiB block, keep_each 8 MiB in 100 blocks;
+    each is half the peak heap. A leak repeats: keep_each's is HIGH; a block kept once is
+    as often kept on purpose: keep_once's is MEDIUM (both were HIGH, by size alone)."""
+    plain_only()
+    for mode in ("full", "sampled"):
+        r, path = record("mem_growth", "kept", 8, opts=["--memory=" + mode], out="kept-%s.fnc" % mode)
+        rep = analyze(path)
+        sev = {}
+        for f in leak_findings(rep):
+            for fn in ("keep_once", "keep_each"):
+                if f["subject"].endswith("called from " + fn):
+                    sev[fn] = (f["severity"], round(f["evidence"]["count"]))
+        assert_eq(sorted(sev), ["keep_each", "keep_once"], "%s mode: findings of both stacks: %s"
+                  % (mode, [f["subject"] for f in leak_findings(rep)]))
+        assert_eq(sev["keep_once"], ("MEDIUM", 1), "%s mode: keep_once's finding (severity, blocks)" % mode)
+        assert_eq(sev["keep_each"][0], "HIGH", "%s mode: keep_each's finding" % mode)
+        assert_true(sev["keep_each"][1] >= 50, "%s mode: keep_each's blocks: %s" % (mode, sev["keep_each"]))
+
+
+@collector
 def test_flat_heap_no_growth_finding():
     plain_only()
     r, path = record("mem_growth", "flat", 12, 20)
