@@ -798,8 +798,8 @@ static inline uint32_t filter_bit(uintptr_t p)
  */
 static _Atomic uint32_t clearing;
 static __thread uint8_t clearing_here;
-static uint32_t filter_delay_us;
-static pid_t filter_pid; /* the process of the session: a fork child, before its atfork
+static _Atomic uint32_t filter_delay_us;
+static _Atomic pid_t filter_pid; /* the process of the session: a fork child, before its atfork
 			    handler has reset `clearing`, does not wait on its parent's threads */
 
 /* One more sampled block at p: the bit goes on with the first. */
@@ -812,7 +812,8 @@ static void filter_add(uintptr_t p)
 		;
 	atomic_fetch_or(&M.filter[i / 64], 1ull << (i % 64));
 	if (unlikely(atomic_load(&clearing) != clearing_here)) {
-		while (atomic_load(&clearing) != clearing_here && getpid() == filter_pid)
+		while (atomic_load(&clearing) != clearing_here &&
+		       getpid() == atomic_load_explicit(&filter_pid, memory_order_relaxed))
 			sched_yield();
 		atomic_fetch_or(&M.filter[i / 64], 1ull << (i % 64));
 	}
@@ -829,11 +830,12 @@ static void filter_sub(uintptr_t p)
 	while (v > 0 && v < 255 && !atomic_compare_exchange_weak(c, &v, v - 1))
 		;
 	if (v == 1) {
-		if (unlikely(filter_delay_us))
-			usleep(filter_delay_us);
+		uint32_t delay = atomic_load_explicit(&filter_delay_us, memory_order_relaxed);
+		if (unlikely(delay))
+			usleep(delay);
 		atomic_fetch_and(&M.filter[i / 64], ~(1ull << (i % 64)));
-		if (unlikely(filter_delay_us))
-			usleep(filter_delay_us);
+		if (unlikely(delay))
+			usleep(delay);
 		if (atomic_load(c))
 			atomic_fetch_or(&M.filter[i / 64], 1ull << (i % 64));
 	}
@@ -2273,9 +2275,9 @@ void col_mem_start(void)
 		return;
 	}
 	open_statm();
-	filter_pid = getpid();
+	atomic_store_explicit(&filter_pid, getpid(), memory_order_relaxed);
 	const char *fd = getenv("FENNEC_FILTER_DELAY_US");
-	filter_delay_us = fd && *fd ? (uint32_t)strtoul(fd, NULL, 10) : 0;
+	atomic_store_explicit(&filter_delay_us, fd && *fd ? (uint32_t)strtoul(fd, NULL, 10) : 0, memory_order_relaxed);
 #if !MEM_SANITIZER
 	/* Per-thread unwind caches where libunwind has them (Debian's has not, and takes the
 	 * global one instead: sc_fill() uses libgcc's unwinder). */
