@@ -1490,23 +1490,25 @@ static __attribute__((noinline)) blk *blk_enter(void *fn)
 		return NULL;
 	blk *b = blk_tls;
 	if (!b) {
+		int was = col_mem_internal(1); /* fennec's own blocks, not the program's */
 		b = calloc(1, sizeof *b);
-		if (!b)
-			return NULL;
-		pid_t tid = (pid_t)syscall(SYS_gettid);
-		pthread_mutex_lock(&P.lock);
-		tid_ent *e = tid_find(tid);
-		if (!e && atomic_load(&P.active)) {
-			tid_add(tid);
-			e = tid_find(tid);
+		if (b) {
+			pid_t tid = (pid_t)syscall(SYS_gettid);
+			pthread_mutex_lock(&P.lock);
+			tid_ent *e = tid_find(tid);
+			if (!e && atomic_load(&P.active)) {
+				tid_add(tid);
+				e = tid_find(tid);
+			}
+			if (e && !e->blk)
+				e->blk = b;
+			else {
+				free(b);
+				b = NULL;
+			}
+			pthread_mutex_unlock(&P.lock);
 		}
-		if (e && !e->blk)
-			e->blk = b;
-		else {
-			free(b);
-			b = NULL;
-		}
-		pthread_mutex_unlock(&P.lock);
+		col_mem_internal(was);
 		if (!b)
 			return NULL;
 		blk_tls = b;
@@ -1728,10 +1730,10 @@ static void tramp_cleanup(void *unused)
 static void *tramp_main(void *p)
 {
 	tramp t = *(tramp *)p;
-	int was = col_mem_internal(1);
+	int was = col_mem_internal(1); /* fennec's own: the trampoline, the thread's perf ring */
 	free(p);
-	col_mem_internal(was);
 	col_sample_thread_begin();
+	col_mem_internal(was);
 	void *ret;
 	pthread_cleanup_push(tramp_cleanup, NULL);
 	ret = t.fn(t.arg);

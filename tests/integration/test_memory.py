@@ -82,6 +82,25 @@ def test_full_mode_reports_known_leaks_exactly():
     assert_true("% of the run" not in text[text.find("Findings"):], "a memory finding's gain in % of the run")
 
 
+def own_frames(m):
+    """Frames of fennec's collector in the program's allocation stacks."""
+    return sorted({f for s in m["top_allocators"] + m["at_peak"] + m["leaks"] for f in s["stack"]
+                   if re.match(r"(col_|tid_add |blk_enter )", f)})
+
+
+@collector
+def test_fennec_allocations_are_not_the_programs():
+    """fennec's own allocations are never recorded as the program's. A thread's start took
+    its perf ring's bookkeeping from the program's heap (col_pr_open <- tid_add <-
+    col_sample_thread_begin, on the new thread), and wall mode the first sleeping call's
+    saved-stack block (blk_enter): both showed in the top allocators and the live set."""
+    plain_only()
+    r, path = record("mem_leaks", 200, opts=["--memory=full"], out="own-cpu.fnc")
+    assert_eq(own_frames(mem(analyze(path))), [], "CPU sampling: fennec's frames in allocation stacks")
+    r, path = record("offcpu", 20, 50, opts=["--memory=full", "--sample=wall"], out="own-wall.fnc")
+    assert_eq(own_frames(mem(analyze(path))), [], "wall sampling: fennec's frames in allocation stacks")
+
+
 @collector
 def test_full_mode_counts_every_call():
     plain_only()
