@@ -778,6 +778,28 @@ static int resolve(sym_ctx *s, smod *m, uint64_t addr, uint64_t a, sym_frame *ou
 		Dwarf_Die *cu = dwfl_module_addrdie(m->mod, a, &bias);
 		Dwarf_Die *scopes = NULL;
 		int nsc = cu ? dwarf_getscopes(cu, a - bias, &scopes) : 0;
+		/* Past the innermost inlined subroutine, dwarf_getscopes gives the scopes of its
+		 * abstract definition, not the subroutines it was inlined into: a chain of six
+		 * (std::vector's constructor down to __new_allocator::allocate, in worker) came
+		 * out as two, the outer one with the inner one's call line (a header's). The
+		 * concrete nesting is that DIE's own parents, as eu-addr2line -i reads them. */
+		for (int i = 0; i < nsc; i++) {
+			int tag = dwarf_tag(&scopes[i]);
+			if (tag == DW_TAG_subprogram)
+				break;
+			if (tag == DW_TAG_inlined_subroutine) {
+				Dwarf_Die *chain = NULL;
+				int nc = dwarf_getscopes_die(&scopes[i], &chain);
+				if (nc > 0) {
+					free(scopes);
+					scopes = chain;
+					nsc = nc;
+				} else {
+					free(chain);
+				}
+				break;
+			}
+		}
 		const char *file = file0;
 		uint32_t line = (uint32_t)line0;
 		for (int i = 0; i < nsc && n < MAX_INLINE; i++) {

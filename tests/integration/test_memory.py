@@ -102,6 +102,28 @@ def test_fennec_allocations_are_not_the_programs():
 
 
 @collector
+def test_inline_frames_of_an_allocation():
+    """inline_chain: malloc inside level3, inlined into level2, into level1, into outer.
+    Every inlined level is a frame, at the line of its call (the CALL markers of the
+    source). Before, only the innermost inlined function was read: the stack went level3,
+    outer (with level2's line, where level3 is called), main."""
+    plain_only()
+    src = os.path.join(REPO, "tests", "fixtures", "inline_chain.c")
+    lines = {}
+    for i, text in enumerate(open(src), 1):
+        m = re.search(r"/\* (CALL\d) \*/", text)
+        if m:
+            lines[m.group(1)] = i
+    r, path = record("inline_chain", opts=["--memory=full", "--sample=off"], out="inline.fnc")
+    m = mem(analyze(path))
+    leak = [l for l in m["leaks"] if l["function"] == "level3"]
+    assert_eq([(l["bytes"], l["count"]) for l in leak], [(40000, 10)], "the kept blocks, at level3")
+    got = [(f.split(" ")[0], int(f.rsplit(":", 1)[1])) for f in leak[0]["stack"][:4]]
+    assert_eq(got, [("level3", lines["CALL4"]), ("level2", lines["CALL3"]), ("level1", lines["CALL2"]),
+                    ("outer", lines["CALL1"])], "the allocation's frames (function, line)")
+
+
+@collector
 def test_full_mode_counts_every_call():
     plain_only()
     n = 30000
