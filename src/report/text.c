@@ -276,11 +276,11 @@ static uint64_t mem_row_key(const ana_profile *p, const ana_mem_site *s)
 /* A heap site row's end: function, line and caller, region, and whose it is. */
 static void mem_site_tail(FILE *out, const ana_profile *p, const ana_mem_site *s, uint32_t processes)
 {
-	char nb[256], loc[512];
+	char nb[256], wb[256], loc[512];
 	const char *fn, *where;
 	mem_site_where(p, s, &fn, loc, sizeof loc, &where);
 	fprintf(out, "%s%s%s%s%s%s%s", short_name(fn, nb, sizeof nb), loc[0] ? " " : "", loc, where[0] ? " <- " : "",
-		where, s->node != ANA_NONE ? "  in " : "", s->node != ANA_NONE ? p->nodes[s->node].path : "");
+		short_name(where, wb, sizeof wb), s->node != ANA_NONE ? "  in " : "", s->node != ANA_NONE ? p->nodes[s->node].path : "");
 	/* With several processes, whose it is: one pid, or how many processes share the row. */
 	if (processes > 1)
 		fprintf(out, "  (%u processes)", processes);

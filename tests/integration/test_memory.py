@@ -15,6 +15,7 @@ tests run on the plain build only.
 
 import json
 import re
+import shutil
 
 import os
 
@@ -121,6 +122,73 @@ def test_inline_frames_of_an_allocation():
     got = [(f.split(" ")[0], int(f.rsplit(":", 1)[1])) for f in leak[0]["stack"][:4]]
     assert_eq(got, [("level3", lines["CALL4"]), ("level2", lines["CALL3"]), ("level1", lines["CALL2"]),
                     ("outer", lines["CALL1"])], "the allocation's frames (function, line)")
+
+
+CXX_LEAKS = r"""
+#include <map>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+struct Node { std::string name; std::vector<int> data; };
+static void worker(int id)
+{
+	std::map<int, std::string> m;
+	for (int i = 0; i < 2000; i++)
+		m[i] = std::to_string(i * id); // MAP
+	for (int i = 0; i < 50; i++) {
+		std::vector<int> v(256); // DATA
+		new Node{"leak" + std::to_string(i), std::move(v)}; // NODE
+	}
+}
+int main()
+{
+	std::thread a(worker, 1), b(worker, 2);
+	a.join();
+	b.join();
+	return 0;
+}
+"""
+
+
+@collector
+def test_cxx_allocations_named_by_the_programs_line():
+    """A C++ program allocates through the standard library (operator new under
+    std::__new_allocator<T>::allocate under std::vector's or std::map's members): each
+    heap row and leak names the program's line that allocated (worker, at the MAP and NODE
+    lines), not a std:: frame, and the text report shortens the template-laden callers."""
+    plain_only()
+    cxx = shutil.which("c++") or shutil.which("g++")
+    if not cxx:
+        raise Skip("no C++ compiler")
+    with open("leaks.cpp", "w") as f:
+        f.write(CXX_LEAKS)
+    # -O0: the standard library's functions are calls of their own, skipped by name
+    # (inlined ones are test_inline_frames_of_an_allocation's)
+    run([cxx, "-O0", "-g", "-pthread", "leaks.cpp", "-o", "leaks"], check=True)
+    line = {tag: i for i, text in enumerate(CXX_LEAKS.splitlines(), 1) for tag in ("MAP", "DATA", "NODE")
+            if text.endswith("// " + tag)}
+    r, path = record(os.path.abspath("leaks"), opts=["--memory=full", "--sample=off"], out="cxx.fnc")
+    m = mem(analyze(path))
+
+    def line_of(site):  # the line of the site's function in its stack
+        f = [f for f in site["stack"] if f.startswith(site["function"] + " ")]
+        return f[0].rsplit(":", 1)[1] if f else None
+
+    where = sorted({(l["function"], line_of(l)) for l in m["leaks"]})
+    # the nodes (56 B) and their vectors' data (1 KiB), 100 of each
+    assert_eq(where, sorted([("worker", str(line["DATA"])), ("worker", str(line["NODE"]))]),
+              "the leaks' function and line")
+    assert_eq(sorted((l["bytes"], l["count"]) for l in m["leaks"])[-1], (102400, 100),
+              "the leaked vectors' data (100 x 1 KiB)")
+    top = m["top_allocators"][0]
+    assert_eq((top["function"], line_of(top)), ("worker", str(line["MAP"])), "the top allocator, the map's nodes")
+    # text rows: "BYTES COUNT FUNCTION FILE:LINE <- CALLER": callers shortened as functions are
+    text = analyze_raw(path).stdout
+    rows = [r for r in text[text.find("Unfreed at exit"):text.find("Findings")].splitlines() if " <- " in r]
+    callers = [r.split(" <- ", 1)[1].split("  in ")[0] for r in rows]
+    assert_true(rows and all(len(c) <= 90 for c in callers), "callers in the heap rows, at most 90 "
+                "characters:\n%s" % "\n".join(c for c in callers if len(c) > 90)[:2000])
 
 
 @collector
