@@ -331,7 +331,8 @@ static void memory_text(FILE *out, const ana_profile *p, const style *st)
 		fprintf(out, "  trend        %s per %s (r^2 %.3f over %u points)\n", ana_fmt_bytes(m->slope < 0 ? -m->slope : m->slope, a, sizeof a),
 			m->trend_per_step ? "step" : "second", m->r2, m->trend_points);
 	if (full)
-		fprintf(out, "  temporary    %llu allocations freed before the thread's next allocation\n", (unsigned long long)m->temporary);
+		fprintf(out, "  temporary    %llu allocation%s freed before the thread's next allocation\n", (unsigned long long)m->temporary,
+			m->temporary == 1 ? "" : "s");
 	if (m->dropped)
 		fprintf(out, "  dropped      %llu heap records (the numbers per stack are incomplete)\n", (unsigned long long)m->dropped);
 	rep_mem_row rows[64];
