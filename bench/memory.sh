@@ -38,11 +38,7 @@
 # a variant whose tool is missing is left out with a message.
 # Writes <results_dir>/memory.tsv (one line per run) and prints the tables.
 set -euo pipefail
-root=$(cd "$(dirname "$0")/.." && pwd)
-B=${FENNEC_BUILD:-$root/build}
-case $B in /*) ;; *) B=$root/$B ;; esac
-FENNEC=$B/bin/fennec
-results=${1:-$B/bench-results}
+. "$(dirname "$0")/paths.sh"
 REPS=${REPS:-3}
 SCALE=${SCALE:-10}
 WORKLOADS=${WORKLOADS:-mixed realloc threads jq cc1plus}

@@ -33,11 +33,7 @@
 #        FENNEC_BUILD (default build), KEEP=1 keeps the profiles.
 # Writes <results_dir>/sampling.tsv (one line per run) and prints one table.
 set -euo pipefail
-root=$(cd "$(dirname "$0")/.." && pwd)
-B=${FENNEC_BUILD:-$root/build}
-case $B in /*) ;; *) B=$root/$B ;; esac
-FENNEC=$B/bin/fennec
-results=${1:-$B/bench-results}
+. "$(dirname "$0")/paths.sh"
 REPS=${REPS:-5}
 SCALE=${SCALE:-10}
 HZ=${HZ:-999}

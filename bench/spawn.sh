@@ -22,11 +22,7 @@
 #        VARIANTS (default: all found), OLD_LIB, FENNEC_BUILD (default build)
 # Writes <results_dir>/spawn.tsv (one line per run) and prints the table.
 set -euo pipefail
-root=$(cd "$(dirname "$0")/.." && pwd)
-B=${FENNEC_BUILD:-$root/build}
-case $B in /*) ;; *) B=$root/$B ;; esac
-FENNEC=$B/bin/fennec
-results=${1:-$B/bench-results}
+. "$(dirname "$0")/paths.sh"
 REPS=${REPS:-5}
 SCALE=${SCALE:-1}
 WORKLOADS=${WORKLOADS:-shell build}
