@@ -19,7 +19,7 @@ import shutil
 
 import os
 
-from helpers import (REPO, SANITIZER, Skip, analyze, analyze_raw, assert_between, assert_eq, assert_rel, assert_true,
+from helpers import (REPO, SANITIZER, Skip, statistical, analyze, analyze_raw, assert_between, assert_eq, assert_rel, assert_true,
                      base_env, collector, fennec_bin, fixture, record, run)
 
 MIB = 1024 * 1024
@@ -240,7 +240,14 @@ def test_sampled_mode_every_byte_sampled_matches_full():
 
 
 @collector
+@statistical
 def test_sampled_estimates_are_unbiased():
+    """mem_leaks 200000 at a 16 KiB rate: the estimated bytes and count of churn's 200,000
+    allocations (sizes 1..512 in turn). The count's error is not normal: a sampled block of
+    s bytes stands for about 16384 / s allocations, so the rare sample of a 1- or 2-byte
+    block adds 8 % or 4 % at once (about 1 run in 40 samples one). Ten runs read -4.3 % to
+    +6.1 % (standard deviation 3.1 %, as the variance sum_s n/512 x 16384/s predicts);
+    CI at 8679eff read +11.8 % once. Statistical: a failure is run once more."""
     plain_only()
     n = 200000
     r, path = record("mem_leaks", n, opts=["--memory=sampled", "--memory-rate", "16384"])
@@ -249,7 +256,8 @@ def test_sampled_estimates_are_unbiased():
     truth = n * 256.5
     churn = [s for s in m["top_allocators"] if s["function"] == "churn" and s["bytes"] > truth / 2]
     assert_true(churn, "churn's small blocks are in memory.top_allocators: %r" % m["top_allocators"][:3])
-    # ~3100 samples: the estimate's standard error is under 2 %.
+    # ~3100 samples: the bytes' standard error is under 2 % (a sample of any size stands
+    # for about 16 KiB); the count's is 3.3 % (docstring).
     assert_rel(churn[0]["bytes"], truth, 0.08, "estimated bytes allocated by churn")
     assert_rel(churn[0]["count"], n, 0.10, "estimated allocations by churn")
     # The totals are exact counters in every mode.
