@@ -194,21 +194,21 @@ static void low_space(const char *path, char *fr, size_t n)
 	}
 }
 
-/* Files cut short although the program exited: say so, and name a full filesystem. */
+/* Files cut short although the program exited, on a filesystem with little room: say so.
+ * Elsewhere a file without END is a child that left by _exit (a fork child that did not
+ * exec, Python's os._exit), or one still running: nothing to warn about. */
 static void report_unfinished(const char *path, int unfinished, int files)
 {
 	char fr[32];
 	low_space(path, fr, sizeof fr);
+	if (!*fr)
+		return;
 	if (files == 1)
 		fprintf(stderr, "fennec record: the profile ends early, without its end record: ");
 	else
 		fprintf(stderr, "fennec record: %d of the %d process files end early, without their end record: ", unfinished, files);
-	if (*fr)
-		fprintf(stderr, "the filesystem holding %s has %s free, and the collector stops writing at the first "
-				"chunk that does not fit (a full disk or a quota); ", path, fr);
-	else
-		fprintf(stderr, "a process was killed or is still running, or its writes failed; ");
-	fprintf(stderr, "`fennec analyze` reads what was written\n");
+	fprintf(stderr, "the filesystem holding %s has %s free, and the collector stops writing at the first chunk "
+			"that does not fit (a full disk or a quota); `fennec analyze` reads what was written\n", path, fr);
 }
 
 /* Total size and count of the recording's files, how many end without END, and how many

@@ -56,6 +56,8 @@ static struct {
 	uint64_t file_off;     /* bytes safely written */
 	uint64_t lost_bytes;   /* chunk bytes that could not be written */
 	int write_failed;      /* a chunk could not be written: nothing more is (file_write) */
+	uint32_t writes, fail_write; /* writes so far; FENNEC_TEST_FAIL_WRITE (tests only): the
+					write (from 1) that fails as if the disk were full */
 	uint64_t recording_id;
 	pid_t pid;
 	pid_t parent_pid;
@@ -422,8 +424,9 @@ static void file_write(const uint8_t *buf, size_t n)
 		return;
 	}
 	size_t done = 0;
+	int fail = S.fail_write && ++S.writes == S.fail_write;
 	while (done < n) {
-		ssize_t w = write(S.fd, buf + done, n - done);
+		ssize_t w = fail ? (errno = ENOSPC, -1) : write(S.fd, buf + done, n - done);
 		if (w < 0 && errno == EINTR)
 			continue;
 		if (w <= 0) {
@@ -892,6 +895,8 @@ static int session_begin(void)
 		S.zctx = ZSTD_createCCtx();
 	S.lost_bytes = 0;
 	S.write_failed = 0;
+	S.writes = 0;
+	S.fail_write = (uint32_t)env_u64("FENNEC_TEST_FAIL_WRITE", 0);
 	S.sites_written = 1; /* id 0 is never written */
 	atomic_store(&S.next_index, 0);
 	col_modules_reset(); /* a new file names every loaded object again */
