@@ -148,7 +148,7 @@ def test_full_disk():
         rep = analyze(path)
         assert_eq(rep["summary"]["cut_short"], True, "summary.cut_short")
         assert_true(any("a write failed" in w for w in rep["warnings"]), "warnings: %s" % rep["warnings"])
-        # what was saved before the disk filled: 1.8M pairs in a plain build, 17,000
+        # what was saved before the disk filled: ~370,000 pairs in a plain build, 16,828
         # under TSan (which records slower, in smaller chunks)
         n = region(rep, "flood")["count"]
         assert_true(0 < n < 4000000, "flood pairs in what was written: %d" % n)
