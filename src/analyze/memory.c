@@ -458,9 +458,9 @@ static int is_runtime(const ana_profile *p, const ana_stack *st)
  * constructor was inlined into has the header's line too. A C++ program's allocations go
  * through a few (std::__new_allocator<T>::allocate, std::vector<T>::_M_realloc_insert,
  * std::_Rb_tree<...>::_M_emplace_hint_unique): the frame a user can act on is below them. */
-static int is_std_frame(const ana_profile *p, const ana_loc *l)
+static int is_std_frame(const ana_profile *p, uint32_t loc)
 {
-	const char *fn = func_name(p, (uint32_t)(l - p->smp.locs)), *start = fn;
+	const char *fn = func_name(p, loc), *start = fn;
 	int depth = 0;
 	for (const char *c = fn; *c; c++) {
 		if (*c == '<')
@@ -474,7 +474,7 @@ static int is_std_frame(const ana_profile *p, const ana_loc *l)
 	}
 	if (!strncmp(start, "std::", 5) || !strncmp(start, "__gnu_cxx::", 11) || !strncmp(start, "__cxxabiv1::", 12))
 		return 1;
-	const char *mod = p->names[p->smp.funcs[l->func].module];
+	const char *mod = p->names[p->smp.funcs[p->smp.locs[loc].func].module];
 	const char *b = strrchr(mod, '/');
 	b = b ? b + 1 : mod;
 	return !strncmp(b, "libstdc++", 9) || !strncmp(b, "libc++.", 7) || !strncmp(b, "libc++abi", 9);
@@ -487,11 +487,11 @@ const char *ana_mem_site_name(const ana_profile *p, const ana_mem_site *s)
 	const ana_stack *st = &p->smp.stacks[s->stack];
 	const char *lib = NULL; /* the first frame past the allocator, when all the rest is std */
 	for (uint32_t k = 0; k < st->n; k++) {
-		const ana_loc *l = &p->smp.locs[st->locs[st->n - 1 - k]];
-		const char *fn = func_name(p, st->locs[st->n - 1 - k]);
+		uint32_t loc = st->locs[st->n - 1 - k];
+		const char *fn = func_name(p, loc);
 		if (is_allocator(fn) && k + 1 < st->n)
 			continue;
-		if (!is_std_frame(p, l))
+		if (!is_std_frame(p, loc))
 			return fn;
 		if (!lib)
 			lib = fn;

@@ -339,8 +339,9 @@ static const ana_mem_series *growing_series(const ana_profile *p)
  * unfreed at exit.
  * Unfreed at exit (full mode exact; sampled mode an estimate, said so): one finding per
  * allocation stack, the largest LEAK_MAX; HIGH from 100 MiB, or from 10% of the peak heap
- * in LEAK_REPEATED blocks or more; MEDIUM from 1 MiB or 10% of the peak; else LOW. Memory findings save memory, not time: their expected gain
- * is in bytes (the growth over the run; the bytes unfreed), in time 0.
+ * in LEAK_REPEATED blocks or more; MEDIUM from 1 MiB or 10% of the peak; else LOW.
+ * Memory findings save memory, not time: their expected gain is in bytes (the growth over
+ * the run; the bytes unfreed), in time 0.
  */
 static void rule_memory_leak(ana_profile *p)
 {

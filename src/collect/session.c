@@ -415,8 +415,8 @@ col_thread *col_thread_register(void)
  * a valid prefix and the loss is counted. After a failure (a full disk, a quota) nothing
  * more is written: a later chunk that fitted would name stacks, strings and threads that
  * the lost one defined, and the reader would refuse the whole file ("names undefined
- * stack"). The file ends where the failure was, as if the process had been killed there,
- * and `fennec record` says so. */
+ * stack"). The file ends where the failure was, as if the process had been killed there;
+ * `fennec record` says so when the filesystem is (nearly) full. */
 static void file_write(const uint8_t *buf, size_t n)
 {
 	if (S.fd < 0 || S.write_failed) {
