@@ -549,6 +549,7 @@ void ana_profile_free(ana_profile *p);
 const char *ana_severity_name(ana_severity s);
 const char *ana_kind_name(unsigned kind);
 const char *ana_origin_name(uint64_t origin);
+const char *ana_end_name(const fmt_file *f);
 void ana_dist_compute(ana_dist *d, double *v, size_t n);
 void ana_dist_compute_u64(ana_dist *d, uint64_t *v, size_t n);
 /* A duration for reading, "12.34 ms", into buf; returns buf. */

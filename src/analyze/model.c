@@ -997,6 +997,13 @@ const char *ana_origin_name(uint64_t origin)
 	return origin < 4 ? o[origin] : "unknown";
 }
 
+/* How a file's session ended (END's exit_reason); NULL without END (cut short). */
+const char *ana_end_name(const fmt_file *f)
+{
+	static const char *e[] = {"fennec_stop", "exit", "exec", "_exit"};
+	return !f->has_end ? NULL : f->exit_reason < 4 ? e[f->exit_reason] : "unknown";
+}
+
 uint32_t ana_intern(ana_profile *p, const char *s) { return intern(p, s); }
 
 uint32_t ana_node_find(const ana_profile *p, uint32_t parent, uint32_t name)

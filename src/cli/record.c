@@ -195,8 +195,9 @@ static void low_space(const char *path, char *fr, size_t n)
 }
 
 /* Files cut short although the program exited, on a filesystem with little room: say so.
- * Elsewhere a file without END is a child that left by _exit (a fork child that did not
- * exec, Python's os._exit), or one still running: nothing to warn about. */
+ * Elsewhere a file without END is a process killed by a signal, one that called _exit from
+ * a signal handler that had interrupted fennec's own code (session.c, exit_finish()), one
+ * that made the exit system call itself, or one still running: nothing to warn about. */
 static void report_unfinished(const char *path, int unfinished, int files)
 {
 	char fr[32];

@@ -94,7 +94,10 @@ int col_sample_mode_parse(const char *s); /* "off" | "cpu" | "wall"; -1 if neith
 void col_sample_prepare(int mode, uint32_t hz, uint32_t depth, col_sample_info *info);
 void col_sample_start(void);
 void col_sample_poll(void);
-void col_sample_stop(void);
+/* Stop sampling; with a deadline (CLOCK_REALTIME), -1 when the wall thread's end or the
+ * lock was not had by then. */
+struct timespec;
+int col_sample_stop(const struct timespec *deadline);
 void col_sample_atfork_child(void);
 void col_sample_drain(void (*emit)(unsigned type, cm_buf *raw), void (*before)(void));
 void col_sample_tick(void); /* writer, between flushes: unwinds the fuller rings (ring source) */
@@ -129,6 +132,7 @@ void col_mem_atfork_child(void);
 /* Mark the calling thread's allocations as fennec's own (never counted nor recorded);
  * returns the previous mark. */
 int col_mem_internal(int on);
+int col_mem_busy(void);                  /* fennec's own code (or its allocator) runs on this thread */
 
 /* Site table, read by the writer. */
 typedef struct col_site {

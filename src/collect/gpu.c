@@ -547,14 +547,16 @@ static void devices_again(void)
 
 void col_gpu_drain(void (*emit)(unsigned type, cm_buf *raw), int final)
 {
-	col_gpu_timers_poll();
-	if (G.mode && final && N.lib)
+	if (final != 2)
+		col_gpu_timers_poll();
+	if (G.mode && final == 1 && N.lib)
 		nvml_round(); /* the last point of the utilisation timeline */
 	gpux_emit(emit);
 	if (G.mode) {
 		if (!G.devices_written)
 			devices_again();
-		col_cupti_flush(final);
+		if (final != 2)
+			col_cupti_flush(final);
 	} else if (!atomic_load(&G.done))
 		goto out;
 	col_gpu_batch *b = atomic_exchange(&G.done, NULL), *order = NULL;

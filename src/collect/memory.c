@@ -2148,6 +2148,11 @@ int col_mem_internal(int on)
 	return was;
 }
 
+int col_mem_busy(void)
+{
+	return T.own != 0;
+}
+
 /* ---- the session ---- */
 
 int col_mem_mode_parse(const char *s)

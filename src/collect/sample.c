@@ -1002,23 +1002,26 @@ static void release_blocking(void)
 	}
 }
 
-void col_sample_stop(void)
+int col_sample_stop(const struct timespec *deadline)
 {
 	if (P.mode == FMT_SAMPLE_OFF)
-		return;
+		return 0;
 	atomic_store_explicit(&P.active, 0, memory_order_release);
 	if (P.wall_running) {
 		atomic_store(&P.wall_stop, 1);
-		pthread_join(P.wall_thread, NULL);
+		if (deadline ? pthread_timedjoin_np(P.wall_thread, NULL, deadline) : pthread_join(P.wall_thread, NULL))
+			return -1;
 		P.wall_running = 0;
 		P.wall_tid = 0;
 	}
-	pthread_mutex_lock(&P.lock);
+	if (deadline ? pthread_mutex_timedlock(&P.lock, deadline) : pthread_mutex_lock(&P.lock))
+		return -1;
 	while (P.ntids)
 		tid_release(&P.tids[0]);
 	pthread_mutex_unlock(&P.lock);
 	/* The handler stays installed: a signal already queued must not kill the program
 	 * with the default action of a real-time signal. It ignores signals while inactive. */
+	return 0;
 }
 
 /* In a fork child: the parent's events and threads are not ours; start afresh. */

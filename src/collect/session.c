@@ -689,7 +689,9 @@ static void flush_locked(int final, unsigned exit_reason)
 	emit_samples();
 	emit_events();
 	col_mem_drain(emit_chunk, emit_sites);
-	col_gpu_drain(emit_chunk, final);
+	/* At _exit (exit reason 3) the CUDA and NVML calls of a final drain are left out, as
+	 * col_gpu_stop() is (session_end()). */
+	col_gpu_drain(emit_chunk, final && exit_reason == FMT_END__EXIT ? 2 : final);
 	if (S.ends.len)
 		emit_chunk(FMT_THREAD_END, &S.ends);
 	cm_buf st = {0};
@@ -996,25 +998,46 @@ static int start(const fennec_config *cfg)
 	return rc;
 }
 
-/* Stop the writer, drain, write END and close. */
-static int session_end(unsigned exit_reason)
+/* The flush lock, waited for until `deadline` (CLOCK_REALTIME) when there is one: 0, or
+ * an error when the time ran out. */
+static int flush_lock_by(const struct timespec *deadline)
 {
-	pthread_mutex_lock(&flush_lock);
+	return deadline ? pthread_mutex_timedlock(&flush_lock, deadline) : pthread_mutex_lock(&flush_lock);
+}
+
+/* Stop the writer, drain, write END and close. With a deadline (_exit, maybe from a signal
+ * handler): FENNEC_EIO, the file left as it is, when the lock or the writer's end was not
+ * had by then. */
+static int session_end(unsigned exit_reason, const struct timespec *deadline)
+{
+	if (flush_lock_by(deadline))
+		return FENNEC_EIO;
 	if (!atomic_load(&col_on) || S.pid != getpid()) {
 		pthread_mutex_unlock(&flush_lock);
 		return FENNEC_ENOTRUNNING;
 	}
-	col_sample_stop();
+	if (col_sample_stop(deadline)) {
+		pthread_mutex_unlock(&flush_lock);
+		return FENNEC_EIO;
+	}
 	col_mem_stop();
-	col_gpu_stop();
+	/* Not at _exit: its caller may be a signal handler that interrupted a CUDA call holding
+	 * the driver's locks, which a forced flush of CUPTI's buffers may wait for. The GPU
+	 * activity CUPTI had not yet handed over is lost then (the writer takes it about every
+	 * 100 ms); the final drain makes no CUDA or NVML call either (flush_locked()). */
+	if (!deadline)
+		col_gpu_stop();
 	atomic_store(&col_on, 0);
 	S.stop_writer = 1;
 	writer_wake();
 	pthread_mutex_unlock(&flush_lock);
-	if (S.writer_running)
-		pthread_join(S.writer, NULL);
+	/* A writer that did not end in time may be writing yet: the file is not touched. */
+	if (S.writer_running &&
+	    (deadline ? pthread_timedjoin_np(S.writer, NULL, deadline) : pthread_join(S.writer, NULL)))
+		return FENNEC_EIO;
 	S.writer_running = 0;
-	pthread_mutex_lock(&flush_lock);
+	if (flush_lock_by(deadline))
+		return FENNEC_EIO;
 	/* Threads may still be inside an event; what they committed is written. */
 	flush_locked(1, exit_reason);
 	if (S.fd >= 0)
@@ -1028,7 +1051,7 @@ static int session_end(unsigned exit_reason)
 API int fennec_stop(void)
 {
 	int was = col_mem_internal(1);
-	int rc = session_end(0);
+	int rc = session_end(0, NULL);
 	col_mem_internal(was);
 	return rc;
 }
@@ -1095,7 +1118,7 @@ static int exec_prepare(void)
 {
 	if (!atomic_load(&col_on) || S.pid != getpid())
 		return 0;
-	session_end(2);
+	session_end(2, NULL);
 	char v[32];
 	snprintf(v, sizeof v, "%d", (int)getpid());
 	setenv("FENNEC_EXEC_FROM", v, 1);
@@ -1269,8 +1292,14 @@ API int execle(const char *path, const char *arg, ...)
 	return rc;
 }
 
+typedef void (*exit_fn)(int);
+static exit_fn real_exit, real_Exit; /* the next _exit and _Exit (col_autostart) */
+
 __attribute__((constructor)) static void col_autostart(void)
 {
+	/* Looked up now: _exit may be called from a signal handler, where dlsym may not. */
+	real_exit = (exit_fn)dlsym(RTLD_NEXT, "_exit");
+	real_Exit = (exit_fn)dlsym(RTLD_NEXT, "_Exit");
 	const char *a = getenv("FENNEC_AUTOSTART");
 	if (a && a[0] == '1')
 		fennec_start(NULL);
@@ -1280,7 +1309,54 @@ __attribute__((destructor)) static void col_atexit(void)
 {
 	if (atomic_load(&col_on) && S.pid == getpid()) {
 		col_mem_internal(1);
-		session_end(1);
+		session_end(1, NULL);
 		col_mem_internal(0);
 	}
+}
+
+/*
+ * _exit and _Exit end the process without atexit handlers or destructors, so without
+ * col_atexit(): a fork child that never execs (Python's multiprocessing workers and
+ * PyTorch's DataLoader workers end with os._exit), or a program that leaves by os._exit
+ * to skip a slow teardown, lost what it did since its last flush (up to 100 ms, all of a
+ * short child) and read as cut short. The file is finished here, with exit reason 3, but
+ * not:
+ *   - in a vfork child (or a clone without fork's handlers): the session is the parent's,
+ *     whose pid S.pid still holds;
+ *   - on a thread inside fennec's own code (col_mem_busy()): _exit is async-signal-safe,
+ *     and a handler that calls it may have interrupted fennec holding a lock.
+ * The lock and the writer's end are waited for 2 s at most: the interrupted code may
+ * hold what the writer waits for (the loader's lock, which libunwind takes). The file then
+ * stays as it was, cut short, and the process still exits at once after that.
+ */
+static void exit_finish(void)
+{
+	if (!atomic_load(&col_on) || S.pid != getpid() || col_mem_busy())
+		return;
+	int saved = errno;
+	struct timespec deadline;
+	clock_gettime(CLOCK_REALTIME, &deadline);
+	deadline.tv_sec += 2;
+	col_mem_internal(1);
+	session_end(3, &deadline);
+	col_mem_internal(0);
+	errno = saved;
+}
+
+API void _exit(int status)
+{
+	exit_finish();
+	if (real_exit)
+		real_exit(status);
+	for (;;)
+		syscall(SYS_exit_group, status);
+}
+
+API void _Exit(int status)
+{
+	exit_finish();
+	if (real_Exit)
+		real_Exit(status);
+	for (;;)
+		syscall(SYS_exit_group, status);
 }

@@ -188,6 +188,8 @@ void fmt_gpux_put(cm_buf *b, const fmt_gpu *r, uint64_t *prev_ns);
 enum fmt_kind { FMT_K_VARINT = 0, FMT_K_STRING = 1, FMT_K_ZIGZAG = 2, FMT_K_F64 = 3 };
 
 enum fmt_origin { FMT_ORIGIN_FIRST = 0, FMT_ORIGIN_FORK = 1, FMT_ORIGIN_EXEC = 2, FMT_ORIGIN_SPAWN = 3 };
+/* END's exit_reason: how the session ended */
+enum fmt_end { FMT_END_STOP = 0, FMT_END_EXIT = 1, FMT_END_EXEC = 2, FMT_END__EXIT = 3 };
 
 #define FMT_EV_BEGIN_MAX 16 /* tag + id + dt */
 #define FMT_EV_END_MAX 11   /* tag + dt */

@@ -704,6 +704,8 @@ int rep_json(FILE *out, const ana_profile *p, const rep_options *o)
 		knum(out, "events", (double)f->events, &f1);
 		key(out, "cut_short", &f1);
 		fputs(f->cut_short ? "true" : "false", out);
+		key(out, "ended_by", &f1);
+		rep_json_string_or_null(out, ana_end_name(f));
 		knum(out, "busy_ns", (double)pr->busy_ns, &f1);
 		knum(out, "work_ns", (double)pr->work_ns, &f1);
 		knum(out, "steps", (double)pr->step_ns.n, &f1);

@@ -105,6 +105,82 @@ def test_fork_inherited_region():
     assert_eq(rep["warnings"], [], "warnings")
 
 
+@collector
+@timing
+def test_fork_child_leaving_by_underscore_exit():
+    """A fork child that ends with _exit (Python's multiprocessing workers and PyTorch's
+    DataLoader workers do) runs no atexit handler. Its file used to end at its last flush,
+    cut short, and its 300 ms region, inside one flush period, was lost."""
+    skip_under("tsan", TSAN_FORK)
+    r, path = record("forker", "fork_exit")
+    rep = analyze(path)
+    o = by_origin(rep)
+    assert_eq(sorted(o), ["first", "fork"], "process origins")
+    assert_eq(o["fork"][0]["ended_by"], "_exit", "the child's file ends by _exit")
+    assert_eq(o["first"][0]["ended_by"], "exit", "the parent's file ends by exit")
+    assert_eq(o["fork"][0]["cut_short"], False, "fork child cut_short")
+    cw = region(rep, "child_work")
+    assert_eq(cw["count"], 1, "child_work count")
+    assert_duration(cw["total_ns"], 300 * MS, "child_work total_ns")
+    assert_eq(rep["warnings"], [], "warnings")
+
+
+@collector
+@timing
+def test_vfork_child_leaves_the_session_alone():
+    """A vfork child shares its parent's memory and runs no fork handler: its _exit (after
+    a failed exec) must not end the parent's session, whose later region is recorded."""
+    skip_under("tsan", TSAN_FORK)
+    r, path = record("forker", "vfork")
+    assert_eq(glob.glob(path + ".*"), [], "files of other processes")
+    rep = analyze(path)
+    assert_eq([p["ended_by"] for p in rep["processes"]], ["exit"], "how the sessions ended")
+    assert_eq(region(rep, "parent_work")["count"], 1, "parent_work count")
+    after = region(rep, "after_vfork")
+    assert_eq(after["count"], 1, "after_vfork count (the parent after its vfork child's _exit)")
+    assert_duration(after["total_ns"], 100 * MS, "after_vfork total_ns")
+    assert_eq(rep["warnings"], [], "warnings")
+
+
+@collector
+def test_underscore_exit_finishes_the_file():
+    """_exit and _Exit, also from a signal handler: the exit status is kept and the file
+    is finished (END, exit reason 3), with the 10 ms region the program ran just before.
+    It used to be lost: the process lives less than one 100 ms flush period."""
+    for args, code in ((["_exit", "5"], 5), (["_Exit", "6"], 6), (["handler", "9", "100"], 9)):
+        what = "exitcode " + " ".join(args)
+        r, path = record("exitcode", *args, expect_rc=code)
+        rep = analyze(path)
+        assert_eq([p["ended_by"] for p in rep["processes"]], ["_exit"], what + ": how the session ended")
+        assert_eq(rep["summary"]["cut_short"], False, what + ": cut_short")
+        assert_eq(region(rep, "before_exit")["count"], 1, what + ": before_exit count")
+        assert_eq(rep["warnings"], [], what + ": warnings")
+
+
+@collector
+@timeout(240)
+def test_underscore_exit_from_a_handler_inside_fennec():
+    """A SIGALRM handler calls _exit while the program allocates in a loop under full
+    memory profiling, so that it often interrupts fennec's allocator wrappers, whose state
+    the final flush must not touch. Every run exits at once with the handler's status and
+    leaves a readable file: finished, or, when the handler interrupted fennec, cut short
+    as before. None may hang (the test's timeout)."""
+    ends = {}
+    for i in range(12):
+        ms = str(20 + 13 * i)
+        for mode in ("full", "sampled"):
+            what = "exitcode alloc_handler 4 %s, --memory=%s" % (ms, mode)
+            r, path = record("exitcode", "alloc_handler", "4", ms, opts=("--memory=" + mode,),
+                             expect_rc=4, timeout_s=30)
+            rep = analyze(path)
+            end = rep["processes"][0]["ended_by"]
+            assert_true(end in ("_exit", None), "%s: ended_by %r" % (what, end))
+            if end:
+                assert_eq(region(rep, "before_exit")["count"], 1, what + ": before_exit count")
+            ends[end] = ends.get(end, 0) + 1
+    assert_true(ends.get("_exit", 0) > 0, "no run finished its file: %s" % ends)
+
+
 def _exit_status_case(args, expect_rc, extra_env=None):
     env = base_env(extra_env)
     r, path = record("exitcode", *args, env=env, expect_rc=None)
