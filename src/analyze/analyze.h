@@ -369,6 +369,8 @@ typedef struct ana_memory {
 	uint32_t peak_region;   /* names index of its innermost region, or ANA_NONE */
 	uint64_t peak_rss_bytes; /* largest RSS seen (timeline, else getrusage) */
 	uint64_t records, dropped, untracked;
+	uint64_t dropped_allocs, dropped_frees; /* of `dropped`: ALLOC and FREE records */
+	int drops_unknown;       /* a file did not say which records were dropped (older collector) */
 	double leaked_bytes, leaked_count;   /* unfreed at the end, runtime excluded */
 	double runtime_bytes, runtime_count; /* unfreed at the end by the runtime */
 	uint64_t temporary;

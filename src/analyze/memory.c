@@ -344,6 +344,10 @@ int ana_memory_end_process(ana_profile *p, uint32_t proc, const fmt_file *f)
 		m->largest_bytes = h->largest_bytes;
 	m->records += h->records;
 	m->dropped += h->dropped;
+	m->dropped_allocs += f->heap_dropped_allocs;
+	m->dropped_frees += f->heap_dropped_frees;
+	if (h->dropped && !f->has_heap_drops)
+		m->drops_unknown = 1;
 	m->untracked += h->untracked;
 	if (r && r->proc != proc)
 		r = NULL;
@@ -842,11 +846,23 @@ int ana_memory_finish(ana_profile *p)
 			m->peak_rss_bytes = p->procs[i].file.max_rss_kb * 1024;
 	m->allocs_per_step = p->steps ? (double)m->allocs / (double)p->steps : NAN;
 	m->alloc_rate_per_s = p->wall_ns ? (double)m->allocs / ((double)p->wall_ns / 1e9) : NAN;
-	if (m->dropped)
+	if (m->dropped && m->drops_unknown)
 		ana_warn(p, "%llu heap events were dropped (the heap buffer was full: a sampled allocation's record "
 			    "is dropped at once, a free or a full-mode record after a second's wait): per-stack numbers "
 			    "are incomplete, and a block whose free was dropped reads as unfreed; the totals are exact",
 			 (unsigned long long)m->dropped);
+	else if (m->dropped)
+		ana_warn(p, "%llu heap events were dropped (the heap buffer was full: a sampled allocation's record "
+			    "is dropped at once, a free or a full-mode record after a second's wait): %llu allocations, "
+			    "%llu frees, %llu timeline points; %s; the totals are exact",
+			 (unsigned long long)m->dropped, (unsigned long long)m->dropped_allocs,
+			 (unsigned long long)m->dropped_frees,
+			 (unsigned long long)(m->dropped - m->dropped_allocs - m->dropped_frees),
+			 m->dropped_frees ? "per-stack numbers are incomplete, and as many blocks reported unfreed as "
+					    "frees were lost may have been freed"
+			 : m->dropped_allocs ? "per-stack numbers are incomplete; no free was lost, so every block "
+					       "reported unfreed was"
+					     : "per-stack numbers are whole");
 	if (m->untracked)
 		ana_warn(p, "%llu sampled allocations were left out: more sampled blocks were live than fennec "
 			    "watches for their frees (65,536); per-stack numbers are low; a larger --memory-rate "

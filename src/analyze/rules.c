@@ -432,6 +432,18 @@ static void rule_memory_leak(ana_profile *p)
 				       count >= 1.5 ? "were" : "was",
 				       full ? "" : " (an estimate from sampled allocations; record with --memory=full for exact numbers)",
 				       s->node != ANA_NONE ? "" : "");
+		if (m->dropped_frees) {
+			/* a block whose FREE record was lost reads as unfreed */
+			char *e = ana_strf("%s; %llu free%s of the run %s lost (the heap buffer was full): up to as many of "
+					   "these blocks may have been freed", f->evidence,
+					   (unsigned long long)m->dropped_frees, m->dropped_frees > 1 ? "s" : "",
+					   m->dropped_frees > 1 ? "were" : "was");
+			if (e) {
+				free(f->evidence);
+				f->evidence = e;
+			}
+			ana_finding_num(f, "lost_frees", (double)m->dropped_frees);
+		}
 		ana_finding_num(f, "bytes", full ? bytes : round(bytes));
 		ana_finding_num(f, "count", full ? count : round(count));
 		ana_finding_num(f, "estimated", full ? 0 : 1);

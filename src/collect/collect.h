@@ -132,6 +132,8 @@ void col_mem_atfork_child(void);
 /* Mark the calling thread's allocations as fennec's own (never counted nor recorded);
  * returns the previous mark. */
 int col_mem_internal(int on);
+/* Heap records lost so far in the session (the ring was full): ALLOCs, FREEs. */
+void col_mem_dropped(uint64_t *allocs, uint64_t *frees);
 int col_mem_busy(void);                  /* fennec's own code (or its allocator) runs on this thread */
 
 /* Site table, read by the writer. */

@@ -201,6 +201,7 @@ static struct {
 	col_ring ring;
 	uint64_t records;              /* records the writer took (only it counts, under flush_lock) */
 	_Atomic uint64_t dropped, truncated, untracked;
+	_Atomic uint64_t dropped_allocs, dropped_frees; /* of `dropped`: ALLOCs, FREEs (the rest are SNAPs) */
 	uint64_t base_allocs, base_frees, base_bytes; /* totals at session start */
 	_Atomic uint32_t gen;          /* sessions started: threads' MREC_SAME hints are of this one */
 	int statm_fd;
@@ -917,6 +918,10 @@ static __attribute__((noinline)) int reserve_wait(uint32_t len, uint64_t *pos, i
 		    (wait == WAIT_FULL && atomic_load_explicit(&M.mode, memory_order_relaxed) != FMT_MEM_FULL) ||
 		    tries >= 2000) {
 			atomic_fetch_add_explicit(&M.dropped, 1, memory_order_relaxed);
+			/* WAIT_ALWAYS is a FREE's, WAIT_FULL an ALLOC's, WAIT_NEVER a SNAP's */
+			if (wait != WAIT_NEVER)
+				atomic_fetch_add_explicit(wait == WAIT_ALWAYS ? &M.dropped_frees : &M.dropped_allocs, 1,
+							  memory_order_relaxed);
 			return -1;
 		}
 		/* The writer may be asleep for a few ms (it looks at this ring on a timer): wake
@@ -2153,6 +2158,12 @@ int col_mem_busy(void)
 	return T.own != 0;
 }
 
+void col_mem_dropped(uint64_t *allocs, uint64_t *frees)
+{
+	*allocs = atomic_load_explicit(&M.dropped_allocs, memory_order_relaxed);
+	*frees = atomic_load_explicit(&M.dropped_frees, memory_order_relaxed);
+}
+
 /* ---- the session ---- */
 
 int col_mem_mode_parse(const char *s)
@@ -2302,6 +2313,8 @@ void col_mem_start(void)
 	atomic_store(&peak_site, 0);
 	M.records = 0;
 	atomic_store(&M.dropped, 0);
+	atomic_store(&M.dropped_allocs, 0);
+	atomic_store(&M.dropped_frees, 0);
 	atomic_store(&M.truncated, 0);
 	atomic_store(&M.untracked, 0);
 	M.next_snap_ns = 0;

@@ -56,6 +56,8 @@ static struct {
 	uint64_t file_off;     /* bytes safely written */
 	uint64_t lost_bytes;   /* chunk bytes that could not be written */
 	int write_failed;      /* a chunk could not be written: nothing more is (file_write) */
+	uint32_t stall_ms;     /* FENNEC_TEST_WRITER_STALL_MS (tests only): the writer sleeps this
+				  long before its first look at the rings, as a stalled one would */
 	uint32_t writes, fail_write; /* writes so far; FENNEC_TEST_FAIL_WRITE (tests only): the
 					write (from 1) that fails as if the disk were full */
 	uint64_t recording_id;
@@ -701,6 +703,11 @@ static void flush_locked(int final, unsigned exit_reason)
 	/* fennec's own CPU in this session, after the fields every reader knows (docs/format.md):
 	 * the writer thread's, plus the final flush's on the stopping thread */
 	cm_buf_varint(&st, final ? S.writer_cpu_ns + (thread_cpu_ns() - cpu0) : (S.writer_cpu_ns = thread_cpu_ns()));
+	/* which heap records were lost: a lost FREE leaves its block read as unfreed */
+	uint64_t lost_allocs, lost_frees;
+	col_mem_dropped(&lost_allocs, &lost_frees);
+	cm_buf_varint(&st, lost_allocs);
+	cm_buf_varint(&st, lost_frees);
 	emit_chunk(final ? FMT_END : FMT_STATS, &st);
 	cm_buf_free(&st);
 	cm_buf_free(&drops);
@@ -799,6 +806,11 @@ static void *writer_main(void *arg)
 {
 	prctl(PR_SET_NAME, "fennec-writer");
 	col_mem_internal(1);
+	if (S.stall_ms) {
+		struct timespec stall = {(time_t)(S.stall_ms / 1000), (long)(S.stall_ms % 1000) * 1000000};
+		while (nanosleep(&stall, &stall) != 0 && errno == EINTR)
+			;
+	}
 	uint64_t interval_ns = (uint64_t)S.cfg.flush_interval_ms * 1000000u;
 	uint64_t next = cm_mono_ns() + 10000000u; /* an early calibration point */
 	uint64_t slice = WRITER_SLICE_NS, last_look = cm_mono_ns();
@@ -899,6 +911,7 @@ static int session_begin(void)
 	S.write_failed = 0;
 	S.writes = 0;
 	S.fail_write = (uint32_t)env_u64("FENNEC_TEST_FAIL_WRITE", 0);
+	S.stall_ms = (uint32_t)env_u64("FENNEC_TEST_WRITER_STALL_MS", 0);
 	S.sites_written = 1; /* id 0 is never written */
 	atomic_store(&S.next_index, 0);
 	col_modules_reset(); /* a new file names every loaded object again */

@@ -319,6 +319,14 @@ static int decode_stats(rd *r, cur *c, int is_end)
 		f->collector_cpu_ns = own;
 		f->has_collector_cpu = 1;
 	}
+	if (c->p < c->end) { /* the heap records lost, by type (collectors since 2026-11-22) */
+		uint64_t allocs = cur_varint(c), frees = cur_varint(c);
+		if (c->bad)
+			return fail(r, FENNEC_ECORRUPT, r->chunk_off, "%s: heap drop counts run past the end of the chunk", is_end ? "END" : "STATS");
+		f->heap_dropped_allocs = allocs;
+		f->heap_dropped_frees = frees;
+		f->has_heap_drops = 1;
+	}
 	/* getrusage() counts the process's CPU from its start: the session's is the part after
 	 * the header's (a session started late, a process's second session, an exec'd image). */
 	f->cpu_user_ns = user - (f->cpu_start_user_ns <= user ? f->cpu_start_user_ns : user);

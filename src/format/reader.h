@@ -101,6 +101,8 @@ typedef struct fmt_file {
 	int has_cpu_start;                            /* the header gave it (since 1.3.x) */
 	uint64_t collector_cpu_ns; /* fennec's own CPU in the session (writer thread, final flush) */
 	int has_collector_cpu;     /* STATS/END gave it (since 1.5) */
+	uint64_t heap_dropped_allocs, heap_dropped_frees; /* of heap.dropped: ALLOCs, FREEs */
+	int has_heap_drops;        /* STATS/END gave them (collectors since 2026-11-22) */
 	uint64_t exit_reason;
 	int has_end;
 	int cut_short;          /* no END chunk */

@@ -315,6 +315,8 @@ static void memory_json(FILE *out, const ana_profile *p)
 	knum(out, "runtime_bytes", full ? m->runtime_bytes : round(m->runtime_bytes), &f1);
 	knum(out, "heap_records", (double)m->records, &f1);
 	knum(out, "dropped_records", (double)m->dropped, &f1);
+	knum(out, "dropped_allocations", m->drops_unknown ? NAN : (double)m->dropped_allocs, &f1);
+	knum(out, "dropped_frees", m->drops_unknown ? NAN : (double)m->dropped_frees, &f1);
 	knum(out, "untracked_allocations", (double)m->untracked, &f1);
 	key(out, "trend", &f1);
 	if (!m->has_trend) {

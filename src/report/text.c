@@ -333,8 +333,12 @@ static void memory_text(FILE *out, const ana_profile *p, const style *st)
 	if (full)
 		fprintf(out, "  temporary    %llu allocation%s freed before the thread's next allocation\n", (unsigned long long)m->temporary,
 			m->temporary == 1 ? "" : "s");
-	if (m->dropped)
+	if (m->dropped && m->drops_unknown)
 		fprintf(out, "  dropped      %llu heap records (the numbers per stack are incomplete)\n", (unsigned long long)m->dropped);
+	else if (m->dropped)
+		fprintf(out, "  dropped      %llu heap records: %llu allocations, %llu frees, %llu timeline points\n",
+			(unsigned long long)m->dropped, (unsigned long long)m->dropped_allocs, (unsigned long long)m->dropped_frees,
+			(unsigned long long)(m->dropped - m->dropped_allocs - m->dropped_frees));
 	rep_mem_row rows[64];
 	uint32_t want = top_rows(p, 10);
 	static const struct { int by; const char *title; } tabs[] = {

@@ -556,6 +556,41 @@ def test_full_heap_buffer_loses_no_free():
 
 
 @collector
+def test_lost_frees_are_counted():
+    """A free's record waits about a second for room in a full heap buffer, then is lost,
+    and its block reads as unfreed. mem_edge wide (100,000 blocks of 64 B, then all freed),
+    every block sampled into a 64 KiB buffer whose writer first sleeps 2.5 s
+    (FENNEC_TEST_WRITER_STALL_MS, as a stalled writer would): the allocations beyond the
+    buffer are dropped at once; then the first frees of recorded blocks wait a second each
+    and are lost, until the writer looks. The profile says how many records of each kind
+    were lost (before: one total), the blocks reported unfreed are exactly the lost frees'
+    blocks, and the finding says that up to that many may have been freed."""
+    plain_only()
+    env = base_env({"FENNEC_HEAP_RING": "65536", "FENNEC_TEST_WRITER_STALL_MS": "2500"})
+    r, path = record("mem_edge", "wide", opts=["--sample", "off", "--memory=sampled", "--memory-rate", "1"],
+                     env=env, out="stalled.fnc")
+    assert edge_truth(r)["ok"], r.stdout
+    rep = analyze(path)
+    m = mem(rep)
+    lost = m["dropped_frees"]
+    # 2.5 s of stall less the allocations' few milliseconds: two or three waits of ~1 s
+    assert_between(lost, 1, 3, "frees lost", "")
+    # a 64 KiB buffer holds ~1,400 ALLOC records of a repeated stack; the rest are dropped
+    assert_between(m["dropped_allocations"], 90000, 99999, "allocations lost", "")
+    assert_true(m["dropped_records"] >= m["dropped_allocations"] + lost,
+                "dropped_records %d covers the allocations and frees lost" % m["dropped_records"])
+    leaks = [(l["function"], l["count"], l["bytes"]) for l in m["leaks"]]
+    assert_eq(leaks, [("mode_wide", lost, 64 * lost)], "blocks reported unfreed: those of the lost frees")
+    f = [f for f in rep["findings"] if f["type"] == "memory_leak"]
+    assert_eq(len(f), 1, "memory_leak findings")
+    assert_true("%d free%s of the run %s lost" % (lost, "s" if lost > 1 else "", "were" if lost > 1 else "was")
+                in f[0]["evidence"]["text"], "the finding names the lost frees: %s" % f[0]["evidence"])
+    assert_eq(f[0]["evidence"]["lost_frees"], lost, "the finding's lost_frees")
+    a = analyze_raw(path)
+    assert_true("%d frees" % lost in a.stderr + a.stdout, "the warning counts the frees lost")
+
+
+@collector
 def test_sampled_blocks_beyond_the_watch_set():
     """mem_edge wide: 100,000 blocks live at once, every one sampled (--memory-rate 1), all
     freed. fennec watches the frees of 65,536 sampled blocks at most; a sampled allocation
