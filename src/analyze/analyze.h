@@ -348,6 +348,8 @@ typedef struct ana_mem_site {
 	double peak_count, peak_bytes; /* live at the process's peak */
 	uint64_t temporary;     /* full mode: freed before the thread allocated anything else */
 	int runtime;            /* the C runtime's or fennec's own: never a leak */
+	int cut_short;          /* its process's file was cut short (killed or crashed): the frees
+				   after its last flush are lost, its blocks live at the end no leak */
 	/* replay state */
 	uint64_t mod, at_peak_p;
 	double at_peak_count, at_peak_bytes;
@@ -373,6 +375,8 @@ typedef struct ana_memory {
 	int drops_unknown;       /* a file did not say which records were dropped (older collector) */
 	double leaked_bytes, leaked_count;   /* unfreed at the end, runtime excluded */
 	double runtime_bytes, runtime_count; /* unfreed at the end by the runtime */
+	double cut_short_bytes, cut_short_count; /* live at the end of files cut short */
+	uint32_t cut_short_procs;           /* such processes with blocks live at the end */
 	uint64_t temporary;
 	double allocs_per_step;  /* NAN without steps */
 	double alloc_rate_per_s;

@@ -397,7 +397,7 @@ static void rule_memory_leak(ana_profile *p)
 	/* the largest unfreed sites, runtime excluded */
 	for (uint32_t i = 0; i < m->nsites; i++) {
 		const ana_mem_site *s = &m->sites[i];
-		if (s->runtime || s->live_count < 0.5 || s->live_bytes < 1)
+		if (s->runtime || s->cut_short || s->live_count < 0.5 || s->live_bytes < 1)
 			continue;
 		uint32_t k = n < LEAK_MAX ? n++ : LEAK_MAX;
 		if (k == LEAK_MAX && s->live_bytes <= m->sites[idx[LEAK_MAX - 1]].live_bytes)

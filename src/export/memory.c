@@ -16,7 +16,7 @@ static const char *const what[] = {
 	[EXP_MEM_ALLOCATED] = "heap bytes allocated",
 	[EXP_MEM_PEAK] = "heap bytes live at the peak",
 	[EXP_MEM_LEAKED] = "heap bytes leaked (unfreed at exit)",
-	[EXP_MEM_LIVE] = "heap bytes unfreed at exit, the runtime's included",
+	[EXP_MEM_LIVE] = "heap bytes live at the end, the runtime's and those of processes cut short included",
 };
 
 int exp_memory_parse(const char *name)
@@ -49,7 +49,7 @@ uint64_t exp_site_bytes(const ana_mem_site *s, int memory, uint64_t *count)
 	case EXP_MEM_LIVE:
 		/* What the analysis counts as unfreed (ana_memory_finish): a site whose estimated
 		 * live count rounds to none holds nothing. */
-		if (s->live_count > 0.5 && !(memory == EXP_MEM_LEAKED && s->runtime))
+		if (s->live_count > 0.5 && !(memory == EXP_MEM_LEAKED && (s->runtime || s->cut_short)))
 			bytes = s->live_bytes, n = s->live_count;
 		break;
 	}

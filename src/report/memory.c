@@ -24,7 +24,7 @@ static double measure(const ana_mem_site *s, int by, double *count)
 	switch (by) {
 	case REP_MEM_LIVE:
 		*count = s->live_count;
-		return s->runtime || s->live_count < 0.5 ? 0 : s->live_bytes;
+		return s->runtime || s->cut_short || s->live_count < 0.5 ? 0 : s->live_bytes;
 	case REP_MEM_PEAK:
 		*count = s->peak_count;
 		return s->peak_bytes;

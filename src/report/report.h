@@ -28,7 +28,8 @@ uint32_t *rep_region_order(const ana_profile *p);
 
 /* Heap sites in order of a measure, for the renderers: up to `max` indices into
  * p->mem.sites with a nonzero measure, largest first. Runtime sites are left out of
- * REP_MEM_LIVE (they are not leaks). Returns the count. */
+ * REP_MEM_LIVE (they are not leaks), and so are the sites of files cut short. Returns the
+ * count. */
 enum rep_mem_by { REP_MEM_BYTES = 0, REP_MEM_LIVE = 1, REP_MEM_PEAK = 2, REP_MEM_TEMP = 3 };
 uint32_t rep_mem_top(const ana_profile *p, int by, uint32_t *idx, uint32_t max);
 

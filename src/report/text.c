@@ -327,6 +327,11 @@ static void memory_text(FILE *out, const ana_profile *p, const style *st)
 	if (m->runtime_bytes > 0)
 		fprintf(out, " (and %s held by the C runtime, not counted)", ana_fmt_bytes(m->runtime_bytes, d, sizeof d));
 	fputc('\n', out);
+	if (m->cut_short_procs)
+		fprintf(out, "  cut short    %s%s in %.0f blocks live at the end of %u process%s killed or crashed (the "
+			     "frees after the last flush are lost): not counted as unfreed\n",
+			full ? "" : "about ", ana_fmt_bytes(m->cut_short_bytes, a, sizeof a), m->cut_short_count,
+			m->cut_short_procs, m->cut_short_procs == 1 ? "" : "es");
 	if (m->has_trend)
 		fprintf(out, "  trend        %s per %s (r^2 %.3f over %u points)\n", ana_fmt_bytes(m->slope < 0 ? -m->slope : m->slope, a, sizeof a),
 			m->trend_per_step ? "step" : "second", m->r2, m->trend_points);
