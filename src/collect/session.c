@@ -1356,20 +1356,14 @@ static void exit_finish(void)
 	errno = saved;
 }
 
-API void _exit(int status)
+static __attribute__((noreturn)) void exit_by(exit_fn real, int status)
 {
 	exit_finish();
-	if (real_exit)
-		real_exit(status);
+	if (real)
+		real(status);
 	for (;;)
 		syscall(SYS_exit_group, status);
 }
 
-API void _Exit(int status)
-{
-	exit_finish();
-	if (real_Exit)
-		real_Exit(status);
-	for (;;)
-		syscall(SYS_exit_group, status);
-}
+API void _exit(int status) { exit_by(real_exit, status); }
+API void _Exit(int status) { exit_by(real_Exit, status); }
