@@ -1338,9 +1338,9 @@ __attribute__((destructor)) static void col_atexit(void)
  *     whose pid S.pid still holds;
  *   - on a thread inside fennec's own code (col_mem_busy()): _exit is async-signal-safe,
  *     and a handler that calls it may have interrupted fennec holding a lock.
- * The lock and the writer's end are waited for 2 s at most: the interrupted code may
- * hold what the writer waits for (the loader's lock, which libunwind takes). The file then
- * stays as it was, cut short, and the process still exits at once after that.
+ * The lock and the ends of the writer and wall threads are waited for 2 s at most: the
+ * interrupted code may hold what they wait for (the loader's lock, which libunwind takes).
+ * When that runs out, the file stays as it was, cut short, and the process exits then.
  */
 static void exit_finish(void)
 {
