@@ -580,9 +580,9 @@ static int blocks_signal(pid_t tid)
  */
 static void signals_begin(void)
 {
-	static _Atomic int warmed;
 	atomic_store(&P.signalling, 1);
 #if !COL_SANITIZE_THREAD
+	static _Atomic int warmed;
 	if (!atomic_exchange(&warmed, 1)) {
 		void *warm[8];
 		unw_backtrace(warm, 8);
