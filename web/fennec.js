@@ -497,6 +497,9 @@
 		var leakCount = m.leaked_count !== undefined && m.leaked_count !== null ? m.leaked_count : leaks.reduce(function (s, l) { return s + (l.count || 0); }, 0);
 		if (m.leaks || m.leaked_bytes !== undefined)
 			h.push(card('Never freed', fmtBytes(leakBytes), fmtNum(leakCount) + ' blocks' + (m.leaks_estimated ? ' (estimated from samples)' : ''), leakBytes > 0));
+		if (m.cut_short_processes)
+			h.push(card('Live when killed', fmtBytes(m.cut_short_bytes), fmtNum(m.cut_short_count) + ' blocks in ' + fmtNum(m.cut_short_processes) +
+				' process' + (m.cut_short_processes > 1 ? 'es' : '') + ' cut short: not leaks', false));
 		if (m.trend && m.trend.slope_bytes_per_step !== undefined && m.trend.slope_bytes_per_step !== null)
 			h.push(card('Growth per step', fmtBytes(m.trend.slope_bytes_per_step), 'linear fit' + (m.trend.r2 !== undefined && m.trend.r2 !== null ? ', r² ' + (+m.trend.r2).toFixed(2) : ''),
 				m.trend.slope_bytes_per_step > 0 && m.trend.r2 > 0.8));
@@ -603,6 +606,9 @@
 			];
 		};
 		table($('leak-table'), siteCols('blocks'), leaks);
+		var cutLive = m.cut_short_live || [];
+		$('cut-live-panel').hidden = !cutLive.length;
+		if (cutLive.length) table($('cut-live-table'), siteCols('blocks'), cutLive);
 		$('alloc-panel').hidden = !m.top_allocators;
 		table($('alloc-table'), siteCols('allocations'), m.top_allocators || []);
 	}

@@ -225,8 +225,9 @@ static void mem_sites(FILE *out, const ana_profile *p, const char *name, int by,
 		const ana_mem_site *s = &p->mem.sites[idx[i]];
 		int f1 = 1;
 		fputs(i ? ",\n    {" : "\n    {", out);
-		double count = by == REP_MEM_LIVE ? s->live_count : by == REP_MEM_PEAK ? s->peak_count : by == REP_MEM_TEMP ? (double)s->temporary : s->allocs;
-		double bytes = by == REP_MEM_LIVE ? s->live_bytes : by == REP_MEM_PEAK ? s->peak_bytes : s->bytes;
+		int live = by == REP_MEM_LIVE || by == REP_MEM_CUT;
+		double count = live ? s->live_count : by == REP_MEM_PEAK ? s->peak_count : by == REP_MEM_TEMP ? (double)s->temporary : s->allocs;
+		double bytes = live ? s->live_bytes : by == REP_MEM_PEAK ? s->peak_bytes : s->bytes;
 		knum(out, "bytes", p->mem.mode == FMT_MEM_FULL ? bytes : round(bytes), &f1);
 		knum(out, "count", p->mem.mode == FMT_MEM_FULL ? count : round(count), &f1);
 		site_keys(out, p, s, &f1);
@@ -336,6 +337,7 @@ static void memory_json(FILE *out, const ana_profile *p)
 		fputs("}", out);
 	}
 	mem_sites(out, p, "leaks", REP_MEM_LIVE, rows(p, 20), &f1);
+	mem_sites(out, p, "cut_short_live", REP_MEM_CUT, rows(p, 20), &f1);
 	mem_sites(out, p, "top_allocators", REP_MEM_BYTES, rows(p, 20), &f1);
 	mem_sites(out, p, "at_peak", REP_MEM_PEAK, rows(p, 20), &f1);
 	if (full)

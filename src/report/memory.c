@@ -23,8 +23,9 @@ static double measure(const ana_mem_site *s, int by, double *count)
 {
 	switch (by) {
 	case REP_MEM_LIVE:
+	case REP_MEM_CUT:
 		*count = s->live_count;
-		return s->runtime || s->cut_short || s->live_count < 0.5 ? 0 : s->live_bytes;
+		return s->runtime || s->cut_short != (by == REP_MEM_CUT) || s->live_count < 0.5 ? 0 : s->live_bytes;
 	case REP_MEM_PEAK:
 		*count = s->peak_count;
 		return s->peak_bytes;

@@ -30,7 +30,8 @@ uint32_t *rep_region_order(const ana_profile *p);
  * p->mem.sites with a nonzero measure, largest first. Runtime sites are left out of
  * REP_MEM_LIVE (they are not leaks), and so are the sites of files cut short. Returns the
  * count. */
-enum rep_mem_by { REP_MEM_BYTES = 0, REP_MEM_LIVE = 1, REP_MEM_PEAK = 2, REP_MEM_TEMP = 3 };
+enum rep_mem_by { REP_MEM_BYTES = 0, REP_MEM_LIVE = 1, REP_MEM_PEAK = 2, REP_MEM_TEMP = 3,
+		  REP_MEM_CUT = 4 /* live at the end of files cut short, runtime left out */ };
 uint32_t rep_mem_top(const ana_profile *p, int by, uint32_t *idx, uint32_t max);
 
 /* The same as rows for people: sites that `key` gives the same nonzero key (what the row

@@ -347,7 +347,9 @@ static void memory_text(FILE *out, const ana_profile *p, const style *st)
 	rep_mem_row rows[64];
 	uint32_t want = top_rows(p, 10);
 	static const struct { int by; const char *title; } tabs[] = {
-		{REP_MEM_LIVE, "Unfreed at exit"}, {REP_MEM_PEAK, "Live at the peak"}, {REP_MEM_BYTES, "Top allocating stacks"}};
+		{REP_MEM_LIVE, "Unfreed at exit"},
+		{REP_MEM_CUT, "Live when killed or crashed, not leaks"},
+		{REP_MEM_PEAK, "Live at the peak"}, {REP_MEM_BYTES, "Top allocating stacks"}};
 	for (size_t t = 0; t < ARRAY_LEN(tabs); t++) {
 		uint32_t n = rep_mem_rows(p, tabs[t].by, rows, want < 64 ? want : 64, mem_row_key);
 		if (!n)

@@ -314,6 +314,26 @@ def test_browser_memory_leak():
                 "memory_leak rows' gain column: %s" % [r[gain] for r in leaks])
 
 
+@timeout(400)
+def test_browser_memory_of_a_killed_process():
+    """mem_edge killed frees its 2,000 blocks and kills itself before the next flush: the
+    memory tab lists no leak, and shows the blocks apart, in "Live when killed or crashed",
+    with a card that says they are not leaks."""
+    if not memory_opts():
+        raise Skip("this fennec has no heap profiler (fennec record --memory)")
+    if SANITIZER:
+        raise Skip("the %s build does not interpose malloc (its runtime owns it)" % SANITIZER)
+    _, path = record("mem_edge", "killed", out="killed.fnc", opts=["--sample", "off", "--memory=full"],
+                     expect_rc=-9)
+    html_report(path)
+    b = browse("file://" + os.path.abspath("report.html"), os.path.abspath("shots"))
+    assert_clean_page(b)
+    assert_eq(b["tables"]["leak-table"][1:], [["none"]], "the leaks table")
+    rows = b["tables"].get("cut-live-table", [])
+    assert_true(len(rows) == 2 and rows[1][1] == "2,000" and rows[1][3].startswith("killed_blocks"),
+                "the table of blocks live when killed: %s" % rows)
+
+
 # --- GPU, ranks, and names that look like markup -------------------------------------------
 
 # A name that would run script or make elements if the page put it into HTML unescaped.

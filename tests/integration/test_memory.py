@@ -606,8 +606,14 @@ def test_live_blocks_of_a_killed_process_are_no_leaks():
     assert_eq([f["subject"] for f in rep["findings"] if f["type"] == "memory_leak"], [], "memory_leak findings")
     assert_eq((m["cut_short_count"], m["cut_short_bytes"] >= 1000 * 2000, m["cut_short_processes"]),
               (2000, True, 1), "blocks live at the end of the killed process")
+    # where they were allocated is still shown, apart
+    assert_eq([(l["function"], l["count"], l["bytes"]) for l in m["cut_short_live"]],
+              [("killed_blocks", 2000, 2000 * 1000)], "cut_short_live")
     a = analyze_raw(path)
     assert_true("killed or crashed" in a.stdout, "the text says so: %s" % a.stdout[:3000])
+    table = a.stdout.split("Live when killed or crashed, not leaks", 1)
+    assert_true(len(table) == 2 and "killed_blocks" in table[1].split("\n\n")[0],
+                "the text's table of blocks live when killed: %s" % a.stdout[:3000])
 
 
 @collector
