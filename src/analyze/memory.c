@@ -836,7 +836,7 @@ int ana_memory_finish(ana_profile *p)
 		ana_mem_site *s = &m->sites[i];
 		s->runtime = s->stack != ANA_NONE && is_runtime(p, &p->smp.stacks[s->stack]);
 		const fmt_file *f = s->process < p->nprocs ? &p->procs[s->process].file : NULL;
-		s->cut_short = f && !f->has_end;
+		s->cut_short = f && f->cut_short;
 		if (s->live_count > 0.5) {
 			if (s->cut_short) {
 				m->cut_short_bytes += s->live_bytes;
