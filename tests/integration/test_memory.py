@@ -297,10 +297,14 @@ def test_growth_per_step_slope_and_finding():
 def test_leak_severity_counts_blocks():
     """mem_growth kept 8: keep_once keeps one 8 MiB block, keep_each 8 MiB in 100 blocks;
     each is half the peak heap. A leak repeats: keep_each's is HIGH; a block kept once is
-    as often kept on purpose: keep_once's is MEDIUM (both were HIGH, by size alone)."""
+    as often kept on purpose: keep_once's is MEDIUM (both were HIGH, by size alone).
+    Sampled mode at 64 KiB: a block of 82 KiB is sampled with probability 0.72, so the
+    estimate of keep_each's 100 blocks is 100 +- 6 (one sigma). At the default 512 KiB it was
+    100 +- 24, and the bound of 50 failed once in a dozen runs (47: seven blocks sampled)."""
     plain_only()
     for mode in ("full", "sampled"):
-        r, path = record("mem_growth", "kept", 8, opts=["--memory=" + mode], out="kept-%s.fnc" % mode)
+        rate = ["--memory-rate", "64K"] if mode == "sampled" else []
+        r, path = record("mem_growth", "kept", 8, opts=["--memory=" + mode] + rate, out="kept-%s.fnc" % mode)
         rep = analyze(path)
         sev = {}
         for f in leak_findings(rep):
@@ -311,7 +315,8 @@ def test_leak_severity_counts_blocks():
                   % (mode, [f["subject"] for f in leak_findings(rep)]))
         assert_eq(sev["keep_once"], ("MEDIUM", 1), "%s mode: keep_once's finding (severity, blocks)" % mode)
         assert_eq(sev["keep_each"][0], "HIGH", "%s mode: keep_each's finding" % mode)
-        assert_true(sev["keep_each"][1] >= 50, "%s mode: keep_each's blocks: %s" % (mode, sev["keep_each"]))
+        # 100 exactly in full mode; sampled, 4 sigma below 100
+        assert_true(sev["keep_each"][1] >= 75, "%s mode: keep_each's blocks: %s" % (mode, sev["keep_each"]))
 
 
 @collector
