@@ -427,23 +427,19 @@ static void rule_memory_leak(ana_profile *p)
 		site_where(p, s, w, sizeof w);
 		const char *via = site_caller(p, s);
 		f->subject = ana_strf("unfreed at exit: %s%s%s", w, via ? " called from " : "", via ? via : "");
+		/* a block whose FREE record was lost reads as unfreed */
+		char lost[160] = "";
+		if (m->dropped_frees)
+			snprintf(lost, sizeof lost, "; %llu free%s of the run %s lost (the heap buffer was full): up to as many "
+				 "of these blocks may have been freed", (unsigned long long)m->dropped_frees,
+				 m->dropped_frees > 1 ? "s" : "", m->dropped_frees > 1 ? "were" : "was");
 		f->evidence = ana_strf("%s%s in %.0f allocation%s made at %s %s never freed%s%s",
 				       full ? "" : "about ", ana_fmt_bytes(bytes, a, sizeof a), count, count >= 1.5 ? "s" : "", w,
 				       count >= 1.5 ? "were" : "was",
 				       full ? "" : " (an estimate from sampled allocations; record with --memory=full for exact numbers)",
-				       s->node != ANA_NONE ? "" : "");
-		if (m->dropped_frees) {
-			/* a block whose FREE record was lost reads as unfreed */
-			char *e = ana_strf("%s; %llu free%s of the run %s lost (the heap buffer was full): up to as many of "
-					   "these blocks may have been freed", f->evidence,
-					   (unsigned long long)m->dropped_frees, m->dropped_frees > 1 ? "s" : "",
-					   m->dropped_frees > 1 ? "were" : "was");
-			if (e) {
-				free(f->evidence);
-				f->evidence = e;
-			}
+				       lost);
+		if (m->dropped_frees)
 			ana_finding_num(f, "lost_frees", (double)m->dropped_frees);
-		}
 		ana_finding_num(f, "bytes", full ? bytes : round(bytes));
 		ana_finding_num(f, "count", full ? count : round(count));
 		ana_finding_num(f, "estimated", full ? 0 : 1);
