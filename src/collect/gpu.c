@@ -547,16 +547,16 @@ static void devices_again(void)
 
 void col_gpu_drain(void (*emit)(unsigned type, cm_buf *raw), int final)
 {
-	if (final != 2)
+	if (final != COL_GPU_DRAIN_EXIT)
 		col_gpu_timers_poll();
-	if (G.mode && final == 1 && N.lib)
+	if (G.mode && final == COL_GPU_DRAIN_FINAL && N.lib)
 		nvml_round(); /* the last point of the utilisation timeline */
 	gpux_emit(emit);
 	if (G.mode) {
 		if (!G.devices_written)
 			devices_again();
-		if (final != 2)
-			col_cupti_flush(final);
+		if (final != COL_GPU_DRAIN_EXIT)
+			col_cupti_flush(final == COL_GPU_DRAIN_FINAL);
 	} else if (!atomic_load(&G.done))
 		goto out;
 	col_gpu_batch *b = atomic_exchange(&G.done, NULL), *order = NULL;

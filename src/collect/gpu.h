@@ -53,8 +53,9 @@ void col_gpu_set_clock(uint64_t cupti_version, unsigned clock, int64_t offset_ns
 void col_gpu_prepare(void);        /* session begin: a new file, so strings and batches restart */
 void col_gpu_start(void);          /* after the writer started: NVML */
 void col_gpu_tick(uint64_t now_ns); /* writer: an NVML round when the period is over */
-/* final: 0 the writer's periodic drain, 1 the session's last, 2 the last at _exit, which
- * calls neither CUDA nor NVML (session.c, session_end()) */
+/* col_gpu_drain's `final`: the writer's periodic drain, the session's last, or the last at
+ * _exit, which calls neither CUDA nor NVML (session.c, session_end()) */
+enum { COL_GPU_DRAIN_PERIODIC = 0, COL_GPU_DRAIN_FINAL = 1, COL_GPU_DRAIN_EXIT = 2 };
 void col_gpu_drain(void (*emit)(unsigned type, cm_buf *raw), int final);
 void col_gpu_stop(void);           /* session end, before the last drain: CUPTI flushed and torn down */
 void col_gpu_atfork_child(void);

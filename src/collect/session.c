@@ -693,7 +693,8 @@ static void flush_locked(int final, unsigned exit_reason)
 	col_mem_drain(emit_chunk, emit_sites);
 	/* At _exit (exit reason 3) the CUDA and NVML calls of a final drain are left out, as
 	 * col_gpu_stop() is (session_end()). */
-	col_gpu_drain(emit_chunk, final && exit_reason == FMT_END__EXIT ? 2 : final);
+	col_gpu_drain(emit_chunk, !final ? COL_GPU_DRAIN_PERIODIC
+				  : exit_reason == FMT_END__EXIT ? COL_GPU_DRAIN_EXIT : COL_GPU_DRAIN_FINAL);
 	if (S.ends.len)
 		emit_chunk(FMT_THREAD_END, &S.ends);
 	cm_buf st = {0};
