@@ -69,9 +69,8 @@ static struct {
 	_Atomic uint32_t next_index; /* per-file thread numbers */
 	uint32_t sites_written;
 	pthread_t writer;
-	int writer_running;
-	uint64_t writer_cpu_ns; /* the writer thread's CPU, as it last read it (flush_locked, writer_main) */
 	int stop_writer;
+	unsigned end_reason; /* enum fmt_end of the final flush, which the writer makes on its stop */
 	uint64_t step_index;   /* steps completed */
 	cm_buf out, raw, threads, ends;
 	ZSTD_CCtx *zctx;
@@ -647,9 +646,7 @@ static void emit_samples(void)
  * Returns through S.out; `final` adds the END chunk. */
 static void flush_locked(int final, unsigned exit_reason)
 {
-	/* Every flush but the final one runs on the writer (writer_main); the final one runs
-	 * on the stopping thread, once the writer has gone. */
-	uint64_t cpu0 = final ? thread_cpu_ns() : 0;
+	/* Every flush runs on the writer (writer_main), the final one too (session_end()). */
 	cm_buf drops = {0};
 	uint32_t ndrops = 0, seen = 0;
 	uint32_t n = atomic_load_explicit(&nslots, memory_order_acquire);
@@ -702,8 +699,8 @@ static void flush_locked(int final, unsigned exit_reason)
 	if (final)
 		cm_buf_varint(&st, exit_reason);
 	/* fennec's own CPU in this session, after the fields every reader knows (docs/format.md):
-	 * the writer thread's, plus the final flush's on the stopping thread */
-	cm_buf_varint(&st, final ? S.writer_cpu_ns + (thread_cpu_ns() - cpu0) : (S.writer_cpu_ns = thread_cpu_ns()));
+	 * the writer thread's */
+	cm_buf_varint(&st, thread_cpu_ns());
 	/* which heap records were lost: a lost FREE leaves its block read as unfreed */
 	uint64_t lost_allocs, lost_frees;
 	col_mem_dropped(&lost_allocs, &lost_frees);
@@ -860,7 +857,11 @@ static void *writer_main(void *arg)
 		last_fill = 0;
 		last_look = cm_mono_ns();
 	}
-	S.writer_cpu_ns = thread_cpu_ns();
+	/* The end of the session (session_end()): what the threads committed, END, close. */
+	flush_locked(1, S.end_reason);
+	if (S.fd >= 0)
+		close(S.fd);
+	S.fd = -1;
 	pthread_mutex_unlock(&flush_lock);
 	return arg;
 }
@@ -872,10 +873,8 @@ static int start_writer(void)
 	sigfillset(&all);
 	pthread_sigmask(SIG_SETMASK, &all, &old);
 	S.stop_writer = 0;
-	S.writer_cpu_ns = 0;
 	int rc = col_pthread_create_real(&S.writer, writer_main, NULL);
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
-	S.writer_running = rc == 0;
 	return rc == 0 ? 0 : FENNEC_ENOMEM;
 }
 
@@ -1019,9 +1018,15 @@ static int flush_lock_by(const struct timespec *deadline)
 	return deadline ? pthread_mutex_timedlock(&flush_lock, deadline) : pthread_mutex_lock(&flush_lock);
 }
 
-/* Stop the writer, drain, write END and close. With a deadline (_exit, maybe from a signal
- * handler): FENNEC_EIO, the file left as it is, when the lock or the writer's end was not
- * had by then. */
+/*
+ * Stop the session: the writer makes the final flush (what the threads committed, END)
+ * and closes the file, then ends (writer_main). With a deadline (_exit, maybe from a
+ * signal handler): FENNEC_EIO when the lock or the writer's end was not had by then, and
+ * the file is left as the writer had it, cut short. The final flush is the writer's, not
+ * this thread's, for that case: the code a handler interrupted may hold a lock that the
+ * flush takes (the sanitizers' allocators' in the ASan and TSan builds, where fennec's
+ * allocations are theirs), and only another thread's wait for it can be timed.
+ */
 static int session_end(unsigned exit_reason, const struct timespec *deadline)
 {
 	if (flush_lock_by(deadline))
@@ -1042,24 +1047,15 @@ static int session_end(unsigned exit_reason, const struct timespec *deadline)
 	if (!deadline)
 		col_gpu_stop();
 	atomic_store(&col_on, 0);
+	S.end_reason = exit_reason;
 	S.stop_writer = 1;
 	writer_wake();
 	pthread_mutex_unlock(&flush_lock);
-	/* A writer that did not end in time may be writing yet: the file is not touched. */
-	if (S.writer_running &&
-	    (deadline ? pthread_timedjoin_np(S.writer, NULL, deadline) : pthread_join(S.writer, NULL)))
+	/* Threads may still be inside an event; what they committed is written. A writer that
+	 * did not end in time may be writing yet: the file is not touched here. */
+	if (deadline ? pthread_timedjoin_np(S.writer, NULL, deadline) : pthread_join(S.writer, NULL))
 		return FENNEC_EIO;
-	S.writer_running = 0;
-	if (flush_lock_by(deadline))
-		return FENNEC_EIO;
-	/* Threads may still be inside an event; what they committed is written. */
-	flush_locked(1, exit_reason);
-	if (S.fd >= 0)
-		close(S.fd);
-	S.fd = -1;
-	int rc = S.lost_bytes ? FENNEC_EIO : 0;
-	pthread_mutex_unlock(&flush_lock);
-	return rc;
+	return S.lost_bytes ? FENNEC_EIO : 0;
 }
 
 API int fennec_stop(void)
@@ -1102,7 +1098,6 @@ static void atfork_child(void)
 	 * in the same recording and carries the forking thread's open regions over. */
 	pid_t parent = S.pid;
 	atomic_store(&col_on, 0);
-	S.writer_running = 0;
 	if (S.fd >= 0)
 		close(S.fd);
 	S.fd = -1;

@@ -160,6 +160,20 @@ def test_underscore_exit_finishes_the_file():
 
 
 @collector
+def test_underscore_exit_waits_for_the_final_flush_at_most_a_while():
+    """At _exit the final flush, the writer's, is waited for 2 s at most: the code a signal
+    handler interrupted may hold a lock the flush takes. Here the writer is held 10 minutes
+    (a test knob), as a lock held forever would hold it: the program must still leave at
+    once, with its status, and the file as it was, cut short (the test's timeout)."""
+    env = base_env({"FENNEC_TEST_WRITER_STALL_MS": "600000"})
+    r, path = record("exitcode", "_exit", "5", opts=("--sample", "off"), env=env, expect_rc=5,
+                     timeout_s=60)
+    rep = analyze(path)
+    assert_eq([p["ended_by"] for p in rep["processes"]], [None], "how the session ended")
+    assert_eq(rep["summary"]["cut_short"], True, "cut_short")
+
+
+@collector
 @timeout(240)
 def test_underscore_exit_from_a_handler_inside_fennec():
     """A SIGALRM handler calls _exit while the program allocates in a loop under full
