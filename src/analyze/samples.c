@@ -289,6 +289,17 @@ uint32_t ana_samples_stack_of(const ana_profile *p, uint32_t proc, uint32_t hand
 	return proc < s->nrawmap && handle < s->rawmap[proc].n ? s->rawmap[proc].stack[handle] : ANA_NONE;
 }
 
+/*
+ * Whether n cut samples of `taken` are worth a warning: at least 1 % of them. A cut sample
+ * only lowers the totals of the functions outside its cut by its share, and the counts
+ * stay in the summary's line and JSON's `samples.truncated`; one sample of 194 cut where
+ * the stack grew into a new page read as a defect to fix.
+ */
+static int worth_warning(uint64_t n, uint64_t taken)
+{
+	return n && n * 100 >= taken;
+}
+
 int ana_samples_event(ana_profile *p, uint32_t proc, const fmt_file *f, const fmt_event *ev)
 {
 	pstate *ps = pstate_of(p, proc);
@@ -895,13 +906,13 @@ int ana_samples_finish(ana_profile *p)
 		 * which gets no copy (docs/sampling.md). */
 		uint64_t depth = p->procs[0].file.sample_depth;
 		uint64_t shortn = s->truncated_short < s->truncated ? s->truncated_short : s->truncated;
-		if (s->truncated > shortn)
+		if (worth_warning(s->truncated - shortn, s->taken))
 			ana_warn(p, "%llu of %llu samples had call stacks deeper than the %llu-frame limit and lost "
 				    "their outermost frames: total shares of outer functions are low; record again with "
 				    "a larger --stack-depth",
 				 (unsigned long long)(s->truncated - shortn), (unsigned long long)s->taken,
 				 (unsigned long long)depth);
-		if (shortn)
+		if (worth_warning(shortn, s->taken))
 			ana_warn(p, "%llu of %llu samples lost their outer frames where the copy of the stack ended, "
 				    "short of the %llu-frame limit (large stack frames, or a sample taken as the stack grew "
 				    "into a new page): total shares of outer functions are low; a larger --stack-depth "

@@ -1,6 +1,6 @@
 """Writing small fennec profile files from scratch (docs/format.md), for tests whose answer
-must be known exactly: every region begin and end, step mark and GPU record at a time the
-test chooses, with no scheduler in the way. Python 3 standard library only; the chunk and
+must be known exactly: every region begin and end, step mark, CPU sample and GPU record at
+a time the test chooses, with no scheduler in the way. Python 3 standard library only; the chunk and
 GPU payload encoders are fncfile's.
 
     w = Writer(start_mono_ns=10**12, ticks_per_ns=2.0)
@@ -21,6 +21,10 @@ MS = 1_000_000
 
 
 _varint = fncfile._put_varint
+
+
+def _zigzag(v):
+    return ((v << 1) ^ (v >> 63)) & 0xFFFFFFFFFFFFFFFF
 
 
 def _string(s):
@@ -45,6 +49,8 @@ class Writer:
         self.last_ns = start_mono_ns
         self.cpu_ns = (0, 0)            # END's user and system CPU
         self.collector_cpu_ns = None    # END's collector CPU (a 1.5 file), None: a 1.4 file
+        self.samples = []    # (flags, tid, ticks, weight, frames) of CPU samples
+        self.sample_depth = 64
 
     def ticks(self, ns):
         """The TSC value at CLOCK_MONOTONIC time ns (an integer: ticks_per_ns should make
@@ -96,6 +102,28 @@ class Writer:
         self.threads[th][3].append(3 | 1 << 4)
         self.threads[th][3] += self._at(th, ns)
 
+    def sample(self, th, ns, frames, flags=0, weight=1):
+        """A CPU sample (1 ms period, signal source) of thread th at ns: frames are addresses,
+        innermost first; flags fncfile.SAMPLE_* (SAMPLE_TRUNCATED: the stack was cut, at
+        the depth limit when it has sample_depth frames, else where the copy ended). No
+        MODULES chunk: the frames stay unsymbolised."""
+        assert frames and len(frames) <= self.sample_depth, "a sample of %d frames" % len(frames)
+        self.samples.append((flags, self.threads[th][0], self.ticks(ns), weight, list(frames)))
+        self.last_ns = max(self.last_ns, ns)
+
+    def _samples_chunk(self):
+        out = bytearray()
+        cut = sum(1 for x in self.samples if x[0] & fncfile.SAMPLE_TRUNCATED)
+        out += _varint(len(self.samples)) + _varint(0) + _varint(cut)  # taken, dropped, truncated
+        prev = 0
+        for flags, tid, t, weight, frames in self.samples:
+            out.append(flags)
+            out += _varint(tid) + _varint(_zigzag(t - prev)) + _varint(weight) + _varint(0) + _varint(0)
+            prev = t
+            out += _varint(len(frames)) + _varint(frames[0])
+            out += b"".join(_varint(_zigzag(b - a)) for a, b in zip(frames, frames[1:]))
+        return bytes(out)
+
     def gpu(self, records, strings=(), devices=None):
         """A GPU chunk (fncfile.gpu_payload): records with start_ns and end_ns in
         CLOCK_MONOTONIC ns (GPU clock 0). Devices default to one device 0."""
@@ -132,7 +160,14 @@ class Writer:
         hv(14, 1 << 20)
         hv(20, 10000)
         h.extend(_varint(21) + b"\x03" + struct.pack("<d", self.ticks_per_ns))
-        hv(22, 0)
+        if self.samples:
+            hv(22, 1)            # cpu sampling
+            hv(23, 1_000_000)    # 1 ms period
+            hv(24, 0)            # perf_event task-clock raising a signal
+            hv(25, self.sample_depth)
+            hv(26, 1000)
+        else:
+            hv(22, 0)
         sites = b"".join(_varint(sid) + b"\x00" + _string(name) + _string("synthetic.c") + _varint(1)
                          for name, sid in self.sites.items())
         threads = b"".join(_varint(i) + _varint(tid) + _string(name) + _varint(self.ticks(st))
@@ -152,6 +187,8 @@ class Writer:
         out += fncfile.make_chunk(2, sites)
         out += fncfile.make_chunk(3, threads)
         out += fncfile.make_chunk(4, events)
+        if self.samples:
+            out += fncfile.make_chunk(8, self._samples_chunk())
         for g in self.gpu_chunks:
             out += fncfile.make_chunk(12, g)
         out += fncfile.make_chunk(6, thread_end)

@@ -24,7 +24,8 @@ import tempfile
 import time
 
 import fncfile
-from helpers import (SANITIZER, SLOW, TSAN_FORK, Skip, analyze, analyze_raw, assert_between,
+import fncwrite
+from helpers import (MS, SANITIZER, SLOW, TSAN_FORK, Skip, analyze, analyze_raw, assert_between,
                      assert_close, assert_eq, assert_rel, assert_true, base_env, collector,
                      descendants, exe_of, fixture, record, record_command, region, run,
                      skip_under, statistical, status_text, timeout, wait_for)
@@ -690,6 +691,42 @@ def test_stack_copy_truncation_counted():
                 "a warning of %d samples cut where the copy ended: %s" % (len(cut), warns))
     assert_true(not any("deeper than the 512-frame limit" in w for w in warns),
                 "no sample was cut at the depth limit: %s" % warns)
+
+
+def test_few_truncated_samples_are_counted_not_warned_of():
+    """Truncated samples are warned of, by cause, when they are at least 1 % of the samples
+    taken: a cut sample lowers only the totals of the functions outside its cut, by its
+    share. Fewer are counted (samples.truncated), not warned of: one sample of 194 cut
+    where the stack grew into a new page was warned of as if it were a defect to fix.
+    Written files of 1000 samples, of which some are cut at the 64-frame limit and some
+    short of it (where the copy of the stack ended)."""
+    deep = [0x401000 + 16 * i for i in range(64)]
+    for at_limit, short in ((0, 0), (9, 0), (0, 9), (9, 9), (10, 0), (0, 10), (25, 40)):
+        w = fncwrite.Writer()
+        m = w.thread(100, "main")
+        t = w.start_mono_ns
+        for i in range(1000):
+            t += MS
+            if i < at_limit:
+                w.sample(m, t, deep, flags=fncfile.SAMPLE_TRUNCATED)
+            elif i < at_limit + short:
+                w.sample(m, t, deep[:5], flags=fncfile.SAMPLE_TRUNCATED)
+            else:
+                w.sample(m, t, deep[:7])
+        what = "%d samples cut at the limit, %d short of it, of 1000" % (at_limit, short)
+        with open("cut.fnc", "wb") as f:
+            f.write(w.data())
+        rep = analyze("cut.fnc")
+        assert_eq((rep["samples"]["taken"], rep["samples"]["truncated"]), (1000, at_limit + short),
+                  what + ": samples taken, truncated")
+        warns = [x for x in rep["warnings"] if "samples had call stacks deeper" in x or
+                 "lost their outer frames where the copy" in x]
+        expect = (["%d of 1000 samples had call stacks deeper than the 64-frame limit" % at_limit]
+                  if at_limit >= 10 else []) + \
+                 (["%d of 1000 samples lost their outer frames where the copy" % short] if short >= 10 else [])
+        assert_eq(len(warns), len(expect), what + ": warnings of cut samples %s" % warns)
+        for w_text, e in zip(warns, expect):
+            assert_true(w_text.startswith(e), what + ": %r, expected it to start %r" % (w_text, e))
 
 
 def test_stack_page_faults():
