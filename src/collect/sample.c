@@ -488,22 +488,35 @@ static tid_ent *tid_find(pid_t tid)
 
 /* A released thread's ring still holds its last samples: the next drain (rings_drain)
  * unwinds them, then frees it. Called with P.lock held. */
+/* Room in P.retired for `need` rings: 0, or -1 when out of memory. */
+static int retired_room(size_t need)
+{
+	if (need <= P.retired_cap)
+		return 0;
+	int was = col_mem_internal(1);
+	size_t cap = P.retired_cap ? P.retired_cap : 16;
+	while (cap < need)
+		cap *= 2;
+	col_pr **a = realloc(P.retired, cap * sizeof *a);
+	col_mem_internal(was);
+	if (!a)
+		return -1;
+	P.retired = a;
+	P.retired_cap = cap;
+	return 0;
+}
+
+/* The room was made when the ring was opened (tid_add()), so that the end of a session,
+ * which retires every ring, allocates nothing: at _exit its caller may be a signal
+ * handler that interrupted the allocator (a sanitizer's, in the ASan and TSan builds, whose
+ * allocator fennec's own allocations use). */
 static void ring_retire(col_pr *r)
 {
-	int was = col_mem_internal(1);
-	if (P.nretired == P.retired_cap) {
-		size_t cap = P.retired_cap ? P.retired_cap * 2 : 16;
-		col_pr **a = realloc(P.retired, cap * sizeof *a);
-		if (!a) {
-			col_mem_internal(was);
-			col_pr_free(r); /* its last samples are lost, not its descriptor */
-			P.fd_budget++;
-			return;
-		}
-		P.retired = a;
-		P.retired_cap = cap;
+	if (retired_room(P.nretired + 1) < 0) {
+		col_pr_free(r); /* its last samples are lost, not its descriptor */
+		P.fd_budget++;
+		return;
 	}
-	col_mem_internal(was);
 	P.retired[P.nretired++] = r;
 }
 
@@ -605,6 +618,10 @@ static void tid_add(pid_t tid)
 	tid_ent e = {.tid = tid, .fd = -1, .stat_fd = -1, .sys_fd = -1, .seen = 1};
 	if (P.source == FMT_SRC_RING && P.fd_budget > 0) {
 		e.pr = col_pr_open(tid, &P.prc, fd_high);
+		if (e.pr && retired_room(P.nretired + P.ntids + 1) < 0) { /* ring_retire() says why */
+			col_pr_free(e.pr);
+			e.pr = NULL;
+		}
 		if (e.pr) {
 			uint64_t b = col_pr_bytes(e.pr), m = atomic_load_explicit(&P.ring_min_bytes, memory_order_relaxed);
 			if (!m || b < m) /* under P.lock; the writer reads it (col_sample_quiet_ns) */
