@@ -410,28 +410,65 @@ static const char *func_name(const ana_profile *p, uint32_t loc)
 	return p->names[p->smp.funcs[l->func].name];
 }
 
+/*
+ * Whether fn is an allocator (malloc's family) or a layer over one that allocates for
+ * its caller: the frame a heap row names is the first one outside them, which the
+ * program's author can act on. Besides C's and C++'s: CPython's (PyMem_*, PyObject_*,
+ * pymalloc, the object allocation under a type's constructor), NumPy's array
+ * data, PyTorch's CPU tensors, GLib's and Rust's. A Python program's rows read
+ * "PyByteArray_Resize <- bytearray___init___impl", not "_PyObject_Malloc <-
+ * _PyObject_Malloc"; a NumPy one's names the function that made the array.
+ */
 static int is_allocator(const char *fn)
 {
+	/* prefixes: operator new[], C++ argument lists, Rust paths */
 	static const char *const names[] = {"operator new", "strdup", "__strdup", "strndup", "__strndup",
-					    "xmalloc", "xcalloc", "xrealloc", "reallocarray", "__libc_reallocarray"};
-	static const char *const exact[] = {"malloc", "calloc", "realloc", "memalign", "aligned_alloc",
-					    "posix_memalign", "valloc", "pvalloc"};
+					    "xmalloc", "xcalloc", "xrealloc", "reallocarray", "__libc_reallocarray",
+					    "c10::alloc_cpu", "c10::DefaultCPUAllocator::", "__rust_alloc",
+					    "__rust_realloc", "__rdl_alloc", "__rdl_realloc", "alloc::alloc::",
+					    "alloc::raw_vec::", "<alloc::alloc::Global as core::alloc::Allocator>"};
+	/* whole names, or with a compiler's clone suffix (".constprop.0", ".lto_priv.0") */
+	static const char *const exact[] = {
+		"malloc", "calloc", "realloc", "memalign", "aligned_alloc", "posix_memalign", "valloc", "pvalloc",
+		/* CPython */
+		"PyMem_Malloc", "PyMem_Calloc", "PyMem_Realloc", "PyMem_RawMalloc", "PyMem_RawCalloc",
+		"PyMem_RawRealloc", "_PyMem_RawMalloc", "_PyMem_RawCalloc", "_PyMem_RawRealloc",
+		"_PyMem_DebugRawAlloc", "_PyMem_DebugRawMalloc", "_PyMem_DebugRawCalloc", "_PyMem_DebugRawRealloc",
+		"_PyMem_DebugMalloc", "_PyMem_DebugCalloc", "_PyMem_DebugRealloc", "PyObject_Malloc",
+		"PyObject_Calloc", "PyObject_Realloc", "_PyObject_Malloc", "_PyObject_Calloc", "_PyObject_Realloc",
+		"pymalloc_alloc", "pymalloc_realloc", "gc_alloc", "_PyObject_GC_New", "_PyObject_GC_NewVar", "_PyObject_GC_Malloc",
+		"_PyObject_GC_Calloc", "_PyObject_GC_Alloc", "_PyObject_New", "_PyObject_NewVar",
+		"PyType_GenericAlloc", "_PyType_AllocNoTrack",
+		/* NumPy */
+		"default_malloc", "default_calloc", "default_realloc", "PyDataMem_UserNEW",
+		"PyDataMem_UserNEW_ZEROED", "PyDataMem_UserRENEW", "PyDataMem_NEW", "PyDataMem_NEW_ZEROED",
+		"PyDataMem_RENEW", "npy_alloc_cache", "npy_alloc_cache_zero", "_npy_alloc_cache",
+		"npy_alloc_cache_dim",
+		/* GLib */
+		"g_malloc", "g_malloc0", "g_realloc", "g_malloc_n", "g_malloc0_n", "g_realloc_n", "g_try_malloc",
+		"g_try_malloc0", "g_try_realloc", "g_try_malloc_n", "g_try_malloc0_n", "g_try_realloc_n",
+		"g_slice_alloc", "g_slice_alloc0", "g_strdup", "g_strndup", "g_memdup", "g_memdup2"};
 	for (size_t i = 0; i < ARRAY_LEN(names); i++)
 		if (!strncmp(fn, names[i], strlen(names[i])))
 			return 1;
-	for (size_t i = 0; i < ARRAY_LEN(exact); i++)
-		if (!strcmp(fn, exact[i]))
+	for (size_t i = 0; i < ARRAY_LEN(exact); i++) {
+		size_t n = strlen(exact[i]);
+		if (!strncmp(fn, exact[i], n) && (fn[n] == 0 || fn[n] == '.'))
 			return 1;
+	}
 	return 0;
 }
 
 /* Allocations the C runtime or fennec make for themselves and free at exit, or never:
- * stdio buffers, the loader's and the locale's tables, atexit lists, thread-local storage. */
+ * stdio buffers, the loader's and the locale's tables, atexit lists, thread-local storage;
+ * and CPython's allocator's own tables (pymalloc's arena list and arena map), which a
+ * Python process keeps to the end. */
 static int is_runtime(const ana_profile *p, const ana_stack *st)
 {
 	static const char *const prefixes[] = {"_IO_file_doallocate", "_dl_", "_nl_", "__new_exitfn", "__tzfile_read",
 					       "tzset", "__gconv", "__nss_", "__res_", "__libc_early_init",
-					       "__cxa_thread_atexit", "_IO_vasprintf", "__libc_dlopen"};
+					       "__cxa_thread_atexit", "_IO_vasprintf", "__libc_dlopen", "new_arena",
+					       "arena_map_"};
 	/* fennec's own code allocating (its pthread_create wrapper): the innermost frame
 	 * outside the allocator is in libfennec. Threads started through that wrapper have it
 	 * further out, which does not make their allocations fennec's. */

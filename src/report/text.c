@@ -325,7 +325,7 @@ static void memory_text(FILE *out, const ana_profile *p, const style *st)
 	fputc('\n', out);
 	fprintf(out, "  unfreed      %s%s in %.0f blocks", full ? "" : "about ", ana_fmt_bytes(m->leaked_bytes, a, sizeof a), m->leaked_count);
 	if (m->runtime_bytes > 0)
-		fprintf(out, " (and %s held by the C runtime, not counted)", ana_fmt_bytes(m->runtime_bytes, d, sizeof d));
+		fprintf(out, " (and %s held by the runtime: C library, loader, interpreter; not counted)", ana_fmt_bytes(m->runtime_bytes, d, sizeof d));
 	fputc('\n', out);
 	if (m->cut_short_procs)
 		fprintf(out, "  cut short    %s%s in %.0f blocks live at the end of %u process%s killed or crashed (the "

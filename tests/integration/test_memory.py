@@ -191,6 +191,62 @@ def test_cxx_allocations_named_by_the_programs_line():
                 "characters:\n%s" % "\n".join(c for c in callers if len(c) > 90)[:2000])
 
 
+LAYERED_LEAKS = r"""
+#include <stdlib.h>
+#define LAYER __attribute__((noinline, used))
+/* Allocation layers named as CPython's, NumPy's and GLib's are, and one that is not */
+LAYER void *PyMem_RawMalloc(size_t n) { return malloc(n); }
+LAYER void *_PyObject_Malloc(size_t n) { return PyMem_RawMalloc(n); }
+LAYER void *PyDataMem_UserNEW(size_t n) { return malloc(n); }
+LAYER void *g_malloc0(size_t n) { return calloc(1, n); }
+LAYER void *g_malloc_extra(size_t n) { return malloc(n); }
+/* pymalloc's arena map: the interpreter's own table, kept to the end */
+LAYER void *arena_map_get(void) { return calloc(1, 1 << 18); }
+static void *keep[1000];
+static int nkeep;
+LAYER void make_objects(void) { for (int i = 0; i < 100; i++) keep[nkeep++] = _PyObject_Malloc(1000); }
+LAYER void make_arrays(void) { for (int i = 0; i < 50; i++) keep[nkeep++] = PyDataMem_UserNEW(4096); }
+LAYER void make_strings(void) { for (int i = 0; i < 20; i++) keep[nkeep++] = g_malloc0(64); }
+LAYER void make_extra(void) { for (int i = 0; i < 10; i++) keep[nkeep++] = g_malloc_extra(128); }
+int main(void)
+{
+	keep[nkeep++] = arena_map_get();
+	make_objects();
+	make_arrays();
+	make_strings();
+	make_extra();
+	return 0;
+}
+"""
+
+
+@collector
+def test_allocation_layers_are_not_named_as_where():
+    """Blocks allocated through layers over malloc that allocate for their caller, named as
+    CPython's (_PyObject_Malloc over PyMem_RawMalloc), NumPy's (PyDataMem_UserNEW) and GLib's
+    (g_malloc0) are: each leak names the program's function that called the layer, as a
+    C++ program's names the line under operator new. A function whose name only begins
+    like one (g_malloc_extra) is the program's own; pymalloc's arena map is the
+    interpreter's table, counted as the runtime's, not as a leak."""
+    plain_only()
+    cc = shutil.which("cc") or shutil.which("gcc")
+    if not cc:
+        raise Skip("no C compiler")
+    with open("layers.c", "w") as f:
+        f.write(LAYERED_LEAKS)
+    run([cc, "-O0", "-g", "layers.c", "-o", "layers"], check=True)
+    r, path = record(os.path.abspath("layers"), opts=["--memory=full", "--sample=off"], out="layers.fnc")
+    m = mem(analyze(path))
+    got = {l["function"]: (l["count"], l["bytes"]) for l in m["leaks"]}
+    assert_eq(got, {"make_objects": (100, 100000), "make_arrays": (50, 204800), "make_strings": (20, 1280),
+                    "g_malloc_extra": (10, 1280)}, "leaks by function: count, bytes")
+    assert_true(m["runtime_bytes"] >= 1 << 18, "runtime_bytes %d: the arena map's 256 KiB in it" % m["runtime_bytes"])
+    text = analyze_raw(path).stdout
+    rows = text[text.find("Unfreed at exit"):text.find("Findings")]
+    assert_true("make_objects layers.c:" in rows and "<- main" in rows,
+                "text rows name the caller of the layer, with its line:\n" + rows)
+
+
 @collector
 def test_full_mode_counts_every_call():
     plain_only()
