@@ -486,8 +486,6 @@ static tid_ent *tid_find(pid_t tid)
 	return NULL;
 }
 
-/* A released thread's ring still holds its last samples: the next drain (rings_drain)
- * unwinds them, then frees it. Called with P.lock held. */
 /* Room in P.retired for `need` rings: 0, or -1 when out of memory. */
 static int retired_room(size_t need)
 {
@@ -506,10 +504,12 @@ static int retired_room(size_t need)
 	return 0;
 }
 
-/* The room was made when the ring was opened (tid_add()), so that the end of a session,
- * which retires every ring, allocates nothing: at _exit its caller may be a signal
- * handler that interrupted the allocator (a sanitizer's, in the ASan and TSan builds, whose
- * allocator fennec's own allocations use). */
+/* A released thread's ring still holds its last samples: the next drain (rings_drain)
+ * unwinds them, then frees it. Called with P.lock held. The room was made when the ring
+ * was opened (tid_add()), so that the end of a session, which retires every ring,
+ * allocates nothing: at _exit its caller may be a signal handler that interrupted the
+ * allocator (a sanitizer's, in the ASan and TSan builds, whose allocator fennec's own
+ * allocations use). */
 static void ring_retire(col_pr *r)
 {
 	if (retired_room(P.nretired + 1) < 0) {

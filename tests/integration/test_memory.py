@@ -37,6 +37,17 @@ def mem(rep):
     return rep["memory"]
 
 
+def build_program(source, name, compilers, *flags):
+    """Compile `source`, written to `name` (leaks.cpp), into the program name without its
+    suffix (leaks), at -O0 -g, with the first of `compilers` found (none: Skip)."""
+    cc = next(filter(None, map(shutil.which, compilers)), None)
+    if not cc:
+        raise Skip("no compiler of %s" % " ".join(compilers))
+    with open(name, "w") as f:
+        f.write(source)
+    run([cc, "-O0", "-g"] + list(flags) + [name, "-o", os.path.splitext(name)[0]], check=True)
+
+
 def leak_findings(rep):
     return [f for f in rep["findings"] if f["type"] == "memory_leak"]
 
@@ -158,14 +169,9 @@ def test_cxx_allocations_named_by_the_programs_line():
     heap row and leak names the program's line that allocated (worker, at the MAP and NODE
     lines), not a std:: frame, and the text report shortens the template-laden callers."""
     plain_only()
-    cxx = shutil.which("c++") or shutil.which("g++")
-    if not cxx:
-        raise Skip("no C++ compiler")
-    with open("leaks.cpp", "w") as f:
-        f.write(CXX_LEAKS)
     # -O0: the standard library's functions are calls of their own, skipped by name
     # (inlined ones are test_inline_frames_of_an_allocation's)
-    run([cxx, "-O0", "-g", "-pthread", "leaks.cpp", "-o", "leaks"], check=True)
+    build_program(CXX_LEAKS, "leaks.cpp", ("c++", "g++"), "-pthread")
     line = {tag: i for i, text in enumerate(CXX_LEAKS.splitlines(), 1) for tag in ("MAP", "DATA", "NODE")
             if text.endswith("// " + tag)}
     r, path = record(os.path.abspath("leaks"), opts=["--memory=full", "--sample=off"], out="cxx.fnc")
@@ -229,12 +235,7 @@ def test_allocation_layers_are_not_named_as_where():
     like one (g_malloc_extra) is the program's own; pymalloc's arena map is the
     interpreter's table, counted as the runtime's, not as a leak."""
     plain_only()
-    cc = shutil.which("cc") or shutil.which("gcc")
-    if not cc:
-        raise Skip("no C compiler")
-    with open("layers.c", "w") as f:
-        f.write(LAYERED_LEAKS)
-    run([cc, "-O0", "-g", "layers.c", "-o", "layers"], check=True)
+    build_program(LAYERED_LEAKS, "layers.c", ("cc", "gcc"))
     r, path = record(os.path.abspath("layers"), opts=["--memory=full", "--sample=off"], out="layers.fnc")
     m = mem(analyze(path))
     got = {l["function"]: (l["count"], l["bytes"]) for l in m["leaks"]}
