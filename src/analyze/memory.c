@@ -460,15 +460,16 @@ static int is_allocator(const char *fn)
 }
 
 /* Allocations the C runtime or fennec make for themselves and free at exit, or never:
- * stdio buffers, the loader's and the locale's tables, atexit lists, thread-local storage;
+ * stdio buffers, the loader's and the locale's tables (setlocale's names, the wide-character
+ * converters), atexit lists, thread-local storage;
  * and CPython's allocator's own tables (pymalloc's arena list and arena map), which a
  * Python process keeps to the end. */
 static int is_runtime(const ana_profile *p, const ana_stack *st)
 {
 	static const char *const prefixes[] = {"_IO_file_doallocate", "_dl_", "_nl_", "__new_exitfn", "__tzfile_read",
 					       "tzset", "__gconv", "__nss_", "__res_", "__libc_early_init",
-					       "__cxa_thread_atexit", "_IO_vasprintf", "__libc_dlopen", "new_arena",
-					       "arena_map_"};
+					       "__cxa_thread_atexit", "_IO_vasprintf", "__libc_dlopen", "setlocale",
+					       "new_composite_name", "__wcsmbs_", "new_arena", "arena_map_"};
 	/* fennec's own code allocating (its pthread_create wrapper): the innermost frame
 	 * outside the allocator is in libfennec. Threads started through that wrapper have it
 	 * further out, which does not make their allocations fennec's. */

@@ -248,6 +248,55 @@ def test_allocation_layers_are_not_named_as_where():
                 "text rows name the caller of the layer, with its line:\n" + rows)
 
 
+REPEATED_LEAK = r"""
+#include <stdlib.h>
+#include <sys/wait.h>
+#include <unistd.h>
+static void *keep[400];
+static int n;
+__attribute__((noinline)) void leak_some(int k)
+{
+	for (int i = 0; i < k; i++)
+		keep[n++] = malloc(1000); // LEAK
+}
+int main(void)
+{
+	pid_t c = fork();
+	if (c == 0) {
+		leak_some(100);
+		return 0;
+	}
+	waitpid(c, NULL, 0);
+	leak_some(100);
+	leak_some(50);
+	return 0;
+}
+"""
+
+
+@collector
+def test_one_leak_from_several_stacks_and_processes_is_one_finding():
+    """A function that leaks, called from two places in a process and from its fork child:
+    three allocation stacks in two processes, whose findings read the same ("leak_some
+    (repeat.c:10) called from main"). They are one finding with their sums, which says so;
+    JSON's leaks keep one entry per stack."""
+    plain_only()
+    build_program(REPEATED_LEAK, "repeat.c", ("cc", "gcc"))
+    line = [i for i, t in enumerate(REPEATED_LEAK.splitlines(), 1) if t.endswith("// LEAK")][0]
+    r, path = record(os.path.abspath("repeat"), opts=["--memory=full", "--sample=off"], out="repeat.fnc")
+    rep = analyze(path)
+    assert_eq(sorted((l["count"], l["bytes"]) for l in mem(rep)["leaks"]),
+              [(50, 50000), (100, 100000), (100, 100000)], "leaks, one per stack")
+    f = leak_findings(rep)
+    assert_eq([x["subject"] for x in f], ["unfreed at exit: leak_some (repeat.c:%d) called from main" % line],
+              "memory_leak findings")
+    ev = f[0]["evidence"]
+    assert_eq((ev["bytes"], ev["count"], ev["stacks"], ev["processes"]), (250000, 250, 3, 2),
+              "the finding's bytes, count, stacks, processes")
+    assert_true("250 allocations made at leak_some (repeat.c:%d) (from 3 call stacks, in 2 processes)" % line
+                in ev["text"], "the evidence says where from: %s" % ev["text"])
+
+
 @collector
 def test_full_mode_counts_every_call():
     plain_only()
