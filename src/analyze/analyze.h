@@ -609,6 +609,31 @@ void ana_memory_free(ana_profile *p);
  * (the first frame outside the allocator), or "[unknown]". */
 const char *ana_mem_site_name(const ana_profile *p, const ana_mem_site *s);
 
+/* Heap sites in order of a measure (memsites.c), for the renderers and the rules: up to `max` indices into
+ * p->mem.sites with a nonzero measure, largest first. Runtime sites are left out of
+ * ANA_MEM_LIVE (they are not leaks), and so are the sites of files cut short. Returns the
+ * count. */
+enum ana_mem_by { ANA_MEM_BYTES = 0, ANA_MEM_LIVE = 1, ANA_MEM_PEAK = 2, ANA_MEM_TEMP = 3,
+		  ANA_MEM_CUT = 4 /* live at the end of files cut short, runtime left out */ };
+uint32_t ana_mem_top(const ana_profile *p, int by, uint32_t *idx, uint32_t max);
+
+/* The same as rows for people: sites that `key` gives the same nonzero key (what the row
+ * shows: the allocating function, line and caller, and region) are one row, their
+ * measures summed, with the number of processes they are in (a fork-based loader's
+ * workers, a launcher's children) and one site to name them by. Up to `max` rows, largest
+ * first; returns the count. */
+typedef struct ana_mem_row {
+	uint32_t site;          /* the first site of the row: its stack, region and process */
+	double bytes, count;    /* summed over the row's sites */
+	uint32_t processes;     /* how many processes the row's sites are in */
+	uint32_t sites;         /* how many sites (allocation stacks) it has */
+} ana_mem_row;
+uint32_t ana_mem_rows(const ana_profile *p, int by, ana_mem_row *rows, uint32_t max,
+		      uint64_t (*key)(const ana_profile *p, const ana_mem_site *s));
+/* A key for ana_mem_rows(): of what a row shows (strings: function, line, caller...) and
+ * its region node; never 0. */
+uint64_t ana_mem_key(const char *const *parts, size_t n, uint32_t node);
+
 /*
  * GPU (src/analyze/gpu.c; the model is in analyze/gpu.h). ana_load passes every FMT_EV_GPU
  * event to ana_gpu_event while reading, calls ana_gpu_end_process after each file (it may

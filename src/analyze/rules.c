@@ -332,85 +332,17 @@ static const ana_mem_series *growing_series(const ana_profile *p)
 #define LEAK_MAX 5
 #define LEAK_REPEATED 10 /* unfreed blocks of one stack that make a leak HIGH (with 10 % of the peak) */
 
-/* Unfreed sites that read the same (allocating function and line, its caller, region) in
- * any process: one leak. */
-typedef struct leak_group {
-	uint32_t site;      /* the one with the most bytes */
-	uint32_t stacks;    /* sites */
-	uint32_t processes;
-	double bytes, count;
-} leak_group;
-
-typedef struct leak_key {
-	uint64_t key;
-	uint32_t process, site;
-} leak_key;
-
-static int cmp_leak_key(const void *a, const void *b)
-{
-	const leak_key *x = a, *y = b;
-	if (x->key != y->key)
-		return x->key < y->key ? -1 : 1;
-	return (x->process > y->process) - (x->process < y->process);
-}
-
+/* ana_mem_rows()' key of an unfreed site: what its finding names (allocating function and
+ * line, its caller, region), so that sites which read the same, in any process, are one
+ * finding. A pool's 8 workers that leak at one line, or a function that leaks when called
+ * from 3 places in main, made 8 or 3 findings that read the same. */
 static uint64_t leak_key_of(const ana_profile *p, const ana_mem_site *s)
 {
 	char w[512];
 	const char *via = site_caller(p, s), *parts[] = {site_where(p, s, w, sizeof w), via ? via : ""};
-	uint64_t h = 1469598103934665603ull;
-	for (size_t i = 0; i < 2; i++)
-		for (const char *c = parts[i];; c++) {
-			h = (h ^ (uint8_t)*c) * 1099511628211ull;
-			if (!*c)
-				break;
-		}
-	return (h ^ s->node) * 0x9e3779b97f4a7c15ull;
+	return ana_mem_key(parts, 2, s->node);
 }
 
-/* The LEAK_MAX groups of unfreed sites with the most bytes (runtime and cut-short sites
- * left out), the most first, into g; returns how many. A pool's 8 workers that leak at
- * one line, or a function that leaks when called from 3 places in main, made 8 or 3
- * findings that read the same. */
-static uint32_t leak_groups(const ana_profile *p, leak_group *g)
-{
-	const ana_memory *m = &p->mem;
-	leak_key *k = malloc((m->nsites ? m->nsites : 1) * sizeof *k);
-	if (!k)
-		return 0;
-	uint32_t nk = 0, n = 0;
-	for (uint32_t i = 0; i < m->nsites; i++) {
-		const ana_mem_site *s = &m->sites[i];
-		if (!s->runtime && !s->cut_short && s->live_count >= 0.5 && s->live_bytes >= 1)
-			k[nk++] = (leak_key){leak_key_of(p, s), s->process, i};
-	}
-	qsort(k, nk, sizeof *k, cmp_leak_key);
-	for (uint32_t i = 0, j; i < nk; i = j) {
-		leak_group x = {k[i].site, 0, 0, 0, 0};
-		for (j = i; j < nk && k[j].key == k[i].key; j++) {
-			const ana_mem_site *s = &m->sites[k[j].site];
-			x.stacks++;
-			x.processes += j == i || k[j].process != k[j - 1].process;
-			x.bytes += s->live_bytes;
-			x.count += s->live_count;
-			if (s->live_bytes > m->sites[x.site].live_bytes)
-				x.site = k[j].site;
-		}
-		/* insert by bytes, keeping the largest LEAK_MAX */
-		uint32_t at = n < LEAK_MAX ? n++ : LEAK_MAX;
-		if (at == LEAK_MAX && x.bytes <= g[LEAK_MAX - 1].bytes)
-			continue;
-		if (at == LEAK_MAX)
-			at = LEAK_MAX - 1;
-		while (at > 0 && g[at - 1].bytes < x.bytes) {
-			g[at] = g[at - 1];
-			at--;
-		}
-		g[at] = x;
-	}
-	free(k);
-	return n;
-}
 /*
  * memory_leak, two ways. Growth: live heap regressed on steps (or seconds without steps)
  * grows at least the threshold (default 10 MB) per step with r^2 >= 0.8 over 3 or more
@@ -418,8 +350,9 @@ static uint32_t leak_groups(const ana_profile *p, leak_group *g)
  * names the stack whose live bytes grew fastest (growing_series()), else the one with most
  * unfreed at exit.
  * Unfreed at exit (full mode exact; sampled mode an estimate, said so): one finding per
- * group of allocation stacks that read the same (leak_groups()), the largest LEAK_MAX; HIGH from 100 MiB, or from 10% of the peak heap
- * in LEAK_REPEATED blocks or more; MEDIUM from 1 MiB or 10% of the peak; else LOW.
+ * group of allocation stacks that read the same (leak_key_of()), the largest LEAK_MAX;
+ * HIGH from 100 MiB, or from 10% of the peak heap in LEAK_REPEATED blocks or more; MEDIUM
+ * from 1 MiB or 10% of the peak; else LOW.
  * Memory findings save memory, not time: their expected gain is in bytes (the growth over
  * the run; the bytes unfreed), in time 0.
  */
@@ -472,8 +405,8 @@ static void rule_memory_leak(ana_profile *p)
 		f->expected_gain_pct = 0;
 		f->expected_gain_bytes = growth > 0 ? growth : 0;
 	}
-	leak_group g[LEAK_MAX];
-	uint32_t n = leak_groups(p, g);
+	ana_mem_row g[LEAK_MAX];
+	uint32_t n = ana_mem_rows(p, ANA_MEM_LIVE, g, LEAK_MAX, leak_key_of);
 	int full = m->mode == FMT_MEM_FULL;
 	for (uint32_t i = 0; i < n; i++) {
 		const ana_mem_site *s = &m->sites[g[i].site];
@@ -498,8 +431,8 @@ static void rule_memory_leak(ana_profile *p)
 				 "of these blocks may have been freed", (unsigned long long)m->dropped_frees,
 				 m->dropped_frees > 1 ? "s" : "", m->dropped_frees > 1 ? "were" : "was");
 		char from[96] = "", st[40] = "", pr[40] = "";
-		if (g[i].stacks > g[i].processes)
-			snprintf(st, sizeof st, "from %u call stacks", g[i].stacks);
+		if (g[i].sites > g[i].processes)
+			snprintf(st, sizeof st, "from %u call stacks", g[i].sites);
 		if (g[i].processes > 1)
 			snprintf(pr, sizeof pr, "in %u processes", g[i].processes);
 		if (st[0] || pr[0])
@@ -514,7 +447,7 @@ static void rule_memory_leak(ana_profile *p)
 		ana_finding_num(f, "bytes", full ? bytes : round(bytes));
 		ana_finding_num(f, "count", full ? count : round(count));
 		ana_finding_num(f, "estimated", full ? 0 : 1);
-		ana_finding_num(f, "stacks", g[i].stacks);
+		ana_finding_num(f, "stacks", g[i].sites);
 		ana_finding_num(f, "processes", g[i].processes);
 		if (s->node != ANA_NONE)
 			f->recommendation = ana_strf("Free what %s allocates (inside region %s) when it is no longer needed, or "

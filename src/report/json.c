@@ -218,16 +218,16 @@ static void site_keys(FILE *out, const ana_profile *p, const ana_mem_site *s, in
 static void mem_sites(FILE *out, const ana_profile *p, const char *name, int by, uint32_t max, int *first)
 {
 	uint32_t idx[64];
-	uint32_t n = rep_mem_top(p, by, idx, max < 64 ? max : 64);
+	uint32_t n = ana_mem_top(p, by, idx, max < 64 ? max : 64);
 	key(out, name, first);
 	fputs("[", out);
 	for (uint32_t i = 0; i < n; i++) {
 		const ana_mem_site *s = &p->mem.sites[idx[i]];
 		int f1 = 1;
 		fputs(i ? ",\n    {" : "\n    {", out);
-		int live = by == REP_MEM_LIVE || by == REP_MEM_CUT;
-		double count = live ? s->live_count : by == REP_MEM_PEAK ? s->peak_count : by == REP_MEM_TEMP ? (double)s->temporary : s->allocs;
-		double bytes = live ? s->live_bytes : by == REP_MEM_PEAK ? s->peak_bytes : s->bytes;
+		int live = by == ANA_MEM_LIVE || by == ANA_MEM_CUT;
+		double count = live ? s->live_count : by == ANA_MEM_PEAK ? s->peak_count : by == ANA_MEM_TEMP ? (double)s->temporary : s->allocs;
+		double bytes = live ? s->live_bytes : by == ANA_MEM_PEAK ? s->peak_bytes : s->bytes;
 		knum(out, "bytes", p->mem.mode == FMT_MEM_FULL ? bytes : round(bytes), &f1);
 		knum(out, "count", p->mem.mode == FMT_MEM_FULL ? count : round(count), &f1);
 		site_keys(out, p, s, &f1);
@@ -336,12 +336,12 @@ static void memory_json(FILE *out, const ana_profile *p)
 		knum(out, "threshold_bytes", p->opt.leak_threshold_bytes > 0 ? p->opt.leak_threshold_bytes : 10e6, &f2);
 		fputs("}", out);
 	}
-	mem_sites(out, p, "leaks", REP_MEM_LIVE, rows(p, 20), &f1);
-	mem_sites(out, p, "cut_short_live", REP_MEM_CUT, rows(p, 20), &f1);
-	mem_sites(out, p, "top_allocators", REP_MEM_BYTES, rows(p, 20), &f1);
-	mem_sites(out, p, "at_peak", REP_MEM_PEAK, rows(p, 20), &f1);
+	mem_sites(out, p, "leaks", ANA_MEM_LIVE, rows(p, 20), &f1);
+	mem_sites(out, p, "cut_short_live", ANA_MEM_CUT, rows(p, 20), &f1);
+	mem_sites(out, p, "top_allocators", ANA_MEM_BYTES, rows(p, 20), &f1);
+	mem_sites(out, p, "at_peak", ANA_MEM_PEAK, rows(p, 20), &f1);
 	if (full)
-		mem_sites(out, p, "temporary", REP_MEM_TEMP, rows(p, 20), &f1);
+		mem_sites(out, p, "temporary", ANA_MEM_TEMP, rows(p, 20), &f1);
 	stacks_over_time(out, p, &f1);
 	key(out, "timeline", &f1);
 	/* At most 2000 points, evenly thinned; step points are what the trend used. */

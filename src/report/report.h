@@ -26,27 +26,6 @@ void rep_gpu_json(FILE *out, const ana_profile *p);
 /* Region node indices by total time, descending (malloc'd; the caller frees). */
 uint32_t *rep_region_order(const ana_profile *p);
 
-/* Heap sites in order of a measure, for the renderers: up to `max` indices into
- * p->mem.sites with a nonzero measure, largest first. Runtime sites are left out of
- * REP_MEM_LIVE (they are not leaks), and so are the sites of files cut short. Returns the
- * count. */
-enum rep_mem_by { REP_MEM_BYTES = 0, REP_MEM_LIVE = 1, REP_MEM_PEAK = 2, REP_MEM_TEMP = 3,
-		  REP_MEM_CUT = 4 /* live at the end of files cut short, runtime left out */ };
-uint32_t rep_mem_top(const ana_profile *p, int by, uint32_t *idx, uint32_t max);
-
-/* The same as rows for people: sites that `key` gives the same nonzero key (what the row
- * shows: the allocating function, line and caller, and region) are one row, their
- * measures summed, with the number of processes they are in (a fork-based loader's
- * workers, a launcher's children) and one site to name them by. Up to `max` rows, largest
- * first; returns the count. */
-typedef struct rep_mem_row {
-	uint32_t site;          /* the first site of the row: its stack, region and process */
-	double bytes, count;    /* summed over the row's sites */
-	uint32_t processes;     /* how many processes the row's sites are in */
-} rep_mem_row;
-uint32_t rep_mem_rows(const ana_profile *p, int by, rep_mem_row *rows, uint32_t max,
-		      uint64_t (*key)(const ana_profile *p, const ana_mem_site *s));
-
 /* JSON values (rep_json_string, rep_json_number, ...): jsonw.h. */
 
 /*

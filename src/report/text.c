@@ -255,7 +255,7 @@ static void mem_site_where(const ana_profile *p, const ana_mem_site *s, const ch
 	}
 }
 
-/* rep_mem_rows' key: rows that would read the same (function, line, caller, region) are
+/* ana_mem_rows' key: rows that would read the same (function, line, caller, region) are
  * one. */
 static uint64_t mem_row_key(const ana_profile *p, const ana_mem_site *s)
 {
@@ -263,14 +263,7 @@ static uint64_t mem_row_key(const ana_profile *p, const ana_mem_site *s)
 	char loc[512];
 	mem_site_where(p, s, &fn, loc, sizeof loc, &where);
 	const char *parts[] = {fn, loc, where};
-	uint64_t h = 1469598103934665603ull;
-	for (size_t i = 0; i < ARRAY_LEN(parts); i++)
-		for (const char *c = parts[i];; c++) {
-			h = (h ^ (uint8_t)*c) * 1099511628211ull;
-			if (!*c)
-				break;
-		}
-	return (h ^ s->node) * 0x9e3779b97f4a7c15ull | 1;
+	return ana_mem_key(parts, ARRAY_LEN(parts), s->node);
 }
 
 /* A heap site row's end: function, line and caller, region, and whose it is. */
@@ -344,14 +337,14 @@ static void memory_text(FILE *out, const ana_profile *p, const style *st)
 		fprintf(out, "  dropped      %llu heap records: %llu allocations, %llu frees, %llu timeline points\n",
 			(unsigned long long)m->dropped, (unsigned long long)m->dropped_allocs, (unsigned long long)m->dropped_frees,
 			(unsigned long long)(m->dropped - m->dropped_allocs - m->dropped_frees));
-	rep_mem_row rows[64];
+	ana_mem_row rows[64];
 	uint32_t want = top_rows(p, 10);
 	static const struct { int by; const char *title; } tabs[] = {
-		{REP_MEM_LIVE, "Unfreed at exit"},
-		{REP_MEM_CUT, "Live when killed or crashed, not leaks"},
-		{REP_MEM_PEAK, "Live at the peak"}, {REP_MEM_BYTES, "Top allocating stacks"}};
+		{ANA_MEM_LIVE, "Unfreed at exit"},
+		{ANA_MEM_CUT, "Live when killed or crashed, not leaks"},
+		{ANA_MEM_PEAK, "Live at the peak"}, {ANA_MEM_BYTES, "Top allocating stacks"}};
 	for (size_t t = 0; t < ARRAY_LEN(tabs); t++) {
-		uint32_t n = rep_mem_rows(p, tabs[t].by, rows, want < 64 ? want : 64, mem_row_key);
+		uint32_t n = ana_mem_rows(p, tabs[t].by, rows, want < 64 ? want : 64, mem_row_key);
 		if (!n)
 			continue;
 		fprintf(out, "\n  %s (bytes, allocations, where)\n", tabs[t].title);

@@ -1,7 +1,8 @@
 /*
- * memory.c - what the renderers share about the heap profile: the order of its sites.
+ * memsites.c - the order of the heap profile's sites, and sites that read the same taken
+ * as one: what the renderers and the rules share.
  */
-#include "report/report.h"
+#include "analyze/analyze.h"
 
 #include <stdlib.h>
 
@@ -22,14 +23,14 @@ static int cmp_keyed(const void *a, const void *b)
 static double measure(const ana_mem_site *s, int by, double *count)
 {
 	switch (by) {
-	case REP_MEM_LIVE:
-	case REP_MEM_CUT:
+	case ANA_MEM_LIVE:
+	case ANA_MEM_CUT:
 		*count = s->live_count;
-		return s->runtime || s->cut_short != (by == REP_MEM_CUT) || s->live_count < 0.5 ? 0 : s->live_bytes;
-	case REP_MEM_PEAK:
+		return s->runtime || s->cut_short != (by == ANA_MEM_CUT) || s->live_count < 0.5 ? 0 : s->live_bytes;
+	case ANA_MEM_PEAK:
 		*count = s->peak_count;
 		return s->peak_bytes;
-	case REP_MEM_TEMP:
+	case ANA_MEM_TEMP:
 		*count = (double)s->temporary;
 		return (double)s->temporary;
 	default:
@@ -38,7 +39,7 @@ static double measure(const ana_mem_site *s, int by, double *count)
 	}
 }
 
-uint32_t rep_mem_top(const ana_profile *p, int by, uint32_t *idx, uint32_t max)
+uint32_t ana_mem_top(const ana_profile *p, int by, uint32_t *idx, uint32_t max)
 {
 	const ana_memory *m = &p->mem;
 	keyed *k = malloc((m->nsites ? m->nsites : 1) * sizeof *k);
@@ -75,13 +76,13 @@ static int cmp_grouped(const void *a, const void *b)
 	return (x->idx > y->idx) - (x->idx < y->idx);
 }
 
-uint32_t rep_mem_rows(const ana_profile *p, int by, rep_mem_row *rows, uint32_t max,
+uint32_t ana_mem_rows(const ana_profile *p, int by, ana_mem_row *rows, uint32_t max,
 		      uint64_t (*key)(const ana_profile *p, const ana_mem_site *s))
 {
 	const ana_memory *m = &p->mem;
 	size_t cap = m->nsites ? m->nsites : 1;
 	grouped *g = malloc(cap * sizeof *g);
-	rep_mem_row *all = malloc(cap * sizeof *all);
+	ana_mem_row *all = malloc(cap * sizeof *all);
 	keyed *k = malloc(cap * sizeof *k);
 	uint32_t n = 0, nr = 0;
 	int ok = g && all && k;
@@ -97,7 +98,7 @@ uint32_t rep_mem_rows(const ana_profile *p, int by, rep_mem_row *rows, uint32_t 
 	}
 	qsort(g, n, sizeof *g, cmp_grouped);
 	for (uint32_t i = 0; i < n;) {
-		rep_mem_row r = {g[i].idx, 0, 0, 0};
+		ana_mem_row r = {g[i].idx, 0, 0, 0, 0};
 		uint32_t last_proc = UINT32_MAX;
 		uint32_t j = i;
 		for (; j < n && g[j].key == g[i].key; j++) {
@@ -105,6 +106,7 @@ uint32_t rep_mem_rows(const ana_profile *p, int by, rep_mem_row *rows, uint32_t 
 			double c;
 			r.bytes += measure(s, by, &c);
 			r.count += c;
+			r.sites++;
 			if (s->process != last_proc) {
 				r.processes++;
 				last_proc = s->process;
@@ -125,4 +127,16 @@ out:
 	free(all);
 	free(k);
 	return ok ? nr : 0;
+}
+
+uint64_t ana_mem_key(const char *const *parts, size_t n, uint32_t node)
+{
+	uint64_t h = 1469598103934665603ull; /* FNV-1a over the strings and their ends */
+	for (size_t i = 0; i < n; i++)
+		for (const char *c = parts[i];; c++) {
+			h = (h ^ (uint8_t)*c) * 1099511628211ull;
+			if (!*c)
+				break;
+		}
+	return (h ^ node) * 0x9e3779b97f4a7c15ull | 1;
 }
