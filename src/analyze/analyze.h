@@ -609,10 +609,10 @@ void ana_memory_free(ana_profile *p);
  * (the first frame outside the allocator), or "[unknown]". */
 const char *ana_mem_site_name(const ana_profile *p, const ana_mem_site *s);
 
-/* Heap sites in order of a measure (memsites.c), for the renderers and the rules: up to `max` indices into
- * p->mem.sites with a nonzero measure, largest first. Runtime sites are left out of
- * ANA_MEM_LIVE (they are not leaks), and so are the sites of files cut short. Returns the
- * count. */
+/* Heap sites in order of a measure (memsites.c), for the renderers and the rules: up to
+ * `max` indices into p->mem.sites with a nonzero measure, largest first. Runtime sites are
+ * left out of ANA_MEM_LIVE (they are not leaks), and so are the sites of files cut short.
+ * Returns the count. */
 enum ana_mem_by { ANA_MEM_BYTES = 0, ANA_MEM_LIVE = 1, ANA_MEM_PEAK = 2, ANA_MEM_TEMP = 3,
 		  ANA_MEM_CUT = 4 /* live at the end of files cut short, runtime left out */ };
 uint32_t ana_mem_top(const ana_profile *p, int by, uint32_t *idx, uint32_t max);

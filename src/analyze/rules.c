@@ -330,7 +330,7 @@ static const ana_mem_series *growing_series(const ana_profile *p)
 }
 
 #define LEAK_MAX 5
-#define LEAK_REPEATED 10 /* unfreed blocks of one stack that make a leak HIGH (with 10 % of the peak) */
+#define LEAK_REPEATED 10 /* unfreed blocks of one finding that make it HIGH (with 10 % of the peak) */
 
 /* ana_mem_rows()' key of an unfreed site: what its finding names (allocating function and
  * line, its caller, region), so that sites which read the same, in any process, are one
