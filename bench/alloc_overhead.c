@@ -20,8 +20,8 @@
  *   full            a session with memory_mode = full (every allocation and free)
  * Each variant runs -r rounds (default 40; full: a quarter of them), each right after a
  * glibc round. Columns: the CPU time of the measuring thread per iteration (ns), median
- * [min, max] over rounds; the ratio to the glibc round before it, median [min, max]; the
- * fastest round of the variant over the fastest glibc round of its group. The writer
+ * [min, max] over rounds; the ratio to the glibc round before it, median [min, max], and
+ * the median's 95 % interval (median_ci()); the fastest round of the variant over the fastest glibc round of its group. The writer
  * thread's CPU time during a session is printed under the table, per iteration.
  *
  * Usage: alloc_overhead [-n iterations] [-r rounds] [-v counters,sampled,full] [-o results_dir]
@@ -30,6 +30,7 @@
 #include <errno.h>
 #include <fennec.h>
 #include <limits.h>
+#include <math.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -90,6 +91,19 @@ static double median(double *v, int n)
 {
 	qsort(v, (size_t)n, sizeof *v, cmp_d);
 	return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+/* A 95 % confidence interval of the median of v (sorted, n values) that assumes nothing of
+ * their distribution: the order statistics of ranks n/2 -+ 1.96 sqrt(n)/2 (the normal
+ * approximation of the binomial count of values below the median). */
+static void median_ci(const double *v, int n, double *lo, double *hi)
+{
+	double half = 0.98 * sqrt((double)n);
+	int j = (int)floor(n / 2.0 - half), k = (int)ceil(1 + n / 2.0 + half);
+	j = j < 1 ? 1 : j;
+	k = k > n ? n : k;
+	*lo = v[j - 1];
+	*hi = v[k - 1];
 }
 
 int main(int argc, char **argv)
@@ -154,8 +168,8 @@ int main(int argc, char **argv)
 	round_fennec(iters, 1);
 	printf("alloc_overhead: %llu iterations per round (memory.sh's mixed loop), CPU time of the measuring thread\n\n",
 	       (unsigned long long)iters);
-	printf("| variant | rounds | glibc ns/iter | variant ns/iter | ratio to the glibc round before it | fastest / fastest glibc |\n");
-	printf("|---|---|---|---|---|---|\n");
+	printf("| variant | rounds | glibc ns/iter | variant ns/iter | ratio to the glibc round before it | the median ratio's 95 %% interval | fastest / fastest glibc |\n");
+	printf("|---|---|---|---|---|---|---|\n");
 	for (int v = 0; v < NV; v++) {
 		if (!run[v])
 			continue;
@@ -196,9 +210,10 @@ int main(int argc, char **argv)
 			rmin = ratio[r] < rmin ? ratio[r] : rmin;
 			rmax = ratio[r] > rmax ? ratio[r] : rmax;
 		}
-		double bmed = median(base, n), vmed = median(ns, n), rmed = median(ratio, n);
-		printf("| %s | %d | %.1f [%.1f, %.1f] | %.1f [%.1f, %.1f] | **%.3f** [%.3f, %.3f] | %.3f |\n", vname[v], n, bmed,
-		       bmin, bmax, vmed, vmin, nmax, rmed, rmin, rmax, vmin / bmin);
+		double bmed = median(base, n), vmed = median(ns, n), rmed = median(ratio, n), clo, chi;
+		median_ci(ratio, n, &clo, &chi);
+		printf("| %s | %d | %.1f [%.1f, %.1f] | %.1f [%.1f, %.1f] | **%.3f** [%.3f, %.3f] | %.3f-%.3f | %.3f |\n", vname[v], n,
+		       bmed, bmin, bmax, vmed, vmin, nmax, rmed, rmin, rmax, clo, chi, vmin / bmin);
 		writer_ns[v] = (double)writer0 / (double)((uint64_t)n * iters);
 		fflush(stdout);
 	}
