@@ -21,8 +21,9 @@
  * Each variant runs -r rounds (default 40; full: a quarter of them), each right after a
  * glibc round. Columns: the CPU time of the measuring thread per iteration (ns), median
  * [min, max] over rounds; the ratio to the glibc round before it, median [min, max], and
- * the median's 95 % interval (median_ci()); the fastest round of the variant over the fastest glibc round of its group. The writer
- * thread's CPU time during a session is printed under the table, per iteration.
+ * the median's 95 % interval (median_ci()); the fastest round of the variant over the
+ * fastest glibc round of its group. The writer thread's CPU time during a session is
+ * printed under the table, per iteration.
  *
  * Usage: alloc_overhead [-n iterations] [-r rounds] [-v counters,sampled,full] [-o results_dir]
  * Writes <results_dir>/alloc_overhead.tsv (default: build/bench-results next to the binary).
