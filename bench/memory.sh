@@ -243,23 +243,6 @@ def fastest(vals):
     vals = [v for v in vals if v]
     return min(vals) if vals else None
 
-print()
-print("fastest run of each profiler / fastest unprofiled run")
-print()
-print("| workload | profiler | in-process CPU | end-to-end CPU |")
-print("|---|---|---|---|")
-for w in dict.fromkeys(r["workload"] for r in rows):
-    base = [r for r in rows if r["workload"] == w and r["variant"] == "base"]
-    for v in order[1:]:
-        rs = [r for r in rows if r["workload"] == w and r["variant"] == v]
-        if not rs or not base:
-            continue
-        cells = []
-        for k in ("inproc_cpu_ns", "e2e_cpu_ns"):
-            a, b = fastest(num(r[k]) for r in rs), fastest(num(r[k]) for r in base)
-            cells.append("%.2f" % (a / b) if a and b else "NA")
-        print("| %s | %s | %s |" % (w, label[v], " | ".join(cells)))
-
 # The per-repetition ratios' median, with a 95 % interval that assumes nothing of their
 # distribution (the order statistics of ranks n/2 -+ 1.96 sqrt(n)/2): with REPS of 20 or
 # more, whether a target such as "at most 1.15x" is met stands apart from the noise.
@@ -272,23 +255,30 @@ def median_ci(vals):
     j, k = max(1, int(n / 2 - half)), min(n, -int(-(1 + n / 2 + half) // 1))
     return "%.3f [%.3f, %.3f]" % (med(vals), vals[j - 1], vals[k - 1])
 
-print()
-print("the ratio's median and its 95 % interval, over the repetitions")
-print()
-print("| workload | profiler | in-process CPU | end-to-end CPU |")
-print("|---|---|---|---|")
-for w in dict.fromkeys(r["workload"] for r in rows):
-    base = {r["rep"]: r for r in rows if r["workload"] == w and r["variant"] == "base"}
-    for v in order[1:]:
-        rs = [r for r in rows if r["workload"] == w and r["variant"] == v]
-        if not rs or not base:
-            continue
-        cells = []
-        for k in ("inproc_cpu_ns", "e2e_cpu_ns"):
-            b = lambda r: base.get(r["rep"])
-            cells.append(median_ci(num(r[k]) / num(b(r)[k]) for r in rs
-                                   if b(r) and num(r[k]) and num(b(r)[k])))
-        print("| %s | %s | %s |" % (w, label[v], " | ".join(cells)))
+def fastest_ratio(rs, base, k):
+    a, b = fastest(num(r[k]) for r in rs), fastest(num(r[k]) for r in base.values())
+    return "%.2f" % (a / b) if a and b else "NA"
+
+def ratio_ci(rs, base, k):
+    b = lambda r: base.get(r["rep"])
+    return median_ci(num(r[k]) / num(b(r)[k]) for r in rs if b(r) and num(r[k]) and num(b(r)[k]))
+
+# A table of each profiler's CPU (in-process, end to end) against the unprofiled runs.
+def cpu_table(title, cell):
+    print()
+    print(title)
+    print()
+    print("| workload | profiler | in-process CPU | end-to-end CPU |")
+    print("|---|---|---|---|")
+    for w in dict.fromkeys(r["workload"] for r in rows):
+        base = {r["rep"]: r for r in rows if r["workload"] == w and r["variant"] == "base"}
+        for v in order[1:]:
+            rs = [r for r in rows if r["workload"] == w and r["variant"] == v]
+            if rs and base:
+                print("| %s | %s | %s |" % (w, label[v], " | ".join(cell(rs, base, k) for k in ("inproc_cpu_ns", "e2e_cpu_ns"))))
+
+cpu_table("fastest run of each profiler / fastest unprofiled run", fastest_ratio)
+cpu_table("the ratio's median and its 95 % interval, over the repetitions", ratio_ci)
 
 print()
 print("fennec against the workload's own counts (last repetition; fennec counts the whole process: "
