@@ -5,7 +5,9 @@
  * and compares them with the peers; on a noisy machine its ratios spread by tens of
  * percent from one run to the next (the unprofiled program alone does). Here a round takes
  * ~15 ms and its ratio is to the glibc round just before it, so slow drifts of the machine
- * cancel out.
+ * cancel out. What it cannot show is what a session's writer thread costs glibc itself:
+ * once a process has a second thread, glibc's allocator takes its arena locks, in the
+ * glibc rounds too (bench/README.md, "sampled mode against 1.15x"). memory.sh shows it.
  *
  * The loop is memory.sh's "mixed" workload (alloc_mix.h): a live set of 16384 slots, each
  * iteration frees a random slot's block and allocates a new one of a random size (90 %
