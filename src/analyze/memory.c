@@ -447,7 +447,30 @@ static int is_allocator(const char *fn)
 		/* GLib */
 		"g_malloc", "g_malloc0", "g_realloc", "g_malloc_n", "g_malloc0_n", "g_realloc_n", "g_try_malloc",
 		"g_try_malloc0", "g_try_realloc", "g_try_malloc_n", "g_try_malloc0_n", "g_try_realloc_n",
-		"g_slice_alloc", "g_slice_alloc0", "g_strdup", "g_strndup", "g_memdup", "g_memdup2"};
+		"g_slice_alloc", "g_slice_alloc0", "g_strdup", "g_strndup", "g_memdup", "g_memdup2",
+		/* gnulib, libiberty (xmalloc, xcalloc, xrealloc: the prefixes above) */
+		"xzalloc", "xnmalloc", "xnrealloc", "x2realloc", "x2nrealloc", "xcharalloc", "xmemdup", "xmemdup0",
+		"ximemdup", "ximemdup0", "xstrdup", "xstrndup", "ximalloc", "xizalloc", "xicalloc", "xirealloc",
+		"xinmalloc", "xireallocarray",
+		/* jq */
+		"jv_mem_alloc", "jv_mem_alloc_unguarded", "jv_mem_calloc", "jv_mem_calloc_unguarded", "jv_mem_realloc",
+		"jv_mem_strdup", "jv_mem_strdup_unguarded",
+		/* OpenSSL */
+		"CRYPTO_malloc", "CRYPTO_zalloc", "CRYPTO_realloc", "CRYPTO_clear_realloc", "CRYPTO_strdup",
+		"CRYPTO_strndup", "CRYPTO_memdup",
+		/* SQLite */
+		"sqlite3_malloc", "sqlite3_malloc64", "sqlite3_realloc", "sqlite3_realloc64", "sqlite3Malloc",
+		"sqlite3MallocZero", "sqlite3Realloc", "sqlite3MemMalloc", "sqlite3MemRealloc", "mallocWithAlarm",
+		"sqlite3DbMallocRaw", "sqlite3DbMallocRawNN", "sqlite3DbMallocZero", "sqlite3DbRealloc",
+		"sqlite3DbReallocOrFree", "sqlite3DbStrDup", "sqlite3DbStrNDup", "dbMallocRawFinish", "dbReallocFinish",
+		/* FFmpeg */
+		"av_malloc", "av_mallocz", "av_calloc", "av_realloc", "av_realloc_f", "av_reallocp", "av_realloc_array",
+		"av_reallocp_array", "av_malloc_array", "av_mallocz_array", "av_strdup", "av_strndup", "av_memdup",
+		"av_fast_malloc", "av_fast_mallocz", "av_fast_realloc", "ff_fast_malloc",
+		/* Lua (l_alloc: lauxlib's allocator), Tcl, zlib */
+		"luaM_malloc_", "luaM_realloc_", "luaM_saferealloc_", "luaM_growaux_", "luaM_shrinkvector_", "l_alloc",
+		"Tcl_Alloc", "Tcl_Realloc", "Tcl_AttemptAlloc", "Tcl_AttemptRealloc", "TclpAlloc", "TclpRealloc",
+		"zcalloc"};
 	for (size_t i = 0; i < ARRAY_LEN(names); i++)
 		if (!strncmp(fn, names[i], strlen(names[i])))
 			return 1;

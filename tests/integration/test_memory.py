@@ -206,6 +206,14 @@ LAYER void *_PyObject_Malloc(size_t n) { return PyMem_RawMalloc(n); }
 LAYER void *PyDataMem_UserNEW(size_t n) { return malloc(n); }
 LAYER void *g_malloc0(size_t n) { return calloc(1, n); }
 LAYER void *g_malloc_extra(size_t n) { return malloc(n); }
+/* C libraries' wrappers: jq's, gnulib's, OpenSSL's, SQLite's (two deep), FFmpeg's, Lua's */
+LAYER void *jv_mem_alloc(size_t n) { return malloc(n); }
+LAYER void *xzalloc(size_t n) { return calloc(1, n); }
+LAYER void *CRYPTO_zalloc(size_t n, const char *file, int line) { (void)file; (void)line; return calloc(1, n); }
+LAYER void *sqlite3Malloc(size_t n) { return malloc(n); }
+LAYER void *sqlite3MallocZero(size_t n) { return sqlite3Malloc(n); }
+LAYER void *av_mallocz(size_t n) { return calloc(1, n); }
+LAYER void *luaM_malloc_(void *L, size_t n, int tag) { (void)L; (void)tag; return malloc(n); }
 /* pymalloc's arena map: the interpreter's own table, kept to the end */
 LAYER void *arena_map_get(void) { return calloc(1, 1 << 18); }
 static void *keep[1000];
@@ -214,6 +222,12 @@ LAYER void make_objects(void) { for (int i = 0; i < 100; i++) keep[nkeep++] = _P
 LAYER void make_arrays(void) { for (int i = 0; i < 50; i++) keep[nkeep++] = PyDataMem_UserNEW(4096); }
 LAYER void make_strings(void) { for (int i = 0; i < 20; i++) keep[nkeep++] = g_malloc0(64); }
 LAYER void make_extra(void) { for (int i = 0; i < 10; i++) keep[nkeep++] = g_malloc_extra(128); }
+LAYER void make_json(void) { for (int i = 0; i < 9; i++) keep[nkeep++] = jv_mem_alloc(40); }
+LAYER void make_text(void) { for (int i = 0; i < 8; i++) keep[nkeep++] = xzalloc(24); }
+LAYER void make_keys(void) { for (int i = 0; i < 7; i++) keep[nkeep++] = CRYPTO_zalloc(56, __FILE__, __LINE__); }
+LAYER void make_rows(void) { for (int i = 0; i < 6; i++) keep[nkeep++] = sqlite3MallocZero(72); }
+LAYER void make_frames(void) { for (int i = 0; i < 5; i++) keep[nkeep++] = av_mallocz(200); }
+LAYER void make_tables(void) { for (int i = 0; i < 4; i++) keep[nkeep++] = luaM_malloc_(0, 88, 0); }
 int main(void)
 {
 	keep[nkeep++] = arena_map_get();
@@ -221,6 +235,12 @@ int main(void)
 	make_arrays();
 	make_strings();
 	make_extra();
+	make_json();
+	make_text();
+	make_keys();
+	make_rows();
+	make_frames();
+	make_tables();
 	return 0;
 }
 """
@@ -230,7 +250,9 @@ int main(void)
 def test_allocation_layers_are_not_named_as_where():
     """Blocks allocated through layers over malloc that allocate for their caller, named as
     CPython's (_PyObject_Malloc over PyMem_RawMalloc), NumPy's (PyDataMem_UserNEW) and GLib's
-    (g_malloc0) are: each leak names the program's function that called the layer, as a
+    (g_malloc0), and as C libraries' wrappers are (jq's jv_mem_alloc, gnulib's xzalloc,
+    OpenSSL's CRYPTO_zalloc, SQLite's sqlite3MallocZero over sqlite3Malloc, FFmpeg's
+    av_mallocz, Lua's luaM_malloc_): each leak names the program's function that called the layer, as a
     C++ program's names the line under operator new. A function whose name only begins
     like one (g_malloc_extra) is the program's own; pymalloc's arena map is the
     interpreter's table, counted as the runtime's, not as a leak."""
@@ -240,7 +262,9 @@ def test_allocation_layers_are_not_named_as_where():
     m = mem(analyze(path))
     got = {l["function"]: (l["count"], l["bytes"]) for l in m["leaks"]}
     assert_eq(got, {"make_objects": (100, 100000), "make_arrays": (50, 204800), "make_strings": (20, 1280),
-                    "g_malloc_extra": (10, 1280)}, "leaks by function: count, bytes")
+                    "g_malloc_extra": (10, 1280), "make_json": (9, 360), "make_text": (8, 192),
+                    "make_keys": (7, 392), "make_rows": (6, 432), "make_frames": (5, 1000),
+                    "make_tables": (4, 352)}, "leaks by function: count, bytes")
     assert_true(m["runtime_bytes"] >= 1 << 18, "runtime_bytes %d: the arena map's 256 KiB in it" % m["runtime_bytes"])
     text = analyze_raw(path).stdout
     rows = text[text.find("Unfreed at exit"):text.find("Findings")]
