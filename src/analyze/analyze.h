@@ -391,6 +391,7 @@ typedef struct ana_memory {
 	/* growth: live bytes regressed on steps (or seconds without steps) */
 	int has_trend, trend_per_step;
 	double slope, intercept, r2;
+	double trend_span;        /* steps or seconds from the trend's first point to its last */
 	uint32_t trend_points;
 	void *priv;              /* replay state while reading */
 } ana_memory;

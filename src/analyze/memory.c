@@ -591,18 +591,26 @@ static void fit(const double *x, const double *y, size_t n, double *slope, doubl
 	*r2 = sxx > 0 && syy > 0 ? sxy * sxy / (sxx * syy) : (syy == 0 ? 1 : 0);
 }
 
+/* Whether a timeline point enters a trend: on steps, the step points; on seconds, all but
+ * the one taken at exit, after the program's own teardown (an interpreter or a C++
+ * program frees what it held; the trend is of the run, what stays is "unfreed at exit"). */
+static int trend_point(const ana_mem_point *pt, int per_step)
+{
+	return per_step ? pt->reason == FMT_SNAP_STEP : pt->reason != FMT_SNAP_FINAL;
+}
+
 static int trend(ana_profile *p)
 {
 	ana_memory *m = &p->mem;
 	uint32_t proc = m->peak_process;
 	size_t n = 0;
 	for (size_t i = 0; i < m->npoints; i++)
-		n += m->points[i].process == proc && m->points[i].reason == FMT_SNAP_STEP;
+		n += m->points[i].process == proc && trend_point(&m->points[i], 1);
 	int per_step = n >= 3;
 	if (!per_step) {
 		n = 0;
 		for (size_t i = 0; i < m->npoints; i++)
-			n += m->points[i].process == proc;
+			n += m->points[i].process == proc && trend_point(&m->points[i], 0);
 	}
 	if (n < 3)
 		return 0;
@@ -616,7 +624,7 @@ static int trend(ana_profile *p)
 	uint64_t t0 = 0;
 	for (size_t i = 0; i < m->npoints; i++) {
 		const ana_mem_point *pt = &m->points[i];
-		if (pt->process != proc || (per_step && pt->reason != FMT_SNAP_STEP))
+		if (pt->process != proc || !trend_point(pt, per_step))
 			continue;
 		if (!k)
 			t0 = pt->t_ns;
@@ -624,6 +632,7 @@ static int trend(ana_profile *p)
 		y[k++] = (double)pt->live_bytes;
 	}
 	fit(x, y, k, &m->slope, &m->intercept, &m->r2);
+	m->trend_span = x[k - 1] - x[0];
 	m->has_trend = 1;
 	m->trend_per_step = per_step;
 	m->trend_points = (uint32_t)k;
@@ -681,7 +690,7 @@ static int series_trend(ana_profile *p, ana_mem_series *sr)
 	size_t k = 0;
 	for (size_t i = 0; i < sr->n; i++) {
 		const ana_mem_point *pt = &m->points[sr->point[i]];
-		if (sr->per_step && pt->reason != FMT_SNAP_STEP)
+		if (!trend_point(pt, sr->per_step))
 			continue;
 		x[k] = sr->per_step ? (double)pt->step : (double)(pt->t_ns - m->points[sr->point[0]].t_ns) / 1e9;
 		y[k++] = sr->bytes[i];

@@ -364,12 +364,7 @@ static void rule_memory_leak(ana_profile *p)
 	char a[32], b[32], c[64], w[512];
 	double thr = p->opt.leak_threshold_bytes > 0 ? p->opt.leak_threshold_bytes : 10e6;
 	if (m->has_trend && m->trend_points >= 3 && m->slope >= thr && m->r2 >= 0.8) {
-		double span = 0;
-		for (size_t i = 0; i < m->npoints; i++)
-			if (m->points[i].process == m->peak_process)
-				span = m->trend_per_step ? (double)m->points[i].step
-							 : (double)(m->points[i].t_ns - m->points[0].t_ns) / 1e9;
-		double growth = m->slope * span;
+		double growth = m->slope * m->trend_span;
 		ana_severity sev = m->r2 >= 0.9 && growth >= 0.5 * (double)m->peak_bytes ? ANA_HIGH : ANA_MEDIUM;
 		ana_finding *f = ana_finding_add(p, "memory_leak", sev);
 		if (!f)

@@ -423,6 +423,64 @@ def test_growth_per_step_slope_and_finding():
     assert_rel(growth[0]["expected_gain_bytes"], 20 * 12 * MIB, 0.05, "the growth finding's gain in bytes")
 
 
+GROWS_THEN_FREES = r"""
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+__attribute__((noinline)) void *grow_cache(size_t n)
+{
+	void *p = malloc(n);
+	memset(p, 1, n);
+	return p;
+}
+static double now(void)
+{
+	struct timespec t;
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	return t.tv_sec + t.tv_nsec / 1e9;
+}
+int main(void)
+{
+	static void *keep[40];
+	struct timespec tick = {0, 10000000};
+	double t0 = now();
+	for (int i = 0; i < 40; i++) {
+		keep[i] = grow_cache(1 << 20);
+		nanosleep(&tick, NULL);
+	}
+	printf("%.0f\n", 40.0 * (1 << 20) / (now() - t0));
+	for (int i = 0; i < 40; i++)
+		free(keep[i]);
+	return 0;
+}
+"""
+
+
+@collector
+def test_growth_per_second_leaves_out_the_teardown():
+    """Without steps, live heap grows 1 MiB every ~10 ms for ~0.45 s and the program frees
+    it all before exiting, as an interpreter or a C++ program's destructors do. The trend
+    is of the run: the timeline point taken at exit (after the teardown, at 0) is left out,
+    so the slope is the program's own rate (it prints it) and the growth finding names
+    grow_cache. With that point in, the fit read r^2 well under the finding's 0.8."""
+    plain_only()
+    build_program(GROWS_THEN_FREES, "grows.c", ("cc", "gcc"))
+    r, path = record(os.path.abspath("grows"), opts=["--sample=off", "--memory-interval=40"], out="grows.fnc")
+    rate = float(r.stdout.split()[-1])
+    rep = analyze(path)
+    t = mem(rep)["trend"]
+    assert_eq(t["basis"], "second", "memory.trend.basis")
+    assert_true(t["r2"] > 0.9, "memory.trend.r2 of linear growth: %r" % t)
+    assert_rel(t["slope_bytes_per_s"], rate, 0.2, "memory.trend.slope_bytes_per_s against the program's rate")
+    growth = [f for f in leak_findings(rep) if f["subject"].startswith("heap grows")]
+    assert_eq(len(growth), 1, "one memory_leak growth finding")
+    assert_true("the stack that grows most: grow_cache" in growth[0]["evidence"]["text"],
+                "the finding names the growing stack: %s" % growth[0]["evidence"]["text"])
+    # the growth over the fitted points: about the 40 MiB kept
+    assert_rel(growth[0]["expected_gain_bytes"], 40 * MIB, 0.25, "the growth finding's gain in bytes")
+
+
 @collector
 def test_leak_severity_counts_blocks():
     """mem_growth kept 8: keep_once keeps one 8 MiB block, keep_each 8 MiB in 100 blocks;
