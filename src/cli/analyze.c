@@ -96,8 +96,9 @@ int cmd_analyze(int argc, char **argv)
 	rep_options ro = {.color = -1, .max_regions = 40};
 	rep_page_options po = {0};
 	for (int i = 1; i < argc; i++) {
-		const char *a = argv[i];
-		const char *v = i + 1 < argc ? argv[i + 1] : NULL;
+		cli_arg x;
+		cli_arg_read(&x, argc, argv, i);
+		const char *a = x.a, *v = x.v;
 		if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
 			fputs(help, stdout);
 			rc = 0;
@@ -108,68 +109,68 @@ int cmd_analyze(int argc, char **argv)
 				goto out;
 			}
 			format = v;
-			i++;
+			i += cli_take(&x);
 		} else if (!strcmp(a, "-o") || !strcmp(a, "--output")) {
 			if (!v) {
 				cli_error("analyze", "%s needs a file name", a);
 				goto out;
 			}
 			out_path = v;
-			i++;
+			i += cli_take(&x);
 		} else if (!strcmp(a, "--hot-threshold")) {
 			if (cli_parse_double("analyze", a, v, 0, 100, &opt.hot_threshold_pct) < 0)
 				goto out;
-			i++;
+			i += cli_take(&x);
 		} else if (!strcmp(a, "--imbalance-threshold")) {
 			if (cli_parse_double("analyze", a, v, 0.01, 1e6, &opt.imbalance_threshold_pct) < 0)
 				goto out;
-			i++;
+			i += cli_take(&x);
 		} else if (!strcmp(a, "--offcpu-threshold")) {
 			if (cli_parse_double("analyze", a, v, 0.01, 100, &opt.offcpu_threshold_pct) < 0)
 				goto out;
-			i++;
+			i += cli_take(&x);
 		} else if (!strcmp(a, "--outlier-factor")) {
 			if (cli_parse_double("analyze", a, v, 1.01, 1e6, &opt.outlier_factor) < 0)
 				goto out;
-			i++;
+			i += cli_take(&x);
 		} else if (!strcmp(a, "--data-regions")) {
 			if (!v || !*v) {
 				cli_error("analyze", "--data-regions needs region names or globs, comma-separated");
 				goto out;
 			}
 			opt.data_regions = v;
-			i++;
+			i += cli_take(&x);
 		} else if (!strcmp(a, "--gpu-sync-threshold")) {
 			if (cli_parse_double("analyze", a, v, 0.01, 1e6, &opt.gpu_sync_threshold_pct) < 0)
 				goto out;
-			i++;
+			i += cli_take(&x);
 		} else if (!strcmp(a, "--calibration")) {
 			if (!v || !*v) {
 				cli_error("analyze", "--calibration needs a file (written by fennec calibrate)");
 				goto out;
 			}
 			opt.calibration = v;
-			i++;
+			i += cli_take(&x);
 		} else if (!strcmp(a, "--roofline-min-share")) {
 			if (cli_parse_double("analyze", a, v, 0.01, 100, &opt.roofline_min_share_pct) < 0)
 				goto out;
-			i++;
+			i += cli_take(&x);
 		} else if (!strcmp(a, "--leak-threshold")) {
 			uint64_t b;
 			if (cli_parse_bytes("analyze", a, v, 1, (uint64_t)1e15, &b) < 0)
 				goto out;
 			opt.leak_threshold_bytes = (double)b;
-			i++;
+			i += cli_take(&x);
 		} else if (!strcmp(a, "--max-regions")) {
 			unsigned n;
 			if (cli_parse_u32("analyze", a, v, 0, 1u << 30, &n) < 0)
 				goto out;
 			ro.max_regions = (int)n;
-			i++;
+			i += cli_take(&x);
 		} else if (!strcmp(a, "--top")) {
 			if (cli_parse_u32("analyze", a, v, 1, 1u << 30, &opt.top) < 0)
 				goto out;
-			i++;
+			i += cli_take(&x);
 		} else if (!strcmp(a, "--thread") || !strcmp(a, "--process")) {
 			unsigned id;
 			if (cli_parse_u32("analyze", a, v, 1, UINT32_MAX, &id) < 0)
@@ -178,20 +179,20 @@ int cmd_analyze(int argc, char **argv)
 				opt.samples.tid = id;
 			else
 				opt.samples.pid = id;
-			i++;
+			i += cli_take(&x);
 		} else if (!strcmp(a, "--region")) {
 			if (!v || !*v) {
 				cli_error("analyze", "--region needs a region name or path");
 				goto out;
 			}
 			opt.samples.region = v;
-			i++;
+			i += cli_take(&x);
 		} else if (!strcmp(a, "--timeline-max")) {
 			unsigned n;
 			if (cli_parse_u32("analyze", a, v, 1000, 10000000, &n) < 0)
 				goto out;
 			po.max_intervals = n;
-			i++;
+			i += cli_take(&x);
 		} else if (!strcmp(a, "--force"))
 			opt.force = 1;
 		else if (!strcmp(a, "--color"))
@@ -203,6 +204,8 @@ int cmd_analyze(int argc, char **argv)
 			goto out;
 		} else
 			paths[npaths++] = a;
+		if (cli_arg_done("analyze", &x) < 0)
+			goto out;
 	}
 	if (!npaths) {
 		cli_error("analyze", "which recording? usage: fennec analyze FILE|DIR...");

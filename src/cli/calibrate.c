@@ -368,7 +368,9 @@ int cmd_calibrate(int argc, char **argv)
 	unsigned threads = 0, mib = 128, reps = 5;
 	int only_show = 0;
 	for (int i = 1; i < argc; i++) {
-		const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+		cli_arg x;
+		cli_arg_read(&x, argc, argv, i);
+		const char *a = x.a, *v = x.v;
 		if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
 			fputs(help, stdout);
 			return 0;
@@ -377,18 +379,21 @@ int cmd_calibrate(int argc, char **argv)
 				cli_error("calibrate", "%s needs a file name", a);
 				return 2;
 			}
-			out_path = argv[++i];
+			out_path = v;
+			i += cli_take(&x);
 		} else if (!strcmp(a, "--threads") || !strcmp(a, "--mib") || !strcmp(a, "--reps")) {
 			unsigned *dst = a[2] == 't' ? &threads : a[2] == 'm' ? &mib : &reps;
 			if (cli_parse_u32("calibrate", a, v, 1, a[2] == 'm' ? 16384 : 1024, dst) < 0)
 				return 2;
-			i++;
+			i += cli_take(&x);
 		} else if (!strcmp(a, "--show"))
 			only_show = 1;
 		else {
 			cli_error("calibrate", "unknown argument '%s' (see fennec calibrate --help)", a);
 			return 2;
 		}
+		if (cli_arg_done("calibrate", &x) < 0)
+			return 2;
 	}
 	char path[4096];
 	if (out_path)

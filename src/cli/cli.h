@@ -58,6 +58,26 @@ typedef struct cli_out {
 int cli_out_open(const char *cmd, cli_out *o, const char *path);
 int cli_out_close(const char *cmd, cli_out *o, int failed);
 
+/*
+ * One command-line argument as the subcommands' parsers read it. A long option given as
+ * "--name=value" reads as "--name" with the value inline; otherwise the value is the next
+ * argument. A branch that takes the value steps over it with `i += cli_take(&x)` (nothing
+ * to step over when it was inline); cli_arg_done() then refuses a value given inline to an
+ * option that takes none ("--quiet=1").
+ */
+typedef struct cli_arg {
+	const char *a, *v; /* the option, or the argument; its value (NULL: none follows) */
+	int inl, taken;    /* the value was inline; a branch took it */
+	char name[64];
+} cli_arg;
+void cli_arg_read(cli_arg *x, int argc, char **argv, int i);
+static inline int cli_take(cli_arg *x)
+{
+	x->taken = 1;
+	return !x->inl;
+}
+int cli_arg_done(const char *cmd, const cli_arg *x);
+
 /* Print "fennec <cmd>: <message>" to stderr. */
 void cli_error(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 

@@ -110,8 +110,9 @@ int cmd_compare(int argc, char **argv)
 	ana_compare_options_init(&co);
 	rep_compare_options ro = {.color = -1, .max_regions = 40, .max_funcs = 20};
 	for (int i = 1; i < argc; i++) {
-		const char *a = argv[i];
-		const char *v = i + 1 < argc ? argv[i + 1] : NULL;
+		cli_arg x;
+		cli_arg_read(&x, argc, argv, i);
+		const char *a = x.a, *v = x.v;
 		unsigned n;
 		if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
 			fputs(help, stdout);
@@ -122,31 +123,31 @@ int cmd_compare(int argc, char **argv)
 				return 2;
 			}
 			format = !strcmp(v, "json") ? FMT_JSON : !strcmp(v, "html") ? FMT_HTML : FMT_TEXT;
-			i++;
+			i += cli_take(&x);
 		} else if (!strcmp(a, "-o") || !strcmp(a, "--output")) {
 			if (!v) {
 				cli_error("compare", "%s needs a file name", a);
 				return 2;
 			}
 			out_path = v;
-			i++;
+			i += cli_take(&x);
 		} else if (!strcmp(a, "--threshold")) {
 			if (cli_parse_double("compare", a, v, 0, 1000, &co.threshold_pct) < 0)
 				return 2;
-			i++;
+			i += cli_take(&x);
 		} else if (!strcmp(a, "--alpha")) {
 			if (cli_parse_double("compare", a, v, 1e-12, 0.5, &co.alpha) < 0)
 				return 2;
-			i++;
+			i += cli_take(&x);
 		} else if (!strcmp(a, "--resamples")) {
 			if (cli_parse_u32("compare", a, v, 100, 1000000, &co.resamples) < 0)
 				return 2;
-			i++;
+			i += cli_take(&x);
 		} else if (!strcmp(a, "--max-regions") || !strcmp(a, "--top")) {
 			if (cli_parse_u32("compare", a, v, 0, 1u << 30, &n) < 0)
 				return 2;
 			*(a[2] == 'm' ? &ro.max_regions : &ro.max_funcs) = (int)n;
-			i++;
+			i += cli_take(&x);
 		} else if (!strcmp(a, "--force"))
 			opt.force = 1;
 		else if (!strcmp(a, "--color"))
@@ -164,6 +165,8 @@ int cmd_compare(int argc, char **argv)
 			cli_error("compare", "two recordings, not three: '%s', '%s' and '%s'", path[0], path[1], a);
 			return 2;
 		}
+		if (cli_arg_done("compare", &x) < 0)
+			return 2;
 	}
 	if (!path[1]) {
 		cli_error("compare", "which recordings? usage: fennec compare A B (see fennec compare --help)");

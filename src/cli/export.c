@@ -115,8 +115,9 @@ int cmd_export(int argc, char **argv)
 	ana_options ao = {.hot_threshold_pct = 10};
 	exp_options_init(&o);
 	for (int i = 1; i < argc; i++) {
-		const char *a = argv[i];
-		const char *v = i + 1 < argc ? argv[i + 1] : NULL;
+		cli_arg x;
+		cli_arg_read(&x, argc, argv, i);
+		const char *a = x.a, *v = x.v;
 		if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
 			fputs(help, stdout);
 			return 0;
@@ -130,14 +131,14 @@ int cmd_export(int argc, char **argv)
 					  v ? v : "");
 				return 2;
 			}
-			i++;
+			i += cli_take(&x);
 		} else if (!strcmp(a, "-o") || !strcmp(a, "--output")) {
 			if (!v) {
 				cli_error("export", "%s needs a file name", a);
 				return 2;
 			}
 			out_path = v;
-			i++;
+			i += cli_take(&x);
 		} else if (!strcmp(a, "--kind")) {
 			if (v && !strcmp(v, "cpu"))
 				o.kind = ANA_CPU;
@@ -150,7 +151,7 @@ int cmd_export(int argc, char **argv)
 				return 2;
 			}
 			kind_given = 1;
-			i++;
+			i += cli_take(&x);
 		} else if (!strcmp(a, "--thread")) {
 			char *end;
 			errno = 0;
@@ -161,47 +162,47 @@ int cmd_export(int argc, char **argv)
 			}
 			o.has_tid = 1;
 			o.tid = tid;
-			i++;
+			i += cli_take(&x);
 		} else if (!strcmp(a, "--region")) {
 			if (!v || !v[0]) {
 				cli_error("export", "--region needs a region name or path");
 				return 2;
 			}
 			o.region = v;
-			i++;
+			i += cli_take(&x);
 		} else if (!strcmp(a, "--prefix")) {
 			if (parse_prefix(v, &o) < 0) {
 				cli_error("export", "--prefix must be thread, region or thread,region, not '%s'", v ? v : "");
 				return 2;
 			}
-			i++;
+			i += cli_take(&x);
 		} else if (!strcmp(a, "--title")) {
 			if (!v) {
 				cli_error("export", "--title needs a text");
 				return 2;
 			}
 			o.title = v;
-			i++;
+			i += cli_take(&x);
 		} else if (!strcmp(a, "--base")) {
 			if (!v || !v[0]) {
 				cli_error("export", "--base needs the recording to compare with");
 				return 2;
 			}
 			base_path = v;
-			i++;
+			i += cli_take(&x);
 		} else if (!strcmp(a, "--table")) {
 			if ((table = exp_csv_table_parse(v)) < 0) {
 				cli_error("export", "--table must be regions, steps, metrics, samples or threads, not '%s'",
 					  v ? v : "");
 				return 2;
 			}
-			i++;
+			i += cli_take(&x);
 		} else if (!strcmp(a, "--memory")) {
 			if ((o.memory = exp_memory_parse(v)) < 0) {
 				cli_error("export", "--memory must be allocated, peak, leaked or live, not '%s'", v ? v : "");
 				return 2;
 			}
-			i++;
+			i += cli_take(&x);
 		} else if (!strcmp(a, "--force"))
 			ao.force = 1;
 		else if (a[0] == '-' && a[1]) {
@@ -213,6 +214,8 @@ int cmd_export(int argc, char **argv)
 			cli_error("export", "one recording at a time: '%s' and '%s'", path, a);
 			return 2;
 		}
+		if (cli_arg_done("export", &x) < 0)
+			return 2;
 	}
 	if (!path) {
 		cli_error("export", "which recording? usage: fennec export FILE --format FORMAT [-o OUT]");

@@ -29,7 +29,8 @@ static const char usage[] =
 	"  calibrate                               measure this machine's peak bandwidth and FLOP/s for the roofline\n"
 	"  version                                 print the version\n"
 	"\n"
-	"`fennec <command> --help` describes a command's options. Documentation: docs/.\n";
+	"`fennec <command> --help` describes a command's options; a long option takes its value\n"
+	"as the next argument or after '=' (--format json, --format=json). Documentation: docs/.\n";
 
 void cli_error(const char *cmd, const char *fmt, ...)
 {
@@ -87,6 +88,30 @@ int cli_out_close(const char *cmd, cli_out *o, int failed)
 	if (o->tmp[0] && rename(o->tmp, o->path) < 0) {
 		cli_error(cmd, "cannot create %s: %s", o->path, strerror(errno));
 		unlink(o->tmp);
+		return -1;
+	}
+	return 0;
+}
+
+void cli_arg_read(cli_arg *x, int argc, char **argv, int i)
+{
+	const char *a = argv[i], *eq = strchr(a, '=');
+	x->inl = x->taken = 0;
+	x->a = a;
+	x->v = i + 1 < argc ? argv[i + 1] : NULL;
+	if (a[0] == '-' && a[1] == '-' && a[2] && eq && (size_t)(eq - a) < sizeof x->name) {
+		memcpy(x->name, a, (size_t)(eq - a));
+		x->name[eq - a] = 0;
+		x->a = x->name;
+		x->v = eq + 1;
+		x->inl = 1;
+	}
+}
+
+int cli_arg_done(const char *cmd, const cli_arg *x)
+{
+	if (x->inl && !x->taken) {
+		cli_error(cmd, "%s takes no value, not '%s' (see fennec %s --help)", x->a, x->v, cmd);
 		return -1;
 	}
 	return 0;

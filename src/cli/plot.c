@@ -85,8 +85,9 @@ int cmd_plot(int argc, char **argv)
 	plot_options o = {.kind = -1, .width = 960, .height = 540};
 	ana_options ao = {.hot_threshold_pct = 10};
 	for (int i = 1; i < argc; i++) {
-		const char *a = argv[i];
-		const char *v = i + 1 < argc ? argv[i + 1] : NULL;
+		cli_arg x;
+		cli_arg_read(&x, argc, argv, i);
+		const char *a = x.a, *v = x.v;
 		if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
 			fputs(help, stdout);
 			return 0;
@@ -95,33 +96,33 @@ int cmd_plot(int argc, char **argv)
 				cli_error("plot", "--kind must be timing, steps, metrics or memory, not '%s'", v ? v : "");
 				return 2;
 			}
-			i++;
+			i += cli_take(&x);
 		} else if (!strcmp(a, "-o") || !strcmp(a, "--output")) {
 			if (!v) {
 				cli_error("plot", "%s needs a file name", a);
 				return 2;
 			}
 			out_path = v;
-			i++;
+			i += cli_take(&x);
 		} else if (!strcmp(a, "--width") || !strcmp(a, "--height")) {
 			if (cli_parse_u32("plot", a, v, a[2] == 'w' ? PLOT_MIN_WIDTH : PLOT_MIN_HEIGHT, PLOT_MAX_SIZE,
 					  a[2] == 'w' ? &o.width : &o.height) < 0)
 				return 2;
-			i++;
+			i += cli_take(&x);
 		} else if (!strcmp(a, "--metric")) {
 			if (!v || !v[0]) {
 				cli_error("plot", "--metric needs a metric's name");
 				return 2;
 			}
 			o.metric = v;
-			i++;
+			i += cli_take(&x);
 		} else if (!strcmp(a, "--title")) {
 			if (!v) {
 				cli_error("plot", "--title needs a text");
 				return 2;
 			}
 			o.title = v;
-			i++;
+			i += cli_take(&x);
 		} else if (!strcmp(a, "--force"))
 			ao.force = 1;
 		else if (a[0] == '-' && a[1]) {
@@ -133,6 +134,8 @@ int cmd_plot(int argc, char **argv)
 			cli_error("plot", "one recording at a time: '%s' and '%s'", path, a);
 			return 2;
 		}
+		if (cli_arg_done("plot", &x) < 0)
+			return 2;
 	}
 	if (!path) {
 		cli_error("plot", "which recording? usage: fennec plot FILE --kind KIND -o OUT.svg|OUT.png");

@@ -373,7 +373,9 @@ int cmd_record(int argc, char **argv)
 	int gpu_mode = 0;
 	int quiet = 0, i;
 	for (i = 1; i < argc; i++) {
-		const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+		cli_arg x;
+		cli_arg_read(&x, argc, argv, i);
+		const char *a = x.a, *v = x.v;
 		unsigned u;
 		double f;
 		if (!strcmp(a, "--")) {
@@ -388,79 +390,76 @@ int cmd_record(int argc, char **argv)
 				return 2;
 			}
 			output = v;
-			i++;
+			i += cli_take(&x);
 		} else if (!strcmp(a, "--buffer-kb")) {
 			if (cli_parse_u32("record", a, v, 64, 32768, &u) < 0)
 				return 2;
 			buffer = v;
-			i++;
+			i += cli_take(&x);
 		} else if (!strcmp(a, "--flush-ms")) {
 			if (cli_parse_u32("record", a, v, 1, 60000, &u) < 0)
 				return 2;
 			flush = v;
-			i++;
+			i += cli_take(&x);
 		} else if (!strcmp(a, "--step-fraction")) {
 			if (cli_parse_double("record", a, v, 1e-9, 1, &f) < 0)
 				return 2;
 			fraction = v;
-			i++;
+			i += cli_take(&x);
 		} else if (!strcmp(a, "--step-schedule")) {
-			unsigned w, x, y, z;
+			unsigned wait, warm, active, repeat;
 			char extra;
-			if (!v || sscanf(v, "%u,%u,%u,%u%c", &w, &x, &y, &z, &extra) != 4 || y == 0) {
+			if (!v || sscanf(v, "%u,%u,%u,%u%c", &wait, &warm, &active, &repeat, &extra) != 4 || active == 0) {
 				cli_error("record", "--step-schedule needs WAIT,WARMUP,ACTIVE,REPEAT with ACTIVE > 0, not '%s'", v ? v : "");
 				return 2;
 			}
 			schedule = v;
-			i++;
+			i += cli_take(&x);
 		} else if (!strcmp(a, "-F") || !strcmp(a, "--freq")) {
 			if (cli_parse_u32("record", a, v, 1, 20000, &u) < 0)
 				return 2;
 			freq = v;
-			i++;
-		} else if (!strcmp(a, "--sample") || !strncmp(a, "--sample=", 9)) {
-			const char *m = a[8] == '=' ? a + 9 : v;
-			if (!m || (strcmp(m, "cpu") && strcmp(m, "wall") && strcmp(m, "off"))) {
-				cli_error("record", "--sample needs cpu, wall or off, not '%s'", m ? m : "");
+			i += cli_take(&x);
+		} else if (!strcmp(a, "--sample")) {
+			if (!v || (strcmp(v, "cpu") && strcmp(v, "wall") && strcmp(v, "off"))) {
+				cli_error("record", "--sample needs cpu, wall or off, not '%s'", v ? v : "");
 				return 2;
 			}
-			sample = m;
-			if (a[8] != '=')
-				i++;
-		} else if (!strcmp(a, "--memory") || !strncmp(a, "--memory=", 9)) {
-			const char *m = a[8] == '=' ? a + 9 : v;
-			if (!m || (strcmp(m, "sampled") && strcmp(m, "full") && strcmp(m, "off"))) {
-				cli_error("record", "--memory needs sampled, full or off, not '%s'", m ? m : "");
+			sample = v;
+			i += cli_take(&x);
+		} else if (!strcmp(a, "--memory")) {
+			if (!v || (strcmp(v, "sampled") && strcmp(v, "full") && strcmp(v, "off"))) {
+				cli_error("record", "--memory needs sampled, full or off, not '%s'", v ? v : "");
 				return 2;
 			}
-			memory = m;
-			if (a[8] != '=')
-				i++;
+			memory = v;
+			i += cli_take(&x);
 		} else if (!strcmp(a, "--memory-rate")) {
 			uint64_t b;
 			if (cli_parse_bytes("record", a, v, 1, 1u << 30, &b) < 0)
 				return 2;
 			snprintf(mem_rate_s, sizeof mem_rate_s, "%llu", (unsigned long long)b);
 			mem_rate = mem_rate_s;
-			i++;
+			i += cli_take(&x);
+		} else if (!strcmp(a, "--memory-mmap") && !x.inl) {
+			mem_mmap = "65536"; /* the value is optional: only --memory-mmap=BYTES gives one */
 		} else if (!strcmp(a, "--memory-mmap")) {
-			mem_mmap = "65536";
-		} else if (!strncmp(a, "--memory-mmap=", 14)) {
 			uint64_t b;
-			if (cli_parse_bytes("record", "--memory-mmap", a + 14, 1, 1u << 30, &b) < 0)
+			if (cli_parse_bytes("record", "--memory-mmap", v, 1, 1u << 30, &b) < 0)
 				return 2;
 			snprintf(mem_mmap_s, sizeof mem_mmap_s, "%llu", (unsigned long long)b);
 			mem_mmap = mem_mmap_s;
+			cli_take(&x);
 		} else if (!strcmp(a, "--memory-interval")) {
 			if (cli_parse_u32("record", a, v, 1, 3600000, &u) < 0)
 				return 2;
 			mem_interval = v;
-			i++;
+			i += cli_take(&x);
 		} else if (!strcmp(a, "--stack-depth")) {
 			if (cli_parse_u32("record", a, v, 4, 512, &u) < 0)
 				return 2;
 			depth = v;
-			i++;
+			i += cli_take(&x);
 		} else if (!strcmp(a, "--gpu") || !strcmp(a, "--gpu-kernels-only")) {
 			gpu_mode = a[5] ? 2 : 1;
 		} else if (!strcmp(a, "-q") || !strcmp(a, "--quiet"))
@@ -470,6 +469,8 @@ int cmd_record(int argc, char **argv)
 			return 2;
 		} else
 			break;
+		if (cli_arg_done("record", &x) < 0)
+			return 2;
 	}
 	if (i >= argc) {
 		cli_error("record", "no program to run: fennec record [options] -- PROGRAM [ARGS...]");

@@ -110,22 +110,23 @@ int cmd_view(int argc, char **argv)
 {
 	view_options o = {.host = "127.0.0.1", .port = 8051, .ana = {.hot_threshold_pct = 10}};
 	for (int i = 1; i < argc; i++) {
-		const char *a = argv[i];
-		const char *v = i + 1 < argc ? argv[i + 1] : NULL;
+		cli_arg x;
+		cli_arg_read(&x, argc, argv, i);
+		const char *a = x.a, *v = x.v;
 		if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
 			fputs(help, stdout);
 			return 0;
 		} else if (!strcmp(a, "--port") || !strcmp(a, "-p")) {
 			if (cli_parse_u32("view", a, v, 0, 65535, &o.port) < 0)
 				return 2;
-			i++;
+			i += cli_take(&x);
 		} else if (!strcmp(a, "--host")) {
 			if (!v || !*v) {
 				cli_error("view", "--host needs an address, e.g. 127.0.0.1");
 				return 2;
 			}
 			o.host = v;
-			i++;
+			i += cli_take(&x);
 		} else if (!strcmp(a, "--force"))
 			o.ana.force = 1;
 		else if (a[0] == '-' && a[1]) {
@@ -137,6 +138,8 @@ int cmd_view(int argc, char **argv)
 			cli_error("view", "one recording at a time: '%s' and '%s'", o.path, a);
 			return 2;
 		}
+		if (cli_arg_done("view", &x) < 0)
+			return 2;
 	}
 	if (!o.path) {
 		cli_error("view", "which recording? usage: fennec view FILE");
@@ -181,19 +184,29 @@ int cmd_record_view(int argc, char **argv)
 			  .path = "fennec.fnc"};
 	if (argv[k][6] == '=' && cli_parse_u32("record", "--view", argv[k] + 7, 0, 65535, &o.port) < 0)
 		return 2;
-	int out_arg = 0;
-	for (int i = 1; i < argc && argv[i][0] == '-' && strcmp(argv[i], "--"); i++)
+	/* The output option, -o PATH, --output PATH or --output=PATH: the child is given the
+	 * expanded name instead (argv[skip_at], and the next when skip_n is 2). */
+	const char *out = o.path;
+	int skip_at = 0, skip_n = 0;
+	for (int i = 1; i < argc && argv[i][0] == '-' && strcmp(argv[i], "--"); i++) {
+		if (!strncmp(argv[i], "--output=", 9)) {
+			out = argv[i] + 9;
+			skip_at = i, skip_n = 1;
+		}
 		for (size_t j = 0; j < sizeof record_value_opts / sizeof record_value_opts[0]; j++)
 			if (!strcmp(argv[i], record_value_opts[j])) {
-				if (j < 2 && i + 1 < argc)
-					out_arg = i + 1; /* -o, --output */
+				if (j < 2 && i + 1 < argc) { /* -o, --output */
+					out = argv[i + 1];
+					skip_at = i, skip_n = 2;
+				}
 				i++;
 				break;
 			}
+	}
 	/* The name the child will write (%p, a directory, a rank): expanded here, once, and
 	 * passed on expanded, so that both agree. */
 	char named[4096];
-	if (cli_record_output(out_arg ? argv[out_arg] : o.path, named, sizeof named) < 0)
+	if (cli_record_output(out, named, sizeof named) < 0)
 		return 2;
 	o.path = named;
 	char self[4096];
@@ -204,15 +217,17 @@ int cmd_record_view(int argc, char **argv)
 	}
 	self[n] = 0;
 	/* The recording: `fennec record` without --view, in a child; this process serves. */
-	char **args = calloc((size_t)argc + 2, sizeof *args);
+	char **args = calloc((size_t)argc + 4, sizeof *args);
 	if (!args)
 		return 1;
 	int na = 0;
 	args[na++] = self;
 	args[na++] = "record";
+	args[na++] = "-o";
+	args[na++] = named;
 	for (int i = 1; i < argc; i++)
-		if (i != k)
-			args[na++] = i == out_arg ? named : argv[i];
+		if (i != k && (i < skip_at || i >= skip_at + skip_n))
+			args[na++] = argv[i];
 	args[na] = NULL;
 	/* What the child writes is newer than this; file times can lag the clock by a tick. */
 	clock_gettime(CLOCK_REALTIME, &o.not_before);
