@@ -54,24 +54,31 @@ def test_analyze_bad_format_option():
 
 def test_long_options_take_their_value_after_an_equals_sign():
     """--name=value reads as --name value in every command. An option without a value
-    refuses one given with '=' (--quiet=1), and --memory-mmap's value stays optional."""
+    refuses one given with '=' (--quiet=1), and --memory-mmap's value stays optional.
+    The sanitizer builds do not interpose malloc: there the memory options have no
+    section to show."""
     import json
     r, path = record("mem_leaks", 1000, opts=["--sample=off", "--memory=full", "--memory-interval=20",
                                           "--memory-mmap=4096", "--output=eq.fnc"], out="eq.fnc")
-    rep = analyze(path)
-    assert_eq((rep["samples"]["count"], rep["memory"]["mode"], rep["memory"]["mmap_min_bytes"]), (0, "full", 4096),
-              "--sample=off --memory=full --memory-mmap=4096")
     spaced = run([fennec_bin(), "analyze", path, "--format", "json"])
-    joined = run([fennec_bin(), "analyze", path, "--format=json", "--top=5"])
-    assert_eq(joined.returncode, 0, "analyze --format=json --top=5: " + joined.describe())
-    assert_eq(json.loads(joined.stdout)["memory"]["allocations"], json.loads(spaced.stdout)["memory"]["allocations"],
-              "the same analysis either way")
-    for cmd in (["export", path, "--format=folded", "--memory=leaked", "--output=m.folded"],
-                ["compare", path, path, "--format=json"],
-                ["plot", path, "--kind=memory", "--output=m.svg"]):
+    joined = run([fennec_bin(), "analyze", path, "--format=json", "--hot-threshold=10"])
+    assert_eq(joined.returncode, 0, "analyze --format=json: " + joined.describe())
+    rep = json.loads(joined.stdout)
+    assert_eq(rep, json.loads(spaced.stdout), "the same analysis either way")
+    assert_eq(rep["samples"]["count"], 0, "--sample=off")
+    if not SANITIZER:
+        assert_eq((rep["memory"]["mode"], rep["memory"]["mmap_min_bytes"]), ("full", 4096),
+                  "--memory=full --memory-mmap=4096")
+    cmds = [["analyze", path, "--top=5"], ["export", path, "--format=chrome-trace", "--output=t.json"],
+            ["compare", path, path, "--format=json"]]
+    if not SANITIZER:
+        cmds += [["export", path, "--format=folded", "--memory=leaked", "--output=m.folded"],
+                 ["plot", path, "--kind=memory", "--output=m.svg"]]
+    for cmd in cmds:
         r = run([fennec_bin()] + cmd)
         assert_eq(r.returncode, 0, "fennec %s: %s" % (" ".join(cmd), r.describe()))
-    assert_true(os.path.getsize("m.folded") > 0 and os.path.getsize("m.svg") > 0, "export and plot wrote")
+    for out in ("t.json",) + (() if SANITIZER else ("m.folded", "m.svg")):
+        assert_true(os.path.getsize(out) > 0, "%s written" % out)
     for cmd, opt in ((["record", "--quiet=1", "--", "true"], "--quiet"), (["analyze", path, "--color=1"], "--color")):
         r = run([fennec_bin()] + cmd)
         assert_eq(r.returncode, 2, "fennec %s: a usage error" % " ".join(cmd))
