@@ -150,6 +150,12 @@ static int module_status(const ana_sampling *s, uint32_t path)
 	return st;
 }
 
+/* Whether a module path is fennec's collector library. */
+static int is_fennec(const char *path)
+{
+	return !strncmp(base_name(path), "libfennec", 9);
+}
+
 static void rule_hot_function(ana_profile *p)
 {
 	const ana_sampling *s = &p->smp;
@@ -210,6 +216,12 @@ static void rule_hot_function(ana_profile *p)
 		const char *name = p->names[fn->name];
 		if (h->self < HOT_FUNCTION_MIN_SELF || !strcmp(name, "[unknown]") || module_status(s, fn->module))
 			continue;
+		/* fennec's own code in the program's threads (recording an allocation, its stack
+		 * cache) is the profiler's cost, not the program's to optimise: what the program
+		 * called there (malloc, free, an API call) is the frame with a caller outside. */
+		int ours = is_fennec(p->names[fn->module]);
+		if (ours && (h->caller == ANA_NONE || is_fennec(p->names[s->funcs[h->caller].module])))
+			continue;
 		ana_severity sev = h->self_pct > 30 ? ANA_HIGH : h->self_pct >= 10 ? ANA_MEDIUM : ANA_LOW;
 		ana_finding *f = ana_finding_add(p, "hot_function", sev);
 		if (!f)
@@ -250,12 +262,13 @@ static void rule_hot_function(ana_profile *p)
 		 * its caller decides how often and how much. */
 		int library = caller && fn->module != s->funcs[h->caller].module;
 		if (library)
-			f->recommendation = ana_strf("%s is library code (%s), reached mostly from %s (%.0f%% of its "
+			f->recommendation = ana_strf("%s is library code (%s%s), reached mostly from %s (%.0f%% of its "
 						     "samples): make %s call it less often or on more data at a time "
 						     "(batch, cache its results, pick a cheaper routine). Removing its "
 						     "time would save up to %.0f%% of the run.",
-						     name, base_name(p->names[fn->module]), caller, h->caller_pct, caller,
-						     f->expected_gain_pct);
+						     name, base_name(p->names[fn->module]),
+						     ours ? ": fennec's wrapper, which the recording adds to it" : "", caller,
+						     h->caller_pct, caller, f->expected_gain_pct);
 		else
 			f->recommendation = ana_strf("Optimise %s%s%s: reduce the work of its own code (algorithm, "
 						     "vectorisation, data layout, memory access order)%s%s%s. Halving it "

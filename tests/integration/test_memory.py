@@ -272,6 +272,49 @@ def test_allocation_layers_are_not_named_as_where():
                 "text rows name the caller of the layer, with its line:\n" + rows)
 
 
+CHURN = r"""
+#include <stdlib.h>
+static void *slot[4096];
+int main(void)
+{
+	unsigned x = 1;
+	for (long i = 0; i < 3000000; i++) {
+		x = x * 1103515245 + 12345;
+		unsigned k = (x >> 8) % 4096;
+		free(slot[k]);
+		slot[k] = malloc(16 + (x >> 20) % 240);
+	}
+	for (int k = 0; k < 4096; k++)
+		free(slot[k]);
+	return 0;
+}
+"""
+
+
+@collector
+def test_fennecs_own_code_is_not_a_hot_function():
+    """In full mode a program that allocates without pause spends a share of its samples in
+    fennec's recording of each call (put_rec, record_alloc, the stack cache). That is the
+    profiler's cost: no hot_function finding tells the program to optimise it. free, which
+    the program calls (fennec's wrapper of it), may be one, and says it is a wrapper."""
+    plain_only()
+    build_program(CHURN, "churn.c", ("cc", "gcc"))
+    r, path = record(os.path.abspath("churn"), opts=["--memory=full"], out="churn.fnc")
+    rep = analyze(path, "--hot-threshold", "1")
+    mods = {f["name"]: f["module"] for f in rep["functions"]}
+    ours = lambda name: "libfennec" in os.path.basename(mods.get(name, ""))
+    inside = [f for f in rep["functions"] if ours(f["name"]) and f.get("caller") and ours(f["caller"])
+              and f["self_pct"] >= 1 and f["self_samples"] >= 10]
+    if not inside:
+        raise Skip("fennec's recording took under 1 %% of the samples here: %r" % rep["functions"][:8])
+    hot = [f for f in rep["findings"] if f["type"] == "hot_function"]
+    assert_eq([f["subject"] for f in hot if f["subject"] in {g["name"] for g in inside}], [],
+              "hot_function findings about fennec's own functions (%s)" % [g["name"] for g in inside])
+    for f in hot:
+        if ours(f["subject"]):
+            assert_true("fennec's wrapper" in f["recommendation"], "a wrapper says so: %s" % f["recommendation"])
+
+
 REPEATED_LEAK = r"""
 #include <stdlib.h>
 #include <sys/wait.h>
