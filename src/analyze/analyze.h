@@ -221,6 +221,9 @@ typedef struct ana_hot_func {
 	uint32_t file, line;  /* its hottest line (self weight): names index or ANA_NONE, 0 if unknown */
 	uint32_t caller;      /* the caller through which most of its self weight came, or ANA_NONE */
 	double caller_pct;    /* that share of its self weight */
+	uint32_t entry;       /* the same for the nearest caller in another module (where the program
+				 entered a library), or ANA_NONE */
+	double entry_pct;
 } ana_hot_func;
 
 /* A source line in a sample view: self weight of the samples whose innermost frame is there. */

@@ -150,6 +150,14 @@ static int module_status(const ana_sampling *s, uint32_t path)
 	return st;
 }
 
+/* Whether a module is the system's (the C library, libstdc++, libm, a Debian package's):
+ * code the program does not change, only its calls into it. */
+static int system_module(const char *path)
+{
+	return !strncmp(path, "/lib/", 5) || !strncmp(path, "/lib64/", 7) || !strncmp(path, "/usr/lib/", 9) ||
+	       !strncmp(path, "/usr/lib64/", 11);
+}
+
 /* Whether a module path is fennec's collector library. */
 static int is_fennec(const char *path)
 {
@@ -259,16 +267,48 @@ static void rule_hot_function(ana_profile *p)
 			ana_finding_num(f, "caller_pct", h->caller_pct);
 		f->expected_gain_pct = h->self_pct * cpu_frac;
 		/* A library function (libc's memcpy, libm's expf) is rarely the thing to change:
-		 * its caller decides how often and how much. */
+		 * its caller decides how often and how much. For a system library's internal
+		 * function (glibc's _int_malloc under malloc) that is the caller where the program
+		 * entered the library. */
 		int library = caller && fn->module != s->funcs[h->caller].module;
+		/* ... but the program's own function that a system library calls back (qsort's
+		 * comparison) is the program's to optimise */
+		int callback = library && system_module(p->names[s->funcs[h->caller].module]) &&
+			       !system_module(p->names[fn->module]);
+		library = library && !callback;
+		const char *entry = NULL;
+		double entry_pct = h->caller_pct;
 		if (library)
+			entry = caller;
+		else if (caller && h->entry != ANA_NONE && system_module(p->names[fn->module])) {
+			entry = p->names[s->funcs[h->entry].name];
+			entry_pct = h->entry_pct;
+			ana_finding_num(f, "entry_pct", entry_pct);
+		}
+		if (entry)
 			f->recommendation = ana_strf("%s is library code (%s%s), reached mostly from %s (%.0f%% of its "
-						     "samples): make %s call it less often or on more data at a time "
+						     "samples%s%s): make %s call it less often or on more data at a time "
 						     "(batch, cache its results, pick a cheaper routine). Removing its "
 						     "time would save up to %.0f%% of the run.",
 						     name, base_name(p->names[fn->module]),
-						     ours ? ": fennec's wrapper, which the recording adds to it" : "", caller,
-						     h->caller_pct, caller, f->expected_gain_pct);
+						     ours ? ": fennec's wrapper, which the recording adds to it" : "", entry,
+						     entry_pct, library ? "" : ", through ", library ? "" : caller, entry,
+						     f->expected_gain_pct);
+		else if (callback) {
+			/* where the program entered the library that calls it back: that caller's entry */
+			const char *via = NULL;
+			for (uint32_t k = 0; k < v->nfuncs[ANA_CPU] && !via; k++)
+				if (v->funcs[ANA_CPU][k].func == h->caller && v->funcs[ANA_CPU][k].entry != ANA_NONE)
+					via = p->names[s->funcs[v->funcs[ANA_CPU][k].entry].name];
+			f->recommendation = ana_strf("Optimise %s%s%s: reduce the work of its own code (algorithm, "
+						     "vectorisation, data layout, memory access order), or have it called "
+						     "less: %s calls it back from %s%s%s. Halving it saves about %.0f%% of "
+						     "the run.",
+						     name, where[0] ? ", starting at " : "", where,
+						     base_name(p->names[s->funcs[h->caller].module]), caller,
+						     via ? ", which the program enters from " : "", via ? via : "",
+						     f->expected_gain_pct / 2);
+		}
 		else
 			f->recommendation = ana_strf("Optimise %s%s%s: reduce the work of its own code (algorithm, "
 						     "vectorisation, data layout, memory access order)%s%s%s. Halving it "

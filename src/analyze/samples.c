@@ -1046,6 +1046,7 @@ typedef struct vwork {
 	size_t lw_cap;
 	kmap flw[ANA_NKINDS]; /* func << 32 | line id -> self weight */
 	kmap cw[ANA_NKINDS];  /* callee << 32 | caller -> self weight of the callee */
+	kmap ew[ANA_NKINDS];  /* callee << 32 | entry (first caller in another module) -> self weight */
 	kmap tindex;          /* call tree: parent << 32 | func -> node */
 	kmap ntop;            /* region node << 32 | func -> on-CPU self weight */
 } vwork;
@@ -1059,6 +1060,7 @@ static void vwork_free(vwork *w)
 	for (int k = 0; k < ANA_NKINDS; k++) {
 		kmap_free(&w->flw[k]);
 		kmap_free(&w->cw[k]);
+		kmap_free(&w->ew[k]);
 	}
 	kmap_free(&w->tindex);
 	kmap_free(&w->ntop);
@@ -1096,15 +1098,23 @@ int ana_sample_view_build(const ana_profile *p, const ana_sample_filter *flt, an
 	uint64_t *self = calloc(nfk, sizeof *self), *tot = calloc(nfk, sizeof *tot);
 	uint64_t *best = calloc(nfk, sizeof *best), *lbest = calloc(nfk, sizeof *lbest);
 	uint32_t *best_caller = malloc(nfk * sizeof *best_caller), *best_line = malloc(nfk * sizeof *best_line);
+	uint64_t *ebest = calloc(nfk, sizeof *ebest);
+	uint32_t *best_entry = malloc(nfk * sizeof *best_entry);
+	uint8_t *wrapper = calloc(s->nfuncs ? s->nfuncs : 1, 1); /* functions of libfennec */
 	uint64_t *lfw = NULL;     /* per (line id, kind): weight of its best function */
 	uint32_t *lfn = NULL;     /* ... and that function */
 	v->nodes = calloc(p->nnodes ? p->nnodes : 1, sizeof *v->nodes);
 	v->thread_samples = calloc(p->nthreads ? (size_t)p->nthreads * ANA_NKINDS : 1, sizeof *v->thread_samples);
 	v->thread_weight = calloc(p->nthreads ? (size_t)p->nthreads * ANA_NKINDS : 1, sizeof *v->thread_weight);
 	if (!v->nodes || !v->thread_samples || !v->thread_weight || !sw || !stamp || !self || !tot || !best || !lbest ||
-	    !best_caller || !best_line)
+	    !best_caller || !best_line || !ebest || !best_entry || !wrapper)
 		goto out;
+	for (uint32_t fn = 0; fn < s->nfuncs; fn++) {
+		const char *mod = p->names[s->funcs[fn].module], *b = strrchr(mod, '/');
+		wrapper[fn] = !strncmp(b ? b + 1 : mod, "libfennec", 9);
+	}
 	memset(best_caller, 0xff, nfk * sizeof *best_caller);
+	memset(best_entry, 0xff, nfk * sizeof *best_entry);
 	memset(best_line, 0xff, nfk * sizeof *best_line);
 	if (flt && flt->region && !(nodesel = region_selection(p, flt->region)))
 		goto out;
@@ -1173,11 +1183,25 @@ int ana_sample_view_build(const ana_profile *p, const ana_sample_filter *flt, an
 				*fl += wt;
 			}
 			/* the caller: the nearest outer frame in another function */
-			for (uint32_t j = st->n - 1; j-- > 0;) {
+			uint32_t j = st->n - 1;
+			while (j-- > 0) {
 				uint32_t caller = s->locs[st->locs[j]].func;
 				if (caller == leaf->func)
 					continue;
 				uint64_t *c = kmap_slot(&w.cw[k], (uint64_t)leaf->func << 32 | caller, NULL);
+				if (!c)
+					goto out;
+				*c += wt;
+				break;
+			}
+			/* the entry: the nearest outer frame in another module (j + 1 frames remain),
+			 * past fennec's wrappers (its malloc around glibc's) */
+			uint32_t mod = s->funcs[leaf->func].module;
+			for (j++; j-- > 0;) {
+				uint32_t entry = s->locs[st->locs[j]].func;
+				if (s->funcs[entry].module == mod || (wrapper[entry] && !wrapper[leaf->func]))
+					continue;
+				uint64_t *c = kmap_slot(&w.ew[k], (uint64_t)leaf->func << 32 | entry, NULL);
 				if (!c)
 					goto out;
 				*c += wt;
@@ -1201,6 +1225,17 @@ int ana_sample_view_build(const ana_profile *p, const ana_sample_filter *flt, an
 			if (c->val[i] > best[at] || (c->val[i] == best[at] && caller < best_caller[at])) {
 				best[at] = c->val[i];
 				best_caller[at] = caller;
+			}
+		}
+		const kmap *e = &w.ew[k];
+		for (size_t i = 0; i < e->cap; i++) {
+			if (!e->used[i])
+				continue;
+			uint32_t callee = (uint32_t)(e->key[i] >> 32), entry = (uint32_t)e->key[i];
+			size_t at = (size_t)callee * ANA_NKINDS + k;
+			if (e->val[i] > ebest[at] || (e->val[i] == ebest[at] && entry < best_entry[at])) {
+				ebest[at] = e->val[i];
+				best_entry[at] = entry;
 			}
 		}
 		const kmap *fl = &w.flw[k];
@@ -1240,6 +1275,8 @@ int ana_sample_view_build(const ana_profile *p, const ana_sample_filter *flt, an
 				.file = s->funcs[fn].file, .line = s->funcs[fn].line, /* where first seen ... */
 				.caller = best_caller[at],
 				.caller_pct = self[at] && best_caller[at] != ANA_NONE ? 100.0 * (double)best[at] / (double)self[at] : 0,
+				.entry = best_entry[at],
+				.entry_pct = self[at] && best_entry[at] != ANA_NONE ? 100.0 * (double)ebest[at] / (double)self[at] : 0,
 			};
 			if (best_line[at] != ANA_NONE) { /* ... unless its self samples have a hottest line */
 				h->file = w.lfile[best_line[at]];
@@ -1300,6 +1337,9 @@ out:
 	free(best);
 	free(lbest);
 	free(best_caller);
+	free(ebest);
+	free(best_entry);
+	free(wrapper);
 	free(best_line);
 	free(lfw);
 	free(lfn);

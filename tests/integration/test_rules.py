@@ -181,3 +181,29 @@ def test_healthy_no_findings():
     rep = analyze(path)
     for kind in ("input_bound", "off_cpu"):
         assert_eq(findings(rep, kind), [], "%s with a loader that keeps up" % kind)
+
+
+def test_hot_library_code_names_where_the_program_entered_it():
+    """sort_ints spends its CPU in glibc's sort loop (an internal function whose caller is
+    qsort, in libc too) and in the comparator libc calls back. The advice for the library's
+    internal function names sort_all, where the program entered libc, not qsort; the
+    comparator is the program's own code to optimise, called back by libc from sort_all."""
+    r, path = record("sort_ints", 1000)
+    rep = analyze(path)
+    if rep["samples"]["cpu_samples"] < 200:
+        raise Skip("too few CPU samples: %d" % rep["samples"]["cpu_samples"])
+    mods = {f["name"]: f["module"] for f in rep["functions"]}
+    hot = {f["subject"]: f for f in findings(rep, "hot_function")}
+    inner = [name for name, f in hot.items() if "libc.so" in mods.get(name, "")
+             and "libc.so" in mods.get(next((g["caller"] for g in rep["functions"] if g["name"] == name), ""), "")]
+    if not inner:
+        raise Skip("no hot libc function called from libc here: %s" % sorted(hot))
+    for name in inner:
+        text = hot[name]["recommendation"]
+        assert_true("reached mostly from sort_all" in text and "make sort_all call it less" in text,
+                    "%s's advice names where the program entered libc: %s" % (name, text))
+        assert_true(hot[name]["evidence"].get("entry_pct", 0) > 90, "entry_pct of %s: %r" % (name, hot[name]["evidence"]))
+    assert_true("cmp_int" in hot, "the comparator is hot: %s" % sorted(hot))
+    text = hot["cmp_int"]["recommendation"]
+    assert_true(text.startswith("Optimise cmp_int") and "calls it back" in text and "from sort_all" in text,
+                "the comparator is the program's to optimise, called back by libc: %s" % text)
