@@ -1100,7 +1100,7 @@ int ana_sample_view_build(const ana_profile *p, const ana_sample_filter *flt, an
 	uint32_t *best_caller = malloc(nfk * sizeof *best_caller), *best_line = malloc(nfk * sizeof *best_line);
 	uint64_t *ebest = calloc(nfk, sizeof *ebest);
 	uint32_t *best_entry = malloc(nfk * sizeof *best_entry);
-	uint8_t *wrapper = calloc(s->nfuncs ? s->nfuncs : 1, 1); /* functions of libfennec */
+	uint8_t *wrapper = calloc(s->nfuncs ? s->nfuncs : 1, 1); /* of libfennec, a sanitizer's runtime */
 	uint64_t *lfw = NULL;     /* per (line id, kind): weight of its best function */
 	uint32_t *lfn = NULL;     /* ... and that function */
 	v->nodes = calloc(p->nnodes ? p->nnodes : 1, sizeof *v->nodes);
@@ -1111,7 +1111,9 @@ int ana_sample_view_build(const ana_profile *p, const ana_sample_filter *flt, an
 		goto out;
 	for (uint32_t fn = 0; fn < s->nfuncs; fn++) {
 		const char *mod = p->names[s->funcs[fn].module], *b = strrchr(mod, '/');
-		wrapper[fn] = !strncmp(b ? b + 1 : mod, "libfennec", 9);
+		b = b ? b + 1 : mod;
+		wrapper[fn] = !strncmp(b, "libfennec", 9) || !strncmp(b, "libasan", 7) || !strncmp(b, "libtsan", 7) ||
+			      !strncmp(b, "libubsan", 8) || !strncmp(b, "liblsan", 7);
 	}
 	memset(best_caller, 0xff, nfk * sizeof *best_caller);
 	memset(best_entry, 0xff, nfk * sizeof *best_entry);
@@ -1195,7 +1197,8 @@ int ana_sample_view_build(const ana_profile *p, const ana_sample_filter *flt, an
 				break;
 			}
 			/* the entry: the nearest outer frame in another module (j + 1 frames remain),
-			 * past fennec's wrappers (its malloc around glibc's) */
+			 * past the wrappers of fennec (its malloc around glibc's) and of a sanitizer's
+			 * runtime (ASan's qsort interceptor) */
 			uint32_t mod = s->funcs[leaf->func].module;
 			for (j++; j-- > 0;) {
 				uint32_t entry = s->locs[st->locs[j]].func;
