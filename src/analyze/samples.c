@@ -1051,6 +1051,22 @@ typedef struct vwork {
 	kmap ntop;            /* region node << 32 | func -> on-CPU self weight */
 } vwork;
 
+/* For each callee of a map callee << 32 | other -> weight, in kind k: the other with the
+ * most weight (the lowest id among equals), into best and id at callee * ANA_NKINDS + k. */
+static void heaviest_per_callee(const kmap *m, unsigned k, uint64_t *best, uint32_t *id)
+{
+	for (size_t i = 0; i < m->cap; i++) {
+		if (!m->used[i])
+			continue;
+		uint32_t callee = (uint32_t)(m->key[i] >> 32), other = (uint32_t)m->key[i];
+		size_t at = (size_t)callee * ANA_NKINDS + k;
+		if (m->val[i] > best[at] || (m->val[i] == best[at] && other < id[at])) {
+			best[at] = m->val[i];
+			id[at] = other;
+		}
+	}
+}
+
 static void vwork_free(vwork *w)
 {
 	kmap_free(&w->lidx);
@@ -1219,28 +1235,8 @@ int ana_sample_view_build(const ana_profile *p, const ana_sample_filter *flt, an
 	if (!lfw || !lfn)
 		goto out;
 	for (unsigned k = 0; k < ANA_NKINDS; k++) {
-		const kmap *c = &w.cw[k];
-		for (size_t i = 0; i < c->cap; i++) {
-			if (!c->used[i])
-				continue;
-			uint32_t callee = (uint32_t)(c->key[i] >> 32), caller = (uint32_t)c->key[i];
-			size_t at = (size_t)callee * ANA_NKINDS + k;
-			if (c->val[i] > best[at] || (c->val[i] == best[at] && caller < best_caller[at])) {
-				best[at] = c->val[i];
-				best_caller[at] = caller;
-			}
-		}
-		const kmap *e = &w.ew[k];
-		for (size_t i = 0; i < e->cap; i++) {
-			if (!e->used[i])
-				continue;
-			uint32_t callee = (uint32_t)(e->key[i] >> 32), entry = (uint32_t)e->key[i];
-			size_t at = (size_t)callee * ANA_NKINDS + k;
-			if (e->val[i] > ebest[at] || (e->val[i] == ebest[at] && entry < best_entry[at])) {
-				ebest[at] = e->val[i];
-				best_entry[at] = entry;
-			}
-		}
+		heaviest_per_callee(&w.cw[k], k, best, best_caller);
+		heaviest_per_callee(&w.ew[k], k, ebest, best_entry);
 		const kmap *fl = &w.flw[k];
 		for (size_t i = 0; i < fl->cap; i++) {
 			if (!fl->used[i])
