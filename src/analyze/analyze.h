@@ -544,6 +544,11 @@ int ana_name_is_comm(const char *name);
  * prefetch, or are io (docs/bottlenecks.md input_bound); `list`, when not NULL, is a
  * comma-separated list of names or globs used instead. */
 int ana_name_is_data(const char *name, const char *list);
+/* Whether a module (by its path) is fennec's collector library, libfennec*; and whether it
+ * is a wrapper the program's calls pass through on their way to the code they call:
+ * fennec's library or a sanitizer's runtime (libasan, libtsan, libubsan, liblsan). */
+int ana_module_is_fennec(const char *path);
+int ana_module_is_wrapper(const char *path);
 
 /* Run the rules (docs/bottlenecks.md) and fill p->findings. */
 void ana_rules(ana_profile *p);

@@ -500,9 +500,7 @@ static int is_runtime(const ana_profile *p, const ana_stack *st)
 		const ana_loc *l = &p->smp.locs[st->locs[k]];
 		if (is_allocator(p->names[p->smp.funcs[l->func].name]))
 			continue;
-		const char *mod = p->names[p->smp.funcs[l->func].module];
-		const char *b = strrchr(mod, '/');
-		if (!strncmp(b ? b + 1 : mod, "libfennec", 9))
+		if (ana_module_is_fennec(p->names[p->smp.funcs[l->func].module]))
 			return 1;
 		break;
 	}

@@ -158,12 +158,6 @@ static int system_module(const char *path)
 	       !strncmp(path, "/usr/lib64/", 11);
 }
 
-/* Whether a module path is fennec's collector library. */
-static int is_fennec(const char *path)
-{
-	return !strncmp(base_name(path), "libfennec", 9);
-}
-
 static void rule_hot_function(ana_profile *p)
 {
 	const ana_sampling *s = &p->smp;
@@ -227,8 +221,8 @@ static void rule_hot_function(ana_profile *p)
 		/* fennec's own code in the program's threads (recording an allocation, its stack
 		 * cache) is the profiler's cost, not the program's to optimise: what the program
 		 * called there (malloc, free, an API call) is the frame with a caller outside. */
-		int ours = is_fennec(p->names[fn->module]);
-		if (ours && (h->caller == ANA_NONE || is_fennec(p->names[s->funcs[h->caller].module])))
+		int ours = ana_module_is_fennec(p->names[fn->module]);
+		if (ours && (h->caller == ANA_NONE || ana_module_is_fennec(p->names[s->funcs[h->caller].module])))
 			continue;
 		ana_severity sev = h->self_pct > 30 ? ANA_HIGH : h->self_pct >= 10 ? ANA_MEDIUM : ANA_LOW;
 		ana_finding *f = ana_finding_add(p, "hot_function", sev);

@@ -965,6 +965,23 @@ void ana_samples_free(ana_profile *p)
 	memset(s, 0, sizeof *s);
 }
 
+/* ---- modules ---- */
+
+static const char *module_file(const char *path)
+{
+	const char *b = strrchr(path, '/');
+	return b ? b + 1 : path;
+}
+
+int ana_module_is_fennec(const char *path) { return !strncmp(module_file(path), "libfennec", 9); }
+
+int ana_module_is_wrapper(const char *path)
+{
+	const char *b = module_file(path);
+	return ana_module_is_fennec(path) || !strncmp(b, "libasan", 7) || !strncmp(b, "libtsan", 7) ||
+	       !strncmp(b, "libubsan", 8) || !strncmp(b, "liblsan", 7);
+}
+
 /* ---- views ---- */
 
 static int cmp_hot_func(const void *a, const void *b)
@@ -1125,12 +1142,8 @@ int ana_sample_view_build(const ana_profile *p, const ana_sample_filter *flt, an
 	if (!v->nodes || !v->thread_samples || !v->thread_weight || !sw || !stamp || !self || !tot || !best || !lbest ||
 	    !best_caller || !best_line || !ebest || !best_entry || !wrapper)
 		goto out;
-	for (uint32_t fn = 0; fn < s->nfuncs; fn++) {
-		const char *mod = p->names[s->funcs[fn].module], *b = strrchr(mod, '/');
-		b = b ? b + 1 : mod;
-		wrapper[fn] = !strncmp(b, "libfennec", 9) || !strncmp(b, "libasan", 7) || !strncmp(b, "libtsan", 7) ||
-			      !strncmp(b, "libubsan", 8) || !strncmp(b, "liblsan", 7);
-	}
+	for (uint32_t fn = 0; fn < s->nfuncs; fn++)
+		wrapper[fn] = (uint8_t)ana_module_is_wrapper(p->names[s->funcs[fn].module]);
 	memset(best_caller, 0xff, nfk * sizeof *best_caller);
 	memset(best_entry, 0xff, nfk * sizeof *best_entry);
 	memset(best_line, 0xff, nfk * sizeof *best_line);
