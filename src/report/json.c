@@ -68,6 +68,12 @@ static void functions(FILE *out, const ana_profile *p, const ana_sample_view *v,
 		else
 			rep_json_string(out, p->names[p->smp.funcs[h->caller].name]);
 		knum(out, "caller_pct", h->caller == ANA_NONE ? NAN : h->caller_pct, &f1);
+		key(out, "entry", &f1);
+		if (h->entry == ANA_NONE)
+			fputs("null", out);
+		else
+			rep_json_string(out, p->names[p->smp.funcs[h->entry].name]);
+		knum(out, "entry_pct", h->entry == ANA_NONE ? NAN : h->entry_pct, &f1);
 		fputc('}', out);
 	}
 	fputs(n ? "\n  ],\n" : "],\n", out);

@@ -203,7 +203,13 @@ def test_hot_library_code_names_where_the_program_entered_it():
         assert_true("reached mostly from sort_all" in text and "make sort_all call it less" in text,
                     "%s's advice names where the program entered libc: %s" % (name, text))
         assert_true(hot[name]["evidence"].get("entry_pct", 0) > 90, "entry_pct of %s: %r" % (name, hot[name]["evidence"]))
+        row = next(g for g in rep["functions"] if g["name"] == name)
+        assert_true(row["entry"] == "sort_all" and row["entry_pct"] > 90,
+                    "functions[] gives %s's entry: %r" % (name, {k: row[k] for k in ("caller", "entry", "entry_pct")}))
     assert_true("cmp_int" in hot, "the comparator is hot: %s" % sorted(hot))
     text = hot["cmp_int"]["recommendation"]
+    row = next(g for g in rep["functions"] if g["name"] == "cmp_int")
+    assert_true(row["entry"] == row["caller"] and "libc.so" in mods.get(row["entry"], ""),
+                "cmp_int's entry is the libc function that calls it back: %r" % row)
     assert_true(text.startswith("Optimise cmp_int") and "calls it back" in text and "from sort_all" in text,
                 "the comparator is the program's to optimise, called back by libc: %s" % text)
