@@ -611,6 +611,11 @@
 		if (cutLive.length) table($('cut-live-table'), siteCols('blocks'), cutLive);
 		$('alloc-panel').hidden = !m.top_allocators;
 		table($('alloc-table'), siteCols('allocations'), m.top_allocators || []);
+		var atPeak = m.at_peak || [], temps = m.temporary || [];
+		$('peak-live-panel').hidden = !atPeak.length;
+		if (atPeak.length) table($('peak-live-table'), siteCols('blocks'), atPeak);
+		$('temp-panel').hidden = !temps.length;
+		if (temps.length) table($('temp-table'), siteCols('allocations'), temps);
 	}
 
 	/* ---- call graph (samples) ---- */

@@ -350,6 +350,7 @@ typedef struct ana_mem_site {
 	double live_count, live_bytes; /* unfreed at the end of the recording */
 	double peak_count, peak_bytes; /* live at the process's peak */
 	uint64_t temporary;     /* full mode: freed before the thread allocated anything else */
+	uint64_t temporary_bytes; /* ... their bytes */
 	int runtime;            /* the C runtime's or fennec's own: never a leak */
 	int cut_short;          /* its process's file was cut short (killed or crashed): the frees
 				   after its last flush are lost, its blocks live at the end no leak */
@@ -380,7 +381,7 @@ typedef struct ana_memory {
 	double runtime_bytes, runtime_count; /* unfreed at the end by the runtime */
 	double cut_short_bytes, cut_short_count; /* live at the end of files cut short */
 	uint32_t cut_short_procs;           /* such processes with blocks live at the end */
-	uint64_t temporary;
+	uint64_t temporary, temporary_bytes; /* full mode: temporary allocations, their bytes */
 	double allocs_per_step;  /* NAN without steps */
 	double alloc_rate_per_s;
 	ana_mem_point *points;   /* the timeline, in time order */

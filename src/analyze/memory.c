@@ -236,8 +236,10 @@ static int by_stack(ana_profile *p, rstate *r, const fmt_file *f, const fmt_even
 	r->ordinal++;
 	touch(p, r, s);
 	if (ev->type == FMT_EV_FREE) {
-		if (ev->flags & FMT_HEV_TEMP && !r->sampled)
+		if (ev->flags & FMT_HEV_TEMP && !r->sampled) {
 			s->temporary++;
+			s->temporary_bytes += ev->size;
+		}
 		s->live_count -= w;
 		s->live_bytes -= bytes;
 		r->live_bytes -= bytes;
@@ -287,8 +289,10 @@ int ana_memory_event(ana_profile *p, uint32_t proc, const fmt_file *f, const fmt
 	if (ev->type == FMT_EV_FREE) {
 		if (!b)
 			return 0; /* allocated before the session, or not sampled */
-		if (!r->sampled && was_last_alloc(r, ev->tid, ev->addr))
+		if (!r->sampled && was_last_alloc(r, ev->tid, ev->addr)) {
 			m->sites[b->site].temporary++;
+			m->sites[b->site].temporary_bytes += b->size;
+		}
 		on_free(p, r, b);
 		return 0;
 	}
@@ -844,6 +848,7 @@ static int merge_sites(ana_profile *p, uint32_t *map)
 		d->peak_count += s->peak_count;
 		d->peak_bytes += s->peak_bytes;
 		d->temporary += s->temporary;
+		d->temporary_bytes += s->temporary_bytes;
 	}
 	m->nsites = k;
 	free(tab);
@@ -920,6 +925,7 @@ int ana_memory_finish(ana_profile *p)
 			}
 		}
 		m->temporary += s->temporary;
+		m->temporary_bytes += s->temporary_bytes;
 	}
 	free(counted);
 	for (size_t i = 0; i < m->npoints; i++)

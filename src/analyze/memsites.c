@@ -32,7 +32,7 @@ static double measure(const ana_mem_site *s, int by, double *count)
 		return s->peak_bytes;
 	case ANA_MEM_TEMP:
 		*count = (double)s->temporary;
-		return (double)s->temporary;
+		return (double)s->temporary_bytes;
 	default:
 		*count = s->allocs;
 		return s->bytes;

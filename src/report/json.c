@@ -233,7 +233,7 @@ static void mem_sites(FILE *out, const ana_profile *p, const char *name, int by,
 		fputs(i ? ",\n    {" : "\n    {", out);
 		int live = by == ANA_MEM_LIVE || by == ANA_MEM_CUT;
 		double count = live ? s->live_count : by == ANA_MEM_PEAK ? s->peak_count : by == ANA_MEM_TEMP ? (double)s->temporary : s->allocs;
-		double bytes = live ? s->live_bytes : by == ANA_MEM_PEAK ? s->peak_bytes : s->bytes;
+		double bytes = live ? s->live_bytes : by == ANA_MEM_PEAK ? s->peak_bytes : by == ANA_MEM_TEMP ? (double)s->temporary_bytes : s->bytes;
 		knum(out, "bytes", p->mem.mode == FMT_MEM_FULL ? bytes : round(bytes), &f1);
 		knum(out, "count", p->mem.mode == FMT_MEM_FULL ? count : round(count), &f1);
 		site_keys(out, p, s, &f1);
@@ -315,6 +315,7 @@ static void memory_json(FILE *out, const ana_profile *p)
 	knum(out, "allocations_per_step", m->allocs_per_step, &f1);
 	knum(out, "allocation_rate_per_s", m->alloc_rate_per_s, &f1);
 	knum(out, "temporary_allocations", full ? (double)m->temporary : NAN, &f1);
+	knum(out, "temporary_bytes", full ? (double)m->temporary_bytes : NAN, &f1);
 	knum(out, "leaked_bytes", full ? m->leaked_bytes : round(m->leaked_bytes), &f1);
 	knum(out, "leaked_count", full ? m->leaked_count : round(m->leaked_count), &f1);
 	key(out, "leaks_estimated", &f1);

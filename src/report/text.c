@@ -316,7 +316,8 @@ static void memory_text(FILE *out, const ana_profile *p, const style *st)
 	if (isfinite(m->allocs_per_step))
 		fprintf(out, "   %.1f per step", m->allocs_per_step);
 	fputc('\n', out);
-	fprintf(out, "  unfreed      %s%s in %.0f blocks", full ? "" : "about ", ana_fmt_bytes(m->leaked_bytes, a, sizeof a), m->leaked_count);
+	fprintf(out, "  unfreed      %s%s in %.0f block%s", full ? "" : "about ", ana_fmt_bytes(m->leaked_bytes, a, sizeof a),
+		m->leaked_count, round(m->leaked_count) == 1 ? "" : "s");
 	if (m->runtime_bytes > 0)
 		fprintf(out, " (and %s held by the runtime: C library, loader, interpreter; not counted)", ana_fmt_bytes(m->runtime_bytes, d, sizeof d));
 	fputc('\n', out);
@@ -329,8 +330,9 @@ static void memory_text(FILE *out, const ana_profile *p, const style *st)
 		fprintf(out, "  trend        %s per %s (r^2 %.3f over %u points)\n", ana_fmt_bytes(m->slope < 0 ? -m->slope : m->slope, a, sizeof a),
 			m->trend_per_step ? "step" : "second", m->r2, m->trend_points);
 	if (full)
-		fprintf(out, "  temporary    %llu allocation%s freed before the thread's next allocation\n", (unsigned long long)m->temporary,
-			m->temporary == 1 ? "" : "s");
+		fprintf(out, "  temporary    %llu allocation%s (%s) freed before the thread's next allocation\n",
+			(unsigned long long)m->temporary, m->temporary == 1 ? "" : "s",
+			ana_fmt_bytes((double)m->temporary_bytes, a, sizeof a));
 	if (m->dropped && m->drops_unknown)
 		fprintf(out, "  dropped      %llu heap records (the numbers per stack are incomplete)\n", (unsigned long long)m->dropped);
 	else if (m->dropped)
@@ -342,7 +344,8 @@ static void memory_text(FILE *out, const ana_profile *p, const style *st)
 	static const struct { int by; const char *title; } tabs[] = {
 		{ANA_MEM_LIVE, "Unfreed at exit"},
 		{ANA_MEM_CUT, "Live when killed or crashed, not leaks"},
-		{ANA_MEM_PEAK, "Live at the peak"}, {ANA_MEM_BYTES, "Top allocating stacks"}};
+		{ANA_MEM_PEAK, "Live at the peak"}, {ANA_MEM_BYTES, "Top allocating stacks"},
+		{ANA_MEM_TEMP, "Temporary allocations (freed before their thread's next allocation)"}};
 	for (size_t t = 0; t < ARRAY_LEN(tabs); t++) {
 		uint32_t n = ana_mem_rows(p, tabs[t].by, rows, want < 64 ? want : 64, mem_row_key);
 		if (!n)

@@ -306,6 +306,9 @@ def test_browser_memory_leak():
     top = mem["stacks_over_time"][0]
     assert_true(top["function"] == "main" and abs(top["trend"]["slope_bytes_per_step"] - 16384) < 200,
                 "the kept blocks' stack over time: %s" % {k: top[k] for k in ("function", "trend", "max_bytes")})
+    peak_rows = b["tables"].get("peak-live-table", [])
+    assert_true(len(peak_rows) >= 2 and any(r[3].startswith("main") for r in peak_rows[1:]),
+                "the table of what was live at the peak names main: %s" % peak_rows[:3])
     # the findings table: a leak's gain is memory, in bytes (not "0.0 %")
     rows = b["tables"]["finding-table"]
     gain = rows[0].index("gain ≤")

@@ -382,6 +382,44 @@ def test_full_mode_counts_every_call():
     assert_eq(m["dropped_records"], 0, "memory.dropped_records")
 
 
+TEMPORARIES = r"""
+#include <stdlib.h>
+static char *keep[200];
+__attribute__((noinline)) char *block(size_t n) { return malloc(n); }
+int main(void)
+{
+	for (int i = 0; i < 200; i++) {
+		char *volatile p = block(i % 2 ? 1000 : 100); /* one stack for both */
+		p[0] = 1;
+		if (i % 2)
+			free(p); /* before the next allocation: temporary */
+		else
+			keep[i] = p; /* freed at the end, after other allocations */
+	}
+	for (int i = 0; i < 200; i++)
+		free(keep[i]);
+	return 0;
+}
+"""
+
+
+@collector
+def test_temporary_allocations_count_only_the_temporary_bytes():
+    """A stack's temporary row is of its temporary blocks: one stack allocates 100 blocks of
+    1000 bytes freed at once and 100 of 100 bytes kept across other allocations, which
+    are not temporary and not in its row."""
+    plain_only()
+    build_program(TEMPORARIES, "temps.c", ("cc", "gcc"), "-O1")
+    r, path = record(os.path.abspath("temps"), opts=["--memory=full", "--sample=off"], out="temps.fnc")
+    m = mem(analyze(path))
+    rows = {t["function"]: (t["count"], t["bytes"]) for t in m["temporary"]}
+    assert_eq(rows.get("block"), (100, 100000), "block's temporary row: %r" % m["temporary"])
+    assert_between(m["temporary_bytes"], 100000, 100000 + 4096, "memory.temporary_bytes")
+    text = analyze_raw(path).stdout
+    assert_true("Temporary allocations" in text and "block" in text.split("Temporary allocations")[1],
+                "the text report lists the temporary stacks:\n%s" % text)
+
+
 @collector
 def test_leak_free_program_reports_no_leak():
     plain_only()
