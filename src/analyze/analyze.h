@@ -396,6 +396,7 @@ typedef struct ana_memory {
 	int has_trend, trend_per_step;
 	double slope, intercept, r2;
 	double trend_span;        /* steps or seconds from the trend's first point to its last */
+	double trend_growth;      /* bytes gained over them: slope x span, at most the heap's rise */
 	uint32_t trend_points;
 	void *priv;              /* replay state while reading */
 } ana_memory;

@@ -601,6 +601,26 @@ static int trend_point(const ana_mem_point *pt, int per_step)
 	return per_step ? pt->reason == FMT_SNAP_STEP : pt->reason != FMT_SNAP_FINAL;
 }
 
+/*
+ * On seconds, the run's last timeline points may fall in its teardown too: a periodic
+ * point taken while an interpreter frees its objects at exit (python3: 63 MiB, then 26
+ * MiB 50 ms later, then the exit point). The points after the highest are left out when
+ * they are the last tenth of the fitted time or less and end a third or more below it: a
+ * fall that short and deep is the exit, not the run. Returns how many points to keep.
+ */
+static size_t before_teardown(const double *x, const double *y, size_t k)
+{
+	if (k < 4)
+		return k;
+	size_t top = 0;
+	for (size_t i = 1; i < k; i++)
+		if (y[i] >= y[top])
+			top = i;
+	if (top + 1 < k && top >= 2 && x[k - 1] - x[top] <= 0.1 * (x[k - 1] - x[0]) && 3 * y[k - 1] <= 2 * y[top])
+		return top + 1;
+	return k;
+}
+
 static int trend(ana_profile *p)
 {
 	ana_memory *m = &p->mem;
@@ -633,8 +653,19 @@ static int trend(ana_profile *p)
 		x[k] = per_step ? (double)pt->step : (double)(pt->t_ns - t0) / 1e9;
 		y[k++] = (double)pt->live_bytes;
 	}
+	if (!per_step)
+		k = before_teardown(x, y, k);
 	fit(x, y, k, &m->slope, &m->intercept, &m->r2);
 	m->trend_span = x[k - 1] - x[0];
+	/* What the heap gained over the fitted points: the slope times their span, but never
+	 * more than it rose (a fit over a short load phase overshoots it). */
+	double lo = y[0], hi = y[0];
+	for (size_t i = 1; i < k; i++) {
+		lo = y[i] < lo ? y[i] : lo;
+		hi = y[i] > hi ? y[i] : hi;
+	}
+	double growth = m->slope * m->trend_span;
+	m->trend_growth = growth < hi - lo ? growth : hi - lo;
 	m->has_trend = 1;
 	m->trend_per_step = per_step;
 	m->trend_points = (uint32_t)k;
@@ -697,6 +728,8 @@ static int series_trend(ana_profile *p, ana_mem_series *sr)
 		x[k] = sr->per_step ? (double)pt->step : (double)(pt->t_ns - m->points[sr->point[0]].t_ns) / 1e9;
 		y[k++] = sr->bytes[i];
 	}
+	if (!sr->per_step)
+		k = before_teardown(x, y, k);
 	if (k >= 3) {
 		double icpt;
 		fit(x, y, k, &sr->slope, &icpt, &sr->r2);

@@ -410,8 +410,14 @@ static void rule_memory_leak(ana_profile *p)
 		return;
 	char a[32], b[32], c[64], w[512];
 	double thr = p->opt.leak_threshold_bytes > 0 ? p->opt.leak_threshold_bytes : 10e6;
-	if (m->has_trend && m->trend_points >= 3 && m->slope >= thr && m->r2 >= 0.8) {
-		double growth = m->slope * m->trend_span;
+	/* Steep growth fires; slower growth too once it adds up to ten thresholds over the run
+	 * on a close fit (2 MiB a step for 400 steps). A fit on seconds over less than one is
+	 * not judged: a run that short is start-up and loading (jq parsing its input), which
+	 * reads the same as a leak. */
+	double growth = m->trend_growth;
+	int steep = m->slope >= thr, adds_up = m->r2 >= 0.9 && growth >= 10 * thr;
+	int judged = m->trend_per_step || m->trend_span >= 1.0;
+	if (m->has_trend && m->trend_points >= 3 && judged && m->r2 >= 0.8 && (steep || adds_up)) {
 		ana_severity sev = m->r2 >= 0.9 && growth >= 0.5 * (double)m->peak_bytes ? ANA_HIGH : ANA_MEDIUM;
 		ana_finding *f = ana_finding_add(p, "memory_leak", sev);
 		if (!f)
@@ -427,9 +433,9 @@ static void rule_memory_leak(ana_profile *p)
 		}
 		f->subject = ana_strf("heap grows %s per %s", ana_fmt_bytes(m->slope, a, sizeof a), per);
 		f->evidence = ana_strf("live heap grows by %s per %s (linear fit over %u points, r^2 = %.3f), %s over the run; "
-				       "threshold %s per %s%s%s%s",
+				       "threshold %s per %s%s%s%s%s",
 				       ana_fmt_bytes(m->slope, a, sizeof a), per, m->trend_points, m->r2, ana_fmt_bytes(growth, b, sizeof b),
-				       ana_fmt_bytes(thr, c, sizeof c), per,
+				       ana_fmt_bytes(thr, c, sizeof c), per, steep ? "" : ", or ten times that over the run",
 				       g ? "; the stack that grows most: " : top ? "; most unfreed memory comes from " : "",
 				       top ? site_where(p, top, w, sizeof w) : "", gs);
 		ana_finding_num(f, m->trend_per_step ? "slope_bytes_per_step" : "slope_bytes_per_s", m->slope);
@@ -437,13 +443,14 @@ static void rule_memory_leak(ana_profile *p)
 			ana_finding_num(f, m->trend_per_step ? "stack_slope_bytes_per_step" : "stack_slope_bytes_per_s", g->slope);
 		ana_finding_num(f, "r2", m->r2);
 		ana_finding_num(f, "points", m->trend_points);
+		ana_finding_num(f, "growth_bytes", growth > 0 ? growth : 0);
 		ana_finding_num(f, "threshold_bytes", thr);
 		f->recommendation = ana_strf("Something keeps memory alive from one %s to the next%s%s: find what holds "
 					     "references across %ss (caches without a bound, lists that only grow, "
-					     "tensors or buffers kept for logging) and free or bound it. Record with "
-					     "--memory=full to see every unfreed allocation with its stack.",
+					     "tensors or buffers kept for logging) and free or bound it.%s",
 					     per, top ? ", most of it allocated at " : "", top ? site_where(p, top, w, sizeof w) : "",
-					     per);
+					     per, m->mode == FMT_MEM_FULL ? "" : " Record with --memory=full to see every unfreed "
+					     "allocation with its stack.");
 		f->expected_gain_pct = 0;
 		f->expected_gain_bytes = growth > 0 ? growth : 0;
 	}

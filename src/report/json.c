@@ -340,6 +340,8 @@ static void memory_json(FILE *out, const ana_profile *p)
 		knum(out, "intercept_bytes", m->intercept, &f2);
 		knum(out, "r2", m->r2, &f2);
 		knum(out, "points", m->trend_points, &f2);
+		knum(out, m->trend_per_step ? "span_steps" : "span_s", m->trend_span, &f2);
+		knum(out, "growth_bytes", m->trend_growth, &f2);
 		knum(out, "threshold_bytes", p->opt.leak_threshold_bytes > 0 ? p->opt.leak_threshold_bytes : 10e6, &f2);
 		fputs("}", out);
 	}
