@@ -382,6 +382,9 @@ typedef struct ana_memory {
 	double cut_short_bytes, cut_short_count; /* live at the end of files cut short */
 	uint32_t cut_short_procs;           /* such processes with blocks live at the end */
 	uint64_t temporary, temporary_bytes; /* full mode: temporary allocations, their bytes */
+	uint64_t sampled_allocs; /* sampled mode: allocations sampled (records read) */
+	uint64_t end_live_bytes, end_live_count; /* exact (counters): live when the sessions ended,
+						    usable bytes, the runtime's blocks included */
 	double allocs_per_step;  /* NAN without steps */
 	double alloc_rate_per_s;
 	ana_mem_point *points;   /* the timeline, in time order */

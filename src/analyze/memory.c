@@ -101,6 +101,8 @@ typedef struct rstate {
 	uint64_t peak_ticks, peak_step;
 	uint32_t peak_site;
 	uint64_t marked_for;     /* sampled: the counters' peak time P was set for */
+	uint64_t sampled_allocs; /* sampled: allocation records read */
+	size_t levels_from;      /* m->levels of this process start here */
 	uint32_t *changed;       /* sites changed since the process's latest timeline point */
 	size_t nchanged, changed_cap;
 	struct { uint64_t tid, addr; } last[64]; /* a thread's last allocation (temporaries) */
@@ -129,6 +131,7 @@ static rstate *state(ana_profile *p, uint32_t proc, const fmt_file *f)
 	r->sampled = f->mem_mode == FMT_MEM_SAMPLED;
 	r->rate = f->mem_rate ? (double)f->mem_rate : 524288.0;
 	r->peak_site = ANA_NONE;
+	r->levels_from = p->mem.nlevels;
 	return r;
 }
 
@@ -247,6 +250,7 @@ static int by_stack(ana_profile *p, rstate *r, const fmt_file *f, const fmt_even
 	}
 	s->allocs += w;
 	s->bytes += bytes;
+	r->sampled_allocs += r->sampled;
 	s->live_count += w;
 	s->live_bytes += bytes;
 	r->live_bytes += bytes;
@@ -307,6 +311,7 @@ int ana_memory_event(ana_profile *p, uint32_t proc, const fmt_file *f, const fmt
 	touch(p, r, s);
 	s->allocs += w;
 	s->bytes += (double)ev->size * w;
+	r->sampled_allocs += r->sampled;
 	s->live_count += w;
 	s->live_bytes += (double)ev->size * w;
 	r->live_bytes += (double)ev->size * w;
@@ -322,6 +327,47 @@ int ana_memory_event(ana_profile *p, uint32_t proc, const fmt_file *f, const fmt
 		r->peak_site = si;
 	}
 	return 0;
+}
+
+/*
+ * Sampled mode: scale a process's per-stack estimates to its exact totals. Each sampled
+ * block stands for 1 / (1 - e^(-size/rate)) allocations: unbiased, but a program that
+ * allocated 300 KiB at a rate of 512 KiB had its one sample stand for 512 KiB, 168 % of
+ * what it allocated, beside the exact total. The counters give the process's allocations
+ * and requested bytes exactly: the stacks' estimates are scaled to them (a ratio
+ * estimator), allocations by one factor and bytes by another. Their live and peak numbers
+ * and levels over time are scaled down with them, never up, so that a stack's live bytes
+ * stay within what it allocated: a factor over 1 may be records lost (a full buffer),
+ * whose blocks are not among the live ones, and the blocks of a lost free are the live
+ * ones exactly.
+ */
+static void calibrate(ana_profile *p, uint32_t proc, const fmt_heap_counters *h, size_t levels_from)
+{
+	ana_memory *m = &p->mem;
+	double eb = 0, ec = 0;
+	for (uint32_t i = 0; i < m->nsites; i++)
+		if (m->sites[i].process == proc) {
+			eb += m->sites[i].bytes;
+			ec += m->sites[i].allocs;
+		}
+	if (eb <= 0 || ec <= 0 || !h->allocs || !h->alloc_bytes)
+		return;
+	double fb = (double)h->alloc_bytes / eb, fc = (double)h->allocs / ec;
+	double lb = fb < 1 ? fb : 1, lc = fc < 1 ? fc : 1;
+	for (uint32_t i = 0; i < m->nsites; i++) {
+		ana_mem_site *s = &m->sites[i];
+		if (s->process != proc)
+			continue;
+		s->allocs *= fc;
+		s->bytes *= fb;
+		s->live_count *= lc;
+		s->peak_count *= lc;
+		s->live_bytes *= lb;
+		s->peak_bytes *= lb;
+	}
+	for (size_t i = levels_from; lb < 1 && i < m->nlevels; i++)
+		if (m->sites[m->levels[i].site].process == proc)
+			m->levels[i].bytes *= lb;
 }
 
 int ana_memory_end_process(ana_profile *p, uint32_t proc, const fmt_file *f)
@@ -401,6 +447,12 @@ int ana_memory_end_process(ana_profile *p, uint32_t proc, const fmt_file *f)
 			}
 		}
 	}
+	if (r && r->sampled) {
+		calibrate(p, proc, h, r->levels_from);
+		m->sampled_allocs += r->sampled_allocs;
+	}
+	m->end_live_bytes += h->live_bytes;
+	m->end_live_count += h->allocs > h->frees ? h->allocs - h->frees : 0;
 	rstate_free(r);
 	p->mem.priv = NULL;
 	return 0;
@@ -988,9 +1040,20 @@ int ana_memory_finish(ana_profile *p)
 					     : "per-stack numbers are whole");
 	if (m->untracked)
 		ana_warn(p, "%llu sampled allocations were left out: more sampled blocks were live than fennec "
-			    "watches for their frees (65,536); per-stack numbers are low; a larger --memory-rate "
-			    "samples fewer",
+			    "watches for their frees (65,536); the per-stack numbers, scaled to the exact totals, "
+			    "credit theirs to the stacks sampled; a larger --memory-rate samples fewer",
 			 (unsigned long long)m->untracked);
+	/* Per-stack numbers from a few samples are shares of a handful: say so. */
+	if (m->mode == FMT_MEM_SAMPLED && m->allocs && m->sampled_allocs < 20) {
+		char a[32], b[32];
+		char n[48];
+		snprintf(n, sizeof n, m->sampled_allocs ? "only %llu allocation%s" : "no allocation was",
+			 (unsigned long long)m->sampled_allocs, m->sampled_allocs == 1 ? " was" : "s were");
+		ana_warn(p, "%s sampled (one per %s allocated on average; the program allocated %s): per-stack numbers "
+			    "are %s; a smaller --memory-rate samples more, --memory=full records every allocation", n,
+			 ana_fmt_bytes((double)m->rate, a, sizeof a), ana_fmt_bytes((double)m->alloc_bytes, b, sizeof b),
+			 m->sampled_allocs ? "rough" : "missing");
+	}
 	rc = trend(p);
 	return rc ? rc : series(p);
 }

@@ -316,6 +316,9 @@ static void memory_json(FILE *out, const ana_profile *p)
 	knum(out, "allocation_rate_per_s", m->alloc_rate_per_s, &f1);
 	knum(out, "temporary_allocations", full ? (double)m->temporary : NAN, &f1);
 	knum(out, "temporary_bytes", full ? (double)m->temporary_bytes : NAN, &f1);
+	knum(out, "live_at_end_bytes", (double)m->end_live_bytes, &f1);
+	knum(out, "live_at_end_count", (double)m->end_live_count, &f1);
+	knum(out, "sampled_allocations", m->mode == FMT_MEM_SAMPLED ? (double)m->sampled_allocs : NAN, &f1);
 	knum(out, "leaked_bytes", full ? m->leaked_bytes : round(m->leaked_bytes), &f1);
 	knum(out, "leaked_count", full ? m->leaked_count : round(m->leaked_count), &f1);
 	key(out, "leaks_estimated", &f1);

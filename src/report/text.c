@@ -320,6 +320,11 @@ static void memory_text(FILE *out, const ana_profile *p, const style *st)
 		m->leaked_count, round(m->leaked_count) == 1 ? "" : "s");
 	if (m->runtime_bytes > 0)
 		fprintf(out, " (and %s held by the runtime: C library, loader, interpreter; not counted)", ana_fmt_bytes(m->runtime_bytes, d, sizeof d));
+	if (!full)
+		fprintf(out, "\n               estimated from sampled blocks; exact at the end: %llu more allocation%s than frees, "
+			     "%s live (usable bytes, the runtime's and what was allocated before recording included)",
+			(unsigned long long)m->end_live_count, m->end_live_count == 1 ? "" : "s",
+			ana_fmt_bytes((double)m->end_live_bytes, d, sizeof d));
 	fputc('\n', out);
 	if (m->cut_short_procs)
 		fprintf(out, "  cut short    %s%s in %.0f blocks live at the end of %u process%s killed or crashed (the "
