@@ -451,6 +451,29 @@ def test_sampled_mode_every_byte_sampled_matches_full():
 
 
 @collector
+def test_sampled_stacks_add_up_to_the_exact_totals():
+    """Sampled mode knows each process's allocations and requested bytes exactly: the
+    stacks' estimates are scaled to them. mem_leaks 2000 allocates ~0.6 MB, a handful of
+    samples at 64 KiB, each standing for ~64 KiB: their sum read anywhere from 0.5x to 2x
+    the exact total, and a stack could read more than the whole program allocated. The
+    unfreed line gives the exact live count beside the estimate."""
+    plain_only()
+    for n, rate in ((2000, "64K"), (100000, "16K")):
+        r, path = record("mem_leaks", n, opts=["--sample=off", "--memory=sampled", "--memory-rate", rate],
+                         out="s%d.fnc" % n)
+        rep = analyze(path, "--top", "100")
+        m = mem(rep)
+        rows = m["top_allocators"]
+        assert_true(m["sampled_allocations"] >= 1 and rows, "samples taken: %r" % m["sampled_allocations"])
+        assert_rel(sum(x["bytes"] for x in rows), m["allocated_bytes"], 0.01, "the stacks' bytes against the exact total")
+        assert_rel(sum(x["count"] for x in rows), m["allocations"], 0.01, "the stacks' allocations against the exact count")
+        assert_eq(m["live_at_end_count"], m["allocations"] - m["frees"], "memory.live_at_end_count")
+        text = analyze_raw(path).stdout
+        assert_true("exact at the end: %d more allocations than frees" % m["live_at_end_count"] in text,
+                    "the unfreed line gives the exact count: %s" % [l for l in text.splitlines() if "unfreed" in l or "exact" in l])
+
+
+@collector
 @statistical
 def test_sampled_estimates_are_unbiased():
     """mem_leaks 200000 at a 16 KiB rate: the estimated bytes and count of churn's 200,000
@@ -637,6 +660,26 @@ def test_leak_severity_counts_blocks():
         assert_eq(sev["keep_each"][0], "HIGH", "%s mode: keep_each's finding" % mode)
         # 100 exactly in full mode; sampled, 4 sigma below 100
         assert_true(sev["keep_each"][1] >= 75, "%s mode: keep_each's blocks: %s" % (mode, sev["keep_each"]))
+
+
+@collector
+def test_allocation_churn_needs_many_allocations_not_only_a_high_rate():
+    """mem_leaks N clean makes about N malloc/free pairs in a few ms per 100,000, no steps:
+    1.5 million of them are churn (over a million a second, and a million in all); 50,000
+    are not, though their rate is as high."""
+    plain_only()
+    r, path = record("mem_leaks", 1500000, "clean", opts=["--sample=off"], out="many.fnc")
+    rep = analyze(path)
+    churn = [f for f in rep["findings"] if f["type"] == "allocation_churn"]
+    assert_eq(len(churn), 1, "an allocation_churn finding for 1.5 million allocations")
+    assert_true(churn[0]["evidence"]["allocations"] >= 1500000 and "churn" in churn[0]["evidence"]["text"],
+                "its evidence: %r" % churn[0]["evidence"])
+    r, path = record("mem_leaks", 50000, "clean", opts=["--sample=off"], out="few.fnc")
+    rep = analyze(path)
+    assert_true(mem(rep)["allocation_rate_per_s"] > 1e6, "50,000 allocations at over a million a second: %r" %
+                mem(rep)["allocation_rate_per_s"])
+    assert_eq([f["subject"] for f in rep["findings"] if f["type"] == "allocation_churn"], [],
+              "allocation_churn findings for 50,000 allocations")
 
 
 @collector
