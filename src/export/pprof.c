@@ -414,7 +414,7 @@ int exp_pprof(FILE *out, const ana_profile *p, const exp_options *o)
 	if (has_off)
 		value_type(w, P_SAMPLE_TYPE, "offcpu", "nanoseconds");
 	main_mapping(w);
-	uint64_t period = o->memory ? (p->mem.rate ? p->mem.rate : 1)
+	uint64_t period = o->memory ? (p->mem.mode == FMT_MEM_SAMPLED && p->mem.rate ? p->mem.rate : 1)
 			  : p->smp.period_ns ? p->smp.period_ns
 			  : p->smp.requested_hz ? 1000000000ull / p->smp.requested_hz : 1;
 

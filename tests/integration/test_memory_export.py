@@ -8,6 +8,7 @@ speedscope's importer and schema, Python's XML parser.
 libfennec does not interpose malloc in sanitizer builds (the sanitizer owns it): the tests
 that need heap stacks skip there."""
 
+import re
 import os
 import xml.etree.ElementTree as ET
 
@@ -121,6 +122,9 @@ def test_pprof_bytes_and_objects():
     assert_eq(rows, {("space", "churn_here"): "%dB" % CHURN, ("space", "leak_here"): "%dB" % LEAK,
                      ("objects", "churn_here"): "100", ("objects", "leak_here"): "5"},
               "go tool pprof -top: flat bytes and objects")
+    # a full-mode sample stands for itself: period 1 (it read the file's sampling rate)
+    raw = go_pprof("-raw", pb)
+    assert_true(re.search(r"^Period: 1$", raw, re.M), "full mode's period:\n%s" % raw[:300])
     out = go_pprof("-top", "-unit=B", "-tagfocus=region=churn", pb)
     assert_true("churn_here" in out and "leak_here" not in out, "-tagfocus=region=churn:\n%s" % out)
     leaked = export(path, "pprof", "--memory", "leaked", out="leaked.pb.gz")
