@@ -1044,15 +1044,13 @@ int ana_memory_finish(ana_profile *p)
 			    "credit theirs to the stacks sampled; a larger --memory-rate samples fewer",
 			 (unsigned long long)m->untracked);
 	/* Per-stack numbers from a few samples are shares of a handful: say so. */
-	if (m->mode == FMT_MEM_SAMPLED && m->allocs && m->sampled_allocs < 20) {
+	if (m->mode == FMT_MEM_SAMPLED && m->sampled_allocs && m->sampled_allocs < 10) {
 		char a[32], b[32];
-		char n[48];
-		snprintf(n, sizeof n, m->sampled_allocs ? "only %llu allocation%s" : "no allocation was",
-			 (unsigned long long)m->sampled_allocs, m->sampled_allocs == 1 ? " was" : "s were");
-		ana_warn(p, "%s sampled (one per %s allocated on average; the program allocated %s): per-stack numbers "
-			    "are %s; a smaller --memory-rate samples more, --memory=full records every allocation", n,
-			 ana_fmt_bytes((double)m->rate, a, sizeof a), ana_fmt_bytes((double)m->alloc_bytes, b, sizeof b),
-			 m->sampled_allocs ? "rough" : "missing");
+		ana_warn(p, "only %llu allocation%s sampled (one per %s allocated on average; the program allocated %s): "
+			    "per-stack numbers are rough; a smaller --memory-rate samples more, --memory=full records "
+			    "every allocation",
+			 (unsigned long long)m->sampled_allocs, m->sampled_allocs == 1 ? " was" : "s were",
+			 ana_fmt_bytes((double)m->rate, a, sizeof a), ana_fmt_bytes((double)m->alloc_bytes, b, sizeof b));
 	}
 	rc = trend(p);
 	return rc ? rc : series(p);
