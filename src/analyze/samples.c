@@ -484,6 +484,33 @@ static uint32_t new_loc(fin *x, uint32_t func, uint32_t file, uint32_t line, uin
 	return s->nlocs++;
 }
 
+/*
+ * fennec's frames further out than its innermost ones, out of the program's stack (x->tmp,
+ * nl locations innermost first): the trampoline that starts the program's threads
+ * (tramp_main, below every thread's function), the pthread_create and exec wrappers the
+ * program's calls pass through. Innermost, they are kept: fennec's own code, its
+ * allocator wrappers. Returns the new length.
+ */
+static size_t drop_outer_fennec(fin *x, size_t nl)
+{
+	const ana_profile *p = x->p;
+	size_t k = 0;
+	int outside = 0, ours = 0;
+	uint32_t last = ANA_NONE;
+	for (size_t i = 0; i < nl; i++) {
+		uint32_t mod = p->smp.funcs[p->smp.locs[x->tmp[i]].func].module;
+		if (mod != last) {
+			last = mod;
+			ours = mod != ANA_NONE && ana_module_is_fennec(p->names[mod]);
+		}
+		if (ours && outside)
+			continue;
+		outside |= !ours;
+		x->tmp[k++] = x->tmp[i];
+	}
+	return k;
+}
+
 static uint32_t stack_for(fin *x, const uint32_t *locs, uint32_t n, int truncated)
 {
 	ana_sampling *s = &x->p->smp;
@@ -681,6 +708,7 @@ static int symbolise_process(fin *x, uint32_t proc, pstate *ps, badmod **bad, si
 			for (uint32_t i = 0; i < cnt; i++)
 				x->tmp[nl++] = first + i;
 		}
+		nl = drop_outer_fennec(x, nl);
 		/* innermost first -> outermost first */
 		for (size_t a = 0, b = nl ? nl - 1 : 0; a < b; a++, b--) {
 			uint32_t t = x->tmp[a];

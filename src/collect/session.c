@@ -1255,15 +1255,18 @@ static char **collect_args(const char *arg0, va_list ap, char ***envp_out)
 
 typedef int (*execv_like)(const char *, char *const[]);
 
+/* argv is fennec's own allocation, not the program's (nor counted). */
 static int exec_list(execv_like fn, const char *file, const char *arg, va_list ap)
 {
+	int was = col_mem_internal(1);
 	char **argv = collect_args(arg, ap, NULL);
+	col_mem_internal(was);
 	if (!argv) {
 		errno = ENOMEM;
 		return -1;
 	}
 	int rc = fn(file, argv);
-	free(argv);
+	free(argv); /* fennec's own blocks are known by their address */
 	return rc;
 }
 
@@ -1290,7 +1293,9 @@ API int execle(const char *path, const char *arg, ...)
 	va_list ap;
 	char **envp;
 	va_start(ap, arg);
+	int was = col_mem_internal(1);
 	char **argv = collect_args(arg, ap, &envp);
+	col_mem_internal(was);
 	va_end(ap);
 	if (!argv) {
 		errno = ENOMEM;

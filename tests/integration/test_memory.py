@@ -97,7 +97,7 @@ def test_full_mode_reports_known_leaks_exactly():
 def own_frames(m):
     """Frames of fennec's collector in the program's allocation stacks."""
     return sorted({f for s in m["top_allocators"] + m["at_peak"] + m["leaks"] for f in s["stack"]
-                   if re.match(r"(col_|tid_add |blk_enter )", f)})
+                   if re.match(r"(col_|tid_add |blk_enter |tramp_main |collect_args |exec_list )", f)})
 
 
 @collector
@@ -111,6 +111,29 @@ def test_fennec_allocations_are_not_the_programs():
     assert_eq(own_frames(mem(analyze(path))), [], "CPU sampling: fennec's frames in allocation stacks")
     r, path = record("offcpu", 20, 50, opts=["--memory=full", "--sample=wall"], out="own-wall.fnc")
     assert_eq(own_frames(mem(analyze(path))), [], "wall sampling: fennec's frames in allocation stacks")
+    # execl builds its argv in fennec's wrapper: fennec's block, not the program's; and the
+    # trampoline that starts threads (mem_leaks leaks from a second thread) is not a frame
+    # of the program's stacks
+    build_program(EXECS, "execs.c", ("cc", "gcc"))
+    r, path = record(os.path.abspath("execs"), opts=["--memory=full", "--sample=off"], out="own-exec.fnc")
+    m = mem(analyze(path))
+    assert_eq(own_frames(m), [], "execl: fennec's frames in allocation stacks")
+    assert_true(all(l["function"] == "main" for l in m["leaks"] if "execs.c" in " ".join(l["stack"])),
+                "the leaks of execs are main's: %r" % m["leaks"])
+
+
+EXECS = r"""
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+int main(void)
+{
+	char *volatile config = malloc(4096);
+	memset(config, 1, 4096);
+	execl("/bin/true", "true", (char *)0);
+	return 1;
+}
+"""
 
 
 @collector
