@@ -1,6 +1,7 @@
 /*
  * main.c - entry point of the fennec command: dispatches to one file per subcommand.
  */
+#include <ctype.h>
 #include <errno.h>
 #include <math.h>
 #include <stdarg.h>
@@ -122,7 +123,9 @@ int cli_parse_double(const char *cmd, const char *opt, const char *s, double lo,
 	char *end;
 	errno = 0;
 	double v = s ? strtod(s, &end) : 0;
-	if (!s || errno || end == s || *end || v < lo || v > hi) {
+	/* strtod reads "nan" and "inf" too; a NaN passes every comparison below, so that a
+	 * threshold of nan silently fired every rule. */
+	if (!s || errno || end == s || *end || !isfinite(v) || v < lo || v > hi) {
 		cli_error(cmd, "%s needs a number from %g to %g, not '%s'", opt, lo, hi, s ? s : "");
 		return -1;
 	}
@@ -134,8 +137,9 @@ int cli_parse_u32(const char *cmd, const char *opt, const char *s, unsigned lo, 
 {
 	char *end;
 	errno = 0;
-	unsigned long v = s ? strtoul(s, &end, 10) : 0;
-	if (!s || errno || end == s || *end || v < lo || v > hi || s[0] == '-') {
+	/* Digits only: strtoul skips blanks and negates a '-' after them (" -1" is ULONG_MAX). */
+	unsigned long v = s && isdigit((unsigned char)s[0]) ? strtoul(s, &end, 10) : 0;
+	if (!s || !isdigit((unsigned char)s[0]) || errno || *end || v < lo || v > hi) {
 		cli_error(cmd, "%s needs a whole number from %u to %u, not '%s'", opt, lo, hi, s ? s : "");
 		return -1;
 	}

@@ -4,6 +4,7 @@
  * (same code, or the same signal). The recording is the output file plus one sibling
  * per further process (docs/format.md).
  */
+#include <ctype.h>
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -363,6 +364,24 @@ int cli_record_output(const char *given, char *out, size_t n)
 	return 0;
 }
 
+/* --step-schedule's four comma-separated numbers, digits only: sscanf's %u took "-1" as
+ * 4294967295, a schedule that waits forever. Returns 0 or -1. */
+static int parse_schedule(const char *s, unsigned out[4])
+{
+	for (int k = 0; k < 4; k++) {
+		char *end;
+		if (!s || !isdigit((unsigned char)*s))
+			return -1;
+		errno = 0;
+		unsigned long v = strtoul(s, &end, 10);
+		if (errno || v > UINT_MAX || *end != (k < 3 ? ',' : 0))
+			return -1;
+		out[k] = (unsigned)v;
+		s = end + 1;
+	}
+	return 0;
+}
+
 int cmd_record(int argc, char **argv)
 {
 	const char *output = "fennec.fnc";
@@ -407,10 +426,10 @@ int cmd_record(int argc, char **argv)
 			fraction = v;
 			i += cli_take(&x);
 		} else if (!strcmp(a, "--step-schedule")) {
-			unsigned wait, warm, active, repeat;
-			char extra;
-			if (!v || sscanf(v, "%u,%u,%u,%u%c", &wait, &warm, &active, &repeat, &extra) != 4 || active == 0) {
-				cli_error("record", "--step-schedule needs WAIT,WARMUP,ACTIVE,REPEAT with ACTIVE > 0, not '%s'", v ? v : "");
+			unsigned sched[4];
+			if (parse_schedule(v, sched) < 0 || sched[2] == 0) {
+				cli_error("record", "--step-schedule needs WAIT,WARMUP,ACTIVE,REPEAT, four whole numbers "
+						    "(none negative) with ACTIVE > 0, not '%s'", v ? v : "");
 				return 2;
 			}
 			schedule = v;

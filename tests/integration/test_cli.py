@@ -229,3 +229,33 @@ def test_full_disk():
     finally:
         subprocess.run(["umount", d])
         os.rmdir(d)
+
+
+def test_numbers_refused_when_not_finite_or_negative():
+    """A number option is refused, exit 2, with the option named, when its value is NaN or
+    infinite (strtod reads "nan" and "inf", and a NaN passes every range check: --hot-threshold
+    nan fired hot_operation on every region) or negative where the field is unsigned (sscanf's
+    %u took --step-schedule -1,0,1,0 as 4294967295)."""
+    _, path = record("nested", 100, out="n.fnc")
+    bad = []
+    for opt in ("--hot-threshold", "--imbalance-threshold", "--offcpu-threshold", "--outlier-factor",
+                "--gpu-sync-threshold", "--roofline-min-share"):
+        for v in ("nan", "NaN", "inf", "-inf", "infinity"):
+            bad.append((["analyze", path, opt, v], opt))
+    for opt in ("--threshold", "--alpha"):
+        for v in ("nan", "inf"):
+            bad.append((["compare", path, path, opt, v], opt))
+    for v in ("-1,0,1,0", "0,-1,1,0", "0,0,1,-1", "0,0,-1,0", " 1,0,1,0", "0,0,1,0,", "+1,0,1,0"):
+        bad.append((["record", "--step-schedule", v, "--", fixture("empty")], "--step-schedule"))
+    bad.append((["record", "--step-fraction", "nan", "--", fixture("empty")], "--step-fraction"))
+    for v in (" -1", "-0", "+100"):
+        bad.append((["analyze", path, "--top", v], "--top"))
+    for cmd, opt in bad:
+        r = run([fennec_bin()] + cmd, timeout_s=60)
+        assert_true(r.returncode == 2 and opt in r.stderr, "fennec %s: expected a usage error naming %s, got %s"
+                    % (" ".join(cmd), opt, r.describe()))
+    # what is still accepted
+    r = run([fennec_bin(), "record", "-q", "-o", "s.fnc", "--step-schedule", "0,0,1,0", "--", fixture("empty")])
+    assert_eq(r.returncode, 0, "--step-schedule 0,0,1,0: %s" % r.describe())
+    r = run([fennec_bin(), "analyze", path, "--hot-threshold", "12.5", "--top", "5"])
+    assert_eq(r.returncode, 0, "--hot-threshold 12.5: %s" % r.describe())
