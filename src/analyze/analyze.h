@@ -383,6 +383,7 @@ typedef struct ana_memory {
 	uint32_t cut_short_procs;           /* such processes with blocks live at the end */
 	uint64_t temporary, temporary_bytes; /* full mode: temporary allocations, their bytes */
 	uint64_t sampled_allocs; /* sampled mode: allocations sampled (records read) */
+	uint64_t standing_samples; /* ... of them, blocks under ~2.4x the rate, which stand for others */
 	uint64_t end_live_bytes, end_live_count; /* exact (counters): live when the sessions ended,
 						    usable bytes, the runtime's blocks included */
 	double allocs_per_step;  /* NAN without steps */

@@ -102,6 +102,7 @@ typedef struct rstate {
 	uint32_t peak_site;
 	uint64_t marked_for;     /* sampled: the counters' peak time P was set for */
 	uint64_t sampled_allocs; /* sampled: allocation records read */
+	uint64_t standing;       /* ... of them, blocks that stand for others (weight 1.1 or more) */
 	size_t levels_from;      /* m->levels of this process start here */
 	uint32_t *changed;       /* sites changed since the process's latest timeline point */
 	size_t nchanged, changed_cap;
@@ -251,6 +252,7 @@ static int by_stack(ana_profile *p, rstate *r, const fmt_file *f, const fmt_even
 	s->allocs += w;
 	s->bytes += bytes;
 	r->sampled_allocs += r->sampled;
+	r->standing += r->sampled && w >= 1.1;
 	s->live_count += w;
 	s->live_bytes += bytes;
 	r->live_bytes += bytes;
@@ -312,6 +314,7 @@ int ana_memory_event(ana_profile *p, uint32_t proc, const fmt_file *f, const fmt
 	s->allocs += w;
 	s->bytes += (double)ev->size * w;
 	r->sampled_allocs += r->sampled;
+	r->standing += r->sampled && w >= 1.1;
 	s->live_count += w;
 	s->live_bytes += (double)ev->size * w;
 	r->live_bytes += (double)ev->size * w;
@@ -450,6 +453,7 @@ int ana_memory_end_process(ana_profile *p, uint32_t proc, const fmt_file *f)
 	if (r && r->sampled) {
 		calibrate(p, proc, h, r->levels_from);
 		m->sampled_allocs += r->sampled_allocs;
+		m->standing_samples += r->standing;
 	}
 	m->end_live_bytes += h->live_bytes;
 	m->end_live_count += h->allocs > h->frees ? h->allocs - h->frees : 0;
@@ -1043,13 +1047,15 @@ int ana_memory_finish(ana_profile *p)
 			    "watches for their frees (65,536); the per-stack numbers, scaled to the exact totals, "
 			    "credit theirs to the stacks sampled; a larger --memory-rate samples fewer",
 			 (unsigned long long)m->untracked);
-	/* Per-stack numbers from a few samples are shares of a handful: say so. */
-	if (m->mode == FMT_MEM_SAMPLED && m->sampled_allocs && m->sampled_allocs < 10) {
+	/* Per-stack numbers from a few samples that stand for others are shares of a handful:
+	 * say so. (A block much larger than the rate is sampled for sure and stands for itself:
+	 * three samples of 4 MiB blocks are exact.) */
+	if (m->mode == FMT_MEM_SAMPLED && m->standing_samples && m->standing_samples < 10) {
 		char a[32], b[32];
-		ana_warn(p, "only %llu allocation%s sampled (one per %s allocated on average; the program allocated %s): "
-			    "per-stack numbers are rough; a smaller --memory-rate samples more, --memory=full records "
-			    "every allocation",
-			 (unsigned long long)m->sampled_allocs, m->sampled_allocs == 1 ? " was" : "s were",
+		ana_warn(p, "only %llu sampled allocation%s for others (one per %s allocated on average; the program "
+			    "allocated %s): per-stack numbers are rough; a smaller --memory-rate samples more, "
+			    "--memory=full records every allocation",
+			 (unsigned long long)m->standing_samples, m->standing_samples == 1 ? " stands" : "s stand",
 			 ana_fmt_bytes((double)m->rate, a, sizeof a), ana_fmt_bytes((double)m->alloc_bytes, b, sizeof b));
 	}
 	rc = trend(p);
