@@ -22,7 +22,8 @@ static const char help[] =
 	"\n"
 	"  --format F             text (default), json (schema: docs/json.md) or html (one\n"
 	"                         self-contained page with charts and tables: docs/html.md)\n"
-	"  -o, --output FILE      write the report to FILE instead of standard output\n"
+	"  -o, --output FILE      write the report to FILE instead of standard output (a recording\n"
+	"                         there, read or not, is refused, not replaced)\n"
 	"  --hot-threshold PCT    share of wall time above which hot_operation fires (default 10)\n"
 	"  --leak-threshold BYTES heap growth per step (or per second without steps) from which\n"
 	"                         memory_leak fires (default 10MB; K, KiB, KB, M, MiB, MB, G,\n"
@@ -211,6 +212,8 @@ int cmd_analyze(int argc, char **argv)
 		cli_error("analyze", "which recording? usage: fennec analyze FILE|DIR...");
 		goto out;
 	}
+	if (cli_out_check("analyze", out_path, paths, npaths) < 0)
+		goto out;
 	ana_profile p;
 	fmt_error err;
 	rc = ana_load_paths(paths, npaths, &opt, &p, &err);

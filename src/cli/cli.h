@@ -59,6 +59,17 @@ int cli_out_open(const char *cmd, cli_out *o, const char *path);
 int cli_out_close(const char *cmd, cli_out *o, int failed);
 
 /*
+ * Whether an output may be written: not when it is one of the inputs (the same file by
+ * device and inode, so ./x, x and a link to x match), nor when it is a fennec recording (a
+ * process file beside an input, one in an input directory, or another recording): the
+ * report would replace it. out NULL (standard output) passes. Returns 0, or prints why
+ * (naming the file) and returns -1, a usage error.
+ */
+int cli_out_check(const char *cmd, const char *out, const char *const *inputs, size_t n);
+/* Whether path is a fennec profile file (it starts with the format's magic). */
+int cli_is_profile(const char *path);
+
+/*
  * One command-line argument as the subcommands' parsers read it. A long option given as
  * "--name=value" reads as "--name" with the value inline; otherwise the value is the next
  * argument. A branch that takes the value steps over it with `i += cli_take(&x)` (nothing

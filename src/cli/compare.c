@@ -22,7 +22,8 @@ static const char help[] =
 	"\n"
 	"  --format text|json|html  report format (default text; json schema: docs/compare.md;\n"
 	"                         html: one self-contained page with charts and the flame graph)\n"
-	"  -o, --output FILE      write the report to FILE instead of standard output\n"
+	"  -o, --output FILE      write the report to FILE instead of standard output (a recording\n"
+	"                         there, read or not, is refused, not replaced)\n"
 	"  --threshold PCT        smallest change called significant (default 2): a speedup\n"
 	"                         within 1/(1+PCT/100) .. 1+PCT/100 is noise\n"
 	"  --alpha P              significance level of the tests (default 0.05)\n"
@@ -172,6 +173,8 @@ int cmd_compare(int argc, char **argv)
 		cli_error("compare", "which recordings? usage: fennec compare A B (see fennec compare --help)");
 		return 2;
 	}
+	if (cli_out_check("compare", out_path, path, 2) < 0)
+		return 2;
 	ana_profile pa, pb;
 	memset(&pb, 0, sizeof pb);
 	if (load(path[0], &opt, &pa)) {

@@ -26,7 +26,8 @@ static const char help[] =
 	"                         speedscope    speedscope's JSON: samples and regions per thread\n"
 	"                         chrome-trace  trace events for Perfetto and chrome://tracing\n"
 	"                         csv           a table for spreadsheets and scripts (see --table)\n"
-	"  -o, --output FILE      write to FILE instead of standard output\n"
+	"  -o, --output FILE      write to FILE instead of standard output (a recording there,\n"
+	"                         read or not, is refused, not replaced)\n"
 	"  --kind cpu|offcpu|all  which samples (default: cpu for folded and svg, all for the others)\n"
 	"  --thread TID           only this thread's samples (and, in traces, its events)\n"
 	"  --region NAME          only samples taken inside this fennec region (a name, or a path a/b)\n"
@@ -267,6 +268,9 @@ int cmd_export(int argc, char **argv)
 		cli_error("export", "pprof output is binary: give -o FILE (e.g. -o profile.pb.gz)");
 		return 2;
 	}
+	const char *inputs[] = {path, base_path};
+	if (cli_out_check("export", out_path, inputs, 2) < 0)
+		return 2;
 
 	ana_profile p;
 	fmt_error err;

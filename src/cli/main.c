@@ -3,6 +3,7 @@
  */
 #include <ctype.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -89,6 +90,37 @@ int cli_out_close(const char *cmd, cli_out *o, int failed)
 	if (o->tmp[0] && rename(o->tmp, o->path) < 0) {
 		cli_error(cmd, "cannot create %s: %s", o->path, strerror(errno));
 		unlink(o->tmp);
+		return -1;
+	}
+	return 0;
+}
+
+int cli_is_profile(const char *path)
+{
+	char magic[8];
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return 0;
+	ssize_t n = read(fd, magic, 8);
+	close(fd);
+	return n == 8 && !memcmp(magic, FMT_MAGIC, 8);
+}
+
+int cli_out_check(const char *cmd, const char *out, const char *const *inputs, size_t n)
+{
+	struct stat so, si;
+	if (!out || stat(out, &so) != 0)
+		return 0;
+	for (size_t i = 0; i < n; i++)
+		if (inputs[i] && stat(inputs[i], &si) == 0 && si.st_dev == so.st_dev && si.st_ino == so.st_ino) {
+			cli_error(cmd, "-o %s is %s%sthe recording being read: writing there would destroy it; "
+				  "choose another output file", out, strcmp(out, inputs[i]) ? inputs[i] : "",
+				  strcmp(out, inputs[i]) ? ", " : "");
+			return -1;
+		}
+	if (S_ISREG(so.st_mode) && cli_is_profile(out)) {
+		cli_error(cmd, "-o %s is a fennec recording: writing there would destroy it; "
+			  "remove it first, or choose another output file", out);
 		return -1;
 	}
 	return 0;

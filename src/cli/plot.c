@@ -161,6 +161,8 @@ int cmd_plot(int argc, char **argv)
 		cli_error("plot", "--metric applies to --kind metrics only");
 		return 2;
 	}
+	if (cli_out_check("plot", out_path, &path, 1) < 0)
+		return 2;
 	o.source = path;
 	const char *why;
 	if (o.format == PLOT_PNG && plot_png_load(&why)) {

@@ -259,3 +259,40 @@ def test_numbers_refused_when_not_finite_or_negative():
     assert_eq(r.returncode, 0, "--step-schedule 0,0,1,0: %s" % r.describe())
     r = run([fennec_bin(), "analyze", path, "--hot-threshold", "12.5", "--top", "5"])
     assert_eq(r.returncode, 0, "--hot-threshold 12.5: %s" % r.describe())
+
+
+def test_output_that_is_a_recording_is_refused():
+    """-o naming the recording being read (as itself, through another name, or through a
+    link), a process file beside it, or another recording: refused with exit status 2 and a
+    message naming the file, and the recording left byte for byte. analyze, export and
+    compare used to exit 0 having replaced the recording with the report."""
+    import filecmp
+    import shutil
+    _, path = record("forker", 2, out="self.fnc")
+    shutil.copy(path, "other.fnc")
+    shutil.copy(path, "pristine")
+    sibling = sorted(n for n in os.listdir(".") if n.startswith("self.fnc."))
+    assert_true(sibling, "forker's child wrote a process file beside self.fnc: %s" % os.listdir("."))
+    shutil.copy(sibling[0], "pristine.sibling")
+    os.symlink("self.fnc", "link.fnc")
+    cases = []
+    for out in ("self.fnc", "./self.fnc", os.path.abspath("self.fnc"), "link.fnc", sibling[0], "other.fnc"):
+        cases += [["analyze", "self.fnc", "-o", out], ["analyze", "self.fnc", "--format", "json", "-o", out],
+                  ["export", "self.fnc", "--format", "folded", "-o", out],
+                  ["compare", "other.fnc", "self.fnc", "-o", out]]
+    cases += [["export", "other.fnc", "--format", "diff-svg", "--base", "link.fnc", "-o", "self.fnc"],
+              ["analyze", ".", "-o", "self.fnc"]]
+    for cmd in cases:
+        r = run([fennec_bin()] + cmd, timeout_s=60)
+        out = cmd[-1]
+        assert_true(r.returncode == 2 and out in r.stderr and "recording" in r.stderr,
+                    "fennec %s: expected exit 2 naming %s, got %s" % (" ".join(cmd), out, r.describe()))
+        assert_true(filecmp.cmp("self.fnc", "pristine", shallow=False) and
+                    filecmp.cmp("other.fnc", "pristine", shallow=False) and
+                    filecmp.cmp(sibling[0], "pristine.sibling", shallow=False) and os.path.islink("link.fnc"),
+                    "fennec %s left the recordings as they were" % " ".join(cmd))
+    # a report over an older report is still replaced
+    for cmd in (["analyze", "self.fnc", "-o", "r.txt"], ["analyze", "self.fnc", "-o", "r.txt"],
+                ["analyze", "self.fnc", "--format", "json", "-o", "r.txt"]):
+        r = run([fennec_bin()] + cmd)
+        assert_eq(r.returncode, 0, "fennec %s: %s" % (" ".join(cmd), r.describe()))
