@@ -53,8 +53,11 @@ static const char help[] =
 	"  -o, --output FILE          profile path (default fennec.fnc); %r is the rank of an MPI or\n"
 	"                             torchrun job, %p the pid of fennec record, %h the host name.\n"
 	"                             A directory (existing, or a name ending in /) gets fennec.fnc;\n"
-	"                             missing directories are made. An existing FILE must be a\n"
-	"                             regular file (not /dev/null, a FIFO or a symbolic link).\n"
+	"                             missing directories are made. An existing FILE must be an\n"
+	"                             earlier recording (it is replaced) or empty: another file (the\n"
+	"                             program, a source file, /dev/null, a FIFO, a symbolic link) is\n"
+	"                             refused. A PROGRAM that cannot be run leaves FILE as it was\n"
+	"                             (exit status 127 when not found, 126 when not executable).\n"
 	"                             Under a launcher of several ranks a name without %r gets\n"
 	"                             .rank<R> before its extension: mpirun -np 4 fennec record -o\n"
 	"                             out/run.fnc -- ./app writes out/run.rank0.fnc ... (docs/ranks.md)\n"
@@ -119,8 +122,10 @@ static int find_library(char *out, size_t n)
 	return -1;
 }
 
-/* Is `path` a fennec profile (magic check)? */
-static int is_profile(const char *path)
+/* Whether the regular file at path may be replaced by a recording: a fennec profile, or
+ * what is left of one that could not write its header (empty, or the magic's beginning).
+ * Anything else is someone's data: a program, a source file, a report. */
+static int replaceable(const char *path)
 {
 	char magic[8];
 	int fd = open(path, O_RDONLY | O_CLOEXEC);
@@ -128,7 +133,49 @@ static int is_profile(const char *path)
 		return 0;
 	ssize_t n = read(fd, magic, 8);
 	close(fd);
-	return n == 8 && !memcmp(magic, FMT_MAGIC, 8);
+	return n >= 0 && !memcmp(magic, FMT_MAGIC, (size_t)n);
+}
+
+/*
+ * The file that execvp(name) would run, searched as execvp searches (a name with a '/' as
+ * it is, else each directory of $PATH, or of the system's default path), into out.
+ * Returns 0, or the errno that execvp would fail with: ENOENT when there is no such file,
+ * EACCES when there is one but not an executable regular file. So that a program that
+ * cannot be run is said before the recording at the output path is removed.
+ */
+static int find_program(const char *name, char *out, size_t n)
+{
+	struct stat st;
+	if (!*name)
+		return ENOENT;
+	if (strchr(name, '/')) {
+		if (stat(name, &st) != 0)
+			return errno;
+		if (!S_ISREG(st.st_mode) || access(name, X_OK) != 0)
+			return EACCES;
+		snprintf(out, n, "%s", name);
+		return 0;
+	}
+	char defpath[PATH_MAX] = "/bin:/usr/bin";
+	const char *path = getenv("PATH");
+	if (!path) {
+		size_t k = confstr(_CS_PATH, defpath, sizeof defpath);
+		path = k > 0 && k <= sizeof defpath ? defpath : "/bin:/usr/bin";
+	}
+	int err = ENOENT;
+	for (const char *p = path;; p++) {
+		size_t len = strcspn(p, ":");
+		/* an empty entry is the current directory */
+		if ((size_t)snprintf(out, n, "%.*s%s%s", (int)len, p, len ? "/" : "", name) < n && stat(out, &st) == 0) {
+			if (S_ISREG(st.st_mode) && access(out, X_OK) == 0)
+				return 0;
+			err = EACCES;
+		}
+		p += len;
+		if (!*p)
+			break;
+	}
+	return err;
 }
 
 /* Remove the sibling files of an earlier recording at the same path, so that analysis
@@ -152,7 +199,7 @@ static void remove_old_siblings(const char *path)
 			continue;
 		char full[PATH_MAX * 2];
 		snprintf(full, sizeof full, "%s/%s", dir, e->d_name);
-		if (is_profile(full))
+		if (cli_is_profile(full))
 			unlink(full);
 	}
 	closedir(dp);
@@ -238,7 +285,7 @@ static void recording_size(const char *path, unsigned long long *bytes, int *fil
 		snprintf(full, sizeof full, "%s/%s", dir, e->d_name);
 		if (stat(full, &st) != 0 || !S_ISREG(st.st_mode))
 			continue;
-		if (is_profile(full)) {
+		if (cli_is_profile(full)) {
 			*bytes += (unsigned long long)st.st_size;
 			(*files)++;
 			*unfinished += !file_finished(full);
@@ -538,16 +585,35 @@ int cmd_record(int argc, char **argv)
 			return 1;
 		}
 	}
+	/* The old recording at PATH is removed below: first make sure the program can be
+	 * started, as execvp in the child will look for it, so that a mistyped name does not
+	 * cost the last recording. */
+	char prog[PATH_MAX];
+	int perr = find_program(argv[i], prog, sizeof prog);
+	if (perr) {
+		fprintf(stderr, "fennec record: cannot run '%s': %s\n", argv[i], strerror(perr));
+		return perr == ENOENT ? 127 : 126;
+	}
 	/* A recording is files: PATH, and PATH.PID.N beside it for each further process. A
 	 * device, FIFO or symbolic link there is refused before anything is opened: the old
 	 * recording at PATH is removed below, and removing /dev/null as root replaced the
-	 * device with the recording. */
-	struct stat st;
+	 * device with the recording. So is a regular file that is not a recording: -o naming
+	 * the program, or a source file, replaced it. */
+	struct stat st, pst;
 	int existed = lstat(abs, &st) == 0;
 	if (existed && !S_ISREG(st.st_mode)) {
 		cli_error("record", "cannot record to %s: it is not a regular file (a recording is a file there "
 				    "plus one beside it per further process; name a file, or a directory with -o DIR/)", abs);
 		return 1;
+	}
+	if (existed && stat(prog, &pst) == 0 && pst.st_dev == st.st_dev && pst.st_ino == st.st_ino) {
+		cli_error("record", "cannot record to %s: it is the program being run; choose another name with -o", output);
+		return 2;
+	}
+	if (existed && !replaceable(abs)) {
+		cli_error("record", "cannot record to %s: it exists and is not a fennec recording; remove it, or "
+				    "choose another name with -o", output);
+		return 2;
 	}
 	/* Fail early, with the reason, if the profile cannot be created. */
 	int probe = open(abs, O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
