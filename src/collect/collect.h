@@ -58,6 +58,17 @@ typedef struct col_thread {
 } col_thread;
 
 extern _Atomic uint32_t col_on;   /* session generation while a session runs, else 0 */
+
+/* Descriptors fennec keeps (fdguard.c): the program's close(), close_range(), closefrom(),
+ * dup2() and dup3() leave them alone. col_fd_keep moves fd to a high number and marks it
+ * (returns the new fd, or fd when it could not move); col_fd_mark marks it where it is;
+ * col_fd_close closes a marked one (not one the program's dup2 took meanwhile). */
+void col_fd_init(void);
+int col_fd_keep(int fd);
+int col_fd_mark(int fd);
+int col_fd_marked(int fd);
+void col_fd_close(int fd);
+int col_session_fd_move(int fd); /* session.c: move the recording off fd; 0 if it was there */
 void col_writer_nudge(void);
 extern _Atomic int col_writer_dozing; /* 1 while the writer sleeps longer than its usual slice */
 void col_ring_crossed(col_thread *t); /* a thread's ring crossed a COL_NUDGE_BYTES boundary */

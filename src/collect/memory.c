@@ -2099,7 +2099,7 @@ static uint64_t rss_now(void)
 static void open_statm(void)
 {
 	if (M.statm_fd < 0)
-		M.statm_fd = open("/proc/self/statm", O_RDONLY | O_CLOEXEC);
+		M.statm_fd = col_fd_keep(open("/proc/self/statm", O_RDONLY | O_CLOEXEC));
 	M.page = sysconf(_SC_PAGESIZE);
 }
 

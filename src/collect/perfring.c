@@ -80,6 +80,7 @@ col_pr *col_pr_open(pid_t tid, const col_pr_cfg *cfg, int (*move_fd)(int))
 		return NULL;
 	if (move_fd)
 		fd = move_fd(fd);
+	col_fd_mark(fd); /* kept from the program's closes (fdguard.c) */
 	size_t page = (size_t)sysconf(_SC_PAGESIZE);
 	void *m = MAP_FAILED;
 	uint32_t pages = cfg->pages;
@@ -95,7 +96,7 @@ col_pr *col_pr_open(pid_t tid, const col_pr_cfg *cfg, int (*move_fd)(int))
 		if (m != MAP_FAILED)
 			munmap(m, (1 + pages) * page);
 		free(r);
-		close(fd);
+		col_fd_close(fd);
 		return NULL;
 	}
 	r->fd = fd;
@@ -111,9 +112,10 @@ void col_pr_free(col_pr *r)
 {
 	if (!r)
 		return;
-	ioctl(r->fd, PERF_EVENT_IOC_DISABLE, 0);
+	if (col_fd_marked(r->fd)) /* else the program's dup2 took the number */
+		ioctl(r->fd, PERF_EVENT_IOC_DISABLE, 0);
 	munmap(r->meta, r->map_len);
-	close(r->fd);
+	col_fd_close(r->fd);
 	free(r);
 }
 
@@ -121,7 +123,7 @@ void col_pr_forget(col_pr *r)
 {
 	if (!r)
 		return;
-	close(r->fd);
+	col_fd_close(r->fd);
 	free(r);
 }
 

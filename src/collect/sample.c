@@ -278,7 +278,7 @@ static int probe_signal(void)
 	 * is most likely single-threaded: growing a table that threads share waits for an
 	 * RCU grace period (10-20 ms here), which would otherwise delay the first thread
 	 * sampled. */
-	close(fd_high(fd));
+	col_fd_close(fd_high(fd));
 	return 0;
 }
 
@@ -525,36 +525,28 @@ static void tid_release(tid_ent *e)
 	if (e->pr)
 		ring_retire(e->pr);
 	if (e->fd >= 0) {
-		ioctl(e->fd, PERF_EVENT_IOC_DISABLE, 0);
-		close(e->fd);
+		if (col_fd_marked(e->fd)) /* else the program's dup2 took the number */
+			ioctl(e->fd, PERF_EVENT_IOC_DISABLE, 0);
+		col_fd_close(e->fd);
 		P.fd_budget++;
 	}
 	if (e->has_timer)
 		timer_delete(e->timer);
 	if (e->stat_fd >= 0) {
-		close(e->stat_fd);
+		col_fd_close(e->stat_fd);
 		P.fd_budget++;
 	}
 	if (e->sys_fd >= 0) {
-		close(e->sys_fd);
+		col_fd_close(e->sys_fd);
 		P.fd_budget++;
 	}
 	free(e->blk);
 	*e = P.tids[--P.ntids];
 }
 
-/* Move an fd out of the low numbers programs use (select() has FD_SETSIZE 1024). */
-static int fd_high(int fd)
-{
-	struct rlimit rl;
-	if (fd < 0 || getrlimit(RLIMIT_NOFILE, &rl) != 0 || rl.rlim_cur < 256)
-		return fd;
-	int hi = fcntl(fd, F_DUPFD_CLOEXEC, (int)(rl.rlim_cur * 3 / 4));
-	if (hi < 0)
-		return fd;
-	close(fd);
-	return hi;
-}
+/* Move an fd out of the low numbers programs use (select() has FD_SETSIZE 1024), and keep
+ * it from the program's closes (fdguard.c): closed with col_fd_close. */
+static int fd_high(int fd) { return col_fd_keep(fd); }
 
 static int open_task_file(pid_t tid, const char *what)
 {
@@ -644,7 +636,7 @@ static void tid_add(pid_t tid)
 				e.fd = fd;
 				P.fd_budget--;
 			} else {
-				close(fd);
+				col_fd_close(fd);
 			}
 		}
 	}
@@ -674,7 +666,7 @@ static void tid_add(pid_t tid)
 		e.sys_fd = open_task_file(tid, "syscall");
 		if (e.stat_fd < 0) {
 			if (e.sys_fd >= 0)
-				close(e.sys_fd);
+				col_fd_close(e.sys_fd);
 			return;
 		}
 		P.fd_budget -= 1 + (e.sys_fd >= 0);
@@ -1050,11 +1042,11 @@ void col_sample_atfork_child(void)
 	for (uint32_t i = 0; i < P.ntids; i++) {
 		col_pr_forget(P.tids[i].pr);
 		if (P.tids[i].fd >= 0)
-			close(P.tids[i].fd);
+			col_fd_close(P.tids[i].fd);
 		if (P.tids[i].stat_fd >= 0)
-			close(P.tids[i].stat_fd);
+			col_fd_close(P.tids[i].stat_fd);
 		if (P.tids[i].sys_fd >= 0)
-			close(P.tids[i].sys_fd);
+			col_fd_close(P.tids[i].sys_fd);
 	}
 	P.ntids = 0;
 	P.nrefused = 0;

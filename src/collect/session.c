@@ -53,6 +53,8 @@ static struct {
 	char path[PATH_MAX];   /* the recording's base path */
 	char file[PATH_MAX + 64]; /* this process's file */
 	int fd;
+	dev_t dev;             /* the file's, to know it is still fd's (file_write) */
+	ino_t ino;
 	uint64_t file_off;     /* bytes safely written */
 	uint64_t lost_bytes;   /* chunk bytes that could not be written */
 	int write_failed;      /* a chunk could not be written: nothing more is (file_write) */
@@ -418,10 +420,19 @@ col_thread *col_thread_register(void)
  * the lost one defined, and the reader would refuse the whole file ("names undefined
  * stack"). The file ends where the failure was, as if the process had been killed there;
  * `fennec record` says so when the filesystem is (nearly) full. */
+/* Whether S.fd is still the recording's file: a program that closed it with a system call
+ * fdguard.c does not see, then opened a file of its own, has its file at that number. */
+static int fd_is_ours(void)
+{
+	struct stat st;
+	return fstat(S.fd, &st) == 0 && st.st_dev == S.dev && st.st_ino == S.ino;
+}
+
 static void file_write(const uint8_t *buf, size_t n)
 {
-	if (S.fd < 0 || S.write_failed) {
+	if (S.fd < 0 || S.write_failed || !fd_is_ours()) {
 		S.lost_bytes += n;
+		S.write_failed = 1;
 		return;
 	}
 	size_t done = 0;
@@ -540,7 +551,47 @@ static int open_file(void)
 		}
 	}
 	S.file_off = 0;
-	return S.fd < 0 ? (errno == ENOENT ? FENNEC_ENOENT : FENNEC_EIO) : 0;
+	if (S.fd < 0)
+		return errno == ENOENT ? FENNEC_ENOENT : FENNEC_EIO;
+	S.fd = col_fd_keep(S.fd);
+	struct stat st;
+	if (fstat(S.fd, &st) != 0) {
+		col_fd_close(S.fd);
+		S.fd = -1;
+		return FENNEC_EIO;
+	}
+	S.dev = st.st_dev;
+	S.ino = st.st_ino;
+	return 0;
+}
+
+/*
+ * The program's dup2() or dup3() is about to make fd a copy of another descriptor
+ * (fdguard.c): if fd is the recording's, move the recording to another number first.
+ * Under the flush lock, so that the writer is not between its check of the file and its
+ * write; waited for a second at most (a signal handler's dup2 may have interrupted the
+ * lock's holder), then moved without it. Returns 0 when fd was the recording's.
+ */
+int col_session_fd_move(int fd)
+{
+	if (fd < 0 || fd != S.fd)
+		return -1;
+	struct timespec dl;
+	clock_gettime(CLOCK_REALTIME, &dl);
+	dl.tv_sec += 1;
+	int locked = pthread_mutex_timedlock(&flush_lock, &dl) == 0;
+	int rc = -1;
+	if (fd == S.fd) {
+		int hi = col_fd_keep(fcntl(fd, F_DUPFD_CLOEXEC, fd + 1));
+		if (hi >= 0) {
+			S.fd = hi;
+			col_fd_close(fd); /* the number is the program's now (dup2 would close it) */
+			rc = 0;
+		}
+	}
+	if (locked)
+		pthread_mutex_unlock(&flush_lock);
+	return rc;
 }
 
 /* ---- the writer ---- */
@@ -860,7 +911,7 @@ static void *writer_main(void *arg)
 	/* The end of the session (session_end()): what the threads committed, END, close. */
 	flush_locked(1, S.end_reason);
 	if (S.fd >= 0)
-		close(S.fd);
+		col_fd_close(S.fd);
 	S.fd = -1;
 	pthread_mutex_unlock(&flush_lock);
 	return arg;
@@ -925,7 +976,7 @@ static int session_begin(void)
 	S.step_index = 0;
 	atomic_store(&col_gate, step_recorded(0));
 	if (start_writer() < 0) {
-		close(S.fd);
+		col_fd_close(S.fd);
 		S.fd = -1;
 		return FENNEC_ENOMEM;
 	}
@@ -1099,7 +1150,7 @@ static void atfork_child(void)
 	pid_t parent = S.pid;
 	atomic_store(&col_on, 0);
 	if (S.fd >= 0)
-		close(S.fd);
+		col_fd_close(S.fd);
 	S.fd = -1;
 	S.origin = FMT_ORIGIN_FORK;
 	S.parent_pid = parent;
@@ -1312,6 +1363,7 @@ static exit_fn real_exit, real_Exit; /* the next _exit and _Exit (col_autostart)
 __attribute__((constructor)) static void col_autostart(void)
 {
 	/* Looked up now: _exit may be called from a signal handler, where dlsym may not. */
+	col_fd_init();
 	real_exit = (exit_fn)dlsym(RTLD_NEXT, "_exit");
 	real_Exit = (exit_fn)dlsym(RTLD_NEXT, "_Exit");
 	const char *a = getenv("FENNEC_AUTOSTART");
