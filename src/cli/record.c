@@ -17,6 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
+#include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
@@ -86,14 +87,83 @@ static const char help[] =
 	"                             (default 8051) while it runs and after (docs/html.md)\n"
 	"  -q, --quiet                no summary line on standard error\n"
 	"\n"
+	"While PROGRAM runs, fennec record passes on to it the signals sent to fennec record, and\n"
+	"dies of none of them (SIGKILL and SIGSTOP cannot be caught). Without a controlling\n"
+	"terminal PROGRAM runs in a process group of its own: a signal sent to fennec record, or to\n"
+	"its process group, reaches PROGRAM once, and PROGRAM is killed if fennec record is. In a\n"
+	"terminal PROGRAM stays in fennec record's process group, so that Ctrl-C, Ctrl-Z and job\n"
+	"control reach it directly, not a second time through fennec record (a kill -- -PGID from\n"
+	"another terminal reaches it twice).\n"
+	"\n"
 	"The collector reads the same settings from FENNEC_* variables (docs/api.md).\n";
 
-static pid_t child;
+/*
+ * Signals while the program runs. fennec record stands for the program: it dies of no
+ * signal meant for the program (SIGUSR1 sent to the job killed it, leaving the program
+ * running with its exit status lost), passes on what is sent to it, and exits as the
+ * program does. kill() to one process and to its process group look the same to the one
+ * that receives it (SI_USER and the sender's pid), so where the program runs decides:
+ *
+ * - Without a controlling terminal (scripts, job schedulers, containers, CI) the program
+ *   runs in a process group of its own, as under tini, and every signal fennec record gets
+ *   is passed on: one sent to fennec record alone, or to its group, reaches it once (in the
+ *   same group, it also got the group's copy: a SIGTERM to the group counted 2).
+ *   The program is killed with fennec record (PR_SET_PDEATHSIG), as a SIGKILL to the group
+ *   would have killed it; a SIGSTOP to the group, which no one can catch, stops fennec
+ *   record only.
+ * - With one (a shell, its jobs and pipelines), the program stays in fennec record's group,
+ *   so that Ctrl-C, Ctrl-\, Ctrl-Z and job control reach it as they would without fennec.
+ *   What the terminal sends (si_code SI_KERNEL) reached the program too and is not passed
+ *   on; what a process sends is, unless the sender is in that group (the program's own
+ *   kill(0, ...)) and not fennec record's parent (fennec record --view's server). A signal
+ *   sent to the group from outside (kill -- -PGID) then reaches the program twice, as it
+ *   does under sudo without a pty.
+ *
+ * Never passed on: what fennec record sent itself (SIGPIPE of its own writes), what the
+ * program sent (a notice to its parent), and, from the kernel, fennec record's own
+ * SIGXCPU and SIGXFSZ. Faults (SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGTRAP, SIGSYS, SIGABRT)
+ * keep their default action: they are fennec record's own.
+ */
+static volatile pid_t child; /* the program, until it ended (0: none) */
+static int own_group;        /* the program runs in a process group of its own */
 
-static void forward(int sig)
+/* Whether a signal fennec record got is to be passed on to the program c. */
+static int pass_on(int sig, const siginfo_t *si, pid_t c)
 {
-	if (child > 0)
-		kill(child, sig);
+	if (si->si_code == SI_USER || si->si_code == SI_QUEUE || si->si_code == SI_TKILL) {
+		/* si_pid is 0 for a sender outside this pid namespace (docker stop) */
+		if (si->si_pid == getpid() || si->si_pid == c)
+			return 0;
+		return si->si_pid <= 0 || si->si_pid == getppid() || getpgid(si->si_pid) != getpgid(c);
+	}
+	if (!own_group)
+		return 0;
+	return sig != SIGXCPU && sig != SIGXFSZ;
+}
+
+static void forward(int sig, siginfo_t *si, void *ctx)
+{
+	int e = errno;
+	pid_t c = child;
+	if (c > 0 && pass_on(sig, si, c))
+		kill(c, sig);
+	errno = e;
+}
+
+/* The signals fennec record catches while the program runs: those whose default action
+ * would end it, less the faults, and in a group of its own the stops and SIGCONT. */
+static void forwarded_set(sigset_t *set)
+{
+	static const int term[] = {SIGHUP, SIGINT, SIGQUIT, SIGUSR1, SIGUSR2, SIGPIPE, SIGALRM, SIGTERM,
+				   SIGSTKFLT, SIGXCPU, SIGXFSZ, SIGVTALRM, SIGPROF, SIGIO, SIGPWR};
+	static const int job[] = {SIGTSTP, SIGTTIN, SIGTTOU, SIGCONT};
+	sigemptyset(set);
+	for (size_t k = 0; k < sizeof term / sizeof *term; k++)
+		sigaddset(set, term[k]);
+	for (int s = SIGRTMIN; s <= SIGRTMAX; s++)
+		sigaddset(set, s);
+	for (size_t k = 0; own_group && k < sizeof job / sizeof *job; k++)
+		sigaddset(set, job[k]);
 }
 
 /* libfennec.so beside the fennec binary: <prefix>/bin/fennec -> <prefix>/lib/libfennec.so. */
@@ -629,12 +699,6 @@ int cmd_record(int argc, char **argv)
 	if (getrandom(&rec_id, sizeof rec_id, 0) != sizeof rec_id)
 		rec_id = (uint64_t)getpid() << 32 ^ (uint64_t)time(NULL);
 
-	struct sigaction ign = {.sa_handler = SIG_IGN}, fwd = {.sa_handler = forward}, old_int, old_quit;
-	sigaction(SIGINT, &ign, &old_int); /* the terminal sends these to the program too */
-	sigaction(SIGQUIT, &ign, &old_quit);
-	sigaction(SIGTERM, &fwd, NULL);
-	sigaction(SIGHUP, &fwd, NULL);
-
 	/* The first perf event of a system costs its opener 4-12 ms here (the kernel turns
 	 * on its scheduler hooks); one held by this process for the whole run pays that
 	 * before the program starts, so the program's own start-up and first step are
@@ -649,16 +713,38 @@ int cmd_record(int argc, char **argv)
 	char boot[40];
 	if (!getenv("FENNEC_CLOCK_MONOTONIC") && cm_tsc_invariant() && cm_boot_id(boot) == 0)
 		snprintf(tsc, sizeof tsc, "%s %.9f", boot, cm_tsc_per_ns(2000000));
+	/* Signals (above forward()). They are blocked from here until the program's pid is
+	 * known, so that one arriving meanwhile is passed on, not lost; the program starts with
+	 * the dispositions and the mask fennec record was given. */
+	int tty = open("/dev/tty", O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+	own_group = tty < 0;
+	if (tty >= 0)
+		close(tty);
+	sigset_t fwd_set, orig_mask;
+	static struct sigaction old[_NSIG];
+	forwarded_set(&fwd_set);
+	sigprocmask(SIG_BLOCK, &fwd_set, &orig_mask);
+	struct sigaction fwd = {.sa_sigaction = forward, .sa_flags = SA_SIGINFO | SA_RESTART, .sa_mask = fwd_set};
+	for (int s = 1; s < _NSIG; s++)
+		if (sigismember(&fwd_set, s) == 1)
+			sigaction(s, &fwd, &old[s]);
+	pid_t self = getpid();
 	child = fork();
 	if (child < 0) {
 		cli_error("record", "fork failed: %s", strerror(errno));
 		return 1;
 	}
 	if (child == 0) {
-		sigaction(SIGINT, &old_int, NULL);
-		sigaction(SIGQUIT, &old_quit, NULL);
-		signal(SIGTERM, SIG_DFL);
-		signal(SIGHUP, SIG_DFL);
+		if (own_group) {
+			setpgid(0, 0);
+			prctl(PR_SET_PDEATHSIG, SIGKILL);
+			if (getppid() != self) /* fennec record was killed before the line above */
+				_exit(128 + SIGKILL);
+		}
+		for (int s = 1; s < _NSIG; s++)
+			if (sigismember(&fwd_set, s) == 1)
+				sigaction(s, &old[s], NULL);
+		sigprocmask(SIG_SETMASK, &orig_mask, NULL);
 		char v[PATH_MAX * 3 + 64];
 		const char *pre = getenv("LD_PRELOAD");
 		snprintf(v, sizeof v, "%s%s%s%s%s", lib, *maplib ? ":" : "", maplib, pre && *pre ? ":" : "",
@@ -705,8 +791,22 @@ int cmd_record(int argc, char **argv)
 		fprintf(stderr, "fennec record: cannot run '%s': %s\n", argv[i], strerror(e));
 		_exit(e == ENOENT ? 127 : 126);
 	}
+	if (own_group)
+		setpgid(child, child); /* as the child does: whichever comes first */
+	sigprocmask(SIG_SETMASK, &orig_mask, NULL);
+	/* Wait without reaping, so that a signal passed on meanwhile cannot reach another
+	 * process given the pid; from its end on, signals are no longer passed on. */
 	int status;
-	while (waitpid(child, &status, 0) < 0)
+	siginfo_t ended;
+	while (waitid(P_PID, (id_t)child, &ended, WEXITED | WNOWAIT) < 0)
+		if (errno != EINTR) {
+			cli_error("record", "waiting for %s failed: %s", argv[i], strerror(errno));
+			return 1;
+		}
+	sigprocmask(SIG_BLOCK, &fwd_set, NULL);
+	pid_t c = child;
+	child = 0;
+	while (waitpid(c, &status, 0) < 0)
 		if (errno != EINTR) {
 			cli_error("record", "waitpid failed: %s", strerror(errno));
 			return 1;

@@ -75,7 +75,8 @@ static int serve(view_options *o, pid_t child)
 	fflush(stdout);
 	for (;;) {
 		struct timespec ts = {0, 500 * 1000 * 1000};
-		int sig = sigtimedwait(&set, NULL, &ts);
+		siginfo_t si;
+		int sig = sigtimedwait(&set, &si, &ts);
 		if (sig == SIGCHLD || (child && sig < 0)) {
 			int st;
 			if (child && waitpid(child, &st, WNOHANG) == child) {
@@ -89,7 +90,11 @@ static int serve(view_options *o, pid_t child)
 		} else if (sig > 0) {
 			if (!child)
 				break;
-			kill(child, sig); /* the recording stops first; the view stays */
+			/* The recording stops first; the view stays. What the terminal sent (Ctrl-C)
+			 * reached the recording's process group too: passing it on would give the
+			 * program a second one (src/cli/record.c, above forward()). */
+			if (si.si_code == SI_USER || si.si_code == SI_QUEUE || si.si_code == SI_TKILL)
+				kill(child, sig);
 		} else if (errno != EAGAIN && errno != EINTR)
 			break;
 		if (view_refresh(s, NULL) == FENNEC_ENOMEM) {

@@ -6,9 +6,11 @@ the death of fennec record). Fixtures: forker.c, empty.c; a signal counter built
 import filecmp
 import os
 import shutil
+import signal
 import stat
 
-from helpers import (assert_eq, assert_true, base_env, fennec_bin, fixture, libfennec, record, run)
+from helpers import (SLOW, assert_eq, assert_true, base_env, fennec_bin, fixture, libfennec, record, run,
+                     wait_for)
 
 
 def record_raw(out, *prog, quiet=False):
@@ -72,3 +74,185 @@ def test_output_that_is_not_a_recording_is_refused():
     assert_eq(r.returncode, 0, "record over an empty file: %s" % r.describe())
     with open("empty.fnc", "rb") as f:
         assert_eq(f.read(4), b"\x89FNC", "empty.fnc now holds a recording")
+
+
+SIGCOUNT = r"""
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+static const int sigs[] = {SIGHUP, SIGINT, SIGQUIT, SIGTERM, SIGUSR1, SIGUSR2, SIGALRM};
+static volatile sig_atomic_t got[65];
+
+/* Slow, so that a second copy of a signal arriving a little after the first is counted,
+ * not merged into it while pending. */
+static void on(int s)
+{
+	struct timespec t = {0, 50 * 1000 * 1000};
+	got[s]++;
+	nanosleep(&t, NULL);
+}
+
+/* Says its pid and the dispositions and mask it started with, counts the signals above
+ * until its standard input closes, prints the counts and exits 3. */
+int main(void)
+{
+	sigset_t mask;
+	sigprocmask(SIG_SETMASK, NULL, &mask);
+	printf("pid %d start", (int)getpid());
+	for (unsigned i = 0; i < sizeof sigs / sizeof *sigs; i++) {
+		struct sigaction sa;
+		sigaction(sigs[i], NULL, &sa);
+		printf(" %d:%s%s", sigs[i], sa.sa_handler == SIG_IGN ? "ign" : sa.sa_handler == SIG_DFL ? "dfl" : "caught",
+		       sigismember(&mask, sigs[i]) ? ",blocked" : "");
+		signal(sigs[i], on);
+	}
+	sigprocmask(SIG_UNBLOCK, &mask, NULL);
+	printf("\n");
+	fflush(stdout);
+	char c;
+	while (read(0, &c, 1) != 0)
+		if (errno != EINTR)
+			break;
+	for (unsigned i = 0; i < sizeof sigs / sizeof *sigs; i++)
+		printf("%d=%d ", sigs[i], (int)got[sigs[i]]);
+	printf("\n");
+	return 3;
+}
+"""
+
+
+def build_sigcount():
+    with open("sigcount.c", "w") as f:
+        f.write(SIGCOUNT)
+    run([os.environ.get("CC", "cc"), "-O1", "sigcount.c", "-o", "sigcount"], check=True)
+    return os.path.abspath("sigcount")
+
+
+class Counted:
+    """`fennec record -- sigcount` in a session of its own (so that a signal to its process
+    group reaches fennec record and what it started, nothing else)."""
+
+    def __init__(self, prog, out="sig.fnc", preexec=None):
+        import subprocess
+        cmd = [fennec_bin(), "record", "-q", "-o", out, "--", prog]
+        self.p = subprocess.Popen(cmd, env=base_env({"FENNEC_LIB": libfennec()}), stdin=subprocess.PIPE,
+                                  stdout=subprocess.PIPE, start_new_session=True, preexec_fn=preexec)
+        line = self.p.stdout.readline().decode()
+        assert_true(line.startswith("pid "), "sigcount started: %r" % line)
+        self.pid = int(line.split()[1])
+        self.start = dict(w.split(":", 1) for w in line.split()[3:])
+
+    def finish(self):
+        """Close the program's input; (its counts by signal number, fennec record's status)."""
+        import time
+        time.sleep(0.3 * SLOW)  # what was sent is delivered, and a second copy would be
+        self.p.stdin.close()
+        out = self.p.stdout.read().decode()
+        rc = self.p.wait(timeout=30 * SLOW)
+        return {int(k): int(v) for k, v in (w.split("=") for w in out.split())}, rc
+
+    def kill(self):
+        if self.p.poll() is None:
+            os.killpg(self.p.pid, signal.SIGKILL)
+            self.p.wait()
+
+
+SIGNALS = (signal.SIGTERM, signal.SIGHUP, signal.SIGINT, signal.SIGQUIT, signal.SIGUSR1, signal.SIGUSR2, signal.SIGALRM)
+
+
+def test_signals_reach_the_program_once():
+    """A signal sent to fennec record's process group (os.killpg), or to fennec record alone
+    (os.kill), reaches the program once: SIGTERM and SIGHUP to the group counted 2 (the
+    program got them from the group and again from fennec record), SIGINT and SIGQUIT to
+    fennec record alone never reached it. fennec record dies of none of them (SIGUSR1,
+    SIGUSR2 and SIGALRM to the group killed it, the program running on, its exit status
+    lost) and exits with the program's status."""
+    prog = build_sigcount()
+    for send in (os.killpg, os.kill):
+        for sig in SIGNALS:
+            c = Counted(prog)
+            try:
+                send(c.p.pid, sig)
+                counts, rc = c.finish()
+            finally:
+                c.kill()
+            what = "%s(fennec record, %s)" % (send.__name__, sig.name)
+            assert_eq(rc, 3, "%s: fennec record's exit status (the program's)" % what)
+            assert_eq(counts, {int(s): int(s == sig) for s in SIGNALS}, "%s: the program's counts" % what)
+
+
+def test_sigint_to_fennec_record_ends_the_program():
+    """SIGINT to fennec record alone ends a program that does not catch it, as it would have
+    ended without fennec (it was ignored, and `sleep 30` ran on); fennec record's status is
+    the program's, killed by SIGINT."""
+    import subprocess
+    import time
+    env = base_env({"FENNEC_LIB": libfennec()})
+    p = subprocess.Popen([fennec_bin(), "record", "-q", "-o", "sleep.fnc", "--", "sleep", "30"], env=env,
+                         start_new_session=True)
+    try:
+        time.sleep(0.5 * SLOW)
+        os.kill(p.pid, signal.SIGINT)
+        rc = p.wait(timeout=10 * SLOW)
+    finally:
+        if p.poll() is None:
+            os.killpg(p.pid, signal.SIGKILL)
+            p.wait()
+    assert_eq(rc, -signal.SIGINT, "fennec record's status after SIGINT")
+
+
+def test_program_starts_with_the_signal_state_fennec_record_was_given():
+    """While the program runs fennec record catches signals and blocks them for a moment;
+    the program starts with the dispositions and the mask fennec record started with (an
+    ignored SIGUSR1 and a blocked SIGUSR2 stay so, the others default), as it would have
+    without fennec."""
+    prog = build_sigcount()
+
+    def preexec():
+        signal.signal(signal.SIGUSR1, signal.SIG_IGN)
+        signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGUSR2})
+    c = Counted(prog, preexec=preexec)
+    try:
+        start = c.start
+        c.finish()
+    finally:
+        c.kill()
+    expect = {str(int(s)): "dfl" for s in SIGNALS}
+    expect[str(int(signal.SIGUSR1))] = "ign"
+    expect[str(int(signal.SIGUSR2))] = "dfl,blocked"
+    assert_eq(start, expect, "the program's dispositions and mask at its start")
+
+
+def test_program_follows_fennec_record_stopped_continued_or_killed():
+    """The program runs in a process group of its own, away from a terminal: SIGTSTP and
+    SIGCONT to fennec record's group stop and continue it through fennec record, and a
+    SIGKILL to the group, which fennec record cannot pass on, still ends it (with fennec
+    record) rather than leave it running alone."""
+    import time
+    prog = build_sigcount()
+
+    def state(pid):
+        try:
+            with open("/proc/%d/stat" % pid) as f:
+                s = f.read()
+            return s[s.rindex(")") + 2]
+        except OSError:
+            return None
+    c = Counted(prog)
+    try:
+        os.killpg(c.p.pid, signal.SIGTSTP)
+        wait_for(lambda: state(c.pid) == "T", 10, "the program to stop")
+        os.killpg(c.p.pid, signal.SIGCONT)
+        wait_for(lambda: state(c.pid) in ("S", "R"), 10, "the program to continue")
+        assert_eq(c.p.poll(), None, "fennec record still runs")
+        os.killpg(c.p.pid, signal.SIGKILL)
+        c.p.wait(timeout=10 * SLOW)
+        wait_for(lambda: state(c.pid) in (None, "Z"), 10, "the program to end with fennec record")
+    finally:
+        c.kill()
+        if state(c.pid) not in (None, "Z"):
+            os.kill(c.pid, signal.SIGKILL)
