@@ -3186,8 +3186,13 @@ void col_mem_drain(void (*emit)(unsigned type, cm_buf *raw), void (*before)(void
 		return;
 	uint64_t head = atomic_load_explicit(&M.ring.head, memory_order_relaxed);
 	uint64_t cleared = head;
+	/* What was reserved when the drain began, no more: with threads allocating all the
+	 * while in full mode, a drain that took what kept coming held the flush lock without
+	 * end, and a fork (atfork_prepare) or the exit's final flush waited for it (2 to 5 s a
+	 * fork). Later records are the next drain's, a few milliseconds on. */
+	uint64_t end = atomic_load_explicit(&M.ring.tail, memory_order_acquire);
 	static _Alignas(8) uint8_t wrapped[REC_HDR + 8 * COL_SAMPLE_MAX_DEPTH + 4 * COL_MAX_DEPTH + 24];
-	for (uint32_t len; (len = col_ring_ready(&M.ring, head));) {
+	for (uint32_t len; head < end && (len = col_ring_ready(&M.ring, head));) {
 		__builtin_prefetch(M.ring.buf + ((head + RING_AHEAD) & (M.ring.size - 1)));
 		/* The record in place, or copied out when it wraps. */
 		const uint8_t *rec = col_ring_span(&M.ring, head, len);
