@@ -352,6 +352,8 @@ typedef struct ana_mem_site {
 	uint64_t temporary;     /* full mode: freed before the thread allocated anything else */
 	uint64_t temporary_bytes; /* ... their bytes */
 	int runtime;            /* the C runtime's or fennec's own: never a leak */
+	int at_exec;            /* its process's session ended by exec: what it left live, the exec
+				   released with the process's image; no leak */
 	int cut_short;          /* its process's file was cut short (killed or crashed): the frees
 				   after its last flush are lost, its blocks live at the end no leak */
 	/* replay state */
@@ -381,6 +383,8 @@ typedef struct ana_memory {
 	double runtime_bytes, runtime_count; /* unfreed at the end by the runtime */
 	double cut_short_bytes, cut_short_count; /* live at the end of files cut short */
 	uint32_t cut_short_procs;           /* such processes with blocks live at the end */
+	double exec_bytes, exec_count;      /* live when their process exec'd another program */
+	uint32_t exec_procs;
 	uint64_t temporary, temporary_bytes; /* full mode: temporary allocations, their bytes */
 	uint64_t sampled_allocs; /* sampled mode: allocations sampled (records read) */
 	uint64_t standing_samples; /* ... of them, blocks under ~2.4x the rate, which stand for others */

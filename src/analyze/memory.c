@@ -989,16 +989,23 @@ int ana_memory_finish(ana_profile *p)
 	/* A process killed or crashed (its file without END) lost the events after its last
 	 * flush, frees included: a pool worker that freed its task's 2,000 blocks and was then
 	 * sent SIGTERM read as a HIGH leak of them. Its blocks live at the end are said apart,
-	 * not as unfreed. (A session that ended by exit, _exit, exec or fennec_stop wrote
-	 * everything: what it left live, it left unfreed.) */
-	uint8_t *counted = calloc(p->nprocs ? p->nprocs : 1, 1);
-	if (!counted)
+	 * not as unfreed. A session that ended by exec wrote everything, but what it left live
+	 * the exec released with the process's image: the shell of a pyenv shim, which execs
+	 * python3, read as five leaks of bash's hash tables beside the script's. Those blocks
+	 * are said apart too. (One that ended by exit, _exit or fennec_stop: what it left
+	 * live, it left unfreed.) */
+	uint8_t *counted = calloc(p->nprocs ? p->nprocs : 1, 1), *execed = calloc(p->nprocs ? p->nprocs : 1, 1);
+	if (!counted || !execed) {
+		free(counted);
+		free(execed);
 		return FENNEC_ENOMEM;
+	}
 	for (uint32_t i = 0; i < m->nsites; i++) {
 		ana_mem_site *s = &m->sites[i];
 		s->runtime = s->stack != ANA_NONE && is_runtime(p, &p->smp.stacks[s->stack]);
 		const fmt_file *f = s->process < p->nprocs ? &p->procs[s->process].file : NULL;
 		s->cut_short = f && f->cut_short;
+		s->at_exec = f && !f->cut_short && f->has_end && f->exit_reason == FMT_END_EXEC;
 		if (s->live_count > 0.5) {
 			if (s->cut_short) {
 				m->cut_short_bytes += s->live_bytes;
@@ -1008,6 +1015,11 @@ int ana_memory_finish(ana_profile *p)
 			} else if (s->runtime) {
 				m->runtime_bytes += s->live_bytes;
 				m->runtime_count += s->live_count;
+			} else if (s->at_exec) {
+				m->exec_bytes += s->live_bytes;
+				m->exec_count += s->live_count;
+				if (!execed[s->process]++)
+					m->exec_procs++;
 			} else {
 				m->leaked_bytes += s->live_bytes;
 				m->leaked_count += s->live_count;
@@ -1017,6 +1029,7 @@ int ana_memory_finish(ana_profile *p)
 		m->temporary_bytes += s->temporary_bytes;
 	}
 	free(counted);
+	free(execed);
 	for (size_t i = 0; i < m->npoints; i++)
 		if (m->points[i].rss_bytes > m->peak_rss_bytes)
 			m->peak_rss_bytes = m->points[i].rss_bytes;

@@ -26,7 +26,7 @@ static double measure(const ana_mem_site *s, int by, double *count)
 	case ANA_MEM_LIVE:
 	case ANA_MEM_CUT:
 		*count = s->live_count;
-		return s->runtime || s->cut_short != (by == ANA_MEM_CUT) || s->live_count < 0.5 ? 0 : s->live_bytes;
+		return s->runtime || s->at_exec || s->cut_short != (by == ANA_MEM_CUT) || s->live_count < 0.5 ? 0 : s->live_bytes;
 	case ANA_MEM_PEAK:
 		*count = s->peak_count;
 		return s->peak_bytes;

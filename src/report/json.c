@@ -327,6 +327,9 @@ static void memory_json(FILE *out, const ana_profile *p)
 	knum(out, "cut_short_bytes", full ? m->cut_short_bytes : round(m->cut_short_bytes), &f1);
 	knum(out, "cut_short_count", full ? m->cut_short_count : round(m->cut_short_count), &f1);
 	knum(out, "cut_short_processes", (double)m->cut_short_procs, &f1);
+	knum(out, "exec_bytes", full ? m->exec_bytes : round(m->exec_bytes), &f1);
+	knum(out, "exec_count", full ? m->exec_count : round(m->exec_count), &f1);
+	knum(out, "exec_processes", (double)m->exec_procs, &f1);
 	knum(out, "heap_records", (double)m->records, &f1);
 	knum(out, "dropped_records", (double)m->dropped, &f1);
 	knum(out, "dropped_allocations", m->drops_unknown ? NAN : (double)m->dropped_allocs, &f1);

@@ -326,6 +326,11 @@ static void memory_text(FILE *out, const ana_profile *p, const style *st)
 			(unsigned long long)m->end_live_count, m->end_live_count == 1 ? "" : "s",
 			ana_fmt_bytes((double)m->end_live_bytes, d, sizeof d));
 	fputc('\n', out);
+	if (m->exec_procs)
+		fprintf(out, "  at exec      %s%s in %.0f block%s live when %u process%s exec'd another program (the exec "
+			     "released them): not counted as unfreed\n",
+			full ? "" : "about ", ana_fmt_bytes(m->exec_bytes, a, sizeof a), m->exec_count,
+			round(m->exec_count) == 1 ? "" : "s", m->exec_procs, m->exec_procs == 1 ? "" : "es");
 	if (m->cut_short_procs)
 		fprintf(out, "  cut short    %s%s in %.0f blocks live at the end of %u process%s killed or crashed (the "
 			     "frees after the last flush are lost): not counted as unfreed\n",

@@ -443,6 +443,37 @@ def test_temporary_allocations_count_only_the_temporary_bytes():
                 "the text report lists the temporary stacks:\n%s" % text)
 
 
+KEEPS_THEN_EXECS = r"""
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+static char *config;
+int main(void)
+{
+	config = malloc(2 << 20);
+	memset(config, 1, 2 << 20);
+	execl("/bin/true", "true", (char *)0);
+	return 1;
+}
+"""
+
+
+@collector
+def test_blocks_live_at_exec_are_not_leaks():
+    """A program keeps 2 MiB, then execs /bin/true (as a launcher or a pyenv shim's shell
+    does): the exec released the block with the image. It is reported apart ("at exec",
+    exec_bytes), not as unfreed, and makes no memory_leak finding (a MEDIUM one before)."""
+    plain_only()
+    build_program(KEEPS_THEN_EXECS, "execs.c", ("cc", "gcc"))
+    r, path = record(os.path.abspath("execs"), opts=["--memory=full", "--sample=off"], out="execs.fnc")
+    rep = analyze(path)
+    m = mem(rep)
+    assert_eq((m["exec_bytes"], m["exec_count"], m["exec_processes"]), (2 << 20, 1, 1), "memory.exec_*")
+    assert_eq([l for l in m["leaks"] if l["function"] == "main"], [], "main's block in memory.leaks")
+    assert_eq(leak_findings(rep), [], "memory_leak findings")
+    assert_true("at exec      2.0 MiB in 1 block" in analyze_raw(path).stdout, "the text report's at-exec line")
+
+
 @collector
 def test_leak_free_program_reports_no_leak():
     plain_only()
