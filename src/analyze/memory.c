@@ -603,6 +603,12 @@ static int is_std_frame(const ana_profile *p, uint32_t loc)
 	return !strncmp(b, "libstdc++", 9) || !strncmp(b, "libc++.", 7) || !strncmp(b, "libc++abi", 9);
 }
 
+/* A frame with no symbol: "<module file>+0x<offset>" (docs/json.md). */
+static int unnamed(const char *fn)
+{
+	return strstr(fn, "+0x") && !strchr(fn, ' ') && !strchr(fn, '(');
+}
+
 const char *ana_mem_site_name(const ana_profile *p, const ana_mem_site *s)
 {
 	if (s->stack == ANA_NONE || !p->smp.stacks[s->stack].n)
@@ -613,6 +619,11 @@ const char *ana_mem_site_name(const ana_profile *p, const ana_mem_site *s)
 		uint32_t loc = st->locs[st->n - 1 - k];
 		const char *fn = func_name(p, loc);
 		if (is_allocator(fn) && k + 1 < st->n)
+			continue;
+		/* A frame without a symbol called from an allocation layer is inside it: in a
+		 * stripped libsqlite3, sqlite3Malloc (exported, named) calls a static function
+		 * that calls malloc, and every row read "libsqlite3.so.0+0xa74f0". */
+		if (k + 1 < st->n && unnamed(fn) && is_allocator(func_name(p, st->locs[st->n - 2 - k])))
 			continue;
 		if (!is_std_frame(p, loc))
 			return fn;

@@ -314,6 +314,44 @@ int main(void)
 """
 
 
+STRIPPED_LAYER_LIB = r"""
+#include <stdlib.h>
+__attribute__((noinline)) static void *pool_get(size_t n) { void *p = malloc(n); return p; }
+void *sqlite3Malloc(size_t n) { return pool_get(n); }
+"""
+
+STRIPPED_LAYER_MAIN = r"""
+#include <stddef.h>
+void *sqlite3Malloc(size_t n);
+static void *volatile keep[16];
+__attribute__((noinline)) void insert_rows(void) { for (int i = 0; i < 9; i++) keep[i] = sqlite3Malloc(100); }
+int main(void) { insert_rows(); return 0; }
+"""
+
+
+@collector
+def test_allocation_layer_of_a_stripped_library():
+    """A stripped library names only what it exports: SQLite's sqlite3Malloc (in its dynamic
+    symbols) calls a static function, which calls malloc, and has no name. Every row of a
+    program using Debian's libsqlite3 read "libsqlite3.so.0+0xa74f0". A frame without a
+    name called from an allocation layer is in the layer: the row names insert_rows."""
+    plain_only()
+    cc = os.environ.get("CC", "cc")
+    with open("layer.c", "w") as f:
+        f.write(STRIPPED_LAYER_LIB)
+    with open("rows.c", "w") as f:
+        f.write(STRIPPED_LAYER_MAIN)
+    run([cc, "-O1", "-fPIC", "-shared", "-o", "liblayer.so", "layer.c"], check=True)
+    run(["strip", "--strip-unneeded", "liblayer.so"], check=True)
+    run([cc, "-O1", "-g", "-o", "rows", "rows.c", "-L.", "-llayer", "-Wl,-rpath," + os.getcwd()], check=True)
+    r, path = record(os.path.abspath("rows"), opts=["--memory=full", "--sample=off"], out="rows.fnc")
+    m = mem(analyze(path))
+    got = {l["function"]: (l["count"], l["bytes"]) for l in m["leaks"]}
+    assert_eq(got.get("insert_rows"), (9, 900), "the leak names insert_rows: %r" % got)
+    assert_true(any("liblayer.so+0x" in fr for l in m["leaks"] for fr in l["stack"]),
+                "the unnamed frame is in the stack: %r" % m["leaks"])
+
+
 @collector
 def test_fennecs_own_code_is_not_a_hot_function():
     """In full mode a program that allocates without pause spends a share of its samples in
