@@ -302,6 +302,7 @@ static void memory_json(FILE *out, const ana_profile *p)
 	knum(out, "peak_usable_bytes", (double)m->peak_usable_bytes, &f1);
 	knum(out, "peak_t_ns", (double)(m->peak_t_ns > p->procs[0].file.start_mono_ns ? m->peak_t_ns - p->procs[0].file.start_mono_ns : 0), &f1);
 	knum(out, "peak_step", (double)m->peak_step, &f1);
+	knum(out, "peak_process", m->peak_process < p->nprocs ? (double)p->procs[m->peak_process].file.pid : NAN, &f1);
 	key(out, "peak_region", &f1);
 	if (m->peak_node == ANA_NONE && m->peak_region == ANA_NONE)
 		fputs("null", out);

@@ -309,6 +309,8 @@ static void memory_text(FILE *out, const ana_profile *p, const style *st)
 		fprintf(out, ", step %llu", (unsigned long long)m->peak_step);
 	if (m->peak_node != ANA_NONE || m->peak_region != ANA_NONE)
 		fprintf(out, ", in %s", m->peak_node != ANA_NONE ? p->nodes[m->peak_node].path : p->names[m->peak_region]);
+	if (p->nprocs > 1 && m->peak_process < p->nprocs)
+		fprintf(out, ", pid %llu", (unsigned long long)p->procs[m->peak_process].file.pid);
 	fprintf(out, "   peak RSS %s\n", ana_fmt_bytes((double)m->peak_rss_bytes, c, sizeof c));
 	fprintf(out, "  allocations  %llu (%s)   frees %llu   largest %s   %.0f/s", (unsigned long long)m->allocs,
 		ana_fmt_bytes((double)m->alloc_bytes, a, sizeof a), (unsigned long long)m->frees,

@@ -512,6 +512,55 @@ def test_blocks_live_at_exec_are_not_leaks():
     assert_true("at exec      2.0 MiB in 1 block" in analyze_raw(path).stdout, "the text report's at-exec line")
 
 
+FORKS_AND_LEAKS = r"""
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+static void *volatile keep[64];
+__attribute__((noinline)) void parent_keeps(void) { for (int i = 0; i < 3; i++) memset(keep[i] = malloc(50000), 1, 50000); }
+__attribute__((noinline)) void child_keeps(void) { for (int i = 0; i < 20; i++) memset(keep[10 + i] = malloc(10000), 1, 10000); }
+int main(void)
+{
+	parent_keeps();
+	for (int c = 0; c < 3; c++) {
+		pid_t pid = fork();
+		if (!pid) {
+			child_keeps();
+			return 0;
+		}
+		waitpid(pid, NULL, 0);
+	}
+	return 0;
+}
+"""
+
+
+@collector
+def test_the_peak_is_one_process():
+    """A parent keeps 150,000 bytes, then three children in turn keep 200,000 bytes each.
+    The peak is one process's, at one moment: what was live at it adds up to peak_bytes,
+    in the JSON and in export --memory peak, and names that process. Each process's own
+    peak was summed before: 750,000 bytes "live at the peak" of a 200,000-byte peak."""
+    plain_only()
+    build_program(FORKS_AND_LEAKS, "forks.c", ("cc", "gcc"))
+    r, path = record(os.path.abspath("forks"), opts=["--memory=full", "--sample=off"], out="forks.fnc")
+    rep = analyze(path)
+    m = mem(rep)
+    assert_eq(rep["summary"]["processes"], 4, "processes")
+    assert_between(m["peak_bytes"], 200000, 200000 + 8192, "memory.peak_bytes (a child's)")
+    assert_true(m["peak_process"] in [p["pid"] for p in rep["processes"] if p["origin"] == "fork"],
+                "memory.peak_process is a child: %r" % m["peak_process"])
+    at_peak = sum(s["bytes"] for s in m["at_peak"])
+    assert_eq(at_peak, m["peak_bytes"], "the stacks live at the peak add up to it")
+    assert_true(all(s["process"] == m["peak_process"] for s in m["at_peak"]), "at_peak is the peak's process")
+    out = run([fennec_bin(), "export", path, "--format", "folded", "--memory", "peak", "-o", "peak.folded"])
+    assert_eq(out.returncode, 0, "fennec export --memory peak: %s" % out.stderr)
+    with open("peak.folded") as f:
+        total = sum(int(l.rsplit(" ", 1)[1]) for l in f if l.strip())
+    assert_eq(total, m["peak_bytes"], "export --memory peak adds up to memory.peak_bytes")
+
+
 @collector
 def test_leak_free_program_reports_no_leak():
     plain_only()
