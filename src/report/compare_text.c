@@ -249,8 +249,17 @@ int rep_compare_text(FILE *out, const ana_compare_result *r, const rep_compare_o
 	if (o->color)
 		c = (paint){"\033[1m", "\033[32m", "\033[31m", "\033[2m", "\033[0m"};
 	fprintf(out, "%sfennec compare%s\n", c.bold, c.reset);
-	fprintf(out, "  A: %s  (%s)\n", o->a_name ? o->a_name : "A", command(r->a.p));
-	fprintf(out, "  B: %s  (%s)\n", o->b_name ? o->b_name : "B", command(r->b.p));
+	fprintf(out, "  A: %s  (%s)%s\n", o->a_name ? o->a_name : "A", command(r->a.p),
+		r->a.p->cut_short ? "  (cut short)" : "");
+	fprintf(out, "  B: %s  (%s)%s\n", o->b_name ? o->b_name : "B", command(r->b.p),
+		r->b.p->cut_short ? "  (cut short)" : "");
+	/* Each side's warnings (a recording cut short, events dropped): a report written to a
+	 * file must carry them, not only the terminal it was made in. */
+	for (int side = 0; side < 2; side++) {
+		const ana_profile *p = side ? r->b.p : r->a.p;
+		for (uint32_t i = 0; i < p->nwarnings; i++)
+			fprintf(out, "  %swarning (%s): %s%s\n", c.red, side ? "B" : "A", p->warnings[i], c.reset);
+	}
 	summary(out, r, &c);
 	regions(out, r, o, &c);
 	functions(out, r, o, &c);

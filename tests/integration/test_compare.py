@@ -362,6 +362,17 @@ def test_compare_errors_and_output():
         check_schema(json.load(f))
     r = compare_raw(a, b, "-o", "/nonexistent/dir/cmp.txt")
     assert_clean_error(r, "/nonexistent/dir/cmp.txt")
+    # a side cut short: the text report written to a file says so, as the JSON does
+    with open(a, "rb") as f:
+        data = f.read()
+    with open("cut.fnc", "wb") as f:
+        f.write(data[:len(data) * 2 // 3])
+    r = compare_raw("cut.fnc", b, "-o", "cut.txt")
+    assert_eq(r.returncode, 0, "compare of a recording cut short: %s" % r.describe())
+    with open("cut.txt") as f:
+        text = f.read()
+    assert_true("(cut short)" in text_line(text, "A:") and "warning (A):" in text and "warning (B)" not in text,
+                "the text report says which side was cut short:\n%s" % text[:600])
     # --help
     r = compare_raw("--help")
     assert_true(r.returncode == 0 and "usage: fennec compare" in r.stdout, "--help")
