@@ -207,7 +207,7 @@ int cli_parse_bytes(const char *cmd, const char *opt, const char *s, uint64_t lo
 	return -1;
 }
 
-int main(int argc, char **argv)
+static int run_command(int argc, char **argv)
 {
 	if (argc < 2 || !strcmp(argv[1], "-h") || !strcmp(argv[1], "--help") || !strcmp(argv[1], "help")) {
 		fputs(usage, argc < 2 ? stderr : stdout);
@@ -236,4 +236,16 @@ int main(int argc, char **argv)
 	}
 	fprintf(stderr, "fennec: unknown command '%s'\n\n%s", cmd, usage);
 	return 2;
+}
+
+/* What a command printed to standard output must have reached it: `fennec --help >
+ * /dev/full` exited 0 with nothing written. */
+int main(int argc, char **argv)
+{
+	int rc = run_command(argc, argv);
+	if (fflush(stdout) != 0 || ferror(stdout)) {
+		fprintf(stderr, "fennec: writing to standard output failed: %s\n", strerror(errno ? errno : EIO));
+		return rc ? rc : 1;
+	}
+	return rc;
 }

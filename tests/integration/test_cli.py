@@ -1,6 +1,7 @@
 """The CLI's plumbing: default output name, FENNEC_OUTPUT, usage errors."""
 
 import os
+import subprocess
 
 from helpers import (analyze, analyze_raw, assert_clean_error, assert_eq, assert_true,
                      base_env, collector, fennec_bin, fixture, libfennec, record, region, run, Skip,
@@ -296,3 +297,15 @@ def test_output_that_is_a_recording_is_refused():
                 ["analyze", "self.fnc", "--format", "json", "-o", "r.txt"]):
         r = run([fennec_bin()] + cmd)
         assert_eq(r.returncode, 0, "fennec %s: %s" % (" ".join(cmd), r.describe()))
+
+
+def test_standard_output_that_cannot_be_written():
+    """`fennec --help > /dev/full` and `fennec version > /dev/full` exited 0 with nothing
+    written. What a command prints to standard output must reach it: exit 1 and a message."""
+    if not os.path.exists("/dev/full"):
+        raise Skip("no /dev/full here")
+    for args in (["--help"], ["version"], ["record", "--help"], ["analyze", "--help"]):
+        with open("/dev/full", "w") as full:
+            r = subprocess.run([fennec_bin()] + args, stdout=full, stderr=subprocess.PIPE, text=True, timeout=60)
+        assert_true(r.returncode == 1 and "standard output" in r.stderr,
+                    "fennec %s > /dev/full: exit %d, %r" % (" ".join(args), r.returncode, r.stderr))
