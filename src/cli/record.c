@@ -320,14 +320,29 @@ static void report_unfinished(const char *path, int unfinished, int files)
 {
 	char fr[32];
 	low_space(path, fr, sizeof fr);
-	if (!*fr)
-		return;
 	if (files == 1)
 		fprintf(stderr, "fennec record: the profile ends early, without its end record: ");
 	else
 		fprintf(stderr, "fennec record: %d of the %d process files end early, without their end record: ", unfinished, files);
-	fprintf(stderr, "the filesystem holding %s has %s free, and the collector stops writing at the first chunk "
-			"that does not fit (a full disk or a quota); `fennec analyze` reads what was written\n", path, fr);
+	if (*fr)
+		fprintf(stderr, "the filesystem holding %s has %s free, and the collector stops writing at the first chunk "
+				"that does not fit (a full disk or a quota); `fennec analyze` reads what was written\n", path, fr);
+	else
+		fprintf(stderr, "%s killed or crashed, or a write failed (a file size limit, a descriptor the program "
+				"closed); `fennec analyze` reads what was written\n",
+			files == 1 ? "the process was" : "their processes were");
+}
+
+/* Process files of the recording that hold no profile (their header could not be written). */
+static void report_empty(const char *path, int empty)
+{
+	char fr[32];
+	low_space(path, fr, sizeof fr);
+	fprintf(stderr, "fennec record: %d process file%s of %s %s empty: %s could not write a profile", empty,
+		empty == 1 ? "" : "s", path, empty == 1 ? "is" : "are", empty == 1 ? "its process" : "their processes");
+	if (*fr)
+		fprintf(stderr, " (the filesystem holding it has %s free)", fr);
+	fprintf(stderr, "\n");
 }
 
 /* Total size and count of the recording's files, how many end without END, and how many
@@ -836,8 +851,10 @@ int cmd_record(int argc, char **argv)
 						"before",
 					argv[i], WTERMSIG(status), strsignal(WTERMSIG(status)));
 			fprintf(stderr, "\n");
-			if (unfinished && !WIFSIGNALED(status))
+			if (unfinished && !(WIFSIGNALED(status) && files == 1))
 				report_unfinished(abs, unfinished, files);
+			if (empty)
+				report_empty(abs, empty);
 		}
 	}
 	if (WIFEXITED(status))

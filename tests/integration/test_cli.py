@@ -309,3 +309,38 @@ def test_standard_output_that_cannot_be_written():
             r = subprocess.run([fennec_bin()] + args, stdout=full, stderr=subprocess.PIPE, text=True, timeout=60)
         assert_true(r.returncode == 1 and "standard output" in r.stderr,
                     "fennec %s > /dev/full: exit %d, %r" % (" ".join(args), r.returncode, r.stderr))
+
+
+KILLS_ITS_CHILD = r"""
+#include <signal.h>
+#include <stdlib.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+int main(void)
+{
+	pid_t c = fork();
+	if (!c) {
+		for (;;)
+			free(malloc(100));
+	}
+	struct timespec t = {0, 300000000};
+	nanosleep(&t, NULL);
+	kill(c, SIGKILL);
+	waitpid(c, NULL, 0);
+	return 0;
+}
+"""
+
+
+@collector
+def test_record_says_which_process_files_end_early():
+    """A child killed by its parent leaves a process file without its end record, on a disk
+    with room: fennec record said nothing (it spoke only of a full disk). It now says how
+    many of the files end early and why they may."""
+    with open("kills.c", "w") as f:
+        f.write(KILLS_ITS_CHILD)
+    run([os.environ.get("CC", "cc"), "-O1", "-o", "kills", "kills.c"], check=True)
+    r, path = record(os.path.abspath("kills"), out="kills.fnc", opts=("--sample=off",))
+    assert_true("1 of the 2 process files end early" in r.stderr and "killed or crashed" in r.stderr,
+                "fennec record's summary:\n%s" % r.stderr)
