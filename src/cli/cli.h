@@ -68,6 +68,8 @@ int cli_out_close(const char *cmd, cli_out *o, int failed);
 int cli_out_check(const char *cmd, const char *out, const char *const *inputs, size_t n);
 /* Whether path is a fennec profile file (it starts with the format's magic). */
 int cli_is_profile(const char *path);
+/* Read the first (up to) 8 bytes of path into magic: how many were read, -1 if it cannot. */
+int cli_read_magic(const char *path, char magic[8]);
 
 /*
  * One command-line argument as the subcommands' parsers read it. A long option given as

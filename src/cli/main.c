@@ -95,15 +95,20 @@ int cli_out_close(const char *cmd, cli_out *o, int failed)
 	return 0;
 }
 
+int cli_read_magic(const char *path, char magic[8])
+{
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -1;
+	ssize_t n = read(fd, magic, 8);
+	close(fd);
+	return (int)n;
+}
+
 int cli_is_profile(const char *path)
 {
 	char magic[8];
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return 0;
-	ssize_t n = read(fd, magic, 8);
-	close(fd);
-	return n == 8 && !memcmp(magic, FMT_MAGIC, 8);
+	return cli_read_magic(path, magic) == 8 && !memcmp(magic, FMT_MAGIC, 8);
 }
 
 int cli_out_check(const char *cmd, const char *out, const char *const *inputs, size_t n)

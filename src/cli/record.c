@@ -198,11 +198,7 @@ static int find_library(char *out, size_t n)
 static int replaceable(const char *path)
 {
 	char magic[8];
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return 0;
-	ssize_t n = read(fd, magic, 8);
-	close(fd);
+	int n = cli_read_magic(path, magic);
 	return n >= 0 && !memcmp(magic, FMT_MAGIC, (size_t)n);
 }
 

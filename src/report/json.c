@@ -46,6 +46,16 @@ static void kfile(FILE *out, const ana_profile *p, const char *k, uint32_t file,
 		rep_json_string(out, p->names[file]);
 }
 
+/* A function's name (funcs index), or null. */
+static void kfunc(FILE *out, const ana_profile *p, const char *k, uint32_t fn, int *first)
+{
+	key(out, k, first);
+	if (fn == ANA_NONE)
+		fputs("null", out);
+	else
+		rep_json_string(out, p->names[p->smp.funcs[fn].name]);
+}
+
 static void functions(FILE *out, const ana_profile *p, const ana_sample_view *v, unsigned kind)
 {
 	uint32_t n = rows(p, v->nfuncs[kind]);
@@ -62,17 +72,9 @@ static void functions(FILE *out, const ana_profile *p, const ana_sample_view *v,
 		knum(out, "total_samples", (double)h->total, &f1);
 		knum(out, "self_pct", h->self_pct, &f1);
 		knum(out, "total_pct", h->total_pct, &f1);
-		key(out, "caller", &f1);
-		if (h->caller == ANA_NONE)
-			fputs("null", out);
-		else
-			rep_json_string(out, p->names[p->smp.funcs[h->caller].name]);
+		kfunc(out, p, "caller", h->caller, &f1);
 		knum(out, "caller_pct", h->caller == ANA_NONE ? NAN : h->caller_pct, &f1);
-		key(out, "entry", &f1);
-		if (h->entry == ANA_NONE)
-			fputs("null", out);
-		else
-			rep_json_string(out, p->names[p->smp.funcs[h->entry].name]);
+		kfunc(out, p, "entry", h->entry, &f1);
 		knum(out, "entry_pct", h->entry == ANA_NONE ? NAN : h->entry_pct, &f1);
 		fputc('}', out);
 	}
