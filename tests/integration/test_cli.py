@@ -5,7 +5,7 @@ import subprocess
 
 from helpers import (analyze, analyze_raw, assert_clean_error, assert_eq, assert_true,
                      base_env, collector, fennec_bin, fixture, libfennec, record, region, run, Skip,
-                     SANITIZER, REPO)
+                     SANITIZER, REPO, TSAN_FORK, skip_under)
 
 
 def test_default_output_name():
@@ -338,6 +338,7 @@ def test_record_says_which_process_files_end_early():
     """A child killed by its parent leaves a process file without its end record, on a disk
     with room: fennec record said nothing (it spoke only of a full disk). It now says how
     many of the files end early and why they may."""
+    skip_under("tsan", TSAN_FORK)
     with open("kills.c", "w") as f:
         f.write(KILLS_ITS_CHILD)
     run([os.environ.get("CC", "cc"), "-O1", "-o", "kills", "kills.c"], check=True)
