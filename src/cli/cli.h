@@ -21,7 +21,9 @@ int cli_record_wants_view(int argc, char **argv);
 int cmd_record_view(int argc, char **argv);
 /* The profile path of `fennec record -o GIVEN` for this process (record.c, docs/ranks.md):
  * %r, %p, %h expanded, a directory given fennec.fnc, a rank of a job of several given
- * `.rank<R>` before the extension. Returns 0, or prints why and returns -1. */
+ * `.rank<R>` before the extension; the directories it names are made. Returns 0, or prints
+ * why and returns the exit status: 2 for a name it cannot expand (an unknown or unfinished
+ * %, too long), 1 for a directory that cannot be made. */
 int cli_record_output(const char *given, char *out, size_t n);
 
 /* `fennec record --gpu` (gpu.c, docs/gpu.md). cli_gpu_check (before the program starts)

@@ -52,7 +52,8 @@ static const char help[] =
 	"preserved. Forked children and exec'd programs are recorded too (FILE.<pid>.<n>).\n"
 	"\n"
 	"  -o, --output FILE          profile path (default fennec.fnc); %r is the rank of an MPI or\n"
-	"                             torchrun job, %p the pid of fennec record, %h the host name.\n"
+	"                             torchrun job, %p the pid of fennec record, %h the host name,\n"
+	"                             %% a %; any other %, or one at the end, is refused (status 2).\n"
 	"                             A directory (existing, or a name ending in /) gets fennec.fnc;\n"
 	"                             missing directories are made. An existing FILE must be an\n"
 	"                             earlier recording (it is replaced) or empty: another file (the\n"
@@ -408,31 +409,59 @@ static long job_rank(long *size)
 	return -1;
 }
 
-/* mkdir -p */
-static int make_dirs(const char *path)
+/* mkdir -p: 0, or -1 with errno and *failed naming the directory whose creation failed
+ * (a component that exists and is no directory fails with ENOTDIR there), so that the
+ * message names the step that failed, not a later one that could only say ENOENT. */
+static int make_dirs(const char *path, char *failed, size_t n)
 {
 	char d[PATH_MAX];
 	snprintf(d, sizeof d, "%s", path);
-	for (char *s = d + 1; *s; s++)
-		if (*s == '/') {
-			*s = 0;
-			if (mkdir(d, 0777) < 0 && errno != EEXIST)
-				return -1;
-			*s = '/';
+	size_t len = strlen(d);
+	while (len > 1 && d[len - 1] == '/')
+		d[--len] = 0;
+	for (char *s = d + 1;; s++) {
+		if (*s && *s != '/')
+			continue;
+		char c = *s;
+		*s = 0;
+		struct stat st;
+		int e = mkdir(d, 0777) == 0 ? 0 : errno;
+		if (e == EEXIST && stat(d, &st) == 0 && !S_ISDIR(st.st_mode))
+			e = ENOTDIR;
+		if (e && e != EEXIST) {
+			snprintf(failed, n, "%s", d);
+			errno = e;
+			return -1;
 		}
-	return mkdir(d, 0777) < 0 && errno != EEXIST ? -1 : 0;
+		if (!c)
+			return 0;
+		*s = c;
+	}
+}
+
+/* Says why make_dirs() failed for the recording at path (errno as it left it); returns 1. */
+static int dirs_failed(const char *failed, const char *path)
+{
+	int e = errno;
+	struct stat st;
+	if (e == ENOTDIR && stat(failed, &st) == 0)
+		cli_error("record", "cannot record to %s: %s is in the way, and is not a directory", path, failed);
+	else
+		cli_error("record", "cannot record to %s: cannot create directory %s: %s", path, failed, strerror(e));
+	return 1;
 }
 
 int cli_record_output(const char *given, char *out, size_t n)
 {
 	long size, rank = job_rank(&size);
-	char name[PATH_MAX], host[256] = "localhost";
+	char name[PATH_MAX], host[256] = "localhost", failed[PATH_MAX];
 	size_t k = 0;
 	int has_rank = 0;
 	gethostname(host, sizeof host - 1);
 	host[strcspn(host, ".")] = 0;
-	for (const char *s = given; *s && k + 1 < sizeof name; s++) {
-		if (*s != '%' || !s[1]) {
+	const char *s;
+	for (s = given; *s && k + 1 < sizeof name; s++) {
+		if (*s != '%') {
 			name[k++] = *s;
 			continue;
 		}
@@ -446,23 +475,29 @@ int cli_record_output(const char *given, char *out, size_t n)
 			k += (size_t)snprintf(name + k, sizeof name - k, "%s", host);
 		else if (*s == '%')
 			name[k++] = '%';
-		else {
+		else if (!*s) {
+			cli_error("record", "-o %s: a %% at the end of the name (a %% is written %%%%; %%r, %%p and %%h "
+					    "stand for the rank, the pid and the host)", given);
+			return 2;
+		} else {
 			cli_error("record", "-o %s: unknown %%%c (use %%r, %%p, %%h or %%%%)", given, *s);
-			return -1;
+			return 2;
 		}
 		if (k >= sizeof name) {
-			cli_error("record", "output path too long");
-			return -1;
+			cli_error("record", "-o %s: output path too long", given);
+			return 2;
 		}
+	}
+	if (*s) {
+		cli_error("record", "-o %s: output path too long", given);
+		return 2;
 	}
 	name[k] = 0;
 	struct stat st;
 	size_t len = strlen(name);
 	if ((len && name[len - 1] == '/') || (stat(name, &st) == 0 && S_ISDIR(st.st_mode))) {
-		if (make_dirs(name) < 0) {
-			cli_error("record", "cannot create directory %s: %s", name, strerror(errno));
-			return -1;
-		}
+		if (make_dirs(name, failed, sizeof failed) < 0)
+			return dirs_failed(failed, name);
 		snprintf(name + len, sizeof name - len, "%sfennec.fnc", len && name[len - 1] == '/' ? "" : "/");
 	}
 	/* Several ranks must not write one file: each gets its own name. */
@@ -479,15 +514,16 @@ int cli_record_output(const char *given, char *out, size_t n)
 		snprintf(name + len, sizeof name - len, ".rank%ld%s", rank, ext);
 	}
 	if ((size_t)snprintf(out, n, "%s", name) >= n) {
-		cli_error("record", "output path too long");
-		return -1;
+		cli_error("record", "-o %s: output path too long", given);
+		return 2;
 	}
 	/* The directory of the profile is made if missing: every rank of a job may be the
-	 * first to get there. Failing here is said by the caller, which cannot create the file. */
+	 * first to get there (one that exists is no failure). */
 	char *slash = strrchr(name, '/');
 	if (slash && slash != name) {
 		*slash = 0;
-		make_dirs(name);
+		if (make_dirs(name, failed, sizeof failed) < 0)
+			return dirs_failed(failed, out);
 	}
 	return 0;
 }
@@ -647,10 +683,11 @@ int cmd_record(int argc, char **argv)
 	 * change directory. */
 	char named[PATH_MAX], abs[PATH_MAX];
 	const char *expanded = getenv("FENNEC_OUTPUT_EXPANDED"); /* by fennec record --view */
+	int orc;
 	if (expanded && !strcmp(expanded, "1"))
 		unsetenv("FENNEC_OUTPUT_EXPANDED");
-	else if (cli_record_output(output, named, sizeof named) < 0)
-		return 1;
+	else if ((orc = cli_record_output(output, named, sizeof named)) != 0)
+		return orc;
 	else
 		output = named;
 	if (output[0] == '/')

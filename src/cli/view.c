@@ -211,8 +211,9 @@ int cmd_record_view(int argc, char **argv)
 	/* The name the child will write (%p, a directory, a rank): expanded here, once, and
 	 * passed on expanded, so that both agree. */
 	char named[4096];
-	if (cli_record_output(out, named, sizeof named) < 0)
-		return 2;
+	int orc = cli_record_output(out, named, sizeof named);
+	if (orc)
+		return orc;
 	o.path = named;
 	char self[4096];
 	ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);

@@ -4,7 +4,7 @@ import os
 import subprocess
 
 from helpers import (analyze, analyze_raw, assert_clean_error, assert_eq, assert_true,
-                     base_env, collector, fennec_bin, fixture, libfennec, record, region, run, Skip,
+                     base_env, collector, fennec_bin, fixture, libfennec, record, record_command, region, run, Skip,
                      SANITIZER, REPO, TSAN_FORK, skip_under)
 
 
@@ -345,3 +345,70 @@ def test_record_says_which_process_files_end_early():
     r, path = record(os.path.abspath("kills"), out="kills.fnc", opts=("--sample=off",))
     assert_true("1 of the 2 process files end early" in r.stderr and "killed or crashed" in r.stderr,
                 "fennec record's summary:\n%s" % r.stderr)
+
+
+def test_record_refuses_an_output_pattern_it_cannot_expand():
+    """-o takes %r, %p, %h and %% (docs/ranks.md). An unknown % escape, or a % at the end of
+    the name, is a usage error (exit status 2) that quotes the name, with or without --view,
+    and nothing is recorded: `-o %` and `-o run%` used to write a file named '%' or 'run%'."""
+    for out in ("%", "run%", "runs/%", "a%q.fnc"):
+        for view in ((), ("--view=0",)):
+            r = run([fennec_bin(), "record"] + list(view) + ["-o", out, "--", fixture("empty")], timeout_s=30)
+            assert_eq(r.returncode, 2, "record %s -o %s: a usage error\n  %s" % (" ".join(view), out, r.describe()))
+            assert_true("-o %s:" % out in r.stderr and "%%" in r.stderr,
+                        "record -o %s: the message quotes the name and says how to write a %%\n  %s"
+                        % (out, r.describe()))
+    assert_eq(os.listdir("."), [], "nothing written for a name that could not be expanded")
+    cmd, env = record_command(fixture("empty"), [], out="100%%-%p.fnc")
+    r = run(cmd, env=env, timeout_s=30)
+    assert_eq(r.returncode, 0, "record -o 100%%-%p.fnc: " + r.describe())
+    names = os.listdir(".")
+    assert_true(len(names) == 1 and names[0] == "100%%-%s.fnc" % names[0][5:-4] and names[0][5:-4].isdigit(),
+                "-o 100%%-%%p.fnc (%%%% is a %%, %%p the pid) wrote %s" % names)
+
+
+def test_record_says_which_directory_it_cannot_make():
+    """The directories of -o are made as needed; when one cannot be, the message names it
+    and gives the error of that step: a directory without write permission says 'Permission
+    denied' (it said 'No such file or directory' of the recording, the error of opening it
+    once the directory was not made), a file in the way says so. As root, the permission
+    case runs as the user nobody (runuser); without runuser it is left out (a skip, once
+    the rest passed)."""
+    import shutil
+    import tempfile
+    prefix, skip = [], None
+    if os.geteuid() == 0:
+        if shutil.which("runuser"):
+            prefix = ["runuser", "-u", "nobody", "--"]
+        else:
+            skip = "root without runuser: cannot be refused permission to make a directory"
+    work = tempfile.mkdtemp(prefix="fennec-nobody-")
+    try:
+        os.chmod(work, 0o777)
+        locked = os.path.join(work, "locked")
+        os.mkdir(locked)
+        os.chmod(locked, 0o555)
+        env = base_env({"FENNEC_LIB": libfennec()})
+        keep = ["%s=%s" % (k, env[k]) for k in sorted(env) if k.startswith(("FENNEC_", "ASAN_", "UBSAN_"))]
+        for out in ((os.path.join(locked, "sub", "x.fnc"), os.path.join(locked, "sub") + "/") if not skip else ()):
+            r = run(prefix + ["env"] + keep + [fennec_bin(), "record", "-o", out, "--", fixture("empty")],
+                    env=env, timeout_s=30)
+            if r.returncode != 0 and prefix and "Permission denied" in r.stderr and "directory" not in r.stderr:
+                raise Skip("user nobody cannot reach the build: %s" % r.stderr.strip()[:200])
+            assert_true(r.returncode == 1 and "cannot create directory %s: Permission denied"
+                        % os.path.join(locked, "sub") in r.stderr,
+                        "record -o %s under a directory without write permission:\n  %s" % (out, r.describe()))
+        assert_eq(os.listdir(locked), [], "nothing made in the locked directory")
+    finally:
+        os.chmod(os.path.join(work, "locked"), 0o755)
+        shutil.rmtree(work, ignore_errors=True)
+    with open("afile", "w") as f:
+        f.write("data")
+    for out in ("afile/sub/x.fnc", "afile/sub/", "afile/"):
+        r = run([fennec_bin(), "record", "-o", out, "--", fixture("empty")], timeout_s=30)
+        assert_true(r.returncode == 1 and "afile is in the way" in r.stderr and "No such file" not in r.stderr,
+                    "record -o %s with a file at afile:\n  %s" % (out, r.describe()))
+    with open("afile") as f:
+        assert_eq(f.read(), "data", "the file in the way is left as it was")
+    if skip:
+        raise Skip(skip)
