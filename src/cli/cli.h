@@ -5,6 +5,7 @@
 #ifndef FENNEC_CLI_H
 #define FENNEC_CLI_H
 
+#include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
 
@@ -25,6 +26,10 @@ int cmd_record_view(int argc, char **argv);
  * why and returns the exit status: 2 for a name it cannot expand (an unknown or unfinished
  * %, too long), 1 for a directory that cannot be made. */
 int cli_record_output(const char *given, char *out, size_t n);
+/* The signals `fennec record` (and the server of --view) catch while the program runs, and
+ * pass on (record.c, above forward()): those whose default action would end the process,
+ * less the faults; with own_group (no controlling terminal) also the stops and SIGCONT. */
+void cli_forwarded_set(sigset_t *set, int own_group);
 
 /* `fennec record --gpu` (gpu.c, docs/gpu.md). cli_gpu_check (before the program starts)
  * prints one line saying what GPU profiling lacks on this machine, if anything, and fills

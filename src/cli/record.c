@@ -85,7 +85,8 @@ static const char help[] =
 	"                             (CUPTI), GPU utilisation (NVML): docs/gpu.md\n"
 	"  --gpu-kernels-only         --gpu with kernels only, the lowest overhead\n"
 	"  --view[=PORT]              serve the live dashboard of the recording on 127.0.0.1:PORT\n"
-	"                             (default 8051) while it runs and after (docs/html.md)\n"
+	"                             (default 8051) while it runs and after (docs/html.md); the\n"
+	"                             server passes signals on and dies of none, as below\n"
 	"  -q, --quiet                no summary line on standard error\n"
 	"\n"
 	"While PROGRAM runs, fennec record passes on to it the signals sent to fennec record, and\n"
@@ -153,7 +154,7 @@ static void forward(int sig, siginfo_t *si, void *ctx)
 
 /* The signals fennec record catches while the program runs: those whose default action
  * would end it, less the faults, and in a group of its own the stops and SIGCONT. */
-static void forwarded_set(sigset_t *set)
+void cli_forwarded_set(sigset_t *set, int group)
 {
 	static const int term[] = {SIGHUP, SIGINT, SIGQUIT, SIGUSR1, SIGUSR2, SIGPIPE, SIGALRM, SIGTERM,
 				   SIGSTKFLT, SIGXCPU, SIGXFSZ, SIGVTALRM, SIGPROF, SIGIO, SIGPWR};
@@ -163,7 +164,7 @@ static void forwarded_set(sigset_t *set)
 		sigaddset(set, term[k]);
 	for (int s = SIGRTMIN; s <= SIGRTMAX; s++)
 		sigaddset(set, s);
-	for (size_t k = 0; own_group && k < sizeof job / sizeof *job; k++)
+	for (size_t k = 0; group && k < sizeof job / sizeof *job; k++)
 		sigaddset(set, job[k]);
 }
 
@@ -770,7 +771,7 @@ int cmd_record(int argc, char **argv)
 		close(tty);
 	sigset_t fwd_set, orig_mask;
 	static struct sigaction old[_NSIG];
-	forwarded_set(&fwd_set);
+	cli_forwarded_set(&fwd_set, own_group);
 	sigprocmask(SIG_BLOCK, &fwd_set, &orig_mask);
 	struct sigaction fwd = {.sa_sigaction = forward, .sa_flags = SA_SIGINFO | SA_RESTART, .sa_mask = fwd_set};
 	for (int s = 1; s < _NSIG; s++)

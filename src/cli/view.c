@@ -6,11 +6,13 @@
  * `fennec record`.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -31,12 +33,41 @@ static const char help[] =
 	"  --force                analyse what precedes a corrupt chunk instead of failing\n";
 
 /*
- * Serve until SIGINT, SIGTERM or SIGHUP, analysing again when the files change. With a
- * `child` (fennec record --view), a signal while it runs is passed on to it and serving
- * goes on, with the finished recording, until the next one; the exit status is then the
- * child's. The caller has blocked SIGINT, SIGTERM, SIGHUP and SIGCHLD, or this does.
+ * Signals. The server stands for the recording as `fennec record` stands for the program
+ * (src/cli/record.c, above forward()): it dies of no signal meant for the program (SIGUSR1
+ * sent to the job's process group killed it, its exit status and the dashboard lost), and
+ * a signal reaches the program once:
+ *
+ * - Without a controlling terminal the recording (`fennec record`, which puts the program
+ *   in a group of its own too) runs in a process group of its own and dies with the server
+ *   (PR_SET_PDEATHSIG): a signal to the server or to its group is passed on to it, and by
+ *   it to the program, once (in the server's group it also got the group's copy).
+ * - In a terminal all three stay in one group, for Ctrl-C and job control: what the
+ *   terminal sent reached them all and is not passed on; what a process outside the group
+ *   (or the server's parent) sent is, as `fennec record` does.
+ *
+ * Never passed on: what the server or the recording sent the server. SIGPIPE is ignored
+ * (a browser that goes away), not passed on.
  */
-static int serve(view_options *o, pid_t child)
+static int view_pass_on(int sig, const siginfo_t *si, pid_t child, int own_group)
+{
+	if (si->si_code == SI_USER || si->si_code == SI_QUEUE || si->si_code == SI_TKILL) {
+		if (si->si_pid == getpid() || si->si_pid == child)
+			return 0;
+		return own_group || si->si_pid <= 0 || si->si_pid == getppid() || getpgid(si->si_pid) != getpgrp();
+	}
+	return own_group && sig != SIGXCPU && sig != SIGXFSZ;
+}
+
+/*
+ * Serve until SIGINT, SIGTERM or SIGHUP, analysing again when the files change. With a
+ * `child` (fennec record --view), the signals of `set` stand for the recording while it
+ * runs: passed on to it (view_pass_on()), never the end of this process, and serving goes
+ * on, with the finished recording, until SIGINT, SIGTERM or SIGHUP after it ended; the
+ * exit status is then the child's. The caller has blocked `set` (NULL: SIGINT, SIGTERM,
+ * SIGHUP and SIGCHLD), or this does.
+ */
+static int serve(view_options *o, pid_t child, const sigset_t *fwd, int own_group)
 {
 	rep_web web;
 	cli_web(&web);
@@ -45,7 +76,10 @@ static int serve(view_options *o, pid_t child)
 
 	/* The server's threads inherit this mask: the signals come to sigtimedwait below. */
 	sigset_t set;
-	sigemptyset(&set);
+	if (fwd)
+		set = *fwd;
+	else
+		sigemptyset(&set);
 	sigaddset(&set, SIGINT);
 	sigaddset(&set, SIGTERM);
 	sigaddset(&set, SIGHUP);
@@ -88,12 +122,11 @@ static int serve(view_options *o, pid_t child)
 				fflush(stdout);
 			}
 		} else if (sig > 0) {
-			if (!child)
+			/* The recording stops first; the view stays until the next one. Once the
+			 * recording has ended the others are nobody's: they are ignored. */
+			if (!child && (sig == SIGINT || sig == SIGTERM || sig == SIGHUP))
 				break;
-			/* The recording stops first; the view stays. What the terminal sent (Ctrl-C)
-			 * reached the recording's process group too: passing it on would give the
-			 * program a second one (src/cli/record.c, above forward()). */
-			if (si.si_code == SI_USER || si.si_code == SI_QUEUE || si.si_code == SI_TKILL)
+			if (child && view_pass_on(sig, &si, child, own_group))
 				kill(child, sig);
 		} else if (errno != EAGAIN && errno != EINTR)
 			break;
@@ -150,7 +183,7 @@ int cmd_view(int argc, char **argv)
 		cli_error("view", "which recording? usage: fennec view FILE");
 		return 2;
 	}
-	return serve(&o, 0);
+	return serve(&o, 0, NULL, 0);
 }
 
 /* ---- fennec record --view ---- */
@@ -242,13 +275,21 @@ int cmd_record_view(int argc, char **argv)
 		o.not_before.tv_nsec += 1000 * 1000 * 1000;
 		o.not_before.tv_sec--;
 	}
+	/* Signals (above view_pass_on()): blocked from here, so that one that comes before
+	 * the recording's pid is known is passed on, not lost. */
+	int tty = open("/dev/tty", O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+	int own_group = tty < 0;
+	if (tty >= 0)
+		close(tty);
 	sigset_t set, old;
-	sigemptyset(&set);
+	cli_forwarded_set(&set, own_group);
+	sigdelset(&set, SIGPIPE);
 	sigaddset(&set, SIGINT);
 	sigaddset(&set, SIGTERM);
 	sigaddset(&set, SIGHUP);
 	sigaddset(&set, SIGCHLD);
 	pthread_sigmask(SIG_BLOCK, &set, &old);
+	pid_t self_pid = getpid();
 	pid_t child = fork();
 	if (child < 0) {
 		cli_error("record", "--view: fork failed: %s", strerror(errno));
@@ -256,11 +297,19 @@ int cmd_record_view(int argc, char **argv)
 		return 1;
 	}
 	if (child == 0) {
+		if (own_group) {
+			setpgid(0, 0);
+			prctl(PR_SET_PDEATHSIG, SIGKILL);
+			if (getppid() != self_pid) /* the server was killed before the line above */
+				_exit(128 + SIGKILL);
+		}
 		pthread_sigmask(SIG_SETMASK, &old, NULL);
 		setenv("FENNEC_OUTPUT_EXPANDED", "1", 1);
 		execv(self, args);
 		_exit(127);
 	}
+	if (own_group)
+		setpgid(child, child); /* as the child does: whichever comes first */
 	free(args);
-	return serve(&o, child);
+	return serve(&o, child, &set, own_group);
 }

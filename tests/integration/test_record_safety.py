@@ -185,6 +185,46 @@ def test_signals_reach_the_program_once():
             assert_eq(counts, {int(s): int(s == sig) for s in SIGNALS}, "%s: the program's counts" % what)
 
 
+def test_record_view_passes_signals_on_once_and_dies_of_none():
+    """fennec record --view serves the dashboard from a process above the recording: a
+    signal sent to its process group, or to it alone, reaches the program once, and the
+    server dies of none of them (SIGUSR1 to the group killed it, the dashboard and the exit
+    status lost); it goes on serving the finished recording, and exits with the program's
+    status when told to stop after it."""
+    import subprocess
+    import time
+    prog = build_sigcount()
+    env = base_env({"FENNEC_LIB": libfennec()})
+    for send in (os.killpg, os.kill):
+        for sig in SIGNALS:
+            what = "%s(fennec record --view, %s)" % (send.__name__, sig.name)
+            p = subprocess.Popen([fennec_bin(), "record", "--view=0", "-q", "-o", "sig.fnc", "--", prog], env=env,
+                                 stdin=subprocess.PIPE, stdout=subprocess.PIPE, start_new_session=True)
+            try:
+                lines = []
+                while not (any(w.startswith("pid ") for w in lines) and any("serving" in w for w in lines)):
+                    lines.append(p.stdout.readline().decode())
+                    assert_true(lines[-1], "%s: the server and the program started: %r" % (what, lines))
+                send(p.pid, sig)
+                time.sleep(0.3 * SLOW)  # what was sent is delivered, and a second copy would be
+                p.stdin.close()
+                while "the recording ended" not in lines[-1]:
+                    lines.append(p.stdout.readline().decode())
+                    assert_true(lines[-1], "%s: the recording's end is said: %r" % (what, lines))
+                assert_eq(p.poll(), None, "%s: the server still runs" % what)
+                p.send_signal(signal.SIGTERM)
+                rc = p.wait(timeout=30 * SLOW)
+            finally:
+                if p.poll() is None:
+                    os.killpg(p.pid, signal.SIGKILL)
+                    p.wait()
+            counts = [w for w in lines if "=" in w and not w.startswith("pid ")]
+            assert_eq(rc, 3, "%s: the server's exit status (the program's)" % what)
+            assert_eq(len(counts), 1, "%s: the program's counts line: %r" % (what, lines))
+            got = {int(k): int(v) for k, v in (w.split("=") for w in counts[0].split())}
+            assert_eq(got, {int(s): int(s == sig) for s in SIGNALS}, "%s: the program's counts" % what)
+
+
 def test_sigint_to_fennec_record_ends_the_program():
     """SIGINT to fennec record alone ends a program that does not catch it, as it would have
     ended without fennec (it was ignored, and `sleep 30` ran on); fennec record's status is
