@@ -139,8 +139,9 @@ static int grow(void **arr, uint32_t *n, uint32_t want, size_t elem, uint32_t li
 	return 0;
 }
 
-static void add_calib(fmt_file *f, uint64_t mono, uint64_t ticks)
+static void add_calib(rd *r, uint64_t mono, uint64_t ticks)
 {
+	fmt_file *f = r->f;
 	if (f->ncalib == f->calib_cap) {
 		size_t cap = f->calib_cap ? f->calib_cap * 2 : 64;
 		fmt_calib *c = realloc(f->calib, cap * sizeof *c);
@@ -149,7 +150,7 @@ static void add_calib(fmt_file *f, uint64_t mono, uint64_t ticks)
 		f->calib = c;
 		f->calib_cap = cap;
 	}
-	f->calib[f->ncalib++] = (fmt_calib){mono, ticks};
+	f->calib[f->ncalib++] = (fmt_calib){mono, ticks, r->chunk_off};
 	if (ticks > f->last_ticks)
 		f->last_ticks = ticks;
 }
@@ -220,7 +221,7 @@ static int decode_header(rd *r, cur *c)
 	if (c->bad)
 		return fail(r, FENNEC_ECORRUPT, r->chunk_off, "HEADER: field runs past the end of the chunk");
 	if (r->calib_pass)
-		add_calib(f, f->start_mono_ns, f->start_ticks);
+		add_calib(r, f->start_mono_ns, f->start_ticks);
 	return 0;
 }
 
@@ -299,7 +300,7 @@ static int decode_stats(rd *r, cur *c, int is_end)
 	uint64_t n = cur_varint(c);
 	if (r->calib_pass) {
 		if (!c->bad)
-			add_calib(f, mono, ticks);
+			add_calib(r, mono, ticks);
 		return 0;
 	}
 	for (uint64_t i = 0; i < n && !c->bad; i++) {
@@ -1678,7 +1679,6 @@ static int read_two_pass(rd *r, const uint8_t *data, size_t len)
 	fmt_calib *calib = f->calib;
 	size_t ncalib = f->ncalib, cap = f->calib_cap;
 	char *path = f->path;
-	uint64_t last = f->last_ticks;
 	fmt_file_free_records(f);
 	memset(f, 0, sizeof *f);
 	f->path = path;
@@ -1687,11 +1687,21 @@ static int read_two_pass(rd *r, const uint8_t *data, size_t len)
 	f->calib_cap = cap;
 	f->fit_a = a;
 	f->fit_b = b;
-	f->last_ticks = last;
 	r->err = err;
 	r->calib_pass = 0;
 	r->seen_header = 0;
 	int rc = read_chunks(r, data, len);
+	/* The first pass checks the clock chunks only: it also took the points of intact chunks
+	 * after a damaged one, where the second pass stopped. What is kept of a damaged file
+	 * (with --force) ends where the reading did: its time ends at the last clock point
+	 * before the damage, not at one after it. The fit keeps every point: they are whole
+	 * chunks, and the events were converted with it. */
+	if (rc && err->code)
+		while (f->ncalib > 1 && f->calib[f->ncalib - 1].offset >= r->chunk_off)
+			f->ncalib--;
+	for (size_t i = 0; i < f->ncalib; i++)
+		if (f->calib[i].ticks > f->last_ticks)
+			f->last_ticks = f->calib[i].ticks;
 	/* Samples of a flush cut short (a torn tail; with --force, a corrupt chunk) take the
 	 * regions and steps read so far. */
 	if (r->bt && r->fn && (rc == 0 || err->code)) {

@@ -35,6 +35,7 @@ typedef struct fmt_thread_rec {
 typedef struct fmt_calib {
 	uint64_t mono_ns;
 	uint64_t ticks;
+	uint64_t offset;       /* of the chunk it was read from */
 } fmt_calib;
 
 typedef struct fmt_segment {
@@ -134,7 +135,7 @@ typedef struct fmt_file {
 	uint64_t gpux_dropped;   /* GPUX (1.4): NVTX records the collector lost (the last chunk's) */
 	/* clock fit: mono_ns = a + b * ticks */
 	double fit_a, fit_b;
-	uint64_t last_ticks;    /* latest event or calibration time */
+	uint64_t last_ticks;    /* latest event or calibration time read (after an error: before the damage) */
 } fmt_file;
 
 typedef struct fmt_event {

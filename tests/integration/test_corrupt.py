@@ -116,6 +116,39 @@ def test_torn_tail():
                 "warning should name the file: %s" % rep["warnings"])
 
 
+def test_force_ends_the_run_where_the_damage_is():
+    """--force analyses what precedes a damaged chunk: the wall time ends there too, at
+    most that of the file cut off before the damaged chunk, with the same regions. It used
+    to run on to the clock points of the intact chunks after the damage (the reader's first
+    pass, which takes the clock points, checks only their own chunks), about twice the
+    prefix for damage in the middle. The fit of the clock uses every point, the prefix's
+    only its own: the two walls may differ by a part in a thousand."""
+    _, path = record("nested", 400, out="base.fnc", opts=("--flush-ms=20", "--sample=off"))
+    with open(path, "rb") as f:
+        data = f.read()
+    _, _, chunks = fncfile.parse(data)
+    events = [i for i, c in enumerate(chunks) if c.type == 4]
+    mid = events[len(events) // 2]
+    later = [c for c in chunks[mid + 1:] if c.type in (5, 7)]
+    assert_true(len(later) >= 3, "clock points (STATS, END) after the chunk to damage: %s" % chunks)
+    bad, chunk = fncfile.flip_payload_byte(data, mid)
+    write("bad.fnc", bad)
+    write("prefix.fnc", data[:chunk.offset])
+    r = analyze_raw("bad.fnc", "--format", "json")
+    assert_clean_error(r, "bad.fnc", "checksum")
+    forced = analyze("bad.fnc", "--force")
+    prefix, whole = analyze("prefix.fnc"), analyze(path)
+    wall = forced["summary"]["wall_ns"]
+    assert_true(wall <= prefix["summary"]["wall_ns"] * 1.001,
+                "--force on a file damaged at byte %d: wall %d ns, the file cut off there %d ns (whole file %d ns)"
+                % (chunk.offset, wall, prefix["summary"]["wall_ns"], whole["summary"]["wall_ns"]))
+    assert_true(wall < whole["summary"]["wall_ns"] * 0.9, "the damage is in the middle of the run: wall %d of %d ns"
+                % (wall, whole["summary"]["wall_ns"]))
+    assert_eq([(x["name"], x["count"]) for x in forced["regions"]],
+              [(x["name"], x["count"]) for x in prefix["regions"]], "regions read before the damage")
+    assert_true(forced["summary"]["cut_short"], "the forced analysis says the run was cut short")
+
+
 def test_missing_end_chunk():
     data = base_recording()
     path = write("noend.fnc", fncfile.drop_end(data))
