@@ -611,6 +611,11 @@ void col_gpu_stop(void)
 		col_cupti_stop();
 }
 
+void col_gpu_resume(void)
+{
+	atomic_store(&G.accepting, 1);
+}
+
 void col_gpu_atfork_child(void)
 {
 	/* CUDA does not survive fork: the child records no GPU activity. A producer may have

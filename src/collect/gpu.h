@@ -58,6 +58,7 @@ void col_gpu_tick(uint64_t now_ns); /* writer: an NVML round when the period is 
 enum { COL_GPU_DRAIN_PERIODIC = 0, COL_GPU_DRAIN_FINAL = 1, COL_GPU_DRAIN_EXIT = 2 };
 void col_gpu_drain(void (*emit)(unsigned type, cm_buf *raw), int final);
 void col_gpu_stop(void);           /* session end, before the last drain: CUPTI flushed and torn down */
+void col_gpu_resume(void);         /* after a final drain for an exec that failed: the session goes on */
 void col_gpu_atfork_child(void);
 
 /*

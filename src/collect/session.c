@@ -72,6 +72,8 @@ static struct {
 	ino_t ino;
 	uint64_t file_off;     /* bytes safely written */
 	uint64_t lost_bytes;   /* chunk bytes that could not be written */
+	uint64_t end_off;      /* where the END chunk of the last final flush starts (UINT64_MAX:
+				  not written); an exec that fails cuts it off again */
 	int write_failed;      /* a chunk could not be written: nothing more is (file_write) */
 	uint32_t stall_ms;     /* FENNEC_TEST_WRITER_STALL_MS (tests only): the writer sleeps this
 				  long before its first look at the rings, as a stalled one would */
@@ -93,7 +95,7 @@ static struct {
 	ZSTD_CCtx *zctx;
 	col_sample_info sample;
 	col_mem_info mem;
-} S = {.fd = -1};
+} S = {.fd = -1, .end_off = UINT64_MAX};
 
 /* ---- clock ---- */
 
@@ -772,10 +774,12 @@ static void flush_locked(int final, unsigned exit_reason)
 	col_mem_dropped(&lost_allocs, &lost_frees);
 	cm_buf_varint(&st, lost_allocs);
 	cm_buf_varint(&st, lost_frees);
+	uint64_t end_at = S.file_off + S.out.len;
 	emit_chunk(final ? FMT_END : FMT_STATS, &st);
 	cm_buf_free(&st);
 	cm_buf_free(&drops);
 	file_write(S.out.data, S.out.len);
+	S.end_off = final && !S.write_failed ? end_at : UINT64_MAX;
 	S.out.len = 0;
 	if (S.out.cap > (32u << 20)) /* do not keep a burst's buffers forever */
 		cm_buf_free(&S.out);
@@ -830,6 +834,54 @@ static unsigned max_fill_pm(void)
 #define NUDGE_BYTES (256u << 10)
 
 static _Atomic uint32_t wake_word; /* futex: bumped to end the writer's wait early */
+
+/*
+ * exec. The file of an image that execs ends with END (exit reason exec), and the new image
+ * writes a sibling; an exec that fails returns, and the program goes on as the same process
+ * image, which must not read as two (a new process, a file of its own). So the session is
+ * not ended before exec: the writer makes the final flush (END included) and then stays
+ * frozen, holding the flush lock, so that nothing follows END, while the exec is tried. If
+ * it succeeds, the image is gone and the file ends there. If it returns, the writer cuts
+ * the END chunk off again and goes on as before: one file, one session, as if nothing had
+ * happened (what the program did meanwhile is in the rings, written at the next flush).
+ * exec_state is the futex word of the handshake between the exec's thread and the writer.
+ */
+enum { EXEC_NONE = 0, EXEC_ASKED = 1, EXEC_FROZEN = 2, EXEC_RESUME = 3 };
+static _Atomic uint32_t exec_state;
+
+static void futex_wait(_Atomic uint32_t *w, uint32_t val)
+{
+	syscall(SYS_futex, w, FUTEX_WAIT_PRIVATE, val, NULL, NULL, 0);
+}
+
+static void futex_wake(_Atomic uint32_t *w)
+{
+	syscall(SYS_futex, w, FUTEX_WAKE_PRIVATE, INT_MAX, NULL, NULL, 0);
+}
+
+/* The writer, holding the flush lock, for an exec (above): END, then frozen until the
+ * exec's thread says it failed. */
+static void exec_freeze(void)
+{
+	flush_locked(1, FMT_END_EXEC);
+	atomic_store(&exec_state, EXEC_FROZEN);
+	futex_wake(&exec_state);
+	uint32_t st;
+	while ((st = atomic_load(&exec_state)) == EXEC_FROZEN)
+		futex_wait(&exec_state, st);
+	/* The exec failed: the session goes on in the same file. After a failed write the file
+	 * already ends at the last whole chunk, and stays so. */
+	if (S.end_off != UINT64_MAX && fd_is_ours() && ftruncate(S.fd, (off_t)S.end_off) == 0 &&
+	    lseek(S.fd, (off_t)S.end_off, SEEK_SET) == (off_t)S.end_off)
+		S.file_off = S.end_off;
+	else if (S.end_off != UINT64_MAX) {
+		S.write_failed = 1; /* END stays: nothing may follow it */
+		S.lost_bytes++;
+	}
+	S.end_off = UINT64_MAX;
+	col_gpu_resume();
+	atomic_store(&exec_state, EXEC_NONE);
+}
 _Atomic int col_writer_dozing;
 
 static void writer_wake(void)
@@ -881,6 +933,10 @@ static void *writer_main(void *arg)
 	unsigned last_fill = 0;
 	pthread_mutex_lock(&flush_lock);
 	while (!S.stop_writer) {
+		if (atomic_load(&exec_state) == EXEC_ASKED) {
+			exec_freeze();
+			continue;
+		}
 		uint64_t now = cm_mono_ns();
 		col_mem_tick(now);
 		col_gpu_tick(now);
@@ -930,7 +986,11 @@ static void *writer_main(void *arg)
 		last_fill = 0;
 		last_look = cm_mono_ns();
 	}
-	/* The end of the session (session_end()): what the threads committed, END, close. */
+	/* The end of the session (session_end()): what the threads committed, END, close. An
+	 * exec asked for meanwhile is tried without the session (exec_prepare()). */
+	uint32_t asked = EXEC_ASKED;
+	if (atomic_compare_exchange_strong(&exec_state, &asked, EXEC_NONE))
+		futex_wake(&exec_state);
 	flush_locked(1, S.end_reason);
 	if (S.fd >= 0)
 		col_fd_close(S.fd);
@@ -1192,31 +1252,54 @@ static void atfork_child(void)
 		atomic_store(&mine->state, COL_T_FREE);
 }
 
-/* Before an exec replaces this image, finish the file; the new image (preloaded by
- * `fennec record`) continues the recording in a sibling file. FENNEC_EXEC_FROM tells it
- * that it is this process after exec. In a vfork child the session is the parent's:
- * leave it alone. */
+/* Before an exec replaces this image, the writer ends the file with END and waits (above
+ * exec_freeze()); the new image (preloaded by `fennec record`) continues the recording in a
+ * sibling file. FENNEC_EXEC_FROM tells it that it is this process after exec. In a vfork
+ * child the session is the parent's: leave it alone. Returns 1 when the writer waits. */
+static char exec_from_was[32]; /* FENNEC_EXEC_FROM before exec_prepare() set it ("" if unset) */
+static int exec_from_had;
+
 static int exec_prepare(void)
 {
 	if (!atomic_load(&col_on) || S.pid != getpid())
 		return 0;
-	session_end(2, NULL);
+	lock_flush();
+	int ask = atomic_load(&col_on) && S.pid == getpid() && !S.stop_writer;
+	if (ask) {
+		atomic_store(&exec_state, EXEC_ASKED);
+		writer_wake();
+	}
+	pthread_mutex_unlock(&flush_lock);
+	if (!ask)
+		return 0;
+	uint32_t st;
+	while ((st = atomic_load(&exec_state)) == EXEC_ASKED)
+		futex_wait(&exec_state, st);
+	if (st != EXEC_FROZEN)
+		return 0; /* the session was stopped meanwhile */
+	int saved = errno;
+	const char *was = getenv("FENNEC_EXEC_FROM");
+	exec_from_had = was != NULL;
+	snprintf(exec_from_was, sizeof exec_from_was, "%s", was ? was : "");
 	char v[32];
 	snprintf(v, sizeof v, "%d", (int)getpid());
 	setenv("FENNEC_EXEC_FROM", v, 1);
+	errno = saved;
 	return 1;
 }
 
-static void exec_failed(int was_running)
+/* The exec returned: it failed, and this image goes on, recorded as before. */
+static void exec_failed(int was_waiting)
 {
-	if (!was_running)
+	if (!was_waiting)
 		return;
 	int saved = errno;
-	lock_flush();
-	S.origin = FMT_ORIGIN_EXEC;
-	S.parent_pid = getpid();
-	session_begin();
-	pthread_mutex_unlock(&flush_lock);
+	if (exec_from_had)
+		setenv("FENNEC_EXEC_FROM", exec_from_was, 1);
+	else
+		unsetenv("FENNEC_EXEC_FROM");
+	atomic_store(&exec_state, EXEC_RESUME);
+	futex_wake(&exec_state);
 	errno = saved;
 }
 

@@ -92,6 +92,35 @@ def test_run_wall_time_follows_exec():
 
 
 @collector
+def test_failed_exec_is_no_new_process():
+    """An exec that fails returns, and the program goes on as the same process image: the
+    session goes on in the same file (one file, one process, ended by exit, not cut short),
+    with the regions before and after. A failed exec used to end the file as if the image
+    had been replaced and start a sibling file for the rest: two processes, the second an
+    'exec' of itself. Also with every allocation recorded (full mode), whose records go on
+    in the same file too."""
+    opts = [("--sample=off",), ()]
+    if not SANITIZER:  # the sanitizers' builds do not interpose malloc
+        opts.append(("--memory=full", "--sample=wall"))
+    for o in opts:
+        what = "forker exec_fail %s" % " ".join(o)
+        r, path = record("forker", "exec_fail", opts=o, out="ef.fnc")
+        assert_eq(glob.glob(path + ".*"), [], what + ": files of other processes")
+        assert_true("process files" not in r.stderr, what + ": fennec record's summary: %s" % r.stderr)
+        rep = analyze(path)
+        assert_eq(rep["summary"]["processes"], 1, what + ": summary.processes")
+        assert_eq([(p["origin"], p["ended_by"], p["cut_short"]) for p in rep["processes"]],
+                  [("first", "exit", False)], what + ": the process, how its session ended")
+        assert_eq(region(rep, "before_exec")["count"], 1, what + ": before_exec count")
+        assert_eq(region(rep, "after_exec")["count"], 1, what + ": after_exec count")
+        assert_eq([w for w in rep["warnings"] if "ef.fnc" in w or "cut short" in w], [],
+                  what + ": warnings about the file")
+        if "--memory=full" in o:
+            assert_true(rep["memory"]["allocations"] >= 50, what + ": the allocations after the exec: %s"
+                        % {k: v for k, v in rep["memory"].items() if not isinstance(v, (list, dict))})
+
+
+@collector
 @timing
 def test_fork_inherited_region():
     skip_under("tsan", TSAN_FORK)
