@@ -133,12 +133,16 @@ typedef struct col_mem_info {
 int col_mem_mode_parse(const char *s); /* "off" | "sampled" | "full"; -1 if neither */
 void col_mem_prepare(int mode, uint64_t rate, uint32_t interval_ms, uint32_t depth, col_mem_info *info);
 void col_mem_start(void);
-void col_mem_stop(void);
+/* unwind: the stopping thread may unwind its stack (not at _exit) */
+void col_mem_stop(int unwind);
 void col_mem_step(void);                 /* a timeline point at each step */
 void col_mem_tick(uint64_t now_ns);      /* writer: a timeline point when the period is over */
 unsigned col_mem_fill_pm(void);
 int col_mem_mode(void);                  /* enum fmt_mem_mode of the session */
 void col_mem_drain(void (*emit)(unsigned type, cm_buf *raw), void (*before)(void));
+/* Full mode, at the end of a session not ended by exec, after the final drain: tell the
+ * live blocks the program can still reach from those it lost, into a REACH chunk. */
+void col_mem_reach(void (*emit)(unsigned type, cm_buf *raw), int exit_reason);
 void col_mem_atfork_child(void);
 /* Mark the calling thread's allocations as fennec's own (never counted nor recorded);
  * returns the previous mark. */

@@ -20,9 +20,11 @@
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
+#include <link.h>
 #include <sys/mman.h>
 #include <sys/resource.h>
 #include <sys/syscall.h>
+#include <sys/uio.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -245,6 +247,50 @@ static struct {
 	int counters_written;
 	uint64_t last_records, last_dropped, last_allocs, last_frees;
 } M = {.statm_fd = -1, .limit = INT64_MIN};
+
+/* The stopping thread's stack pointer (col_mem_stop()): its live frames are above it, for
+ * the reachability scan at the end (col_mem_reach()). */
+static uintptr_t reach_stop_sp;
+#define REACH_MAX_SELF 8
+static struct {
+	uint64_t lo[REACH_MAX_SELF], hi[REACH_MAX_SELF]; /* libfennec's writable segments */
+	uint32_t n;
+} SELF;
+/* The code of the C library, the loader and libfennec: the frames of exit() and of the
+ * session's end, whose slots hold what earlier calls left there (col_mem_stop()). */
+#define RT_RANGES 24
+static struct {
+	uint64_t lo[RT_RANGES], hi[RT_RANGES];
+	uint32_t n;
+} RT;
+static int self_segments(struct dl_phdr_info *info, size_t size, void *arg);
+static void note_stop_sp(int unwind);
+
+/* Stacks of threads that ended: glibc keeps them mapped for later threads, with the
+ * pointers their frames held, which the scan must not take for live ones. A thread notes
+ * its stack when it ends (thread_gone()), and one that starts on a noted stack takes it
+ * back (sc_get()). The latest DEAD_STACKS are kept. */
+#define DEAD_STACKS 256
+static struct {
+	_Atomic uintptr_t lo[DEAD_STACKS], hi[DEAD_STACKS];
+	_Atomic uint32_t next;
+} DEAD;
+
+static void dead_stack_add(uintptr_t lo, uintptr_t hi)
+{
+	uint32_t i = atomic_fetch_add_explicit(&DEAD.next, 1, memory_order_relaxed) % DEAD_STACKS;
+	atomic_store_explicit(&DEAD.lo[i], lo, memory_order_relaxed);
+	atomic_store_explicit(&DEAD.hi[i], hi, memory_order_release);
+}
+
+static void dead_stack_take(uintptr_t lo, uintptr_t hi)
+{
+	uint32_t n = atomic_load_explicit(&DEAD.next, memory_order_relaxed);
+	for (uint32_t i = 0; i < DEAD_STACKS && i < n; i++)
+		if (atomic_load_explicit(&DEAD.lo[i], memory_order_relaxed) < hi &&
+		    atomic_load_explicit(&DEAD.hi[i], memory_order_acquire) > lo)
+			atomic_store_explicit(&DEAD.hi[i], 0, memory_order_relaxed);
+}
 
 /* One heap event as it sits in the ring (host byte order), followed by frames and
  * region ids (ALLOC) or three counters (SNAP). A FREE is the first REC_FREE bytes only. */
@@ -586,6 +632,8 @@ static void thread_gone(void *arg)
 	T.countdown = (int64_t)(atomic_load_explicit(&s->sample_at, memory_order_relaxed) - atomic_load_explicit(&s->bytes, memory_order_relaxed));
 	slot_release(arg);
 #if !MEM_SANITIZER
+	if (T.stack_hi && getpid() != (pid_t)syscall(SYS_gettid)) /* the main thread's is [stack] */
+		dead_stack_add(T.stack_lo, T.stack_hi);
 	sc_release();
 #endif
 	T.slot = T.fast = NULL; /* frees by later destructors of this thread count in `shared` */
@@ -1078,6 +1126,7 @@ static sc_cache *sc_get(void)
 	e->gen = atomic_load_explicit(&M.gen, memory_order_relaxed);
 	T.stack_lo = (uintptr_t)lo;
 	T.stack_hi = (uintptr_t)lo + size;
+	dead_stack_take(T.stack_lo, T.stack_hi); /* live again */
 	T.stacks = e;
 	T.no_cache = 0;
 	return e;
@@ -2195,6 +2244,10 @@ void col_mem_prepare(int mode, uint64_t rate, uint32_t interval_ms, uint32_t dep
 	if (MEM_SANITIZER || heap_kind == HEAP_NONE)
 		mode = FMT_MEM_OFF; /* nothing interposed: no heap data */
 	M.session_mode = mode;
+	if (mode == FMT_MEM_FULL) { /* the segments the reachability scan leaves out */
+		SELF.n = RT.n = 0;
+		dl_iterate_phdr(self_segments, (void *)(uintptr_t)&col_mem_prepare);
+	}
 #if !MEM_SANITIZER
 	/* fennec record --memory-mmap: the smallest mapping counted (bytes; unset: none) */
 	const char *e = getenv("FENNEC_MEMORY_MMAP");
@@ -2330,11 +2383,13 @@ void col_mem_start(void)
 	snapshot(FMT_SNAP_TIMER);
 }
 
-void col_mem_stop(void)
+void col_mem_stop(int unwind)
 {
 	if (!atomic_load(&M.mode))
 		return;
 	snapshot(FMT_SNAP_FINAL);
+	if (M.session_mode == FMT_MEM_FULL)
+		note_stop_sp(unwind);
 	atomic_store_explicit(&M.mode, FMT_MEM_OFF, memory_order_release);
 	atomic_store(&M.limit, INT64_MIN);
 	if (M.session_mode == FMT_MEM_FULL)
@@ -3229,4 +3284,620 @@ void col_mem_drain(void (*emit)(unsigned type, cm_buf *raw), void (*before)(void
 		emit_heap(emit, before);
 	if (M.body.cap > (16u << 20))
 		cm_buf_free(&M.body);
+}
+
+/* ---- what is still reachable at the end (full mode) ---- */
+
+/*
+ * At the end of a full-mode session the writer knows every live block (the map above). It
+ * tells the blocks the program can still reach from those it lost, as LeakSanitizer and
+ * memcheck do: a conservative mark from the roots (writable memory that is not heap: the
+ * modules' data and bss, thread stacks, the program's own mappings), through every aligned
+ * word that points into a live block (its start or inside it), to the blocks those blocks
+ * point to. Blocks never marked are lost: no pointer to them is left anywhere. The C
+ * library's and the loader's blocks (getpwuid's buffers, locale data, stdio's buffers) are
+ * reachable from their globals, and a program's data kept to the end on purpose is
+ * reachable from its own: neither is a leak. docs/memory.md, "Reachable at exit".
+ * Memory is read with process_vm_readv() on the process itself, so that a mapping another
+ * thread unmaps meanwhile fails the read instead of faulting; pages never touched (mincore)
+ * are not read, which would fault in the zero page for each.
+ */
+#define REACH_CHUNK (256u << 10)  /* bytes read at a time */
+#define REACH_PAGES 256           /* pages of blocks the scan keeps copies of */
+
+
+static int self_segments(struct dl_phdr_info *info, size_t size, void *arg)
+{
+	(void)size;
+	uintptr_t me = (uintptr_t)arg;
+	int mine = 0;
+	for (int i = 0; i < info->dlpi_phnum && !mine; i++) {
+		const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
+		uintptr_t lo = info->dlpi_addr + ph->p_vaddr;
+		mine = ph->p_type == PT_LOAD && me - lo < ph->p_memsz;
+	}
+	const char *name = info->dlpi_name ? info->dlpi_name : "";
+	const char *base = strrchr(name, '/') ? strrchr(name, '/') + 1 : name;
+	int runtime = mine || !strncmp(base, "libc.so", 7) || !strncmp(base, "ld-linux", 8) || !strncmp(base, "ld64.so", 7);
+	for (int i = 0; i < info->dlpi_phnum; i++) {
+		const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
+		uintptr_t lo = info->dlpi_addr + ph->p_vaddr;
+		if (ph->p_type != PT_LOAD)
+			continue;
+		if (mine && (ph->p_flags & PF_W) && SELF.n < REACH_MAX_SELF) {
+			SELF.lo[SELF.n] = lo & ~(uintptr_t)4095;
+			SELF.hi[SELF.n++] = (lo + ph->p_memsz + 4095) & ~(uintptr_t)4095;
+		}
+		if (runtime && (ph->p_flags & PF_X) && RT.n < RT_RANGES) {
+			RT.lo[RT.n] = lo;
+			RT.hi[RT.n++] = lo + ph->p_memsz;
+		}
+	}
+	return 0;
+}
+
+static int in_runtime(uintptr_t pc)
+{
+	for (uint32_t i = 0; i < RT.n; i++)
+		if (pc - RT.lo[i] < RT.hi[i] - RT.lo[i])
+			return 1;
+	return 0;
+}
+
+typedef struct stop_walk {
+	uintptr_t cfa;            /* of the outermost runtime frame so far */
+	int found;                /* a frame of the program's was reached */
+} stop_walk;
+
+static _Unwind_Reason_Code stop_frame(struct _Unwind_Context *ctx, void *arg)
+{
+	stop_walk *w = arg;
+	uintptr_t pc = _Unwind_GetIP(ctx);
+	if (!pc)
+		return _URC_END_OF_STACK;
+	if (!in_runtime(pc - 1)) {
+		w->found = 1;
+		return _URC_END_OF_STACK;
+	}
+	w->cfa = _Unwind_GetCFA(ctx);
+	return _URC_NO_REASON;
+}
+
+/*
+ * Where the stopping thread's live frames begin, for the scan: above the frames of the
+ * session's end, of exit() and of the C library's start, whose unused slots hold what the
+ * program's returned calls left there (main's callees: a leak's last pointer read as
+ * reachable). The frames from the first that is not the runtime's up are scanned: those of
+ * a function that called exit(), or only _start's when main returned. Not at _exit, which
+ * may run in a signal handler that interrupted the loader (the unwinder takes its lock):
+ * there from the stack pointer.
+ */
+static void note_stop_sp(int unwind)
+{
+	uintptr_t sp = (uintptr_t)__builtin_frame_address(0);
+	stop_walk w = {sp, 0};
+	if (unwind && RT.n)
+		_Unwind_Backtrace(stop_frame, &w);
+	reach_stop_sp = w.found && w.cfa > sp ? w.cfa : sp;
+}
+
+typedef struct rmap {
+	uint64_t lo, hi;
+	int root;                 /* scanned as a root */
+} rmap;
+
+typedef struct rspan {
+	uint64_t lo, hi;
+	uint32_t ref;
+} rspan;
+
+typedef struct rscan {
+	uint64_t lo, hi;          /* of all live blocks */
+	uint8_t *mark;            /* a bit per block ref: pool ids, then overflow entries */
+	uint32_t nref;
+	rspan *span;              /* blocks that reach past their first page, and overflow
+				     entries, by address */
+	size_t nspan;
+	rspan *todo;              /* marked blocks not yet read */
+	size_t ntodo, todo_cap;
+	uint8_t *buf;
+	unsigned char *vec;       /* mincore's */
+	uint8_t *pages;           /* REACH_PAGES copies of pages with blocks ... */
+	uint64_t *tags;           /* ... and their page numbers + 1 (0: none) */
+	pid_t pid;
+	uint64_t deadline, root_bytes, heap_bytes;
+	int status;               /* enum fmt_reach_status */
+} rscan;
+
+static inline uint32_t over_ref(uint32_t i)
+{
+	return M.pool_used + 1 + i;
+}
+
+/*
+ * Whether x, inside the block [a, a + n), refers to it. Not the block's last 16-byte granule
+ * when that is where the next chunk's header may begin: glibc's chunks are 16-byte aligned
+ * and the header of the next one overlaps the block's last 8 usable bytes, so the arena's
+ * pointers to the top chunk and to free chunks (main_arena's, a root) point there. The last
+ * block before the top chunk read as reachable in every program.
+ */
+static inline int refers(uint64_t x, uint64_t a, uint64_t n)
+{
+	return x == a || ((x - a) & 15) || x + 16 <= a + n;
+}
+
+/* The live block that x points into: its ref and extent. */
+static int reach_find(const rscan *s, uint64_t x, uint32_t *ref, uint64_t *lo, uint64_t *hi)
+{
+	if (x < s->lo || x >= s->hi)
+		return 0;
+	wleaf *l = leaf_find(x >> WP_SHIFT);
+	int started = 0;
+	if (l) {
+		uint64_t base = x & ~(uint64_t)((1u << WP_SHIFT) - 1);
+		for (int32_t i = (int32_t)((x >> 5) & (WP_SLOTS - 1)); i >= 0; i--) {
+			uint32_t id = l->slots[i];
+			if (!id)
+				continue;
+			const wblock *b = pool_at(id);
+			uint64_t a = base | (uint64_t)i << 5 | (b->size_lo & 31), n = wb_size(b);
+			if (a > x)
+				continue;
+			if (x < a + (n ? n : 1)) {
+				if (!refers(x, a, n))
+					return 0;
+				*ref = id;
+				*lo = a;
+				*hi = a + n;
+				return 1;
+			}
+			started = 1; /* blocks do not overlap: none that starts before covers x */
+			break;
+		}
+	}
+	if ((started && !M.nover) || !s->nspan)
+		return 0;
+	size_t a = 0, b = s->nspan; /* the last span starting at or before x */
+	while (b - a > 1) {
+		size_t m = a + (b - a) / 2;
+		if (s->span[m].lo <= x)
+			a = m;
+		else
+			b = m;
+	}
+	const rspan *r = &s->span[a];
+	if (r->lo > x || x >= (r->hi > r->lo ? r->hi : r->lo + 1) || !refers(x, r->lo, r->hi - r->lo))
+		return 0;
+	*ref = r->ref;
+	*lo = r->lo;
+	*hi = r->hi;
+	return 1;
+}
+
+static void todo_push(rscan *s, rspan b)
+{
+	if (s->ntodo == s->todo_cap) {
+		size_t cap = s->todo_cap ? s->todo_cap * 2 : 4096;
+		rspan *t = realloc(s->todo, cap * sizeof *t);
+		if (!t) {
+			s->status = FMT_REACH_NOMEM;
+			return;
+		}
+		s->todo = t;
+		s->todo_cap = cap;
+	}
+	s->todo[s->ntodo++] = b;
+}
+
+static void reach_words(rscan *s, const uint64_t *w, size_t n)
+{
+	for (size_t i = 0; i < n; i++) {
+		uint32_t ref;
+		uint64_t lo, hi;
+		if (w[i] - s->lo >= s->hi - s->lo || !reach_find(s, w[i], &ref, &lo, &hi))
+			continue;
+		if (ref >= s->nref || (s->mark[ref >> 3] & (1u << (ref & 7))))
+			continue;
+		s->mark[ref >> 3] |= (uint8_t)(1u << (ref & 7));
+		if (hi - lo >= 8) /* else no pointer fits */
+			todo_push(s, (rspan){lo, hi, ref});
+	}
+}
+
+/* Read [lo, hi) and mark what its words point to; only pages that are resident when
+ * `resident`. */
+static void reach_range(rscan *s, uint64_t lo, uint64_t hi, int resident, uint64_t *counted)
+{
+	lo = (lo + 7) & ~(uint64_t)7;
+	hi &= ~(uint64_t)7;
+	while (lo < hi && !s->status) {
+		if (cm_mono_ns() > s->deadline) {
+			s->status = FMT_REACH_TIME;
+			return;
+		}
+		uint64_t end = hi - lo > REACH_CHUNK ? lo + REACH_CHUNK : hi;
+		if (resident) {
+			uint64_t p0 = lo & ~(uint64_t)4095;
+			if (mincore((void *)(uintptr_t)p0, end - p0, s->vec) == 0) {
+				/* the first run of resident pages from lo, within [lo, end) */
+				uint64_t k = 0, np = (end - p0 + 4095) / 4096;
+				while (k < np && !(s->vec[k] & 1))
+					k++;
+				if (k == np) {
+					lo = end;
+					continue;
+				}
+				uint64_t a = p0 + k * 4096;
+				if (a > lo)
+					lo = a;
+				while (k < np && (s->vec[k] & 1))
+					k++;
+				uint64_t b = p0 + k * 4096;
+				if (b < end)
+					end = b;
+			}
+		}
+		struct iovec l = {s->buf, (size_t)(end - lo)}, r = {(void *)(uintptr_t)lo, (size_t)(end - lo)};
+		ssize_t got = process_vm_readv(s->pid, &l, 1, &r, 1, 0);
+		if (got < 0) {
+			if (errno != EFAULT && errno != ENOMEM) {
+				s->status = FMT_REACH_UNREADABLE;
+				return;
+			}
+			lo = (lo & ~(uint64_t)4095) + 4096; /* an unmapped page: the next one */
+			continue;
+		}
+		*counted += (uint64_t)got;
+		reach_words(s, (const uint64_t *)s->buf, (size_t)got / 8);
+		lo += got > 0 ? (uint64_t)got & ~(uint64_t)7 : 4096;
+	}
+}
+
+/* A copy of page `page`, from the scan's cache of REACH_PAGES (direct-mapped by page
+ * number); NULL when it cannot be read. */
+static const uint8_t *reach_page(rscan *s, uint64_t page)
+{
+	uint32_t k = (uint32_t)(page & (REACH_PAGES - 1));
+	uint8_t *copy = s->pages + (size_t)k * 4096;
+	if (s->tags[k] == page + 1)
+		return copy;
+	if (cm_mono_ns() > s->deadline) {
+		s->status = FMT_REACH_TIME;
+		return NULL;
+	}
+	struct iovec l = {copy, 4096}, r = {(void *)(uintptr_t)(page << 12), 4096};
+	ssize_t got = process_vm_readv(s->pid, &l, 1, &r, 1, 0);
+	if (got != 4096) {
+		if (got < 0 && errno != EFAULT && errno != ENOMEM)
+			s->status = FMT_REACH_UNREADABLE;
+		s->tags[k] = 0;
+		return NULL;
+	}
+	s->tags[k] = page + 1;
+	return copy;
+}
+
+static int cmp_rspan(const void *a, const void *b)
+{
+	const rspan *x = a, *y = b;
+	return (x->lo > y->lo) - (x->lo < y->lo);
+}
+
+/* The writable mappings that are roots: /proc/self/maps less the heap's (those that hold a
+ * live block, and [heap]), fennec's own, devices and the kernel's. */
+static rmap *reach_maps(size_t *n)
+{
+	*n = 0;
+	int fd = open("/proc/self/maps", O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return NULL;
+	size_t len = 0, cap = 1u << 16;
+	char *text = malloc(cap + 1);
+	for (ssize_t got = 1; text && got > 0;) {
+		if (len == cap) {
+			char *t = realloc(text, cap * 2 + 1);
+			if (!t) {
+				free(text);
+				text = NULL;
+				break;
+			}
+			text = t;
+			cap *= 2;
+		}
+		got = read(fd, text + len, cap - len);
+		if (got > 0)
+			len += (size_t)got;
+		else if (got < 0 && errno == EINTR)
+			got = 1;
+	}
+	close(fd);
+	if (!text)
+		return NULL;
+	text[len] = 0;
+	size_t lines = 1;
+	for (size_t i = 0; i < len; i++)
+		lines += text[i] == '\n';
+	rmap *m = malloc(lines * sizeof *m);
+	if (!m) {
+		free(text);
+		return NULL;
+	}
+	for (char *line = text, *next; *line; line = next) {
+		next = strchr(line, '\n');
+		if (next)
+			*next++ = 0;
+		else
+			next = line + strlen(line);
+		unsigned long lo, hi;
+		char perms[8];
+		int off = 0;
+		if (sscanf(line, "%lx-%lx %7s %*s %*s %*s %n", &lo, &hi, perms, &off) < 3 || !off)
+			continue;
+		const char *path = line + off;
+		int root = perms[0] == 'r' && perms[1] == 'w';
+		if (path[0] == '[')
+			root = root && (!strncmp(path, "[stack", 6) || !strncmp(path, "[anon:", 6));
+		else if (!strncmp(path, "anon_inode:", 11) || (!strncmp(path, "/dev/", 5) && strncmp(path, "/dev/shm/", 9)))
+			root = 0;
+		m[(*n)++] = (rmap){lo, hi, root};
+	}
+	free(text);
+	return m;
+}
+
+static rmap *map_of(rmap *m, size_t n, uint64_t a)
+{
+	size_t lo = 0, hi = n;
+	while (lo < hi) {
+		size_t k = lo + (hi - lo) / 2;
+		if (a < m[k].lo)
+			hi = k;
+		else if (a >= m[k].hi)
+			lo = k + 1;
+		else
+			return &m[k];
+	}
+	return NULL;
+}
+
+/* Scan the root [lo, hi) less fennec's own memory. */
+static void reach_root(rscan *s, uint64_t lo, uint64_t hi)
+{
+	uint64_t own_lo[REACH_MAX_SELF + 2], own_hi[REACH_MAX_SELF + 2];
+	uint32_t k = 0;
+	for (uint32_t i = 0; i < SELF.n; i++, k++) {
+		own_lo[k] = SELF.lo[i];
+		own_hi[k] = SELF.hi[i];
+	}
+#if !MEM_SANITIZER
+	own_lo[k] = (uintptr_t)H.base;
+	own_hi[k++] = (uintptr_t)H.base + atomic_load(&H.span);
+#endif
+	own_lo[k] = (uintptr_t)M.ring.buf;
+	own_hi[k++] = (uintptr_t)M.ring.buf + M.ring.size;
+	uint64_t dlo[DEAD_STACKS], dhi[DEAD_STACKS];
+	uint32_t nd = 0;
+	for (uint32_t i = 0; i < DEAD_STACKS; i++) {
+		uintptr_t b = atomic_load_explicit(&DEAD.hi[i], memory_order_acquire), a = atomic_load_explicit(&DEAD.lo[i], memory_order_relaxed);
+		if (b > a && a < hi && b > lo && (reach_stop_sp < a || reach_stop_sp >= b)) {
+			dlo[nd] = a;
+			dhi[nd++] = b;
+		}
+	}
+	while (lo < hi && !s->status) {
+		int inside = 0;
+		for (uint32_t i = 0; i < nd; i++)
+			if (dlo[i] <= lo && lo < dhi[i]) {
+				lo = dhi[i]; /* a thread's that ended */
+				inside = 1;
+			}
+		for (uint32_t i = 0; i < k; i++)
+			if (own_lo[i] <= lo && lo < own_hi[i]) {
+				lo = own_hi[i]; /* fennec's: skip past it */
+				inside = 1;
+			}
+		if (inside)
+			continue;
+		uint64_t end = hi;
+		for (uint32_t i = 0; i < k; i++)
+			if (own_lo[i] > lo && own_lo[i] < end)
+				end = own_lo[i];
+		for (uint32_t i = 0; i < nd; i++)
+			if (dlo[i] > lo && dlo[i] < end)
+				end = dlo[i];
+		reach_range(s, lo, end, 1, &s->root_bytes);
+		lo = end;
+	}
+}
+
+/* Per stack id: reachable and lost blocks. */
+typedef struct rsum {
+	uint64_t rc, rb, lc, lb;
+} rsum;
+
+static void reach_count(rsum *sum, const rscan *s, uint32_t ref, const wblock *b)
+{
+	if (b->stack > M.nstacks)
+		return;
+	rsum *e = &sum[b->stack];
+	if (s->mark[ref >> 3] & (1u << (ref & 7))) {
+		e->rc++;
+		e->rb += wb_size(b);
+	} else {
+		e->lc++;
+		e->lb += wb_size(b);
+	}
+}
+
+/* Mark from the roots; s->status says why it could not. */
+static void reach_mark(rscan *s)
+{
+	/* Every live block's extent; the spans; the marks. */
+	s->lo = UINT64_MAX;
+	s->hi = 0;
+	size_t nspan = 0;
+	for (int pass = 0; pass < 2; pass++) {
+		for (uint32_t i = 0; i < M.pages_cap; i++) {
+			const wleaf *l = M.pages[i].leaf;
+			if (!M.pages[i].page)
+				continue;
+			for (uint32_t j = 0; j < WP_SLOTS; j++) {
+				if (!l->slots[j])
+					continue;
+				const wblock *b = pool_at(l->slots[j]);
+				uint64_t a = M.pages[i].page << WP_SHIFT | (uint64_t)j << 5 | (b->size_lo & 31), n = wb_size(b);
+				uint64_t e = a + (n ? n : 1);
+				if (!pass) {
+					s->lo = a < s->lo ? a : s->lo;
+					s->hi = e > s->hi ? e : s->hi;
+				}
+				if ((a >> WP_SHIFT) != ((e - 1) >> WP_SHIFT)) {
+					if (pass)
+						s->span[nspan] = (rspan){a, a + n, l->slots[j]};
+					nspan++;
+				}
+			}
+		}
+		for (uint32_t i = 0; i < M.over_cap; i++) {
+			const wover *o = &M.over[i];
+			if (!o->addr)
+				continue;
+			uint64_t n = wb_size(&o->b);
+			if (!pass) {
+				s->lo = o->addr < s->lo ? o->addr : s->lo;
+				s->hi = o->addr + (n ? n : 1) > s->hi ? o->addr + (n ? n : 1) : s->hi;
+			} else {
+				s->span[nspan] = (rspan){o->addr, o->addr + n, over_ref(i)};
+			}
+			nspan++;
+		}
+		if (!pass) {
+			s->span = malloc((nspan ? nspan : 1) * sizeof *s->span);
+			if (!s->span) {
+				s->status = FMT_REACH_NOMEM;
+				return;
+			}
+			nspan = 0;
+		}
+	}
+	s->nspan = nspan;
+	qsort(s->span, nspan, sizeof *s->span, cmp_rspan);
+	s->nref = over_ref(M.over_cap);
+	s->mark = calloc(s->nref / 8 + 1, 1);
+	s->buf = malloc(REACH_CHUNK);
+	s->vec = malloc(REACH_CHUNK / 4096 + 1);
+	s->pages = malloc((size_t)REACH_PAGES * 4096);
+	s->tags = calloc(REACH_PAGES, sizeof *s->tags);
+	size_t nmaps;
+	rmap *maps = reach_maps(&nmaps);
+	if (!s->mark || !s->buf || !s->vec || !s->pages || !s->tags || !maps) {
+		s->status = maps || errno == ENOMEM ? FMT_REACH_NOMEM : FMT_REACH_UNREADABLE;
+		free(maps);
+		return;
+	}
+	/* The heap's mappings are no roots: their free chunks keep stale pointers. */
+	for (uint32_t i = 0; i < M.pages_cap; i++) {
+		rmap *r = M.pages[i].page ? map_of(maps, nmaps, M.pages[i].page << WP_SHIFT) : NULL;
+		if (r)
+			r->root = 0;
+	}
+	for (uint32_t i = 0; i < M.over_cap; i++) {
+		rmap *r = M.over[i].addr ? map_of(maps, nmaps, M.over[i].addr) : NULL;
+		if (r)
+			r->root = 0;
+	}
+	/* The writer's own stack is no root; the stopping thread's only above its stack
+	 * pointer, where its frames are (below are those that returned). */
+	int here;
+	rmap *w = map_of(maps, nmaps, (uintptr_t)&here);
+	if (w)
+		w->root = 0;
+	rmap *st = reach_stop_sp ? map_of(maps, nmaps, reach_stop_sp) : NULL;
+	for (size_t i = 0; i < nmaps && !s->status; i++)
+		if (maps[i].root)
+			reach_root(s, &maps[i] == st ? (reach_stop_sp & ~(uint64_t)7) : maps[i].lo, maps[i].hi);
+	free(maps);
+	/* The marked blocks: a large one read alone, a small one from a copy of its pages
+	 * (a system call a block took 1.7 us: 1.7 s for a list of a million). */
+	while (s->ntodo && !s->status) {
+		rspan b = s->todo[--s->ntodo];
+		uint64_t lo = (b.lo + 7) & ~(uint64_t)7, hi = b.hi & ~(uint64_t)7;
+		if (hi <= lo)
+			continue;
+		if (hi - lo >= REACH_CHUNK / 4) {
+			reach_range(s, lo, hi, hi - lo >= REACH_CHUNK, &s->heap_bytes);
+			continue;
+		}
+		for (uint64_t a = lo; a < hi && !s->status;) {
+			uint64_t page = a >> 12, end = ((page + 1) << 12) < hi ? (page + 1) << 12 : hi;
+			const uint8_t *copy = reach_page(s, page);
+			if (!copy)
+				break; /* freed and unmapped meanwhile */
+			reach_words(s, (const uint64_t *)(copy + (a & 4095)), (size_t)(end - a) / 8);
+			s->heap_bytes += end - a;
+			a = end;
+		}
+	}
+}
+
+void col_mem_reach(void (*emit)(unsigned type, cm_buf *raw), int exit_reason)
+{
+	if (M.session_mode != FMT_MEM_FULL || exit_reason == FMT_END_EXEC)
+		return;
+	uint64_t t0 = cm_mono_ns();
+	rscan s = {.pid = getpid()};
+	const char *e = getenv("FENNEC_LEAK_SCAN_MS");
+	uint64_t ms = e && *e ? strtoull(e, NULL, 10) : 10000;
+	if (exit_reason == FMT_END__EXIT && ms > 1000)
+		ms = 1000; /* _exit waits 2 s for the whole final flush */
+	s.deadline = t0 + ms * 1000000u;
+	if (!ms)
+		s.status = FMT_REACH_OFF;
+	else if (atomic_load(&M.dropped_allocs))
+		s.status = FMT_REACH_LOST; /* blocks the map does not have may hold pointers */
+	else
+		reach_mark(&s);
+	rsum *sum = NULL;
+	uint32_t n = 0;
+	if (!s.status && !(sum = calloc(M.nstacks + 1, sizeof *sum)))
+		s.status = FMT_REACH_NOMEM;
+	if (!s.status) {
+		for (uint32_t i = 0; i < M.pages_cap; i++) {
+			const wleaf *l = M.pages[i].leaf;
+			for (uint32_t j = 0; M.pages[i].page && j < WP_SLOTS; j++)
+				if (l->slots[j])
+					reach_count(sum, &s, l->slots[j], pool_at(l->slots[j]));
+		}
+		for (uint32_t i = 0; i < M.over_cap; i++)
+			if (M.over[i].addr)
+				reach_count(sum, &s, over_ref(i), &M.over[i].b);
+		for (uint32_t i = 1; i <= M.nstacks; i++)
+			n += sum[i].rc || sum[i].lc;
+	}
+	cm_buf *b = &M.chunk;
+	b->len = 0;
+	cm_buf_varint(b, (uint64_t)s.status);
+	cm_buf_varint(b, cm_mono_ns() - t0);
+	cm_buf_varint(b, s.root_bytes);
+	cm_buf_varint(b, s.heap_bytes);
+	cm_buf_varint(b, n);
+	for (uint32_t i = 1; sum && i <= M.nstacks; i++) {
+		if (!sum[i].rc && !sum[i].lc)
+			continue;
+		cm_buf_varint(b, i);
+		cm_buf_varint(b, sum[i].rc);
+		cm_buf_varint(b, sum[i].rb);
+		cm_buf_varint(b, sum[i].lc);
+		cm_buf_varint(b, sum[i].lb);
+	}
+	emit(FMT_REACH, b);
+	b->len = 0;
+	free(sum);
+	free(s.span);
+	free(s.todo);
+	free(s.mark);
+	free(s.buf);
+	free(s.vec);
+	free(s.pages);
+	free(s.tags);
 }

@@ -756,6 +756,8 @@ static void flush_locked(int final, unsigned exit_reason)
 	emit_samples();
 	emit_events();
 	col_mem_drain(emit_chunk, emit_sites);
+	if (final)
+		col_mem_reach(emit_chunk, (int)exit_reason);
 	/* At _exit (exit reason 3) the CUDA and NVML calls of a final drain are left out, as
 	 * col_gpu_stop() is (session_end()). */
 	col_gpu_drain(emit_chunk, !final ? COL_GPU_DRAIN_PERIODIC
@@ -1172,7 +1174,7 @@ static int session_end(unsigned exit_reason, const struct timespec *deadline)
 		pthread_mutex_unlock(&flush_lock);
 		return FENNEC_EIO;
 	}
-	col_mem_stop();
+	col_mem_stop(exit_reason != FMT_END__EXIT);
 	/* Not at _exit: its caller may be a signal handler that interrupted a CUDA call holding
 	 * the driver's locks, which a forced flush of CUPTI's buffers may wait for. The GPU
 	 * activity CUPTI had not yet handed over is lost then (the writer takes it about every

@@ -9,7 +9,7 @@
 
 #define FMT_MAGIC "\x89" "FNC\r\n\x1a\n"
 #define FMT_MAJOR 1
-#define FMT_MINOR 5
+#define FMT_MINOR 6
 #define FMT_PREAMBLE_LEN 16
 #define FMT_CHUNK_HDR_LEN 16
 #define FMT_MAX_RAW (64u << 20)
@@ -29,6 +29,7 @@ enum fmt_chunk_type {
 	FMT_GPU = 12,
 	FMT_HEAP2 = 13,
 	FMT_GPUX = 14,
+	FMT_REACH = 15, /* what the program could still reach at the end (1.6) */
 };
 
 enum fmt_codec { FMT_RAW = 0, FMT_ZSTD = 1 };
@@ -74,6 +75,7 @@ enum fmt_hkey {
 	FMT_H_TICKS_PER_NS, FMT_H_SAMPLE_MODE, FMT_H_SAMPLE_PERIOD, FMT_H_SAMPLE_SOURCE,
 	FMT_H_SAMPLE_DEPTH, FMT_H_SAMPLE_HZ, FMT_H_MEM_MODE, FMT_H_MEM_RATE, FMT_H_MEM_INTERVAL,
 	FMT_H_CPU_START_USER, FMT_H_CPU_START_SYS, FMT_H_MEM_MMAP,
+	FMT_H_CONFIG_WARNINGS, /* 33: FENNEC_* values the collector could not use, one a line */
 };
 
 /* HEAP records (docs/format.md, "Heap (1.2)") */
@@ -92,6 +94,9 @@ enum fmt_heap2_rec {
 #define FMT_HEV_NOADDR 1 /* addr is 0: a FREE names its block by id (stack) and size */
 #define FMT_HEV_TEMP 2   /* FREE of the thread's latest allocation */
 enum fmt_mem_mode { FMT_MEM_OFF = 0, FMT_MEM_SAMPLED = 1, FMT_MEM_FULL = 2 };
+/* REACH: whether the scan was made (0) or why not */
+enum fmt_reach_status { FMT_REACH_DONE = 0, FMT_REACH_UNREADABLE = 1, FMT_REACH_TIME = 2, FMT_REACH_NOMEM = 3,
+			FMT_REACH_OFF = 4, FMT_REACH_LOST = 5 };
 enum fmt_snap_reason { FMT_SNAP_TIMER = 0, FMT_SNAP_STEP = 1, FMT_SNAP_FINAL = 2 };
 
 /* GPU records (docs/format.md "GPU (1.3)"). The same struct is what the collector encodes

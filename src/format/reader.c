@@ -212,6 +212,14 @@ static int decode_header(rd *r, cur *c)
 		case FMT_H_MEM_RATE: f->mem_rate = v; break;
 		case FMT_H_MEM_INTERVAL: f->mem_interval_ns = v; break;
 		case FMT_H_MEM_MMAP: f->mem_mmap_min = v; break;
+		case FMT_H_CONFIG_WARNINGS:
+			for (size_t i = 0; s && i < slen; i++)
+				if (s[i] == 0 || (s[i] != '\n' && (unsigned char)s[i] < 0x20))
+					s[i] = '?'; /* lines of text, whatever the file says */
+			free(f->config_warnings);
+			f->config_warnings = s;
+			s = NULL;
+			break;
 		case FMT_H_CPU_START_USER: f->cpu_start_user_ns = v; f->has_cpu_start = 1; break;
 		case FMT_H_CPU_START_SYS: f->cpu_start_sys_ns = v; f->has_cpu_start = 1; break;
 		default: break; /* a newer minor version's key */
@@ -1315,6 +1323,41 @@ static int decode_gpu(rd *r, cur *c)
 	return c->bad ? fail(r, FENNEC_ECORRUPT, r->chunk_off, "GPU: record runs past the end of the chunk") : 0;
 }
 
+/* REACH (1.6): the reachability scan at the end of a full-mode session, per heap stack.
+ * One per file; its stacks must have been defined. */
+static int decode_reach(rd *r, cur *c)
+{
+	fmt_file *f = r->f;
+	if (f->has_reach)
+		return fail(r, FENNEC_ECORRUPT, r->chunk_off, "REACH: a second REACH chunk");
+	f->reach_status = cur_varint(c);
+	f->reach_ns = cur_varint(c);
+	f->reach_root_bytes = cur_varint(c);
+	f->reach_heap_bytes = cur_varint(c);
+	uint64_t n = cur_varint(c);
+	if (c->bad || (n && f->reach_status) || n > (uint64_t)(c->end - c->p) / 5)
+		return fail(r, FENNEC_ECORRUPT, r->chunk_off, "REACH: bad chunk prefix");
+	f->reach = n ? calloc(n, sizeof *f->reach) : NULL;
+	if (n && !f->reach)
+		return fail(r, FENNEC_ENOMEM, r->chunk_off, "out of memory for %llu REACH entries", (unsigned long long)n);
+	for (uint64_t i = 0; i < n; i++) {
+		fmt_reach *e = &f->reach[i];
+		e->stack = cur_varint(c);
+		e->reach_count = cur_varint(c);
+		e->reach_bytes = cur_varint(c);
+		e->lost_count = cur_varint(c);
+		e->lost_bytes = cur_varint(c);
+		if (c->bad || !fmt_heap_stack_get(f, e->stack) || (!e->reach_count && !e->lost_count) ||
+		    (i && e->stack <= f->reach[i - 1].stack))
+			return fail(r, FENNEC_ECORRUPT, r->chunk_off, "REACH: bad entry %llu", (unsigned long long)i);
+	}
+	if (c->p != c->end)
+		return fail(r, FENNEC_ECORRUPT, r->chunk_off, "REACH: %td bytes after the entries", c->end - c->p);
+	f->nreach = (uint32_t)n;
+	f->has_reach = 1;
+	return 0;
+}
+
 /* GPUX (1.4): NVTX start/end ranges and marks, NVLink counters, delivered as FMT_EV_GPU
  * events of types FMT_GR_RANGE_START .. FMT_GR_NVLINK. Messages are copied into a buffer
  * of this call: borrowed by the callback. */
@@ -1650,6 +1693,7 @@ static int read_chunks(rd *r, const uint8_t *data, size_t len)
 		case FMT_HEAP2: rc = decode_heap2(r, &c); break;
 		case FMT_GPU: rc = decode_gpu(r, &c); break;
 		case FMT_GPUX: rc = decode_gpux(r, &c); break;
+		case FMT_REACH: rc = decode_reach(r, &c); break;
 		default: break; /* newer chunk type */
 		}
 		if (rc)
@@ -1808,6 +1852,7 @@ static void fmt_file_free_records(fmt_file *f)
 		free(f->heap_stacks[i].regions);
 	}
 	free(f->heap_stacks);
+	free(f->reach);
 	for (uint32_t i = 0; i < f->ngpu_devices; i++)
 		free((char *)f->gpu_devices[i].name);
 	free(f->gpu_devices);
@@ -1819,6 +1864,7 @@ static void fmt_file_free_records(fmt_file *f)
 	free(f->sites);
 	free(f->threads);
 	free(f->host);
+	free(f->config_warnings);
 	free(f->cmdline);
 	free(f->exe);
 }

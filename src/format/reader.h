@@ -69,6 +69,11 @@ typedef struct fmt_heap_stack {
 	int defined;
 } fmt_heap_stack;
 
+/* A REACH entry (1.6): a heap stack's blocks live at the end, reachable and lost. */
+typedef struct fmt_reach {
+	uint64_t stack, reach_count, reach_bytes, lost_count, lost_bytes;
+} fmt_reach;
+
 /* HEAP counters as of the last HEAP chunk (cumulative since the session started). */
 typedef struct fmt_heap_counters {
 	uint64_t allocs, frees, alloc_bytes, live_bytes, peak_bytes;
@@ -84,6 +89,7 @@ typedef struct fmt_file {
 	uint64_t recording_id, pid, ppid, parent_pid, origin, clock, buffer_bytes, version;
 	int64_t rank;
 	char *host, *cmdline, *exe; /* cmdline: arguments joined by spaces */
+	char *config_warnings;      /* FENNEC_* values the collector could not use, one a line; NULL: none */
 	uint64_t start_real_ns, start_mono_ns, start_ticks;
 	double ticks_per_ns_hdr;
 	uint64_t step_wait, step_warmup, step_active, step_repeat;
@@ -125,6 +131,12 @@ typedef struct fmt_file {
 	fmt_heap_counters heap;
 	fmt_heap_stack *heap_stacks; /* indexed by stack id (0 unused) */
 	uint32_t nheap_stacks;       /* size of the table */
+	/* REACH (1.6): what the program could still reach at the end (full mode) */
+	int has_reach;
+	uint64_t reach_status;       /* enum fmt_reach_status: 0 the scan was made */
+	uint64_t reach_ns, reach_root_bytes, reach_heap_bytes;
+	fmt_reach *reach;            /* per stack, when the scan was made */
+	uint32_t nreach;
 	/* GPU (GPU chunks, since 1.3) */
 	int has_gpu;             /* a GPU or GPUX chunk was read */
 	fmt_gpu_info gpu;        /* the prefix of the last GPU chunk (counts are cumulative) */

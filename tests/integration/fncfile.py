@@ -10,7 +10,7 @@ CHUNK_HDR_LEN = 16
 
 CHUNK_NAMES = {1: "HEADER", 2: "SITES", 3: "THREAD", 4: "EVENTS", 5: "STATS",
                6: "THREAD_END", 7: "END", 8: "SAMPLES", 9: "MODULES", 10: "TASKS",
-               11: "HEAP", 12: "GPU", 13: "HEAP2", 14: "GPUX"}
+               11: "HEAP", 12: "GPU", 13: "HEAP2", 14: "GPUX", 15: "REACH"}
 
 # SAMPLES flags (docs/format.md "Samples (1.1)")
 SAMPLE_KIND_MASK = 3        # 0 = on CPU, 1 = off CPU
@@ -291,6 +291,10 @@ def decode(data):
             if out["heap"] is None:
                 out["heap"] = {"counters": None, "stacks": {}, "records": []}
             (_heap if c.type == 11 else _heap2)(p, out["heap"])
+        elif c.type == 15:
+            if out.get("reach") is not None:
+                raise ValueError("a second REACH chunk")
+            out["reach"] = _reach(p, out["heap"])
         elif c.type in (12, 14):
             if out["gpu"] is None:
                 out["gpu"] = {"prefix": None, "devices": {}, "strings": {}, "records": []}
@@ -758,6 +762,33 @@ def _heap2(p, heap):
             raise ValueError("HEAP2 record type %d" % rtype)
     if pos != len(p):
         raise ValueError("HEAP2 record runs past the end of the chunk")
+
+
+def _reach(p, heap):
+    """REACH (1.6): {"status", "ns", "root_bytes", "heap_bytes", "stacks": {stack id:
+    (reachable count, reachable bytes, lost count, lost bytes)}}; its stacks must be defined."""
+    vals = []
+    pos = 0
+    for _ in range(5):
+        v, pos = _varint(p, pos)
+        vals.append(v)
+    status, ns, roots, heapb, n = vals
+    if n and status:
+        raise ValueError("REACH entries with status %d" % status)
+    out = {"status": status, "ns": ns, "root_bytes": roots, "heap_bytes": heapb, "stacks": {}}
+    prev = 0
+    for _ in range(n):
+        e = []
+        for _ in range(5):
+            v, pos = _varint(p, pos)
+            e.append(v)
+        if heap is None or e[0] not in heap["stacks"] or e[0] <= prev or not (e[1] or e[3]):
+            raise ValueError("REACH entry for stack %d" % e[0])
+        prev = e[0]
+        out["stacks"][e[0]] = tuple(e[1:])
+    if pos != len(p):
+        raise ValueError("REACH runs past its entries")
+    return out
 
 
 def module_of(dec, addr):
