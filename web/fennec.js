@@ -606,6 +606,9 @@
 			];
 		};
 		table($('leak-table'), siteCols('blocks'), leaks);
+		var reach = m.reachable || [];
+		$('reach-panel').hidden = !reach.length;
+		if (reach.length) table($('reach-table'), siteCols('blocks'), reach);
 		var cutLive = m.cut_short_live || [];
 		$('cut-live-panel').hidden = !cutLive.length;
 		if (cutLive.length) table($('cut-live-table'), siteCols('blocks'), cutLive);

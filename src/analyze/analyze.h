@@ -356,6 +356,8 @@ typedef struct ana_mem_site {
 				   released with the process's image; no leak */
 	int cut_short;          /* its process's file was cut short (killed or crashed): the frees
 				   after its last flush are lost, its blocks live at the end no leak */
+	int scanned;            /* its process's file has the reachability scan (full mode) */
+	double reach_count, reach_bytes; /* ... of live_*: still reachable at the end (no leak) */
 	/* replay state */
 	uint64_t mod, at_peak_p;
 	double at_peak_count, at_peak_bytes;
@@ -384,6 +386,12 @@ typedef struct ana_memory {
 	double cut_short_bytes, cut_short_count; /* live at the end of files cut short */
 	uint32_t cut_short_procs;           /* such processes with blocks live at the end */
 	double exec_bytes, exec_count;      /* live when their process exec'd another program */
+	double reach_bytes, reach_count;    /* unfreed at the end but still reachable (scanned
+					       processes, runtime excluded): no leak */
+	uint32_t reach_procs;               /* processes whose blocks live at the end were scanned */
+	uint32_t reach_unscanned;           /* full-mode processes ended by exit whose scan was not made */
+	uint64_t reach_why;                 /* ... the reason of the first (enum fmt_reach_status) */
+	uint64_t reach_ns, reach_root_bytes, reach_heap_bytes; /* the scans' time (longest) and reads */
 	uint32_t exec_procs;
 	uint64_t temporary, temporary_bytes; /* full mode: temporary allocations, their bytes */
 	uint64_t sampled_allocs; /* sampled mode: allocations sampled (records read) */
@@ -633,8 +641,14 @@ const char *ana_mem_site_name(const ana_profile *p, const ana_mem_site *s);
  * left out of ANA_MEM_LIVE (they are not leaks), and so are the sites of files cut short.
  * Returns the count. */
 enum ana_mem_by { ANA_MEM_BYTES = 0, ANA_MEM_LIVE = 1, ANA_MEM_PEAK = 2, ANA_MEM_TEMP = 3,
-		  ANA_MEM_CUT = 4 /* live at the end of files cut short, runtime left out */ };
+		  ANA_MEM_CUT = 4, /* live at the end of files cut short, runtime left out */
+		  ANA_MEM_REACH = 5 /* live at the end and still reachable, runtime left out */ };
 uint32_t ana_mem_top(const ana_profile *p, int by, uint32_t *idx, uint32_t max);
+/* A site's measure for `by` (bytes) and its count in *count. ANA_MEM_LIVE is what was lost
+ * (unfreed and unreachable) when its process was scanned, else all that was unfreed. */
+double ana_mem_measure(const ana_mem_site *s, int by, double *count);
+/* Why a reachability scan was not made (enum fmt_reach_status), for people. */
+const char *ana_reach_why(uint64_t status);
 
 /* The same as rows for people: sites that `key` gives the same nonzero key (what the row
  * shows: the allocating function, line and caller, and region) are one row, their

@@ -450,6 +450,32 @@ int ana_memory_end_process(ana_profile *p, uint32_t proc, const fmt_file *f)
 			}
 		}
 	}
+	/* The reachability scan (full mode, at the end): each stack's reachable blocks. Its
+	 * numbers are the collector's live map; the replay's are the file's, which agree unless
+	 * records were lost: the reachable part is capped at what the replay has live. */
+	if (r && !r->sampled && f->has_reach) {
+		if (f->reach_status == FMT_REACH_DONE) {
+			for (uint32_t i = 0; i < m->nsites; i++)
+				if (m->sites[i].process == proc)
+					m->sites[i].scanned = 1;
+			for (uint32_t i = 0; i < f->nreach; i++) {
+				const fmt_reach *e = &f->reach[i];
+				if (e->stack >= r->site_of_cap || !r->site_of[e->stack])
+					continue;
+				ana_mem_site *s = &m->sites[r->site_of[e->stack] - 1];
+				s->reach_count = (double)e->reach_count;
+				s->reach_bytes = (double)e->reach_bytes;
+			}
+			m->reach_procs++;
+			if (f->reach_ns > m->reach_ns)
+				m->reach_ns = f->reach_ns;
+			m->reach_root_bytes += f->reach_root_bytes;
+			m->reach_heap_bytes += f->reach_heap_bytes;
+		} else if (f->reach_status != FMT_REACH_OFF) {
+			if (!m->reach_unscanned++)
+				m->reach_why = f->reach_status;
+		}
+	}
 	if (r && r->sampled) {
 		calibrate(p, proc, h, r->levels_from);
 		m->sampled_allocs += r->sampled_allocs;
@@ -949,6 +975,9 @@ static int merge_sites(ana_profile *p, uint32_t *map)
 		d->peak_bytes += s->peak_bytes;
 		d->temporary += s->temporary;
 		d->temporary_bytes += s->temporary_bytes;
+		d->reach_count += s->reach_count;
+		d->reach_bytes += s->reach_bytes;
+		d->scanned &= s->scanned;
 	}
 	m->nsites = k;
 	free(tab);
@@ -1039,8 +1068,13 @@ int ana_memory_finish(ana_profile *p)
 				if (!execed[s->process]++)
 					m->exec_procs++;
 			} else {
-				m->leaked_bytes += s->live_bytes;
-				m->leaked_count += s->live_count;
+				double kept, rb = ana_mem_measure(s, ANA_MEM_REACH, &kept);
+				if (rb <= 0)
+					kept = 0;
+				m->reach_bytes += rb;
+				m->reach_count += kept;
+				m->leaked_bytes += s->live_bytes - rb;
+				m->leaked_count += s->live_count - kept;
 			}
 		}
 		m->temporary += s->temporary;

@@ -19,14 +19,24 @@ static int cmp_keyed(const void *a, const void *b)
 	return (x->idx > y->idx) - (x->idx < y->idx);
 }
 
-/* A site's measure for `by`, and the count that goes with it. */
-static double measure(const ana_mem_site *s, int by, double *count)
+double ana_mem_measure(const ana_mem_site *s, int by, double *count)
 {
 	switch (by) {
 	case ANA_MEM_LIVE:
 	case ANA_MEM_CUT:
-		*count = s->live_count;
-		return s->runtime || s->at_exec || s->cut_short != (by == ANA_MEM_CUT) || s->live_count < 0.5 ? 0 : s->live_bytes;
+	case ANA_MEM_REACH: {
+		int reach = by == ANA_MEM_REACH;
+		double c = s->live_count, b = s->live_bytes;
+		if (s->scanned) { /* the reachable part, or the rest */
+			double rc = s->reach_count < c ? s->reach_count : c, rb = s->reach_bytes < b ? s->reach_bytes : b;
+			c = reach ? rc : c - rc;
+			b = reach ? rb : b - rb;
+		} else if (reach) {
+			c = b = 0;
+		}
+		*count = c;
+		return s->runtime || s->at_exec || s->cut_short != (by == ANA_MEM_CUT) || c < 0.5 ? 0 : b;
+	}
 	case ANA_MEM_PEAK:
 		*count = s->peak_count;
 		return s->peak_bytes;
@@ -47,7 +57,7 @@ uint32_t ana_mem_top(const ana_profile *p, int by, uint32_t *idx, uint32_t max)
 		return 0;
 	uint32_t n = 0;
 	for (uint32_t i = 0; i < m->nsites; i++) {
-		double c, v = measure(&m->sites[i], by, &c);
+		double c, v = ana_mem_measure(&m->sites[i], by, &c);
 		if (v > 0.5)
 			k[n++] = (keyed){v, i};
 	}
@@ -91,7 +101,7 @@ uint32_t ana_mem_rows(const ana_profile *p, int by, ana_mem_row *rows, uint32_t 
 	for (uint32_t i = 0; i < m->nsites; i++) {
 		const ana_mem_site *s = &m->sites[i];
 		double c;
-		if (measure(s, by, &c) <= 0.5)
+		if (ana_mem_measure(s, by, &c) <= 0.5)
 			continue;
 		uint64_t kv = key(p, s);
 		g[n++] = (grouped){kv ? kv | (uint64_t)1 << 63 : i, kv ? s->process : 0, i};
@@ -104,7 +114,7 @@ uint32_t ana_mem_rows(const ana_profile *p, int by, ana_mem_row *rows, uint32_t 
 		for (; j < n && g[j].key == g[i].key; j++) {
 			const ana_mem_site *s = &m->sites[g[j].idx];
 			double c;
-			r.bytes += measure(s, by, &c);
+			r.bytes += ana_mem_measure(s, by, &c);
 			r.count += c;
 			r.sites++;
 			if (s->process != last_proc) {
@@ -139,4 +149,17 @@ uint64_t ana_mem_key(const char *const *parts, size_t n, uint32_t node)
 				break;
 		}
 	return (h ^ node) * 0x9e3779b97f4a7c15ull | 1;
+}
+
+const char *ana_reach_why(uint64_t status)
+{
+	switch (status) {
+	case FMT_REACH_DONE: return "scanned";
+	case FMT_REACH_UNREADABLE: return "the process could not read its own memory (process_vm_readv refused)";
+	case FMT_REACH_TIME: return "the reachability scan ran out of time (FENNEC_LEAK_SCAN_MS)";
+	case FMT_REACH_NOMEM: return "the reachability scan ran out of memory";
+	case FMT_REACH_OFF: return "the reachability scan was turned off (FENNEC_LEAK_SCAN_MS=0)";
+	case FMT_REACH_LOST: return "allocation records were lost, so the scan could not be trusted";
+	default: return "the reachability scan was not made (a newer collector's reason)";
+	}
 }

@@ -233,9 +233,7 @@ static void mem_sites(FILE *out, const ana_profile *p, const char *name, int by,
 		const ana_mem_site *s = &p->mem.sites[idx[i]];
 		int f1 = 1;
 		fputs(i ? ",\n    {" : "\n    {", out);
-		int live = by == ANA_MEM_LIVE || by == ANA_MEM_CUT;
-		double count = live ? s->live_count : by == ANA_MEM_PEAK ? s->peak_count : by == ANA_MEM_TEMP ? (double)s->temporary : s->allocs;
-		double bytes = live ? s->live_bytes : by == ANA_MEM_PEAK ? s->peak_bytes : by == ANA_MEM_TEMP ? (double)s->temporary_bytes : s->bytes;
+		double count, bytes = ana_mem_measure(s, by, &count);
 		knum(out, "bytes", p->mem.mode == FMT_MEM_FULL ? bytes : round(bytes), &f1);
 		knum(out, "count", p->mem.mode == FMT_MEM_FULL ? count : round(count), &f1);
 		site_keys(out, p, s, &f1);
@@ -326,6 +324,26 @@ static void memory_json(FILE *out, const ana_profile *p)
 	knum(out, "leaked_count", full ? m->leaked_count : round(m->leaked_count), &f1);
 	key(out, "leaks_estimated", &f1);
 	fputs(full ? "false" : "true", out);
+	knum(out, "reachable_bytes", m->reach_procs ? m->reach_bytes : NAN, &f1);
+	knum(out, "reachable_count", m->reach_procs ? m->reach_count : NAN, &f1);
+	key(out, "leak_scan", &f1);
+	if (!m->reach_procs && !m->reach_unscanned) {
+		fputs("null", out);
+	} else {
+		int f2 = 1;
+		fputs("{", out);
+		knum(out, "processes", (double)m->reach_procs, &f2);
+		knum(out, "unscanned_processes", (double)m->reach_unscanned, &f2);
+		key(out, "unscanned_why", &f2);
+		if (m->reach_unscanned)
+			rep_json_string(out, ana_reach_why(m->reach_why));
+		else
+			fputs("null", out);
+		knum(out, "longest_ns", (double)m->reach_ns, &f2);
+		knum(out, "root_bytes", (double)m->reach_root_bytes, &f2);
+		knum(out, "heap_bytes", (double)m->reach_heap_bytes, &f2);
+		fputs("}", out);
+	}
 	knum(out, "runtime_bytes", full ? m->runtime_bytes : round(m->runtime_bytes), &f1);
 	knum(out, "cut_short_bytes", full ? m->cut_short_bytes : round(m->cut_short_bytes), &f1);
 	knum(out, "cut_short_count", full ? m->cut_short_count : round(m->cut_short_count), &f1);
@@ -355,6 +373,7 @@ static void memory_json(FILE *out, const ana_profile *p)
 		fputs("}", out);
 	}
 	mem_sites(out, p, "leaks", ANA_MEM_LIVE, rows(p, 20), &f1);
+	mem_sites(out, p, "reachable", ANA_MEM_REACH, rows(p, 20), &f1);
 	mem_sites(out, p, "cut_short_live", ANA_MEM_CUT, rows(p, 20), &f1);
 	mem_sites(out, p, "top_allocators", ANA_MEM_BYTES, rows(p, 20), &f1);
 	mem_sites(out, p, "at_peak", ANA_MEM_PEAK, rows(p, 20), &f1);

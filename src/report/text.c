@@ -318,8 +318,8 @@ static void memory_text(FILE *out, const ana_profile *p, const style *st)
 	if (isfinite(m->allocs_per_step))
 		fprintf(out, "   %.1f per step", m->allocs_per_step);
 	fputc('\n', out);
-	fprintf(out, "  unfreed      %s%s in %.0f block%s", full ? "" : "about ", ana_fmt_bytes(m->leaked_bytes, a, sizeof a),
-		m->leaked_count, round(m->leaked_count) == 1 ? "" : "s");
+	fprintf(out, "  unfreed      %s%s in %.0f block%s%s", full ? "" : "about ", ana_fmt_bytes(m->leaked_bytes, a, sizeof a),
+		m->leaked_count, round(m->leaked_count) == 1 ? "" : "s", m->reach_procs ? " lost: no pointer to them was left" : "");
 	if (m->runtime_bytes > 0)
 		fprintf(out, " (and %s held by the runtime: C library, loader, interpreter; not counted)", ana_fmt_bytes(m->runtime_bytes, d, sizeof d));
 	if (!full)
@@ -328,6 +328,13 @@ static void memory_text(FILE *out, const ana_profile *p, const style *st)
 			(unsigned long long)m->end_live_count, m->end_live_count == 1 ? "" : "s",
 			ana_fmt_bytes((double)m->end_live_bytes, d, sizeof d));
 	fputc('\n', out);
+	if (m->reach_count > 0.5)
+		fprintf(out, "  reachable    %s in %.0f block%s unfreed but still pointed to at exit (from globals, stacks or "
+			     "other reachable blocks): no leak\n",
+			ana_fmt_bytes(m->reach_bytes, a, sizeof a), m->reach_count, round(m->reach_count) == 1 ? "" : "s");
+	if (m->reach_unscanned)
+		fprintf(out, "  not scanned  %u process%s: %s; all %s unfreed blocks are counted\n", m->reach_unscanned,
+			m->reach_unscanned == 1 ? "" : "es", ana_reach_why(m->reach_why), m->reach_unscanned == 1 ? "its" : "their");
 	if (m->exec_procs)
 		fprintf(out, "  at exec      %s%s in %.0f block%s live when %u process%s exec'd another program (the exec "
 			     "released them): not counted as unfreed\n",
@@ -355,6 +362,7 @@ static void memory_text(FILE *out, const ana_profile *p, const style *st)
 	uint32_t want = top_rows(p, 10);
 	static const struct { int by; const char *title; } tabs[] = {
 		{ANA_MEM_LIVE, "Unfreed at exit"},
+		{ANA_MEM_REACH, "Still reachable at exit, not leaks"},
 		{ANA_MEM_CUT, "Live when killed or crashed, not leaks"},
 		{ANA_MEM_PEAK, "Live at the peak"}, {ANA_MEM_BYTES, "Top allocating stacks"},
 		{ANA_MEM_TEMP, "Temporary allocations (freed before their thread's next allocation)"}};
