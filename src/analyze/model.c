@@ -577,6 +577,23 @@ static int cmp_point(const void *a, const void *b)
 	return (x > y) - (x < y);
 }
 
+/* The FENNEC_* values the collector of pr could not use (header key 33): said once for the
+ * processes of a recording, which share the environment. */
+static void config_warnings(ana_profile *p, const ana_process *pr)
+{
+	const char *w = pr->file.config_warnings;
+	if (!w || !*w)
+		return;
+	for (const ana_process *q = p->procs; q < pr; q++)
+		if (q->file.config_warnings && !strcmp(q->file.config_warnings, w))
+			return;
+	while (*w) {
+		size_t n = strcspn(w, "\n");
+		ana_warn(p, "%s: the collector could not use %.*s", pr->file.path, (int)n, w);
+		w += n + (w[n] != 0);
+	}
+}
+
 static char *node_path(ana_profile *p, uint32_t n)
 {
 	if (p->nodes[n].path)
@@ -701,6 +718,7 @@ static int load_file(ana_profile *p, const char *path, fmt_error *err)
 		if (f->lost_bytes)
 			ana_warn(p, "%s: the collector could not write %llu bytes (disk full or I/O error); data is missing",
 				 f->path, (unsigned long long)f->lost_bytes);
+		config_warnings(p, pr);
 		if (ana_memory_end_process(p, c.proc, f))
 			rc = FENNEC_ENOMEM;
 		if (ana_gpu_end_process(p, c.proc, f))

@@ -660,6 +660,28 @@ int cmd_record(int argc, char **argv)
 		cli_error("record", "no program to run: fennec record [options] -- PROGRAM [ARGS...]");
 		return 2;
 	}
+	/* FENNEC_SAMPLE and FENNEC_MEMORY stand in for --sample and --memory (the collector's
+	 * own aliases accepted): a value neither can take is refused as the option's would be,
+	 * not passed on to turn sampling or heap profiling off. The other FENNEC_* variables
+	 * reach the collector, which says what it cannot use (docs/api.md). */
+	static const struct { const char *env, *opt, *ok[6]; } stand_in[] = {
+		{"FENNEC_SAMPLE", "--sample", {"cpu", "wall", "off", "on", "none", "0"}},
+		{"FENNEC_MEMORY", "--memory", {"sampled", "full", "off", "none", NULL, NULL}},
+	};
+	for (size_t k = 0; k < sizeof stand_in / sizeof *stand_in; k++) {
+		const char *e = getenv(stand_in[k].env);
+		if (!e || !*e || (k == 0 ? sample : memory))
+			continue;
+		int ok = k == 0 && !strcmp(e, "1");
+		for (size_t j = 0; j < 6 && stand_in[k].ok[j]; j++)
+			ok |= !strcmp(e, stand_in[k].ok[j]);
+		if (!ok) {
+			cli_error("record", "%s=%s in the environment: expected %s (it is %s's default; unset it, or "
+					    "give %s)", stand_in[k].env, e, k == 0 ? "cpu, wall or off" : "sampled, full or off",
+				  stand_in[k].opt, stand_in[k].opt);
+			return 2;
+		}
+	}
 	char lib[PATH_MAX], maplib[PATH_MAX + 32] = "";
 	if (find_library(lib, sizeof lib) < 0) {
 		cli_error("record", "cannot find libfennec.so next to the fennec binary (set FENNEC_LIB to its path)");

@@ -94,6 +94,16 @@ void col_step_advance(uint64_t *recorded_out);
 /* Steps completed so far (async-signal-safe read). */
 uint64_t col_step_index(void);
 
+/* A FENNEC_* variable whose value the collector cannot use (session.c, "configuration"):
+ * `name`=`value`, what was expected and what is done instead ("expected one of cpu, wall,
+ * off; sampling off"). Said once per process image on standard error, in the recording's
+ * first process, and written into the header of the session's files. Not async-signal-safe. */
+void col_config_warn(const char *name, const char *value, const char *what);
+/* The same for a whole number in [lo, hi] (unset or empty: dflt): digits only, else dflt;
+ * out of range, the nearest bound (0 below the range: dflt, as a 0 in fennec_config means);
+ * `unit` ("ms") after the bounds in the message. */
+uint64_t col_env_number(const char *name, uint64_t dflt, uint64_t lo, uint64_t hi, const char *unit);
+
 /* Sampling (sample.c). */
 #define COL_SAMPLE_MAX_DEPTH 512
 typedef struct col_sample_info {

@@ -495,14 +495,19 @@ static void discard_batches(void)
 
 void col_gpu_prepare(void)
 {
-	int mode = col_gpu_mode_parse(getenv("FENNEC_GPU"));
-	const char *ms = getenv("FENNEC_GPU_INTERVAL_MS");
-	long v = ms && *ms ? strtol(ms, NULL, 10) : 0;
+	/* What cannot be used is said (col_config_warn()), the default taken instead. */
+	const char *gm = getenv("FENNEC_GPU");
+	int mode = col_gpu_mode_parse(gm);
+	if (mode < 0 && gm && *gm)
+		col_config_warn("FENNEC_GPU", gm, "expected one of all, kernels, off; GPU profiling off");
+	uint64_t ms = col_env_number("FENNEC_GPU_INTERVAL_MS", 100, 1, 3600000, "ms");
 	const char *pcie = getenv("FENNEC_GPU_PCIE");
+	if (pcie && *pcie && strcmp(pcie, "1") && strcmp(pcie, "0"))
+		col_config_warn("FENNEC_GPU_PCIE", pcie, "expected 1 (PCIe throughput too) or 0; not measured");
 	pthread_mutex_lock(&G.lock);
 	G.mode = mode > 0 ? mode : COL_GPU_OFF;
-	G.interval_ns = (uint64_t)(v > 0 && v <= 3600000 ? v : 100) * 1000000u;
-	G.pcie = pcie && pcie[0] == '1';
+	G.interval_ns = ms * 1000000u;
+	G.pcie = pcie && !strcmp(pcie, "1");
 	/* A new file: its strings and devices are defined again; what the last file did not
 	 * take is not this file's. */
 	strings_reset();

@@ -8,6 +8,7 @@
 #include "collect/collect.h"
 #include "collect/gpu.h"
 
+#include <ctype.h>
 #include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -132,6 +133,111 @@ static double tsc_rate(void)
 
 /* ---- configuration ---- */
 
+/*
+ * FENNEC_* variables whose values cannot be used. The collector runs inside someone else's
+ * program: a bad value never ends it or changes what it returns. The default is used
+ * instead (out of range, the nearest bound, or the default for a 0), and the program's user
+ * is told, the one thing the collector says to the program's standard error (a setting
+ * that silently does nothing costs a whole run): one line per variable, "fennec:
+ * FENNEC_HZ=abc: expected a whole number from 1 to 20000 per second; using 999", written
+ * by one write(2) outside stdio, once per process image and only in the recording's first
+ * process (its forks and execs have the same environment: a pool of 64 workers would say
+ * it 64 times), and every file of the session carries the messages in its header (key 33),
+ * which `fennec analyze` reports as warnings. The list is the current session's: start()
+ * clears it and parses again.
+ */
+static char cfg_warn[2048];  /* messages, one a line, for the header */
+static size_t cfg_warn_len;
+static char cfg_said[2048];  /* those said on stderr by this image (or the one it forked from) */
+static size_t cfg_said_len;
+static int cfg_quiet;        /* fennec_config_init(): the environment read without a word */
+
+/* Whether `msg` is one of the lines of buf[0..len). */
+static int has_line(const char *buf, size_t len, const char *msg)
+{
+	size_t n = strlen(msg);
+	for (const char *p = buf; p < buf + len;) {
+		const char *nl = memchr(p, '\n', (size_t)(buf + len - p));
+		size_t l = nl ? (size_t)(nl - p) : (size_t)(buf + len - p);
+		if (l == n && !memcmp(p, msg, n))
+			return 1;
+		p += l + 1;
+	}
+	return 0;
+}
+
+static void add_line(char *buf, size_t cap, size_t *len, const char *msg)
+{
+	size_t n = strlen(msg);
+	if (*len + n + 1 < cap) {
+		memcpy(buf + *len, msg, n);
+		buf[*len + n] = '\n';
+		*len += n + 1;
+	}
+}
+
+/* The first process of a recording: not an image that an exec of this recording made, nor
+ * one that `fennec record` did not start itself. */
+static int first_process(void)
+{
+	const char *r = getenv("FENNEC_ROOT_PID"), *x = getenv("FENNEC_EXEC_FROM");
+	long me = (long)getpid();
+	return !(x && *x && strtol(x, NULL, 10) == me) && !(r && *r && strtol(r, NULL, 10) != me);
+}
+
+void col_config_warn(const char *name, const char *value, const char *what)
+{
+	char v[80], msg[400];
+	size_t k = 0;
+	if (cfg_quiet)
+		return;
+	for (const char *c = value ? value : ""; *c && k + 4 < sizeof v; c++)
+		v[k++] = (unsigned char)*c < 0x20 || *c == 0x7f ? '?' : *c; /* one line, whatever it holds */
+	if (value && strlen(value) > k)
+		v[k++] = '.', v[k++] = '.', v[k++] = '.';
+	v[k] = 0;
+	snprintf(msg, sizeof msg, "%s=%s: %s", name, v, what);
+	if (!has_line(cfg_warn, cfg_warn_len, msg))
+		add_line(cfg_warn, sizeof cfg_warn, &cfg_warn_len, msg);
+	if (has_line(cfg_said, cfg_said_len, msg) || !first_process())
+		return;
+	add_line(cfg_said, sizeof cfg_said, &cfg_said_len, msg);
+	char line[sizeof msg + 16];
+	int n = snprintf(line, sizeof line, "fennec: %s\n", msg);
+	if (n > 0) /* one write: the line is not split among the program's own */
+		(void)!write(2, line, (size_t)n < sizeof line ? (size_t)n : sizeof line - 1);
+}
+
+uint64_t col_env_number(const char *name, uint64_t dflt, uint64_t lo, uint64_t hi, const char *unit)
+{
+	const char *s = getenv(name);
+	if (!s || !*s)
+		return dflt;
+	char what[160];
+	size_t n = strspn(s, "0123456789");
+	errno = 0;
+	unsigned long long v = n && !s[n] ? strtoull(s, NULL, 10) : 0;
+	if (!n || s[n] || errno) {
+		if (!n || s[n]) {
+			snprintf(what, sizeof what, "expected a whole number from %llu to %llu%s%s; using %llu",
+				 (unsigned long long)lo, (unsigned long long)hi, unit ? " " : "", unit ? unit : "",
+				 (unsigned long long)dflt);
+			col_config_warn(name, s, what);
+			return dflt;
+		}
+		v = ULLONG_MAX; /* digits too many: out of range */
+	}
+	if (v >= lo && v <= hi)
+		return v;
+	uint64_t use = v > hi ? hi : v == 0 ? dflt : lo; /* 0 meant the default where it is no value */
+	snprintf(what, sizeof what, "expected a whole number from %llu to %llu%s%s; using %llu",
+		 (unsigned long long)lo, (unsigned long long)hi, unit ? " " : "", unit ? unit : "",
+		 (unsigned long long)use);
+	col_config_warn(name, s, what);
+	return use;
+}
+
+/* An environment number the collector only reads (tests, internal hand-offs): no warning. */
 static uint64_t env_u64(const char *name, uint64_t dflt)
 {
 	const char *s = getenv(name);
@@ -158,42 +264,83 @@ static int env_rank(void)
 	return -1;
 }
 
-API void fennec_config_init(fennec_config *cfg)
+/* FENNEC_STEP_SCHEDULE's four whole numbers, digits only, ACTIVE > 0 (as fennec record's
+ * --step-schedule): 0 or -1. */
+static int parse_schedule(const char *s, unsigned out[4])
 {
-	if (!cfg)
-		return;
+	for (int k = 0; k < 4; k++) {
+		char *end;
+		if (!isdigit((unsigned char)*s))
+			return -1;
+		errno = 0;
+		unsigned long v = strtoul(s, &end, 10);
+		if (errno || v > UINT_MAX || *end != (k < 3 ? ',' : 0))
+			return -1;
+		out[k] = (unsigned)v;
+		s = end + 1;
+	}
+	return out[2] > 0 ? 0 : -1;
+}
+
+/* Defaults plus the environment into cfg; with `warn`, what cannot be used is said
+ * (col_config_warn()). */
+static void config_env(fennec_config *cfg, int warn)
+{
 	memset(cfg, 0, sizeof *cfg);
 	cfg->size = sizeof *cfg;
 	cfg->output = getenv("FENNEC_OUTPUT");
 	if (!cfg->output || !*cfg->output)
 		cfg->output = "fennec.fnc";
-	cfg->buffer_kb = (uint32_t)env_u64("FENNEC_BUFFER_KB", 2048);
-	cfg->flush_interval_ms = (uint32_t)env_u64("FENNEC_FLUSH_MS", 100);
-	cfg->compression_level = (int)env_u64("FENNEC_COMPRESSION", 1);
+	int was = cfg_quiet;
+	cfg_quiet = !warn;
+	cfg->buffer_kb = (uint32_t)col_env_number("FENNEC_BUFFER_KB", 2048, 64, 32768, "KiB");
+	cfg->flush_interval_ms = (uint32_t)col_env_number("FENNEC_FLUSH_MS", 100, 1, 60000, "ms");
+	cfg->compression_level = (int)col_env_number("FENNEC_COMPRESSION", 1, 0, 22, "(zstd level)");
 	cfg->rank = -1;
 	cfg->step_fraction = 1.0;
 	const char *sched = getenv("FENNEC_STEP_SCHEDULE");
-	unsigned w, u, a, r;
-	if (sched && sscanf(sched, "%u,%u,%u,%u", &w, &u, &a, &r) == 4) {
-		cfg->step_wait = w;
-		cfg->step_warmup = u;
-		cfg->step_active = a;
-		cfg->step_repeat = r;
-	}
-	int mode = col_sample_mode_parse(getenv("FENNEC_SAMPLE"));
+	unsigned sc[4];
+	if (sched && *sched && parse_schedule(sched, sc) == 0) {
+		cfg->step_wait = sc[0];
+		cfg->step_warmup = sc[1];
+		cfg->step_active = sc[2];
+		cfg->step_repeat = sc[3];
+	} else if (sched && *sched)
+		col_config_warn("FENNEC_STEP_SCHEDULE", sched,
+				"expected WAIT,WARMUP,ACTIVE,REPEAT, four whole numbers with ACTIVE > 0; recording every step");
+	const char *smode = getenv("FENNEC_SAMPLE");
+	int mode = col_sample_mode_parse(smode);
 	cfg->sample_mode = mode > 0 ? mode : FENNEC_SAMPLE_OFF;
-	cfg->sample_hz = (uint32_t)env_u64("FENNEC_HZ", 999);
-	cfg->stack_depth = (uint32_t)env_u64("FENNEC_STACK_DEPTH", 128);
-	int mem = col_mem_mode_parse(getenv("FENNEC_MEMORY"));
+	if (mode < 0 && smode && *smode)
+		col_config_warn("FENNEC_SAMPLE", smode, "expected one of cpu, wall, off; sampling off");
+	cfg->sample_hz = (uint32_t)col_env_number("FENNEC_HZ", 999, 1, 20000, "per second");
+	cfg->stack_depth = (uint32_t)col_env_number("FENNEC_STACK_DEPTH", 128, 4, 512, "frames");
+	const char *mmode = getenv("FENNEC_MEMORY");
+	int mem = col_mem_mode_parse(mmode);
 	cfg->memory_mode = mem > 0 ? mem : FENNEC_MEMORY_OFF;
-	cfg->memory_rate = env_u64("FENNEC_MEMORY_RATE", 512 * 1024);
-	cfg->memory_interval_ms = (uint32_t)env_u64("FENNEC_MEMORY_INTERVAL_MS", 50);
+	if (mem < 0 && mmode && *mmode)
+		col_config_warn("FENNEC_MEMORY", mmode, "expected one of sampled, full, off, none; heap profiling off");
+	cfg->memory_rate = col_env_number("FENNEC_MEMORY_RATE", 512 * 1024, 1, 1u << 30, "bytes");
+	cfg->memory_interval_ms = (uint32_t)col_env_number("FENNEC_MEMORY_INTERVAL_MS", 50, 1, 3600000, "ms");
 	const char *frac = getenv("FENNEC_STEP_FRACTION");
 	if (frac && *frac) {
-		double f = strtod(frac, NULL);
-		if (f > 0 && f <= 1)
+		char *end;
+		double f = strtod(frac, &end);
+		if (end != frac && !*end && f > 0 && f <= 1) /* a NaN is neither */
 			cfg->step_fraction = f;
+		else
+			col_config_warn("FENNEC_STEP_FRACTION", frac,
+					"expected a fraction of the steps, 0 < F <= 1; recording every step");
 	}
+	cfg_quiet = was;
+}
+
+API void fennec_config_init(fennec_config *cfg)
+{
+	if (!cfg)
+		return;
+	/* Quiet: fennec_start() reads the environment again and says what it cannot use. */
+	config_env(cfg, 0);
 }
 
 /* ---- step sampling ---- */
@@ -536,6 +683,9 @@ static void write_header(uint64_t start_mono, uint64_t start_ticks, uint64_t sta
 		if (S.mem.mmap_min)
 			fmt_hdr_varint(&h, FMT_H_MEM_MMAP, S.mem.mmap_min);
 	}
+	/* FENNEC_* values the collector could not use (col_config_warn()), one a line */
+	if (cfg_warn_len)
+		fmt_hdr_string(&h, FMT_H_CONFIG_WARNINGS, cfg_warn, cfg_warn_len - 1);
 	/* The process's CPU time so far, which the STATS and END records' getrusage() include:
 	 * a session started late, or a process's second one, is its own time less this. */
 	struct rusage ru;
@@ -1088,7 +1238,8 @@ static int start(const fennec_config *cfg)
 	if (atomic_load(&col_on))
 		return FENNEC_EALREADY;
 	fennec_config c;
-	fennec_config_init(&c);
+	cfg_warn_len = 0; /* this session's */
+	config_env(&c, 1);
 	if (cfg) {
 		if (cfg->size < offsetof(fennec_config, step_fraction) + sizeof(double))
 			return FENNEC_EINVAL;
@@ -1474,8 +1625,10 @@ __attribute__((constructor)) static void col_autostart(void)
 	real_exit = (exit_fn)dlsym(RTLD_NEXT, "_exit");
 	real_Exit = (exit_fn)dlsym(RTLD_NEXT, "_Exit");
 	const char *a = getenv("FENNEC_AUTOSTART");
-	if (a && a[0] == '1')
+	if (a && !strcmp(a, "1"))
 		fennec_start(NULL);
+	else if (a && *a && strcmp(a, "0"))
+		col_config_warn("FENNEC_AUTOSTART", a, "expected 1 (record from the start) or 0; not recording");
 }
 
 __attribute__((destructor)) static void col_atexit(void)

@@ -412,3 +412,75 @@ def test_record_says_which_directory_it_cannot_make():
         assert_eq(f.read(), "data", "the file in the way is left as it was")
     if skip:
         raise Skip(skip)
+
+
+BAD_ENV = {
+    "FENNEC_SAMPLE": ("bogus", "expected one of cpu, wall, off; sampling off"),
+    "FENNEC_STEP_SCHEDULE": ("1,2", "ACTIVE > 0; recording every step"),
+    "FENNEC_STEP_FRACTION": ("2", "0 < F <= 1; recording every step"),
+    "FENNEC_MEMORY_RATE": ("-5", "from 1 to 1073741824 bytes; using 524288"),
+    "FENNEC_FLUSH_MS": ("0", "from 1 to 60000 ms; using 100"),
+    "FENNEC_GPU": ("maybe", "expected one of all, kernels, off; GPU profiling off"),
+}
+
+
+def collector_lines(stderr):
+    return [l for l in stderr.splitlines() if l.startswith("fennec: ")]
+
+
+@collector
+def test_collector_says_which_environment_values_it_cannot_use():
+    """A FENNEC_* value the collector cannot use (FENNEC_SAMPLE=bogus recorded no samples
+    and said nothing) is said on standard error, one line per variable, once, and kept in
+    the recording, whose analysis lists it among its warnings (once for a recording of
+    several processes); the default is used instead and the program's exit status is its
+    own. fennec record passes such values on to the collector, except FENNEC_SAMPLE and
+    FENNEC_MEMORY, which stand in for its --sample and --memory and are refused as a bad
+    option value would be."""
+    # the collector alone, preloaded and started by the environment
+    env = base_env({"FENNEC_AUTOSTART": "1", "FENNEC_OUTPUT": "env.fnc"})
+    env.update({k: v for k, (v, _) in BAD_ENV.items()})
+    env["LD_PRELOAD"] = libfennec()
+    r = run([fixture("nested"), "200"], env=env)
+    assert_eq(r.returncode, 0, "nested's exit status: " + r.describe())
+    lines = collector_lines(r.stderr)
+    for name, (value, what) in BAD_ENV.items():
+        said = [l for l in lines if l.startswith("fennec: %s=%s: " % (name, value))]
+        assert_true(len(said) == 1 and said[0].endswith(what), "%s=%s said once, ending %r: %s"
+                    % (name, value, what, lines))
+    assert_eq(len(lines), len(BAD_ENV), "lines of the collector on standard error: %s" % lines)
+    rep = analyze("env.fnc")
+    for name, (value, what) in BAD_ENV.items():
+        assert_eq(len([w for w in rep["warnings"] if "%s=%s: " % (name, value) in w and what in w]), 1,
+                  "the analysis warns of %s=%s: %s" % (name, value, rep["warnings"]))
+    assert_eq((rep["samples"]["count"], rep["steps"]["count"], rep["steps"]["recorded"]), (0, 10, 10),
+              "samples (sampling off), steps and steps recorded (every one)")
+    assert_eq(region(rep, "phase_a")["count"], 10, "phase_a count")
+
+    # a number the collector cannot read: its default, not 0 nor the program's end
+    env = base_env({"FENNEC_AUTOSTART": "1", "FENNEC_OUTPUT": "hz.fnc", "FENNEC_SAMPLE": "cpu", "FENNEC_HZ": "abc"})
+    env["LD_PRELOAD"] = libfennec()
+    r = run([fixture("exitcode"), "7"], env=env)
+    assert_eq(r.returncode, 7, "exitcode 7's exit status: " + r.describe())
+    assert_eq(collector_lines(r.stderr), ["fennec: FENNEC_HZ=abc: expected a whole number from 1 to 20000 "
+                                          "per second; using 999"], "what the collector said")
+    assert_eq(analyze("hz.fnc")["samples"]["requested_hz"], 999, "the sampling rate")
+
+    # fennec record: passed on, said once for the recording of two processes
+    skip_under("tsan", TSAN_FORK)
+    extra = {"FENNEC_HZ": "abc", "FENNEC_STEP_FRACTION": "2"}
+    r, path = record("forker", "fork", out="rec.fnc", env=base_env(extra))
+    lines = collector_lines(r.stderr)
+    assert_eq(sorted(l.split(":")[1].strip() for l in lines), ["FENNEC_HZ=abc", "FENNEC_STEP_FRACTION=2"],
+              "the collector's lines under fennec record (the fork child says nothing): %s" % r.describe())
+    rep = analyze(path)
+    assert_eq(rep["summary"]["processes"], 2, "processes")
+    assert_eq(sorted(w.split("use ")[1].split(":")[0] for w in rep["warnings"] if "could not use" in w),
+              ["FENNEC_HZ=abc", "FENNEC_STEP_FRACTION=2"], "the analysis's warnings: %s" % rep["warnings"])
+    for name, value, opt in (("FENNEC_SAMPLE", "bogus", "--sample"), ("FENNEC_MEMORY", "most", "--memory")):
+        r = run(record_command(fixture("empty"), [], out="refused.fnc")[0], env=base_env({name: value}))
+        assert_true(r.returncode == 2 and "%s=%s" % (name, value) in r.stderr and opt in r.stderr,
+                    "fennec record with %s=%s in the environment: %s" % (name, value, r.describe()))
+        assert_true(not os.path.exists("refused.fnc"), "nothing recorded")
+        r, _ = record("empty", out="given.fnc", opts=(opt, "off"), env=base_env({name: value}))
+        assert_eq(collector_lines(r.stderr), [], "%s off given: the environment's %s is not used" % (opt, name))
