@@ -266,8 +266,9 @@ static uint64_t mem_row_key(const ana_profile *p, const ana_mem_site *s)
 	return ana_mem_key(parts, ARRAY_LEN(parts), s->node);
 }
 
-/* A heap site row's end: function, line and caller, region, and whose it is. */
-static void mem_site_tail(FILE *out, const ana_profile *p, const ana_mem_site *s, uint32_t processes)
+/* A heap site row's end: function, line and caller, region, whose it is, and `via` (may
+ * be empty). */
+static void mem_site_tail(FILE *out, const ana_profile *p, const ana_mem_site *s, uint32_t processes, const char *via)
 {
 	char nb[256], wb[256], loc[512];
 	const char *fn, *where;
@@ -279,7 +280,31 @@ static void mem_site_tail(FILE *out, const ana_profile *p, const ana_mem_site *s
 		fprintf(out, "  (%u processes)", processes);
 	else if (p->nprocs > 1 && s->process < p->nprocs)
 		fprintf(out, "  (pid %llu)", (unsigned long long)p->procs[s->process].file.pid);
+	fputs(via, out);
 	fputc('\n', out);
+}
+
+/* For a row of "Live over time" that reads the same as another's (its series is of a whole
+ * stack, which rows name by function, line and caller only): where its stack parts from
+ * the other's, the first frame from the innermost that differs. Two rows read
+ * "make_node nodes.c:12 <- build_tree" before, one for each caller of build_tree. */
+static void series_via(const ana_profile *p, const ana_mem_site *s, const ana_mem_site *o, char *buf, size_t n)
+{
+	buf[0] = 0;
+	if (s->stack == ANA_NONE || o->stack == ANA_NONE)
+		return;
+	const ana_stack *a = &p->smp.stacks[s->stack], *b = &p->smp.stacks[o->stack];
+	for (uint32_t k = 0; k < a->n; k++) {
+		uint32_t la = a->locs[a->n - 1 - k];
+		if (k < b->n && la == b->locs[b->n - 1 - k])
+			continue;
+		const ana_loc *l = &p->smp.locs[la];
+		char nb[256], loc[256];
+		location(p, l->file, l->line, loc, sizeof loc);
+		snprintf(buf, n, "  [via %s%s%s]", short_name(p->names[p->smp.funcs[l->func].name], nb, sizeof nb),
+			 loc[0] ? " " : "", loc);
+		return;
+	}
 }
 
 static void mem_site_line(FILE *out, const ana_profile *p, const ana_mem_site *s, double bytes, double count,
@@ -287,7 +312,7 @@ static void mem_site_line(FILE *out, const ana_profile *p, const ana_mem_site *s
 {
 	char a[32];
 	fprintf(out, "  %10s %9.0f  ", ana_fmt_bytes(bytes, a, sizeof a), count);
-	mem_site_tail(out, p, s, processes);
+	mem_site_tail(out, p, s, processes, "");
 }
 
 static void memory_text(FILE *out, const ana_profile *p, const style *st)
@@ -389,7 +414,14 @@ static void memory_text(FILE *out, const ana_profile *p, const style *st)
 				 ana_fmt_bytes(fabs(sr->slope), a, sizeof a), sr->per_step ? "step" : "s", sr->r2);
 		fprintf(out, "  %10s %10s  %-26s ", ana_fmt_bytes(sr->max_bytes, b, sizeof b),
 			ana_fmt_bytes(sr->last_bytes > 0 ? sr->last_bytes : 0, c, sizeof c), tr);
-		mem_site_tail(out, p, &m->sites[sr->site], sr->processes);
+		char via[600] = "";
+		const ana_mem_site *si = &m->sites[sr->site];
+		for (uint32_t j = 0; j < ns && !via[0]; j++) {
+			const ana_mem_site *sj = &m->sites[m->series[j].site];
+			if (j != i && mem_row_key(p, sj) == mem_row_key(p, si) && sj->process == si->process)
+				series_via(p, si, sj, via, sizeof via);
+		}
+		mem_site_tail(out, p, si, sr->processes, via);
 	}
 }
 

@@ -1445,3 +1445,44 @@ def test_unfreed_blocks_lost_or_still_reachable_at_exit():
     m = mem(analyze(path))
     assert_eq((m["leak_scan"], m["reachable"]), (None, []), "sampled mode: no scan")
     assert_eq(leaks_by_function(m).get("leak_some"), (150000, 150), "sampled mode: leak_some's blocks")
+
+
+TWO_CALLERS = r"""
+#include <stdlib.h>
+#include <time.h>
+static void *keep[2][400];
+__attribute__((noinline)) void *make_node(void) { return malloc(4096); }
+__attribute__((noinline)) void build_tree(int which, int i) { keep[which][i] = make_node(); }
+__attribute__((noinline)) void from_left(int i) { build_tree(0, i); } // LEFT
+__attribute__((noinline)) void from_right(int i) { build_tree(1, i); build_tree(1, i + 200); } // RIGHT
+int main(void)
+{
+	struct timespec ts = {0, 2000000};
+	for (int i = 0; i < 200; i++) {
+		from_left(i);
+		from_right(i);
+		nanosleep(&ts, NULL);
+	}
+	return 0;
+}
+"""
+
+
+@collector
+def test_live_over_time_rows_that_read_the_same_say_where_they_part():
+    """make_node, called by build_tree, which from_left and from_right call: two stacks whose
+    live bytes grow (800 KiB and 1.6 MiB), two series. Their rows of the text report's "Live
+    over time" read the same ("make_node <- build_tree"), twice, indistinguishable: each now
+    says where its stack parts from the other's (via from_left or from_right, with the line)."""
+    plain_only()
+    build_program(TWO_CALLERS, "two.c", ("cc", "gcc"))
+    line = {tag: i for i, t in enumerate(TWO_CALLERS.splitlines(), 1) for tag in ("LEFT", "RIGHT")
+            if t.endswith("// " + tag)}
+    r, path = record(os.path.abspath("two"), opts=["--memory=full", "--sample=off"], out="two.fnc")
+    text = analyze_raw(path).stdout
+    rows = [l for l in text.split("Live over time")[1].split("\n\n")[0].splitlines()[1:] if "make_node" in l]
+    assert_eq(len(rows), 2, "make_node's rows: %s" % rows)
+    assert_true("1.6 MiB" in rows[0] and "[via from_right two.c:%d]" % line["RIGHT"] in rows[0],
+                "the first row, from_right's: %s" % rows[0])
+    assert_true("800.0 KiB" in rows[1] and "[via from_left two.c:%d]" % line["LEFT"] in rows[1],
+                "the second row, from_left's: %s" % rows[1])
