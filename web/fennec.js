@@ -609,6 +609,9 @@
 		var reach = m.reachable || [];
 		$('reach-panel').hidden = !reach.length;
 		if (reach.length) table($('reach-table'), siteCols('blocks'), reach);
+		var execLive = m.exec_live || [];
+		$('exec-live-panel').hidden = !execLive.length;
+		if (execLive.length) table($('exec-live-table'), siteCols('blocks'), execLive);
 		var cutLive = m.cut_short_live || [];
 		$('cut-live-panel').hidden = !cutLive.length;
 		if (cutLive.length) table($('cut-live-table'), siteCols('blocks'), cutLive);

@@ -642,7 +642,8 @@ const char *ana_mem_site_name(const ana_profile *p, const ana_mem_site *s);
  * Returns the count. */
 enum ana_mem_by { ANA_MEM_BYTES = 0, ANA_MEM_LIVE = 1, ANA_MEM_PEAK = 2, ANA_MEM_TEMP = 3,
 		  ANA_MEM_CUT = 4, /* live at the end of files cut short, runtime left out */
-		  ANA_MEM_REACH = 5 /* live at the end and still reachable, runtime left out */ };
+		  ANA_MEM_REACH = 5, /* live at the end and still reachable, runtime left out */
+		  ANA_MEM_EXEC = 6 /* live when their process exec'd another program, runtime left out */ };
 uint32_t ana_mem_top(const ana_profile *p, int by, uint32_t *idx, uint32_t max);
 /* A site's measure for `by` (bytes) and its count in *count. ANA_MEM_LIVE is what was lost
  * (unfreed and unreachable) when its process was scanned, else all that was unfreed. */

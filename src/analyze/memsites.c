@@ -37,6 +37,9 @@ double ana_mem_measure(const ana_mem_site *s, int by, double *count)
 		*count = c;
 		return s->runtime || s->at_exec || s->cut_short != (by == ANA_MEM_CUT) || c < 0.5 ? 0 : b;
 	}
+	case ANA_MEM_EXEC:
+		*count = s->live_count;
+		return s->at_exec && !s->runtime && s->live_count >= 0.5 ? s->live_bytes : 0;
 	case ANA_MEM_PEAK:
 		*count = s->peak_count;
 		return s->peak_bytes;

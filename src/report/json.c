@@ -375,6 +375,7 @@ static void memory_json(FILE *out, const ana_profile *p)
 	mem_sites(out, p, "leaks", ANA_MEM_LIVE, rows(p, 20), &f1);
 	mem_sites(out, p, "reachable", ANA_MEM_REACH, rows(p, 20), &f1);
 	mem_sites(out, p, "cut_short_live", ANA_MEM_CUT, rows(p, 20), &f1);
+	mem_sites(out, p, "exec_live", ANA_MEM_EXEC, rows(p, 20), &f1);
 	mem_sites(out, p, "top_allocators", ANA_MEM_BYTES, rows(p, 20), &f1);
 	mem_sites(out, p, "at_peak", ANA_MEM_PEAK, rows(p, 20), &f1);
 	if (full)

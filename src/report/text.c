@@ -389,6 +389,7 @@ static void memory_text(FILE *out, const ana_profile *p, const style *st)
 		{ANA_MEM_LIVE, "Unfreed at exit"},
 		{ANA_MEM_REACH, "Still reachable at exit, not leaks"},
 		{ANA_MEM_CUT, "Live when killed or crashed, not leaks"},
+		{ANA_MEM_EXEC, "Live when the process exec'd another program, not leaks"},
 		{ANA_MEM_PEAK, "Live at the peak"}, {ANA_MEM_BYTES, "Top allocating stacks"},
 		{ANA_MEM_TEMP, "Temporary allocations (freed before their thread's next allocation)"}};
 	for (size_t t = 0; t < ARRAY_LEN(tabs); t++) {

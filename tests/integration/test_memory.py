@@ -520,7 +520,13 @@ def test_blocks_live_at_exec_are_not_leaks():
     assert_eq((m["exec_bytes"], m["exec_count"], m["exec_processes"]), (2 << 20, 1, 1), "memory.exec_*")
     assert_eq([l for l in m["leaks"] if l["function"] == "main"], [], "main's block in memory.leaks")
     assert_eq(leak_findings(rep), [], "memory_leak findings")
-    assert_true("at exec      2.0 MiB in 1 block" in analyze_raw(path).stdout, "the text report's at-exec line")
+    text = analyze_raw(path).stdout
+    assert_true("at exec      2.0 MiB in 1 block" in text, "the text report's at-exec line")
+    # and by stack: JSON exec_live, the text table of them
+    assert_eq([(l["function"], l["bytes"], l["count"]) for l in m["exec_live"]], [("main", 2 << 20, 1)],
+              "memory.exec_live")
+    table = text.split("Live when the process exec'd another program")[1].split("\n\n")[0] if "exec'd another" in text else ""
+    assert_true("main execs.c:" in table, "the text report's table of blocks live at exec: %r" % table)
 
 
 FORKS_AND_LEAKS = r"""
