@@ -345,8 +345,35 @@ static void report_empty(const char *path, int empty)
 
 /* Total size and count of the recording's files, how many end without END, and how many
  * files of the recording's names hold too little to be a profile (a header write failed). */
-static void recording_size(const char *path, unsigned long long *bytes, int *files, int *unfinished, int *empty)
+/* Add the lines of `lines` that `buf` (NUL-terminated, cap bytes) does not hold yet. */
+static void merge_lines(char *buf, size_t cap, const char *lines)
 {
+	for (const char *l = lines; l && *l;) {
+		const char *nl = strchr(l, '\n');
+		size_t n = nl ? (size_t)(nl - l) : strlen(l), have = strlen(buf);
+		int found = 0;
+		for (const char *b = buf; *b && !found;) {
+			const char *bn = strchr(b, '\n');
+			size_t bl = bn ? (size_t)(bn - b) : strlen(b);
+			found = bl == n && !memcmp(b, l, n);
+			b += bl + (bn != NULL);
+		}
+		if (n && !found && have + n + 2 <= cap) {
+			memcpy(buf + have, l, n);
+			buf[have + n] = '\n';
+			buf[have + n + 1] = 0;
+		}
+		l += n + (nl != NULL);
+	}
+}
+
+/* The recording's files: their bytes, how many, how many end early and how many are
+ * empty; in warn, the FENNEC_* values their collectors could not use (header key 33), one
+ * a line, each once. */
+static void recording_size(const char *path, unsigned long long *bytes, int *files, int *unfinished, int *empty,
+			   char *warn, size_t warn_cap)
+{
+	warn[0] = 0;
 	char d[PATH_MAX], b[PATH_MAX];
 	snprintf(d, sizeof d, "%s", path);
 	snprintf(b, sizeof b, "%s", path);
@@ -372,6 +399,11 @@ static void recording_size(const char *path, unsigned long long *bytes, int *fil
 			*bytes += (unsigned long long)st.st_size;
 			(*files)++;
 			*unfinished += !file_finished(full);
+			fmt_file f = {0};
+			fmt_error err;
+			if (fmt_read_header(full, &f, &err) == 0)
+				merge_lines(warn, warn_cap, f.config_warnings);
+			fmt_file_free(&f);
 		} else if (st.st_size < FMT_PREAMBLE_LEN) {
 			const char *sfx = e->d_name + bl; /* "" or ".PID[.N]": a name the collector gives */
 			*empty += !*sfx || (strspn(sfx + 1, "0123456789.") == strlen(sfx + 1) && sfx[1]);
@@ -883,11 +915,21 @@ int cmd_record(int argc, char **argv)
 			return 1;
 		}
 	int launched = !(WIFEXITED(status) && (WEXITSTATUS(status) == 127 || WEXITSTATUS(status) == 126) && access(abs, F_OK) != 0);
+	unsigned long long bytes = 0;
+	int files = 0, unfinished = 0, empty = 0;
+	char warn[4096] = "";
+	if (launched)
+		recording_size(abs, &bytes, &files, &unfinished, &empty, warn, sizeof warn);
+	/* What the collector could not use, said here: it says nothing to the program's
+	 * standard error (STYLE.md). Even with -q: it is no summary. */
+	for (const char *l = warn; *l;) {
+		const char *nl = strchr(l, '\n');
+		int n = nl ? (int)(nl - l) : (int)strlen(l);
+		fprintf(stderr, "fennec record: warning: the collector could not use %.*s\n", n, l);
+		l += n + (nl != NULL);
+	}
 	if (!quiet && launched) {
-		unsigned long long bytes;
-		int files, unfinished, empty;
 		char fr[32];
-		recording_size(abs, &bytes, &files, &unfinished, &empty);
 		if (!files && empty) {
 			low_space(abs, fr, sizeof fr);
 			fprintf(stderr, "fennec record: no profile could be written: %s is empty", output);

@@ -96,8 +96,8 @@ uint64_t col_step_index(void);
 
 /* A FENNEC_* variable whose value the collector cannot use (session.c, "configuration"):
  * `name`=`value`, what was expected and what is done instead ("expected one of cpu, wall,
- * off; sampling off"). Said once per process image on standard error, in the recording's
- * first process, and written into the header of the session's files. Not async-signal-safe. */
+ * off; sampling off"), written into the header of the session's files (never said to the
+ * program: `fennec record` and `fennec analyze` say it). Not async-signal-safe. */
 void col_config_warn(const char *name, const char *value, const char *what);
 /* The same for a whole number in [lo, hi] (unset or empty: dflt): digits only, else dflt;
  * out of range, the nearest bound (0 below the range: dflt, as a 0 in fennec_config means);

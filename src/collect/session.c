@@ -135,21 +135,17 @@ static double tsc_rate(void)
 
 /*
  * FENNEC_* variables whose values cannot be used. The collector runs inside someone else's
- * program: a bad value never ends it or changes what it returns. The default is used
- * instead (out of range, the nearest bound, or the default for a 0), and the program's user
- * is told, the one thing the collector says to the program's standard error (a setting
- * that silently does nothing costs a whole run): one line per variable, "fennec:
- * FENNEC_HZ=abc: expected a whole number from 1 to 20000 per second; using 999", written
- * by one write(2) outside stdio, once per process image and only in the recording's first
- * process (its forks and execs have the same environment: a pool of 64 workers would say
- * it 64 times), and every file of the session carries the messages in its header (key 33),
- * which `fennec analyze` reports as warnings. The list is the current session's: start()
- * clears it and parses again.
+ * program: a bad value never ends it or changes what it returns, and the collector says
+ * nothing to the program's standard error (STYLE.md: it never reports to the host
+ * program, whose output may be parsed). The default is used instead (out of range, the
+ * nearest bound, or the default for a 0), and every file of the session carries one line
+ * per variable in its header (key 33), "FENNEC_HZ=abc: expected a whole number from 1 to
+ * 20000 per second; using 999": `fennec record` says them when the program ends, and
+ * `fennec analyze` among its warnings. The list is the current session's: start() clears
+ * it and parses again.
  */
 static char cfg_warn[2048];  /* messages, one a line, for the header */
 static size_t cfg_warn_len;
-static char cfg_said[2048];  /* those said on stderr by this image (or the one it forked from) */
-static size_t cfg_said_len;
 static int cfg_quiet;        /* fennec_config_init(): the environment read without a word */
 
 /* Whether `msg` is one of the lines of buf[0..len). */
@@ -176,15 +172,6 @@ static void add_line(char *buf, size_t cap, size_t *len, const char *msg)
 	}
 }
 
-/* The first process of a recording: not an image that an exec of this recording made, nor
- * one that `fennec record` did not start itself. */
-static int first_process(void)
-{
-	const char *r = getenv("FENNEC_ROOT_PID"), *x = getenv("FENNEC_EXEC_FROM");
-	long me = (long)getpid();
-	return !(x && *x && strtol(x, NULL, 10) == me) && !(r && *r && strtol(r, NULL, 10) != me);
-}
-
 void col_config_warn(const char *name, const char *value, const char *what)
 {
 	char v[80], msg[400];
@@ -199,13 +186,6 @@ void col_config_warn(const char *name, const char *value, const char *what)
 	snprintf(msg, sizeof msg, "%s=%s: %s", name, v, what);
 	if (!has_line(cfg_warn, cfg_warn_len, msg))
 		add_line(cfg_warn, sizeof cfg_warn, &cfg_warn_len, msg);
-	if (has_line(cfg_said, cfg_said_len, msg) || !first_process())
-		return;
-	add_line(cfg_said, sizeof cfg_said, &cfg_said_len, msg);
-	char line[sizeof msg + 16];
-	int n = snprintf(line, sizeof line, "fennec: %s\n", msg);
-	if (n > 0) /* one write: the line is not split among the program's own */
-		(void)!write(2, line, (size_t)n < sizeof line ? (size_t)n : sizeof line - 1);
 }
 
 uint64_t col_env_number(const char *name, uint64_t dflt, uint64_t lo, uint64_t hi, const char *unit)

@@ -21,6 +21,7 @@ Files written (every one under 64 KiB, the fuzzer's -max_len):
                         whose regions and step come from the events by time, format 1.3), raw
   valid_wall_raw.fnc    threads.c sampled in wall mode, raw
   valid_heap_raw.fnc    mem_leaks.c 200, heap profiled in full mode (HEAP2, format 1.3), raw
+  valid_reach_raw.fnc   mem_leaks.c 200 reachable, full mode: a REACH chunk (format 1.6), raw
   valid_gpu_raw.fnc     valid_nested_raw.fnc plus a GPU chunk of every record type (encoded by
                         fncfile.gpu_payload: no GPU is needed to make it)
   valid_gpux_raw.fnc    valid_gpu_raw.fnc plus a GPUX chunk (format 1.4) of every record type
@@ -145,6 +146,8 @@ def main():
         "valid_wall_raw.fnc": rec("h.fnc", "threads", 2, env=helpers.base_env(
             {"FENNEC_COMPRESSION": "0", "FENNEC_SAMPLE": "wall"})),
         "valid_heap_raw.fnc": rec("i.fnc", "mem_leaks", 200, env=helpers.base_env(
+            {"FENNEC_COMPRESSION": "0", "FENNEC_SAMPLE": "off", "FENNEC_MEMORY": "full"})),
+        "valid_reach_raw.fnc": rec("k.fnc", "mem_leaks", 200, "reachable", env=helpers.base_env(
             {"FENNEC_COMPRESSION": "0", "FENNEC_SAMPLE": "off", "FENNEC_MEMORY": "full"})),
     }
     base = files["valid_nested_raw.fnc"]

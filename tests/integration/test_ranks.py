@@ -55,7 +55,7 @@ def test_record_names_per_rank():
     assert_true(names[0].split("-")[0][1:].isdigit(), "%%p is a number: %r" % names[0])
     cmd, env = record_command(fixture("steps"), [3, 5], out="bad%q.fnc")
     r = run(cmd, env=env)
-    assert_eq(r.returncode, 1, "an unknown %% escape is refused")
+    assert_eq(r.returncode, 2, "an unknown %% escape is refused, as a usage error")
     assert_true("%q" in r.stderr, "the message names the escape: %r" % r.stderr)
 
 
