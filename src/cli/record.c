@@ -561,24 +561,6 @@ int cli_record_output(const char *given, char *out, size_t n)
 	return 0;
 }
 
-/* --step-schedule's four comma-separated numbers, digits only: sscanf's %u took "-1" as
- * 4294967295, a schedule that waits forever. Returns 0 or -1. */
-static int parse_schedule(const char *s, unsigned out[4])
-{
-	for (int k = 0; k < 4; k++) {
-		char *end;
-		if (!s || !isdigit((unsigned char)*s))
-			return -1;
-		errno = 0;
-		unsigned long v = strtoul(s, &end, 10);
-		if (errno || v > UINT_MAX || *end != (k < 3 ? ',' : 0))
-			return -1;
-		out[k] = (unsigned)v;
-		s = end + 1;
-	}
-	return 0;
-}
-
 int cmd_record(int argc, char **argv)
 {
 	const char *output = "fennec.fnc";
@@ -624,7 +606,7 @@ int cmd_record(int argc, char **argv)
 			i += cli_take(&x);
 		} else if (!strcmp(a, "--step-schedule")) {
 			unsigned sched[4];
-			if (parse_schedule(v, sched) < 0 || sched[2] == 0) {
+			if (cm_parse_schedule(v, sched) < 0 || sched[2] == 0) { /* digits only: sscanf's %u took "-1" */
 				cli_error("record", "--step-schedule needs WAIT,WARMUP,ACTIVE,REPEAT, four whole numbers "
 						    "(none negative) with ACTIVE > 0, not '%s'", v ? v : "");
 				return 2;

@@ -248,18 +248,7 @@ static int env_rank(void)
  * --step-schedule): 0 or -1. */
 static int parse_schedule(const char *s, unsigned out[4])
 {
-	for (int k = 0; k < 4; k++) {
-		char *end;
-		if (!isdigit((unsigned char)*s))
-			return -1;
-		errno = 0;
-		unsigned long v = strtoul(s, &end, 10);
-		if (errno || v > UINT_MAX || *end != (k < 3 ? ',' : 0))
-			return -1;
-		out[k] = (unsigned)v;
-		s = end + 1;
-	}
-	return out[2] > 0 ? 0 : -1;
+	return cm_parse_schedule(s, out) == 0 && out[2] > 0 ? 0 : -1;
 }
 
 /* Defaults plus the environment into cfg; with `warn`, what cannot be used is said

@@ -3,7 +3,10 @@
  */
 #include "common/common.h"
 
+#include <ctype.h>
+#include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <stdlib.h>
 #include <time.h>
 #include <unistd.h>
@@ -217,5 +220,21 @@ int cm_boot_id(char out[40])
 	while (n > 0 && (out[n - 1] == '\n' || out[n - 1] == ' '))
 		n--;
 	out[n] = 0;
+	return 0;
+}
+
+int cm_parse_schedule(const char *s, unsigned out[4])
+{
+	for (int k = 0; k < 4; k++) {
+		char *end;
+		if (!s || !isdigit((unsigned char)*s))
+			return -1;
+		errno = 0;
+		unsigned long v = strtoul(s, &end, 10);
+		if (errno || v > UINT_MAX || *end != (k < 3 ? ',' : 0))
+			return -1;
+		out[k] = (unsigned)v;
+		s = end + 1;
+	}
 	return 0;
 }

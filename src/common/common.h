@@ -102,6 +102,11 @@ void cm_tsc_point(uint64_t *mono, uint64_t *ticks);
  * on one machine is handed only to processes on that machine. Returns 0, or -1. */
 int cm_boot_id(char out[40]);
 
+/* A step schedule "WAIT,WARMUP,ACTIVE,REPEAT" (fennec record --step-schedule and
+ * FENNEC_STEP_SCHEDULE): four whole numbers, digits only, each at most UINT_MAX, into out.
+ * Returns 0, or -1 (out partly written). */
+int cm_parse_schedule(const char *s, unsigned out[4]);
+
 /* FENNEC_TSC_RATE, which `fennec record` sets for the processes of a recording, "BOOT_ID
  * TICKS_PER_NS": what every process would otherwise measure at its start. */
 #define CM_TSC_RATE_ENV "FENNEC_TSC_RATE"
