@@ -21,6 +21,7 @@
 #include "collect/collect.h"
 #include "collect/perfring.h"
 #include "collect/ring.h"
+#include "collect/sigchain.h"
 
 #define UNW_LOCAL_ONLY
 #include <dirent.h>
@@ -65,7 +66,12 @@
 #define RING_SIZE (8u << 20)     /* shared sample ring, bytes (power of two) */
 #define REC_HDR 32               /* record header bytes */
 #define MAX_TIDS 16384
-#define WALL_MAGIC 0x46e0
+/* The value fennec's own signals carry (si_value): the wall sampler's (| 1 for a thread
+ * seen blocked) and the CPU timers' (| 2). The program's signals on the same number go
+ * to its own disposition (sigchain.c): 62 bits make a program's value that looks like
+ * ours as good as impossible. */
+#define SIG_MAGIC 0x66656e6e65630000ull
+#define SIG_MAGIC_TIMER (SIG_MAGIC | 2)
 
 /* One sample as it sits in the ring (host byte order), followed by frames and regions. */
 typedef struct rec {
@@ -168,7 +174,9 @@ int col_sample_mode_parse(const char *s)
 }
 
 /* A real-time signal nobody uses: FENNEC_SIGNAL, else the highest one from SIGRTMAX-1
- * down whose disposition is the default and which this thread does not block. */
+ * down whose disposition is the default and which this thread does not block. A program
+ * that takes the same signal, before (FENNEC_SIGNAL) or after fennec, keeps it: fennec's
+ * handler passes it the signals fennec did not send (sigchain.c). */
 static int pick_signal(void)
 {
 	const char *e = getenv("FENNEC_SIGNAL");
@@ -181,7 +189,7 @@ static int pick_signal(void)
 	pthread_sigmask(SIG_BLOCK, NULL, &cur);
 	for (int s = SIGRTMAX - 1; s >= SIGRTMIN + 2; s--) {
 		struct sigaction sa;
-		if (sigaction(s, NULL, &sa) == 0 && sa.sa_handler == SIG_DFL && !(sa.sa_flags & SA_SIGINFO) &&
+		if (col_sig_real(s, NULL, &sa) == 0 && sa.sa_handler == SIG_DFL && !(sa.sa_flags & SA_SIGINFO) &&
 		    !sigismember(&cur, s))
 			return s;
 	}
@@ -189,6 +197,18 @@ static int pick_signal(void)
 }
 
 static int fd_high(int fd);
+
+/* Descriptors that ever raised the sampling signal (F_SETSIG): the signal tells them by
+ * si_fd. Never cleared: a signal may still be queued after its counter is closed, and
+ * passing it to the program could end it (SIG_DFL). */
+#define SIGFD_MAX (1u << 20)
+static _Atomic uint64_t sig_fds[SIGFD_MAX / 64];
+
+static int sig_fd_ours(int fd)
+{
+	return fd >= 0 && (unsigned)fd < SIGFD_MAX &&
+	       (atomic_load_explicit(&sig_fds[fd / 64], memory_order_relaxed) >> (fd % 64) & 1);
+}
 
 static int perf_open(pid_t tid, int exclude_kernel)
 {
@@ -420,24 +440,30 @@ static int at_restart(const void *ucv)
 	return pc[0] == 0x0f && pc[1] == 0x05; /* the instruction is mapped: it is the pc */
 }
 
+/*
+ * fennec's signals: the wall sampler's (SI_QUEUE), the CPU timers' (SI_TIMER), both with
+ * SIG_MAGIC's value, and the counters' (POLL_IN, POLL_HUP from one of sig_fds). Any other
+ * is the program's, which gets it as it asked (sigchain.c). Ours that come while no
+ * session samples (queued before the stop) are dropped.
+ */
 static void on_signal(int sig, siginfo_t *si, void *ucv)
 {
 	int saved = errno;
-	if (!atomic_load_explicit(&P.active, memory_order_acquire))
-		goto out;
 	unsigned kind = FMT_S_CPU;
 	uint32_t weight = 1;
-	if (si->si_code == SI_QUEUE) {
-		if ((si->si_value.sival_int & ~1) != WALL_MAGIC)
-			goto out; /* not ours */
-		kind = (unsigned)si->si_value.sival_int & 1;
-		if (kind == FMT_S_CPU && at_restart(ucv))
-			kind = FMT_S_OFFCPU;
-	} else if (si->si_code == SI_TIMER) {
+	uint64_t value = (uint64_t)(uintptr_t)si->si_value.sival_ptr;
+	if (si->si_code == SI_QUEUE && (value & ~1ull) == SIG_MAGIC) {
+		kind = (unsigned)(value & 1);
+	} else if (si->si_code == SI_TIMER && value == SIG_MAGIC_TIMER) {
 		weight += si->si_overrun > 0 ? (uint32_t)si->si_overrun : 0;
-	} else if (si->si_code != POLL_IN && si->si_code != POLL_HUP) {
+	} else if (!((si->si_code == POLL_IN || si->si_code == POLL_HUP) && sig_fd_ours(si->si_fd))) {
+		col_sig_forward(sig, si, ucv);
 		goto out;
 	}
+	if (!atomic_load_explicit(&P.active, memory_order_acquire))
+		goto out;
+	if (si->si_code == SI_QUEUE && kind == FMT_S_CPU && at_restart(ucv))
+		kind = FMT_S_OFFCPU;
 	/* void * and uint64_t have the same size here: one buffer, shifted in place. */
 	_Static_assert(sizeof(void *) == sizeof(uint64_t), "64-bit addresses");
 	uint64_t frames[COL_SAMPLE_MAX_DEPTH + 16];
@@ -628,8 +654,13 @@ static void tid_add(pid_t tid)
 	signals_begin();
 	if ((P.source == FMT_SRC_PERF || P.source == FMT_SRC_RING) && P.fd_budget > 0) {
 		int fd = fd_high(perf_open(tid, P.exclude_kernel));
+		if (fd >= 0 && (unsigned)fd >= SIGFD_MAX) {
+			col_fd_close(fd); /* its signals could not be told from the program's */
+			fd = -1;
+		}
 		if (fd >= 0) {
 			struct f_owner_ex o = {F_OWNER_TID, tid};
+			atomic_fetch_or_explicit(&sig_fds[fd / 64], 1ull << (fd % 64), memory_order_relaxed);
 			if (fcntl(fd, F_SETFL, O_ASYNC) == 0 && fcntl(fd, F_SETSIG, P.sig) == 0 &&
 			    fcntl(fd, F_SETOWN_EX, &o) == 0 && ioctl(fd, PERF_EVENT_IOC_RESET, 0) == 0 &&
 			    ioctl(fd, PERF_EVENT_IOC_ENABLE, 0) == 0) {
@@ -647,6 +678,7 @@ static void tid_add(pid_t tid)
 		memset(&sev, 0, sizeof sev);
 		sev.sigev_notify = SIGEV_THREAD_ID;
 		sev.sigev_signo = P.sig;
+		sev.sigev_value.sival_ptr = (void *)(uintptr_t)SIG_MAGIC_TIMER;
 		sev._sigev_un._tid = tid;
 		if (timer_create(clk, &sev, &e.timer) == 0) {
 			struct itimerspec its;
@@ -872,7 +904,7 @@ static void *wall_main(void *arg)
 				si.si_code = SI_QUEUE;
 				si.si_pid = pid;
 				si.si_uid = getuid();
-				si.si_value.sival_int = WALL_MAGIC | off;
+				si.si_value.sival_ptr = (void *)(uintptr_t)(SIG_MAGIC | (unsigned)off);
 				if (syscall(SYS_rt_tgsigqueueinfo, pid, e->tid, P.sig, &si) == 0)
 					continue;
 			}
@@ -931,7 +963,7 @@ void col_sample_start(void)
 		sa.sa_sigaction = on_signal;
 		sa.sa_flags = SA_SIGINFO | SA_RESTART;
 		sigfillset(&sa.sa_mask);
-		if (sigaction(P.sig, &sa, NULL) == 0)
+		if (col_sig_own(P.sig, &sa) == 0)
 			P.handler_installed = 1;
 		else if (P.source == FMT_SRC_RING)
 			P.sig = 0; /* rings only, no fallback */
@@ -1030,7 +1062,8 @@ int col_sample_stop(const struct timespec *deadline)
 		tid_release(&P.tids[0]);
 	pthread_mutex_unlock(&P.lock);
 	/* The handler stays installed: a signal already queued must not kill the program
-	 * with the default action of a real-time signal. It ignores signals while inactive. */
+	 * with the default action of a real-time signal, nor reach a handler of the
+	 * program's. It drops fennec's signals while inactive and passes on the others. */
 	return 0;
 }
 
