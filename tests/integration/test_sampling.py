@@ -8,7 +8,7 @@ recordings are made uncompressed) and symbolised here with `nm` on the recorded 
 which tests the collector on its own; and `fennec analyze --format json` (the tests named
 test_analysis_*), which tests the whole chain.
 
-Fixtures: cpu_shares.c, qsort_cb.c, sigprof_own.c, dlopen_host.c (+ lib/fxhot.c),
+Fixtures: cpu_shares.c, qsort_cb.c, sigprof_own.c, rt_handlers.c, dlopen_host.c (+ lib/fxhot.c),
 offcpu.c, thread_funcs.c, fork_funcs.c, region_funcs.c, region_alt.c, deep_stack.c,
 stack_faults.c, exitcode.c.
 """
@@ -19,6 +19,7 @@ import json
 import os
 import re
 import shutil
+import signal
 import subprocess
 import tempfile
 import time
@@ -471,6 +472,70 @@ def test_own_sigprof_and_timers_unaffected():
                 covered = sum(s["weight"] for s in cpu_samples(dec))
                 assert_rel(covered, tr["cpu_ns"] / 1e9 * 999, 0.2,
                            "%s: fennec's sample weight (CPU time x 999 Hz)" % label)
+
+
+# fennec's signal sources with the program taking every real-time signal (rt_handlers.c):
+# (label, fennec record options, environment, header sampling source).
+RT_SOURCES = (("signal", (), {"FENNEC_SAMPLE_SOURCE": "signal"}, 0),
+              ("timer", (), {"FENNEC_SAMPLE_SOURCE": "timer"}, 1),
+              ("wall", ("--sample=wall",), {}, 2))
+
+
+@collector
+@timeout(240)
+def test_program_takes_every_rt_signal():
+    """A program that installs its own handler on every real-time signal once it runs (as
+    some runtimes do) keeps them all, with fennec's signal, timer and wall sources: each
+    handler gets exactly the 3 signals the program sent it, none of fennec's, sigaction()
+    and signal() read back what the program installed (the fixture checks all that and
+    exits 0), and fennec goes on sampling: the burn() loop, entered after the handlers
+    were installed, holds at least a tenth of the sample weight its CPU time would give
+    (docs/sampling.md, "Never breaking the program")."""
+    base = truth_of(run([fixture("rt_handlers")], check=True))
+    assert_true(base["ok"], "the fixture's own checks fail without fennec: %s" % base)
+    for label, opts, env, source in RT_SOURCES:
+        r, path, dec = record_raw("rt_handlers", opts=opts, env=env, out=label + ".fnc",
+                                  expect_rc=None)
+        t = truth_of(r)
+        assert_eq(t["foreign"], 0, "%s: signals the program's handlers got but did not send" % label)
+        assert_eq(t["counts"], [3] * t["signals"], "%s: signals each sigaction handler got" % label)
+        assert_eq(t["plain_counts"], [1] * t["signals"], "%s: signals each signal() handler got" % label)
+        for k in ("bad_old", "bad_query", "bad_signal"):
+            assert_eq(t[k], 0, "%s: %s (dispositions read back unlike without fennec)" % (label, k))
+        assert_eq([hex(f) for f in t["flags_read"]], [hex(f) for f in base["flags_read"]],
+                  "%s: sa_flags read back, by signal" % label)
+        assert_eq(r.returncode, 0, "%s: the fixture's exit status (%s)" % (label, r.describe()))
+        assert_eq(dec["header"].get(24), source, "%s: header sampling source" % label)
+        if SANITIZER == "tsan":
+            continue  # samples hold where TSan ran the handler, not the interrupted code
+        sy = Symbols(dec)
+        in_burn = sum(s["weight"] for s in cpu_samples(dec)
+                      if any(f[1] == "burn" for f in sy.frames(s)))
+        expect = t["cpu_ns"] / 1e9 * 999
+        if label == "timer":
+            expect = t["cpu_ns"] / 1e9 * 100  # at most the kernel tick; weights count overruns
+        assert_true(in_burn >= expect / 10, "%s: sample weight in burn() %d, under a tenth of "
+                    "its CPU time x the rate (%.0f): sampling stopped" % (label, in_burn, expect))
+
+
+@collector
+def test_program_default_and_ignore_on_the_sampling_signal():
+    """On the very signal fennec samples with (FENNEC_SIGNAL), a program's signal with the
+    default disposition ends it, killed by that signal, as without fennec; one it set to
+    SIG_IGN is ignored and reads back SIG_IGN."""
+    sig = signal.SIGRTMIN + 6
+    plain = run([fixture("rt_handlers"), "dfl", str(sig)])
+    assert_eq(plain.returncode, -sig, "without fennec: dfl %d's status (%s)"
+              % (sig, status_text(plain.returncode)))
+    for label, opts, env, source in RT_SOURCES:
+        env = dict(env, FENNEC_SIGNAL=str(sig))
+        r, path, dec = record_raw("rt_handlers", "dfl", sig, opts=opts, env=env,
+                                  out=label + ".dfl.fnc", expect_rc=None)
+        assert_eq(r.returncode, -sig, "%s: dfl %d's status (%s)" % (label, sig, status_text(r.returncode)))
+        r, path, dec = record_raw("rt_handlers", "ign", sig, opts=opts, env=env,
+                                  out=label + ".ign.fnc", expect_rc=0)
+        assert_eq(dec["header"].get(24), source, "%s: header sampling source" % label)
+        assert_true(cpu_samples(dec), "%s: no CPU samples with the program's SIG_IGN" % label)
 
 
 # The main thread's off-CPU share (wall mode) is compared with a band: from the time it
