@@ -498,7 +498,16 @@ def test_program_takes_every_rt_signal():
                                   expect_rc=None)
         t = truth_of(r)
         assert_eq(t["foreign"], 0, "%s: signals the program's handlers got but did not send" % label)
-        assert_eq(t["counts"], [3] * t["signals"], "%s: signals each sigaction handler got" % label)
+        if SANITIZER == "tsan":
+            # TSan's runtime defers handlers and keeps one pending signal per number and
+            # thread: a program's signal that comes while one of fennec's (same number) is
+            # pending there merges with it and is lost, as TSan loses any such pair. Not in
+            # a plain build (CI at 55ff7e4: the sampling signal's handler got 2 of its 3).
+            short = [c for c in t["counts"] if c != 3]
+            assert_true(len(short) <= 1 and all(c == 2 for c in short),
+                        "%s: signals each sigaction handler got: %s" % (label, t["counts"]))
+        else:
+            assert_eq(t["counts"], [3] * t["signals"], "%s: signals each sigaction handler got" % label)
         assert_eq(t["plain_counts"], [1] * t["signals"], "%s: signals each signal() handler got" % label)
         for k in ("bad_old", "bad_query", "bad_signal"):
             assert_eq(t[k], 0, "%s: %s (dispositions read back unlike without fennec)" % (label, k))
