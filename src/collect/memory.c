@@ -3402,6 +3402,8 @@ typedef struct rscan {
 	size_t ntodo, todo_cap;
 	uint8_t *buf;
 	unsigned char *vec;       /* mincore's */
+	rspan *excl;              /* ranges no root covers, sorted, merged */
+	size_t nexcl, excl_cap;
 	uint8_t *pages;           /* REACH_PAGES copies of pages with blocks ... */
 	uint64_t *tags;           /* ... and their page numbers + 1 (0: none) */
 	pid_t pid;
@@ -3660,54 +3662,111 @@ static rmap *map_of(rmap *m, size_t n, uint64_t a)
 	return NULL;
 }
 
-/* Scan the root [lo, hi) less fennec's own memory. */
-static void reach_root(rscan *s, uint64_t lo, uint64_t hi)
+/* Add [lo, hi) to the ranges no root covers (sorted and merged by reach_excl_done()). */
+static void excl_add(rscan *s, uint64_t lo, uint64_t hi)
 {
-	uint64_t own_lo[REACH_MAX_SELF + 2], own_hi[REACH_MAX_SELF + 2];
-	uint32_t k = 0;
-	for (uint32_t i = 0; i < SELF.n; i++, k++) {
-		own_lo[k] = SELF.lo[i];
-		own_hi[k] = SELF.hi[i];
+	if (hi <= lo || s->status)
+		return;
+	if (s->nexcl == s->excl_cap) {
+		size_t cap = s->excl_cap ? s->excl_cap * 2 : 256;
+		rspan *t = realloc(s->excl, cap * sizeof *t);
+		if (!t) {
+			s->status = FMT_REACH_NOMEM;
+			return;
+		}
+		s->excl = t;
+		s->excl_cap = cap;
 	}
-#if !MEM_SANITIZER
-	own_lo[k] = (uintptr_t)H.base;
-	own_hi[k++] = (uintptr_t)H.base + atomic_load(&H.span);
-#endif
-	own_lo[k] = (uintptr_t)M.ring.buf;
-	own_hi[k++] = (uintptr_t)M.ring.buf + M.ring.size;
-	uint64_t dlo[DEAD_STACKS], dhi[DEAD_STACKS];
-	uint32_t nd = 0;
-	for (uint32_t i = 0; i < DEAD_STACKS; i++) {
-		uintptr_t b = atomic_load_explicit(&DEAD.hi[i], memory_order_acquire), a = atomic_load_explicit(&DEAD.lo[i], memory_order_relaxed);
-		if (b > a && a < hi && b > lo && (reach_stop_sp < a || reach_stop_sp >= b)) {
-			dlo[nd] = a;
-			dhi[nd++] = b;
+	s->excl[s->nexcl++] = (rspan){lo, hi, 0};
+}
+
+static void excl_done(rscan *s)
+{
+	qsort(s->excl, s->nexcl, sizeof *s->excl, cmp_rspan);
+	size_t k = 0;
+	for (size_t i = 0; i < s->nexcl; i++) {
+		if (k && s->excl[i].lo <= s->excl[k - 1].hi) {
+			if (s->excl[i].hi > s->excl[k - 1].hi)
+				s->excl[k - 1].hi = s->excl[i].hi;
+		} else {
+			s->excl[k++] = s->excl[i];
 		}
 	}
-	while (lo < hi && !s->status) {
-		int inside = 0;
-		for (uint32_t i = 0; i < nd; i++)
-			if (dlo[i] <= lo && lo < dhi[i]) {
-				lo = dhi[i]; /* a thread's that ended */
-				inside = 1;
-			}
-		for (uint32_t i = 0; i < k; i++)
-			if (own_lo[i] <= lo && lo < own_hi[i]) {
-				lo = own_hi[i]; /* fennec's: skip past it */
-				inside = 1;
-			}
-		if (inside)
-			continue;
-		uint64_t end = hi;
-		for (uint32_t i = 0; i < k; i++)
-			if (own_lo[i] > lo && own_lo[i] < end)
-				end = own_lo[i];
-		for (uint32_t i = 0; i < nd; i++)
-			if (dlo[i] > lo && dlo[i] < end)
-				end = dlo[i];
-		reach_range(s, lo, end, 1, &s->root_bytes);
-		lo = end;
+	s->nexcl = k;
+}
+
+/* Scan the root [lo, hi) less the ranges no root covers. */
+static void reach_root(rscan *s, uint64_t lo, uint64_t hi)
+{
+	size_t a = 0, b = s->nexcl; /* the first range that ends after lo */
+	while (a < b) {
+		size_t m = a + (b - a) / 2;
+		if (s->excl[m].hi <= lo)
+			a = m + 1;
+		else
+			b = m;
 	}
+	for (; lo < hi && !s->status; a++) {
+		uint64_t end = a < s->nexcl && s->excl[a].lo < hi ? s->excl[a].lo : hi;
+		if (end > lo)
+			reach_range(s, lo, end, 1, &s->root_bytes);
+		if (a >= s->nexcl || s->excl[a].lo >= hi)
+			break;
+		lo = s->excl[a].hi;
+	}
+}
+
+/* What no root covers: fennec's memory (libfennec's data, its heap, the heap ring, the
+ * writer's stack), the stacks of threads that ended, and the live blocks themselves where
+ * their mapping is otherwise a root (a block is read when something reaches it). A large
+ * block is a mapping of its own, which the kernel may have merged with the program's next
+ * to it (Python's arenas): the mapping stays a root, less the block. */
+static void reach_excl(rscan *s, const rmap *maps, size_t nmaps)
+{
+	for (uint32_t i = 0; i < SELF.n; i++)
+		excl_add(s, SELF.lo[i], SELF.hi[i]);
+#if !MEM_SANITIZER
+	excl_add(s, (uintptr_t)H.base, (uintptr_t)H.base + atomic_load(&H.span));
+#endif
+	excl_add(s, (uintptr_t)M.ring.buf, (uintptr_t)M.ring.buf + M.ring.size);
+	pthread_attr_t at;
+	void *stk;
+	size_t n;
+	int got = 0;
+	if (pthread_getattr_np(pthread_self(), &at) == 0) {
+		if (pthread_attr_getstack(&at, &stk, &n) == 0) {
+			excl_add(s, (uintptr_t)stk, (uintptr_t)stk + n);
+			got = 1;
+		}
+		pthread_attr_destroy(&at);
+	}
+	const rmap *w = got ? NULL : map_of((rmap *)maps, nmaps, (uintptr_t)&at);
+	if (w) /* the writer's mapping then, whatever else the kernel merged into it */
+		excl_add(s, w->lo, w->hi);
+	for (uint32_t i = 0; i < DEAD_STACKS; i++) {
+		uintptr_t b = atomic_load_explicit(&DEAD.hi[i], memory_order_acquire), a = atomic_load_explicit(&DEAD.lo[i], memory_order_relaxed);
+		if (b > a && (reach_stop_sp < a || reach_stop_sp >= b))
+			excl_add(s, a, b);
+	}
+	for (uint32_t i = 0; i < M.pages_cap; i++) {
+		const wleaf *l = M.pages[i].leaf;
+		for (uint32_t j = 0; M.pages[i].page && j < WP_SLOTS; j++) {
+			if (!l->slots[j])
+				continue;
+			const wblock *b = pool_at(l->slots[j]);
+			uint64_t a = M.pages[i].page << WP_SHIFT | (uint64_t)j << 5 | (b->size_lo & 31);
+			const rmap *r = map_of((rmap *)maps, nmaps, a);
+			if (r && r->root) /* glibc's chunk header is 16 bytes below */
+				excl_add(s, (a - 16) & ~(uint64_t)4095, (a + wb_size(b) + 4095) & ~(uint64_t)4095);
+		}
+	}
+	for (uint32_t i = 0; i < M.over_cap; i++) {
+		const rmap *r = M.over[i].addr ? map_of((rmap *)maps, nmaps, M.over[i].addr) : NULL;
+		if (r && r->root)
+			excl_add(s, (M.over[i].addr - 16) & ~(uint64_t)4095,
+				 (M.over[i].addr + wb_size(&M.over[i].b) + 4095) & ~(uint64_t)4095);
+	}
+	excl_done(s);
 }
 
 /* Per stack id: reachable and lost blocks. */
@@ -3795,23 +3854,20 @@ static void reach_mark(rscan *s)
 		free(maps);
 		return;
 	}
-	/* The heap's mappings are no roots: their free chunks keep stale pointers. */
-	for (uint32_t i = 0; i < M.pages_cap; i++) {
-		rmap *r = M.pages[i].page ? map_of(maps, nmaps, M.pages[i].page << WP_SHIFT) : NULL;
-		if (r)
+	/* The heap's mappings are no roots: their free chunks keep stale pointers. glibc's
+	 * main arena is [heap] (reach_maps()), another arena a mapping that starts at a
+	 * multiple of its 64 MiB; a large block is a mapping of its own, which the kernel may
+	 * have merged with the program's next to it (reach_excl() leaves the block out, not
+	 * the mapping). With another allocator, every mapping that holds a live block. */
+	for (uint32_t i = 0; i < M.pages_cap + M.over_cap; i++) {
+		uint64_t a = i < M.pages_cap ? M.pages[i].page << WP_SHIFT : M.over[i - M.pages_cap].addr;
+		rmap *r = a ? map_of(maps, nmaps, a) : NULL;
+		if (r && (heap_kind != HEAP_GLIBC || !(r->lo & ((64ull << 20) - 1))))
 			r->root = 0;
 	}
-	for (uint32_t i = 0; i < M.over_cap; i++) {
-		rmap *r = M.over[i].addr ? map_of(maps, nmaps, M.over[i].addr) : NULL;
-		if (r)
-			r->root = 0;
-	}
-	/* The writer's own stack is no root; the stopping thread's only above its stack
-	 * pointer, where its frames are (below are those that returned). */
-	int here;
-	rmap *w = map_of(maps, nmaps, (uintptr_t)&here);
-	if (w)
-		w->root = 0;
+	reach_excl(s, maps, nmaps);
+	/* The stopping thread's stack is read from its stack pointer up, where its frames are
+	 * (below are those that returned). */
 	rmap *st = reach_stop_sp ? map_of(maps, nmaps, reach_stop_sp) : NULL;
 	for (size_t i = 0; i < nmaps && !s->status; i++)
 		if (maps[i].root)
@@ -3900,4 +3956,5 @@ void col_mem_reach(void (*emit)(unsigned type, cm_buf *raw), int exit_reason)
 	free(s.vec);
 	free(s.pages);
 	free(s.tags);
+	free(s.excl);
 }

@@ -1492,3 +1492,51 @@ def test_live_over_time_rows_that_read_the_same_say_where_they_part():
                 "the first row, from_right's: %s" % rows[0])
     assert_true("800.0 KiB" in rows[1] and "[via from_left two.c:%d]" % line["LEFT"] in rows[1],
                 "the second row, from_left's: %s" % rows[1])
+
+
+MERGED_MAPPING = r"""
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+static void *volatile big;
+int main(void)
+{
+	big = malloc(4 << 20); /* a mapping of its own (glibc's mmap threshold) */
+	memset(big, 0, 4 << 20);
+	/* the program's own mapping, right below it: the kernel merges the two */
+	char *region = mmap((char *)big - 16 - (1 << 20), 1 << 20, PROT_READ | PROT_WRITE,
+			    MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE, -1, 0);
+	if (region == MAP_FAILED)
+		return 2;
+	void *volatile *slot = (void *volatile *)region;
+	slot[0] = malloc(100); /* the only pointer to it: in the program's mapping */
+	memset((void *)slot[0], 1, 100);
+	FILE *f = fopen("/proc/self/maps", "r");
+	char line[512];
+	unsigned long lo, hi;
+	while (f && fgets(line, sizeof line, f))
+		if (sscanf(line, "%lx-%lx", &lo, &hi) == 2 && lo <= (unsigned long)region && (unsigned long)region < hi)
+			printf("{\"merged\": %d}\n", hi > (unsigned long)big);
+	if (f)
+		fclose(f);
+	return 0;
+}
+"""
+
+
+@collector
+def test_a_block_pointed_to_from_a_mapping_merged_with_a_large_block_is_reachable():
+    """A large block is a mapping of its own, and the kernel merges it with the program's
+    mapping next to it when their settings agree (Python's arenas next to its large
+    buffers). The scan leaves the block out of the roots, not the whole mapping: a block
+    whose only pointer is in the program's part is reachable. It read as a leak when every
+    mapping that held a live block was left out."""
+    plain_only()
+    build_program(MERGED_MAPPING, "merged.c", ("cc", "gcc"))
+    r, path = record(os.path.abspath("merged"), opts=["--memory=full", "--sample=off"], out="merged.fnc")
+    lines = [l for l in r.stdout.splitlines() if l.startswith("{")]
+    assert_eq([json.loads(l)["merged"] for l in lines], [1], "the program's mapping merged with the block's")
+    m = mem(analyze(path))
+    assert_eq(m["leaks"], [], "memory.leaks")
+    assert_eq(sorted(l["bytes"] for l in m["reachable"]), [100, 4 << 20], "reachable blocks' bytes")
