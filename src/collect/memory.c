@@ -3476,19 +3476,28 @@ static int reach_find(const rscan *s, uint64_t x, uint32_t *ref, uint64_t *lo, u
 	return 1;
 }
 
-static void todo_push(rscan *s, rspan b)
+/* Append b to the array *a of *n entries (room for *cap), grown as needed; out of memory,
+ * the scan's status says so. */
+static void span_push(rscan *s, rspan **a, size_t *n, size_t *cap, rspan b)
 {
-	if (s->ntodo == s->todo_cap) {
-		size_t cap = s->todo_cap ? s->todo_cap * 2 : 4096;
-		rspan *t = realloc(s->todo, cap * sizeof *t);
+	if (s->status)
+		return;
+	if (*n == *cap) {
+		size_t c = *cap ? *cap * 2 : 1024;
+		rspan *t = realloc(*a, c * sizeof *t);
 		if (!t) {
 			s->status = FMT_REACH_NOMEM;
 			return;
 		}
-		s->todo = t;
-		s->todo_cap = cap;
+		*a = t;
+		*cap = c;
 	}
-	s->todo[s->ntodo++] = b;
+	(*a)[(*n)++] = b;
+}
+
+static void todo_push(rscan *s, rspan b)
+{
+	span_push(s, &s->todo, &s->ntodo, &s->todo_cap, b);
 }
 
 static void reach_words(rscan *s, const uint64_t *w, size_t n)
@@ -3662,22 +3671,11 @@ static rmap *map_of(rmap *m, size_t n, uint64_t a)
 	return NULL;
 }
 
-/* Add [lo, hi) to the ranges no root covers (sorted and merged by reach_excl_done()). */
+/* Add [lo, hi) to the ranges no root covers (sorted and merged by excl_done()). */
 static void excl_add(rscan *s, uint64_t lo, uint64_t hi)
 {
-	if (hi <= lo || s->status)
-		return;
-	if (s->nexcl == s->excl_cap) {
-		size_t cap = s->excl_cap ? s->excl_cap * 2 : 256;
-		rspan *t = realloc(s->excl, cap * sizeof *t);
-		if (!t) {
-			s->status = FMT_REACH_NOMEM;
-			return;
-		}
-		s->excl = t;
-		s->excl_cap = cap;
-	}
-	s->excl[s->nexcl++] = (rspan){lo, hi, 0};
+	if (hi > lo)
+		span_push(s, &s->excl, &s->nexcl, &s->excl_cap, (rspan){lo, hi, 0});
 }
 
 static void excl_done(rscan *s)
