@@ -64,6 +64,7 @@ extern _Atomic uint32_t col_on;   /* session generation while a session runs, el
  * (returns the new fd, or fd when it could not move); col_fd_mark marks it where it is;
  * col_fd_close closes a marked one (not one the program's dup2 took meanwhile). */
 void col_fd_init(void);
+void col_fd_forked(void); /* a fork child's handler: the marks are its table's */
 int col_fd_keep(int fd);
 int col_fd_mark(int fd);
 int col_fd_marked(int fd);

@@ -11,6 +11,14 @@
  * another number first (session.c); onto another marked descriptor they go ahead and the
  * mark is dropped, so that fennec never closes what is now the program's.
  *
+ * The marks describe the descriptor table of one process (`owner`): the one that set up
+ * the collector, or the fork child whose handlers took it over (col_fd_forked). A vfork
+ * child (or a clone without fork's handlers) shares fennec's memory, marks and session
+ * with its parent, but has a table of its own: there the wrappers do what the program
+ * asked and change nothing of fennec's, since a descriptor it closes or replaces is its
+ * own copy. Moving the recording away from its dup2 there set the parent's writer on a
+ * number open only in the child, and the parent's recording was lost.
+ *
  * Everything here is async-signal-safe: programs close descriptors in signal handlers and
  * in fork children before exec.
  */
@@ -28,6 +36,7 @@
 #define MARKED_MAX (1u << 20) /* descriptors beyond are not marked (RLIMIT_NOFILE is 1M at most here) */
 
 static _Atomic uint64_t marked[MARKED_MAX / 64];
+static _Atomic pid_t owner; /* whose descriptor table the marks describe (above) */
 
 typedef int (*close_fn)(int);
 typedef int (*dup2_fn)(int, int);
@@ -42,9 +51,25 @@ static struct {
  * constructor): dlsym is not async-signal-safe. Until then, the system calls. */
 void col_fd_init(void)
 {
+	atomic_store(&owner, getpid());
 	atomic_store(&R.close, (close_fn)dlsym(RTLD_NEXT, "close"));
 	atomic_store(&R.dup2, (dup2_fn)dlsym(RTLD_NEXT, "dup2"));
 	atomic_store(&R.dup3, (dup3_fn)dlsym(RTLD_NEXT, "dup3"));
+}
+
+/* In a fork child, from its handler: the marks describe its table now, a copy of the
+ * parent's. */
+void col_fd_forked(void)
+{
+	atomic_store(&owner, getpid());
+}
+
+/* Whether this is a process whose table the marks do not describe: a vfork child (above).
+ * Asked only about a marked descriptor, so that getpid() costs nothing on others. */
+static int foreign(void)
+{
+	pid_t o = atomic_load_explicit(&owner, memory_order_relaxed);
+	return o != 0 && o != getpid();
 }
 
 static int real_close(int fd)
@@ -108,7 +133,7 @@ void col_fd_close(int fd)
 
 API int close(int fd)
 {
-	if (col_fd_marked(fd)) {
+	if (col_fd_marked(fd) && !foreign()) {
 		errno = EBADF;
 		return -1;
 	}
@@ -137,7 +162,7 @@ API int close_range(unsigned first, unsigned last, int flags)
 	}
 	for (;;) {
 		long m = next_marked(first, last);
-		if (m < 0)
+		if (m < 0 || foreign())
 			return (int)syscall(SYS_close_range, first, last, flags);
 		if ((unsigned)m > first && syscall(SYS_close_range, first, (unsigned)m - 1, flags) != 0)
 			return -1;
@@ -156,7 +181,7 @@ API void closefrom(int lowfd)
 		/* A kernel without close_range (before 5.9): one by one, up to the limit. */
 		long max = sysconf(_SC_OPEN_MAX);
 		for (long fd = lowfd; fd < (max > 0 ? max : 65536); fd++)
-			if (!col_fd_marked((int)fd))
+			if (!col_fd_marked((int)fd) || foreign())
 				real_close((int)fd);
 	}
 	errno = saved;
@@ -166,7 +191,7 @@ API void closefrom(int lowfd)
  * any other mark on it is dropped. */
 static void make_way(int newfd)
 {
-	if (col_fd_marked(newfd) && col_session_fd_move(newfd) != 0)
+	if (col_fd_marked(newfd) && !foreign() && col_session_fd_move(newfd) != 0)
 		unmark(newfd);
 }
 

@@ -1341,6 +1341,7 @@ static void atfork_parent(void)
 
 static void atfork_child(void)
 {
+	col_fd_forked();
 	pthread_mutex_unlock(&intern_lock);
 	pthread_mutex_unlock(&reg_lock);
 	col_mem_atfork_child();

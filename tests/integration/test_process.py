@@ -540,6 +540,7 @@ CLOSES_ALL = r"""
 #include <stdlib.h>
 #include <string.h>
 #include <sys/syscall.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 static void spin(double s)
@@ -569,8 +570,21 @@ int main(int argc, char **argv)
 			if (atoi(e->d_name) > 2 && atoi(e->d_name) != dirfd(d) && atoi(e->d_name) != nul && n < 256)
 				fds[n++] = atoi(e->d_name);
 		closedir(d);
-		for (int i = 0; i < n; i++)
-			dup2(nul, fds[i]);
+		if (!strcmp(how, "vfork")) {
+			/* the same in a vfork child, which then closes them all: its table only */
+			pid_t pid = vfork();
+			if (pid == 0) {
+				for (int i = 0; i < n; i++)
+					dup2(nul, fds[i]);
+				closefrom(3);
+				_exit(0);
+			}
+			waitpid(pid, NULL, 0);
+			close(nul);
+		} else {
+			for (int i = 0; i < n; i++)
+				dup2(nul, fds[i]);
+		}
 	}
 	int f[8];
 	char name[32];
@@ -602,7 +616,10 @@ def test_a_program_that_closes_every_descriptor():
     runs of 6), and the recording is whole, with its CPU samples. A close by system call,
     which no wrapper sees, then a dup2 of data.0 onto the freed numbers (by system call too),
     loses the recording from then on but still not the program's data: the writer checks
-    that its descriptor is still its file before each write."""
+    that its descriptor is still its file before each write. A vfork child that does the
+    same (dup2s over every descriptor, then closefrom) changes only its own table: the
+    parent's recording is whole (the child's dup2 once moved the parent's writer to a
+    number open only in the child)."""
     skip_under("tsan", "TSan's own interceptors of close and dup2 come first")
     with open("closes.c", "w") as f:
         f.write(CLOSES_ALL)
@@ -613,7 +630,7 @@ def test_a_program_that_closes_every_descriptor():
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     resource.setrlimit(resource.RLIMIT_NOFILE, (1024, hard))
     try:
-        for how in ("loop", "closefrom", "dup2", "syscall"):
+        for how in ("loop", "closefrom", "dup2", "vfork", "syscall"):
             check_closes(how, want)
     finally:
         resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
