@@ -500,6 +500,9 @@
 		if (m.cut_short_processes)
 			h.push(card('Live when killed', fmtBytes(m.cut_short_bytes), fmtNum(m.cut_short_count) + ' blocks in ' + fmtNum(m.cut_short_processes) +
 				' process' + (m.cut_short_processes > 1 ? 'es' : '') + ' cut short: not leaks', false));
+		if (m.exec_processes)
+			h.push(card('Live at exec', fmtBytes(m.exec_bytes), fmtNum(m.exec_count) + (m.exec_count === 1 ? ' block' : ' blocks') + ' in ' +
+				fmtNum(m.exec_processes) + ' process' + (m.exec_processes > 1 ? 'es' : '') + ' that exec\'d another program: not leaks', false));
 		if (m.trend && m.trend.slope_bytes_per_step !== undefined && m.trend.slope_bytes_per_step !== null)
 			h.push(card('Growth per step', fmtBytes(m.trend.slope_bytes_per_step), 'linear fit' + (m.trend.r2 !== undefined && m.trend.r2 !== null ? ', r² ' + (+m.trend.r2).toFixed(2) : ''),
 				m.trend.slope_bytes_per_step > 0 && m.trend.r2 > 0.8));

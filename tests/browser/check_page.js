@@ -6,7 +6,7 @@
  * clicked and each visible chart's canvas checked for drawn pixels, zoom by mouse wheel on
  * the zoomable charts, the flame graph search, and (--live) the page following updates.
  * The tabs clicked are those the page shows (GPU and Ranks only with their data); the
- * rows of the tables of those tabs are returned as text, and whether a name made to look
+ * rows of the tables and the cards of those tabs are returned as text, and whether a name made to look
  * like markup ran or made elements (it must show as text). Screenshots go to OUTDIR. The Python tests (tests/integration/test_html.py,
  * test_view.py) make the assertions.
  *
@@ -37,6 +37,18 @@ function tableState() {
 		if (el.offsetParent === null) return;
 		out[el.id] = Array.from(el.querySelectorAll('tr')).map(function (tr) {
 			return Array.from(tr.children).map(function (c) { return c.textContent; });
+		});
+	});
+	return out;
+}
+
+/* In the page: the cards of the active tab, by container id: [label, value, note] each. */
+function cardState() {
+	const out = {};
+	document.querySelectorAll('section.tab.active .cards').forEach(function (el) {
+		if (el.offsetParent === null) return;
+		out[el.id] = Array.from(el.querySelectorAll('.card')).map(function (c) {
+			return ['.k', '.v', '.s'].map(function (s) { const e = c.querySelector(s); return e ? e.textContent : ''; });
 		});
 	});
 	return out;
@@ -123,6 +135,7 @@ async function main() {
 		});
 		result.tab_buttons = TABS;
 		result.tables = {};
+		result.cards = {};
 		for (const tab of TABS) {
 			await page.click('nav.tabs button[data-tab="' + tab + '"]');
 			await page.waitForFunction(function (t) {
@@ -138,6 +151,7 @@ async function main() {
 			}, tab);
 			result.tabs[tab] = {visible: visibleSection, charts: await page.evaluate(chartState)};
 			Object.assign(result.tables, await page.evaluate(tableState));
+			Object.assign(result.cards, await page.evaluate(cardState));
 			/* Hover the charts so that their tooltips (HTML) are built with the names in them. */
 			for (const id of Object.keys(result.tabs[tab].charts)) {
 				const box = await page.evaluate(function (i) {

@@ -357,6 +357,38 @@ def test_browser_memory_still_reachable():
               "the table of blocks still reachable: %s" % rows)
 
 
+@timeout(400)
+def test_browser_memory_live_at_exec():
+    """execs.c (test_memory's KEEPS_THEN_EXECS) keeps 2 MiB from main, then execs /bin/true:
+    the memory tab lists no leak and shows the block apart, in "Live at exec", with its size,
+    count and stack as the JSON has them, and a card that says it is not a leak (there was
+    none: "Never freed 0 B" and 2 MiB allocated, with nothing to say where it went)."""
+    from test_memory import KEEPS_THEN_EXECS, build_program
+    if not memory_opts():
+        raise Skip("this fennec has no heap profiler (fennec record --memory)")
+    if SANITIZER:
+        raise Skip("the %s build does not interpose malloc (its runtime owns it)" % SANITIZER)
+    build_program(KEEPS_THEN_EXECS, "execs.c", ("cc", "gcc"))
+    _, path = record(os.path.abspath("execs"), out="execs.fnc", opts=["--sample", "off", "--memory=full"])
+    mem = page_data(html_report(path))["analysis"]["memory"]
+    live = mem.get("exec_live", [])
+    assert_eq([(l["function"], l["bytes"], l["count"]) for l in live], [("main", 2 << 20, 1)], "memory.exec_live")
+    line = re.match(r"main \S*execs\.c:(\d+)$", live[0]["stack"][0])
+    assert_true(line, "exec_live's innermost frame: %r" % live[0]["stack"][:1])
+    b = browse("file://" + os.path.abspath("report.html"), os.path.abspath("shots"))
+    assert_clean_page(b)
+    assert_eq(b["tables"].get("leak-table", [])[1:], [["none"]], "the leaks table")
+    rows = b["tables"].get("exec-live-table", [])
+    assert_eq(rows[:1], [["bytes", "blocks", "region", "allocated at"]], "the header of the table of blocks live at exec")
+    assert_eq([r[:3] for r in rows[1:]], [["2.00 MiB", "1", ""]], "the table of blocks live at exec: %s" % rows)
+    assert_true(rows[1][3].startswith("main execs.c:%s ← " % line.group(1)),
+                "the row's stack is exec_live's (main execs.c:%s first): %r" % (line.group(1), rows[1][3]))
+    cards = {c[0]: c[1:] for c in b["cards"].get("memory-cards", [])}
+    assert_eq(cards.get("Never freed"), ["0 B", "0 blocks"], "the Never freed card")
+    assert_eq(cards.get("Live at exec"), ["2.00 MiB", "1 block in 1 process that exec'd another program: not leaks"],
+              "the Live at exec card (cards: %s)" % cards)
+
+
 # --- GPU, ranks, and names that look like markup -------------------------------------------
 
 # A name that would run script or make elements if the page put it into HTML unescaped.
