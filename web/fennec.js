@@ -611,6 +611,10 @@
 		table($('leak-table'), siteCols('blocks'), leaks);
 		var reach = m.reachable || [];
 		$('reach-panel').hidden = !reach.length;
+		$('reach-panel').querySelector('small').textContent = m.mode === 'sampled'
+			? 'no leak found: unfreed, but pointed to from globals, stacks or the heap at exit (sampled mode: estimates; ' +
+			  'it reads the heap whole, so a block that only lost memory points to counts here too: --memory=full tells)'
+			: 'not leaks: unfreed, but the program still pointed to them from globals, stacks or other reachable blocks';
 		if (reach.length) table($('reach-table'), siteCols('blocks'), reach);
 		var execLive = m.exec_live || [];
 		$('exec-live-panel').hidden = !execLive.length;

@@ -356,7 +356,8 @@ typedef struct ana_mem_site {
 				   released with the process's image; no leak */
 	int cut_short;          /* its process's file was cut short (killed or crashed): the frees
 				   after its last flush are lost, its blocks live at the end no leak */
-	int scanned;            /* its process's file has the reachability scan (full mode) */
+	int scanned;            /* its process's file has the reachability scan (sampled mode:
+				   of the sampled blocks, reach_* estimates from their shares) */
 	double reach_count, reach_bytes; /* ... of live_*: still reachable at the end (no leak) */
 	/* replay state */
 	uint64_t mod, at_peak_p;

@@ -450,10 +450,12 @@ int ana_memory_end_process(ana_profile *p, uint32_t proc, const fmt_file *f)
 			}
 		}
 	}
-	/* The reachability scan (full mode, at the end): each stack's reachable blocks. Its
-	 * numbers are the collector's live map; the replay's are the file's, which agree unless
-	 * records were lost: the reachable part is capped at what the replay has live. */
-	if (r && !r->sampled && f->has_reach) {
+	/* The reachability scan (at the end): each stack's reachable blocks. Its numbers are
+	 * the collector's live map; the replay's are the file's, which agree unless records
+	 * were lost: the reachable part is capped at what the replay has live. In sampled mode
+	 * they count sampled blocks, each standing for others: the share of a stack's sampled
+	 * blocks (and bytes) that was reachable applies to its estimate, below. */
+	if (r && f->has_reach) {
 		if (f->reach_status == FMT_REACH_DONE) {
 			for (uint32_t i = 0; i < m->nsites; i++)
 				if (m->sites[i].process == proc)
@@ -465,6 +467,11 @@ int ana_memory_end_process(ana_profile *p, uint32_t proc, const fmt_file *f)
 				ana_mem_site *s = &m->sites[r->site_of[e->stack] - 1];
 				s->reach_count = (double)e->reach_count;
 				s->reach_bytes = (double)e->reach_bytes;
+				if (r->sampled) {
+					uint64_t c = e->reach_count + e->lost_count, b = e->reach_bytes + e->lost_bytes;
+					s->reach_count = c ? (double)e->reach_count / (double)c : 0;
+					s->reach_bytes = b ? (double)e->reach_bytes / (double)b : 0;
+				}
 			}
 			m->reach_procs++;
 			if (f->reach_ns > m->reach_ns)
@@ -478,6 +485,11 @@ int ana_memory_end_process(ana_profile *p, uint32_t proc, const fmt_file *f)
 	}
 	if (r && r->sampled) {
 		calibrate(p, proc, h, r->levels_from);
+		for (uint32_t i = 0; i < m->nsites; i++)
+			if (m->sites[i].process == proc && m->sites[i].scanned) {
+				m->sites[i].reach_count *= m->sites[i].live_count;
+				m->sites[i].reach_bytes *= m->sites[i].live_bytes;
+			}
 		m->sampled_allocs += r->sampled_allocs;
 		m->standing_samples += r->standing;
 	}

@@ -486,9 +486,10 @@ static void rule_memory_leak(ana_profile *p)
 			snprintf(pr, sizeof pr, "in %u processes", g[i].processes);
 		if (st[0] || pr[0])
 			snprintf(from, sizeof from, " (%s%s%s)", st, st[0] && pr[0] ? ", " : "", pr);
-		f->evidence = ana_strf("%s%s in %.0f allocation%s made at %s%s %s never freed%s%s",
+		f->evidence = ana_strf("%s%s in %.0f allocation%s made at %s%s %s never freed%s%s%s",
 				       full ? "" : "about ", ana_fmt_bytes(bytes, a, sizeof a), count, count >= 1.5 ? "s" : "", w,
 				       from, count >= 1.5 ? "were" : "was",
+				       s->scanned ? ", and no pointer to them was left at exit" : "",
 				       full ? "" : " (an estimate from sampled allocations; record with --memory=full for exact numbers)",
 				       lost);
 		if (m->dropped_frees)

@@ -353,9 +353,14 @@ static void memory_text(FILE *out, const ana_profile *p, const style *st)
 			(unsigned long long)m->end_live_count, m->end_live_count == 1 ? "" : "s",
 			ana_fmt_bytes((double)m->end_live_bytes, d, sizeof d));
 	fputc('\n', out);
-	if (m->reach_count > 0.5)
+	if (m->reach_count > 0.5 && full)
 		fprintf(out, "  reachable    %s in %.0f block%s unfreed but still pointed to at exit (from globals, stacks or "
 			     "other reachable blocks): no leak\n",
+			ana_fmt_bytes(m->reach_bytes, a, sizeof a), m->reach_count, round(m->reach_count) == 1 ? "" : "s");
+	else if (m->reach_count > 0.5)
+		fprintf(out, "  reachable    about %s in %.0f block%s unfreed but still pointed to at exit (from globals, stacks "
+			     "or the heap): no leak found; sampled mode reads the heap whole, so a block that only lost memory "
+			     "points to counts here too (--memory=full tells)\n",
 			ana_fmt_bytes(m->reach_bytes, a, sizeof a), m->reach_count, round(m->reach_count) == 1 ? "" : "s");
 	if (m->reach_unscanned)
 		fprintf(out, "  not scanned  %u process%s: %s; all %s unfreed blocks are counted\n", m->reach_unscanned,
