@@ -12,6 +12,23 @@
 #include "collect/cfi.h"
 #include "collect/collect.h"
 
+#include <stdlib.h>
+#include <string.h>
+
+/* FENNEC_CFI's mode (uw_init()): 1 (unset, empty or "1"), 0, 2 ("check"), -1 for another
+ * value. */
+static int cfi_mode_parse(const char *e)
+{
+	return !e || !*e || !strcmp(e, "1") ? 1 : !strcmp(e, "0") ? 0 : !strcmp(e, "check") ? 2 : -1;
+}
+
+void col_pr_env(void)
+{
+	const char *e = getenv("FENNEC_CFI");
+	if (cfi_mode_parse(e) < 0)
+		col_config_warn("FENNEC_CFI", e, "expected 1 (fennec's unwinder, then libunwind), 0 (libunwind) or check; using 1");
+}
+
 #if defined(__x86_64__) /* the registers below are x86-64's; elsewhere, no ring source */
 
 #include <asm/perf_regs.h>
@@ -305,8 +322,9 @@ static int uw_init(void)
 {
 	if (uw_as)
 		return 0;
-	const char *e = getenv("FENNEC_CFI");
-	cfi_mode = e && !strcmp(e, "0") ? 0 : e && !strcmp(e, "check") ? 2 : 1;
+	cfi_mode = cfi_mode_parse(getenv("FENNEC_CFI")); /* once a process; col_pr_env() said a bad one */
+	if (cfi_mode < 0)
+		cfi_mode = 1;
 	if (cfi_mode == 2) {
 		const char *log = getenv("FENNEC_CFI_LOG");
 		chk.log = log ? fopen(log, "ae") : NULL;

@@ -29,6 +29,10 @@ typedef struct col_pr_cfg {
  */
 col_pr *col_pr_open(pid_t tid, const col_pr_cfg *cfg, int (*move_fd)(int));
 
+/* FENNEC_CFI, checked at a session's start (before its header): a value the unwinder
+ * cannot use is said (col_config_warn()); it takes the default, 1. */
+void col_pr_env(void);
+
 /* Unmap and close. */
 void col_pr_free(col_pr *r);
 

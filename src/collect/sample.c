@@ -121,6 +121,10 @@ static struct {
 	int handler_installed;
 	_Atomic int signalling;  /* some thread has a signal source: sleeping calls block it */
 	col_pr_cfg prc;          /* ring source: the counters' settings */
+	/* the environment, read at every session's start (sample_env()) */
+	int want_sig;            /* FENNEC_SIGNAL, else 0: the highest free one */
+	int want_source;         /* FENNEC_SAMPLE_SOURCE: FMT_SRC_RING (default), _PERF, _TIMER */
+	uint32_t stack_copy;     /* FENNEC_STACK_COPY, else its default for the depth */
 	col_pr **retired;        /* rings of released threads, for the next drain to empty and free */
 	size_t nretired, retired_cap;
 	col_pr **snap;           /* the rings of one drain (under unwind_lock) */
@@ -173,18 +177,14 @@ int col_sample_mode_parse(const char *s)
 	return -1;
 }
 
-/* A real-time signal nobody uses: FENNEC_SIGNAL, else the highest one from SIGRTMAX-1
- * down whose disposition is the default and which this thread does not block. A program
- * that takes the same signal, before (FENNEC_SIGNAL) or after fennec, keeps it: fennec's
- * handler passes it the signals fennec did not send (sigchain.c). */
+/* A real-time signal nobody uses: FENNEC_SIGNAL (P.want_sig), else the highest one from
+ * SIGRTMAX-1 down whose disposition is the default and which this thread does not block.
+ * A program that takes the same signal, before (FENNEC_SIGNAL) or after fennec, keeps it:
+ * fennec's handler passes it the signals fennec did not send (sigchain.c). */
 static int pick_signal(void)
 {
-	const char *e = getenv("FENNEC_SIGNAL");
-	if (e && *e) {
-		int s = atoi(e);
-		if (s >= SIGRTMIN && s <= SIGRTMAX)
-			return s;
-	}
+	if (P.want_sig)
+		return P.want_sig;
 	sigset_t cur;
 	pthread_sigmask(SIG_BLOCK, NULL, &cur);
 	for (int s = SIGRTMAX - 1; s >= SIGRTMIN + 2; s--) {
@@ -240,18 +240,20 @@ static int perf_open(pid_t tid, int exclude_kernel)
 #define STACK_PER_FRAME 96
 #endif
 
+#define STACK_COPY_MIN 4096
+#define STACK_COPY_MAX (60 * 1024) /* a sample is at most 64 KiB */
+
+/* FENNEC_STACK_COPY's default for a depth limit. */
+static uint32_t stack_copy_default(uint32_t depth)
+{
+	uint32_t bytes = STACK_PER_FRAME * depth;
+	return bytes < 8192 ? 8192 : bytes > STACK_COPY_MAX ? STACK_COPY_MAX : bytes;
+}
+
 static void ring_config(void)
 {
-	const char *e = getenv("FENNEC_STACK_COPY");
-	long bytes = e && *e ? strtol(e, NULL, 0) : (long)STACK_PER_FRAME * P.depth;
-	if (!(e && *e) && bytes < 8192)
-		bytes = 8192;
-	if (bytes < 4096)
-		bytes = 4096;
-	if (bytes > 60 * 1024)
-		bytes = 60 * 1024; /* a sample is at most 64 KiB */
 	P.prc.period_ns = P.period_ns;
-	P.prc.stack_bytes = ((uint32_t)bytes + 511) & ~511u;
+	P.prc.stack_bytes = (P.stack_copy + 511) & ~511u;
 	uint64_t rec_bytes = P.prc.stack_bytes + 256; /* header, registers, sizes */
 	uint32_t pages = 1;
 	while ((uint64_t)pages * 4096 < 64 * rec_bytes)
@@ -302,17 +304,53 @@ static int probe_signal(void)
 	return 0;
 }
 
-/* FENNEC_SAMPLE_SOURCE: ring (the default), signal (or perf: the counter's signal), timer.
- * Each falls back to the next when the kernel refuses it. */
-static int pick_source(const char *want)
+/* FENNEC_SAMPLE_SOURCE (P.want_source): ring (the default), signal (or perf: the counter's
+ * signal), timer. Each falls back to the next when the kernel refuses it. */
+static int pick_source(void)
 {
-	int timer = want && !strcmp(want, "timer");
-	int signal = want && (!strcmp(want, "signal") || !strcmp(want, "perf"));
+	int timer = P.want_source == FMT_SRC_TIMER;
+	int signal = P.want_source == FMT_SRC_PERF;
 	if (!timer && !signal && probe_ring() == 0)
 		return FMT_SRC_RING;
 	if (!timer && P.sig && probe_signal() == 0)
 		return FMT_SRC_PERF;
 	return FMT_SRC_TIMER;
+}
+
+/*
+ * FENNEC_SIGNAL, FENNEC_SAMPLE_SOURCE, FENNEC_STACK_COPY and FENNEC_CFI into P (and
+ * perfring.c), read at every session's start, before its header is written: a value that
+ * cannot be used is said in the header (col_config_warn()), whatever the mode (as
+ * FENNEC_HZ is), and the default taken. `depth` is the session's limit (STACK_COPY's
+ * default).
+ */
+static void sample_env(uint32_t depth)
+{
+	const char *e = getenv("FENNEC_SIGNAL");
+	P.want_sig = 0;
+	if (e && *e) {
+		size_t n = strspn(e, "0123456789");
+		int s = n && n < 4 && !e[n] ? atoi(e) : -1;
+		if (s >= SIGRTMIN && s <= SIGRTMAX) {
+			P.want_sig = s;
+		} else {
+			char what[96];
+			snprintf(what, sizeof what, "expected a real-time signal number %d-%d; using a free one",
+				 SIGRTMIN, SIGRTMAX);
+			col_config_warn("FENNEC_SIGNAL", e, what);
+		}
+	}
+	e = getenv("FENNEC_SAMPLE_SOURCE");
+	P.want_source = FMT_SRC_RING;
+	if (e && !strcmp(e, "timer"))
+		P.want_source = FMT_SRC_TIMER;
+	else if (e && (!strcmp(e, "signal") || !strcmp(e, "perf")))
+		P.want_source = FMT_SRC_PERF;
+	else if (e && *e && strcmp(e, "ring"))
+		col_config_warn("FENNEC_SAMPLE_SOURCE", e, "expected one of ring, signal, perf, timer; using ring");
+	P.stack_copy = (uint32_t)col_env_number("FENNEC_STACK_COPY", stack_copy_default(depth), STACK_COPY_MIN,
+						STACK_COPY_MAX, "bytes");
+	col_pr_env();
 }
 
 /*
@@ -323,22 +361,23 @@ void col_sample_prepare(int mode, uint32_t hz, uint32_t depth, col_sample_info *
 {
 	memset(info, 0, sizeof *info);
 	P.mode = FMT_SAMPLE_OFF;
+	if (depth < 4)
+		depth = 4;
+	if (depth > COL_SAMPLE_MAX_DEPTH)
+		depth = COL_SAMPLE_MAX_DEPTH;
+	sample_env(depth);
 	if (mode == FMT_SAMPLE_OFF)
 		return;
 	if (hz < 1)
 		hz = 1;
 	if (hz > 20000)
 		hz = 20000;
-	if (depth < 4)
-		depth = 4;
-	if (depth > COL_SAMPLE_MAX_DEPTH)
-		depth = COL_SAMPLE_MAX_DEPTH;
 	P.hz = hz;
 	P.depth = depth;
 	P.period_ns = 1000000000ull / hz;
 	if (!P.handler_installed)
 		P.sig = pick_signal();
-	P.source = mode == FMT_SAMPLE_WALL ? FMT_SRC_WALL : pick_source(getenv("FENNEC_SAMPLE_SOURCE"));
+	P.source = mode == FMT_SAMPLE_WALL ? FMT_SRC_WALL : pick_source();
 	/* The ring source needs the signal only for threads whose ring the kernel refuses. */
 	if (!P.sig && P.source != FMT_SRC_RING)
 		return;
