@@ -2395,6 +2395,14 @@ void col_mem_stop(int unwind)
 		filter_fill(FMT_MEM_OFF);
 }
 
+/* Before an exec: the image's last timeline point (exec_prepare()). If the exec fails, the
+ * timeline goes on; FINAL points stay out of the growth fit either way. */
+void col_mem_exec(void)
+{
+	if (atomic_load(&M.mode))
+		snapshot(FMT_SNAP_FINAL);
+}
+
 void col_mem_step(void)
 {
 	if (atomic_load_explicit(&M.mode, memory_order_relaxed))

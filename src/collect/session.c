@@ -1386,6 +1386,9 @@ static int exec_prepare(void)
 {
 	if (!atomic_load(&col_on) || S.pid != getpid())
 		return 0;
+	/* The heap's last timeline point of this image, as at a stop: what was live when it
+	 * exec'd (the timeline of a program that allocates and execs read 0 B throughout). */
+	col_mem_exec();
 	lock_flush();
 	int ask = atomic_load(&col_on) && S.pid == getpid() && !S.stop_writer;
 	if (ask) {

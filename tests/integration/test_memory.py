@@ -511,7 +511,8 @@ int main(void)
 def test_blocks_live_at_exec_are_not_leaks():
     """A program keeps 2 MiB, then execs /bin/true (as a launcher or a pyenv shim's shell
     does): the exec released the block with the image. It is reported apart ("at exec",
-    exec_bytes), not as unfreed, and makes no memory_leak finding (a MEDIUM one before)."""
+    exec_bytes), not as unfreed, and makes no memory_leak finding (a MEDIUM one before).
+    The timeline ends the image with a point at the exec."""
     plain_only()
     build_program(KEEPS_THEN_EXECS, "execs.c", ("cc", "gcc"))
     r, path = record(os.path.abspath("execs"), opts=["--memory=full", "--sample=off"], out="execs.fnc")
@@ -527,6 +528,10 @@ def test_blocks_live_at_exec_are_not_leaks():
               "memory.exec_live")
     table = text.split("Live when the process exec'd another program")[1].split("\n\n")[0] if "exec'd another" in text else ""
     assert_true("main execs.c:" in table, "the text report's table of blocks live at exec: %r" % table)
+    # the heap's timeline has the image's last point, at the exec: 2 MiB live (it read 0 B
+    # throughout, its points all taken before the block)
+    live = [pt["live_bytes"] for pt in m["timeline"]]
+    assert_true(max(live) >= 2 << 20, "the timeline's live bytes: %r" % live)
 
 
 FORKS_AND_LEAKS = r"""
