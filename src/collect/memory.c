@@ -200,6 +200,8 @@ static struct {
 	uint64_t rate;
 	uint64_t interval_ns;
 	uint32_t depth;
+	uint64_t ring_bytes;           /* FENNEC_HEAP_RING or the mode's default (ring_size()) */
+	uint64_t scan_ms;              /* FENNEC_LEAK_SCAN_MS: the reachability scan's limit */
 	col_ring ring;
 	uint64_t records;              /* records the writer took (only it counts, under flush_lock) */
 	_Atomic uint64_t dropped, truncated, untracked;
@@ -1103,6 +1105,16 @@ typedef struct sc_cache {
 				         stops where it meets that stack (sc_walk_rules()) */
 } sc_cache;
 
+/* FENNEC_HEAP_UNWIND's walker (G below): HU_RULES (unset, empty or "1"), HU_GCC ("gcc"),
+ * HU_UNW ("0"), HU_CHECK ("check"); -1 for another value (col_mem_prepare() says it). */
+enum { HU_RULES, HU_GCC, HU_UNW, HU_CHECK };
+static int heap_unwind_parse(const char *e)
+{
+	if (!e || !*e || !strcmp(e, "1"))
+		return HU_RULES;
+	return !strcmp(e, "gcc") ? HU_GCC : !strcmp(e, "0") ? HU_UNW : !strcmp(e, "check") ? HU_CHECK : -1;
+}
+
 #if !MEM_SANITIZER
 static sc_cache *sc_get(void)
 {
@@ -1387,8 +1399,8 @@ static void heap_unwind_init(void)
 	if (done)
 		return;
 	done = 1;
-	const char *e = getenv("FENNEC_HEAP_UNWIND");
-	if (e && !strcmp(e, "0"))
+	int how = heap_unwind_parse(getenv("FENNEC_HEAP_UNWIND"));
+	if (how == HU_UNW)
 		return;
 	void *h = dlopen("libgcc_s.so.1", RTLD_NOW | RTLD_LOCAL);
 	void *bt = h ? dlsym(h, "_Unwind_Backtrace") : NULL;
@@ -1397,8 +1409,8 @@ static void heap_unwind_init(void)
 		return;
 	G.get_ip = (_Unwind_Ptr(*)(struct _Unwind_Context *))ip;
 	G.get_cfa = (_Unwind_Word(*)(struct _Unwind_Context *))cfa;
-	G.rules = !e || strcmp(e, "gcc");
-	if (e && !strcmp(e, "check")) {
+	G.rules = how != HU_GCC;
+	if (how == HU_CHECK) {
 		const char *log = getenv("FENNEC_HEAP_UNWIND_LOG");
 		G.log = log ? fopen(log, "ae") : NULL;
 		if (!G.log)
@@ -2234,6 +2246,20 @@ static void own_atfork(void)
 }
 #endif
 
+/* The heap ring's size for a session in `mode`: the mode's default, or FENNEC_HEAP_RING
+ * bytes (a power of two from 64 KiB to 1 GiB; others between are rounded up to one, others
+ * outside taken to the nearest bound, with a word (col_env_number())): larger for bursts the
+ * writer cannot keep up with, small for tests of what a full ring loses. */
+static uint64_t ring_size(int mode)
+{
+	uint64_t v = col_env_number("FENNEC_HEAP_RING", mode == FMT_MEM_FULL ? RING_FULL : RING_SAMPLED,
+				    64u << 10, 1u << 30, "bytes");
+	uint64_t n = 64u << 10;
+	while (n < v)
+		n <<= 1;
+	return n;
+}
+
 void col_mem_prepare(int mode, uint64_t rate, uint32_t interval_ms, uint32_t depth, col_mem_info *info)
 {
 	ready();
@@ -2248,10 +2274,21 @@ void col_mem_prepare(int mode, uint64_t rate, uint32_t interval_ms, uint32_t dep
 		SELF.n = RT.n = 0;
 		dl_iterate_phdr(self_segments, (void *)(uintptr_t)&col_mem_prepare);
 	}
+	/* The environment, read before the header is written, whatever the mode (as
+	 * FENNEC_MEMORY_RATE is): a value that cannot be used is said there (col_config_warn()),
+	 * the default taken. fennec record --memory-mmap: the smallest mapping counted (bytes;
+	 * unset or 0: none; libfennec-mmap.so reports them). */
+	uint64_t mmap_min = col_env_number("FENNEC_MEMORY_MMAP", 0, 0, 1u << 30, "bytes (0: none)");
+	M.ring_bytes = ring_size(mode);
+	M.scan_ms = col_env_number("FENNEC_LEAK_SCAN_MS", 10000, 0, 3600000, "ms (0: no scan)");
+	const char *hu = getenv("FENNEC_HEAP_UNWIND");
+	if (heap_unwind_parse(hu) < 0)
+		col_config_warn("FENNEC_HEAP_UNWIND", hu,
+				"expected 1 (fennec's rules, then libgcc), gcc, 0 (libunwind) or check; using 1");
 #if !MEM_SANITIZER
-	/* fennec record --memory-mmap: the smallest mapping counted (bytes; unset: none) */
-	const char *e = getenv("FENNEC_MEMORY_MMAP");
-	MAPS.min = e && mode != FMT_MEM_OFF ? strtoull(e, NULL, 10) : 0;
+	MAPS.min = mode != FMT_MEM_OFF ? mmap_min : 0;
+#else
+	(void)mmap_min;
 #endif
 	M.rate = rate ? rate : 512 * 1024;
 	M.interval_ns = (uint64_t)(interval_ms ? interval_ms : 50) * 1000000u;
@@ -2316,30 +2353,12 @@ static int64_t limit_of(int mode)
 	return mode == FMT_MEM_SAMPLED ? 0 : mode == FMT_MEM_FULL ? INT64_MAX : INT64_MIN;
 }
 
-/* The heap ring's size: the mode's default, or FENNEC_HEAP_RING bytes (a power of two from
- * 64 KiB to 1 GiB; others are rounded up to one): larger for bursts the writer cannot keep
- * up with, small for tests of what a full ring loses. */
-static uint64_t ring_size(void)
-{
-	uint64_t n = M.session_mode == FMT_MEM_FULL ? RING_FULL : RING_SAMPLED;
-	const char *e = getenv("FENNEC_HEAP_RING");
-	if (e && *e) {
-		char *end;
-		unsigned long long v = strtoull(e, &end, 10);
-		if (*end == 0 && v > 0) {
-			n = 64u << 10;
-			while (n < v && n < (1ull << 30))
-				n <<= 1;
-		}
-	}
-	return n;
-}
 
 void col_mem_start(void)
 {
 	if (M.session_mode == FMT_MEM_OFF)
 		return;
-	if (col_ring_init(&M.ring, ring_size()) < 0) {
+	if (col_ring_init(&M.ring, M.ring_bytes) < 0) {
 		M.session_mode = FMT_MEM_OFF;
 		return;
 	}
@@ -3956,8 +3975,7 @@ void col_mem_reach(void (*emit)(unsigned type, cm_buf *raw), int exit_reason)
 		return;
 	uint64_t t0 = cm_mono_ns();
 	rscan s = {.pid = getpid(), .sampled = M.session_mode == FMT_MEM_SAMPLED};
-	const char *e = getenv("FENNEC_LEAK_SCAN_MS");
-	uint64_t ms = e && *e ? strtoull(e, NULL, 10) : 10000;
+	uint64_t ms = M.scan_ms;
 	if (s.sampled && ms > SAMPLED_SCAN_MS)
 		ms = SAMPLED_SCAN_MS;
 	if (exit_reason == FMT_END__EXIT && ms > 1000)
