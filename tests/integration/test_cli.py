@@ -490,3 +490,52 @@ def test_collector_says_which_environment_values_it_cannot_use():
         assert_true(not os.path.exists("refused.fnc"), "nothing recorded")
         r, _ = record("empty", out="given.fnc", opts=(opt, "off"), env=base_env({name: value}))
         assert_eq(record_warnings(r.stderr), [], "%s off given: the environment's %s is not used" % (opt, name))
+
+
+# The sampler's and the heap profiler's variables, once read with atoi or strtoull and a
+# silent fallback: FENNEC_LEAK_SCAN_MS=soon read as 0 turned the leak scan off,
+# FENNEC_STACK_COPY=0x2000 was taken as hexadecimal, FENNEC_SIGNAL=99 and
+# FENNEC_SAMPLE_SOURCE=bogus were replaced without a word.
+BAD_SAMPLER_ENV = {
+    "FENNEC_SIGNAL": ("99", "expected a real-time signal number "),  # SIGRTMIN-SIGRTMAX, 34-64 with glibc
+    "FENNEC_SAMPLE_SOURCE": ("bogus", "expected one of ring, signal, perf, timer; using ring"),
+    "FENNEC_STACK_COPY": ("0x2000", "expected a whole number from 4096 to 61440 bytes; using "),
+    "FENNEC_CFI": ("yes", "or check; using 1"),
+    "FENNEC_HEAP_RING": ("12", "expected a whole number from 65536 to 1073741824 bytes; using 65536"),
+    "FENNEC_HEAP_UNWIND": ("fast", "or check; using 1"),
+    "FENNEC_MEMORY_MMAP": ("-1", "expected a whole number from 0 to 1073741824 bytes (0: none); using 0"),
+    "FENNEC_LEAK_SCAN_MS": ("soon", "(0: no scan); using 10000"),
+}
+
+
+@collector
+def test_collector_says_which_sampler_and_heap_values_it_cannot_use():
+    """The sampler's and the heap profiler's FENNEC_* values that the collector cannot use
+    are said as the others are (test_collector_says_which_environment_values_it_cannot_use):
+    once each by fennec record and in the analysis, never by the collector on the program's
+    standard error, and the recording is made with the defaults: samples by the source and at
+    the rate a recording without them has, and (where malloc is interposed) the leak scan
+    made, not turned off."""
+    env = base_env({k: v for k, (v, _) in BAD_SAMPLER_ENV.items()})
+    r, path = record("cpu_shares", 300, out="bad.fnc", opts=("--memory", "full"), env=env)
+    assert_eq(collector_lines(r.stderr), [], "the collector's lines under fennec record")
+    said = record_warnings(r.stderr)
+    for name, (value, what) in BAD_SAMPLER_ENV.items():
+        lines = [l for l in said if l.startswith("%s=%s: " % (name, value))]
+        assert_true(len(lines) == 1 and what in lines[0],
+                    "fennec record says %s=%s once, with '%s': %s" % (name, value, what, r.describe()))
+    assert_eq(len(said), len(BAD_SAMPLER_ENV), "fennec record's warnings: %s" % said)
+    rep = analyze(path)
+    for name, (value, what) in BAD_SAMPLER_ENV.items():
+        assert_eq(len([w for w in rep["warnings"] if "%s=%s: " % (name, value) in w and what in w]), 1,
+                  "the analysis warns of %s=%s once: %s" % (name, value, rep["warnings"]))
+
+    r, good_path = record("cpu_shares", 300, out="good.fnc", opts=("--memory", "full"))
+    assert_eq(record_warnings(r.stderr), [], "fennec record's warnings without the bad values")
+    good = analyze(good_path)
+    assert_eq((rep["samples"]["source"], rep["samples"]["requested_hz"]),
+              (good["samples"]["source"], good["samples"]["requested_hz"]), "the sample source and rate")
+    assert_true(rep["samples"]["count"] >= 100, "samples of 300 ms of CPU at 999 Hz: %d" % rep["samples"]["count"])
+    if not SANITIZER:  # the sanitizer builds do not interpose malloc: no heap data
+        scan = rep["memory"]["leak_scan"]
+        assert_true(scan is not None and scan["processes"] == 1, "the leak scan made (not off): %r" % scan)
