@@ -1,0 +1,220 @@
+"""The Python module (python/fennec, docs/python.md): real Python programs that use it,
+recorded by `fennec record` and by themselves, checked against what they did."""
+
+import os
+import sys
+
+from helpers import (MS, Skip, SANITIZER, analyze, analyze_raw, assert_eq, assert_rel, assert_true,
+                     base_env, fennec_bin, libfennec, metric, record, region, run)
+
+PYDIR = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "python"))
+
+
+def plain_only():
+    if SANITIZER:
+        raise Skip("a sanitizer's runtime must be loaded first: ctypes loads libfennec into python late")
+
+
+def script(name, text):
+    with open(name, "w") as f:
+        f.write(text)
+    return os.path.abspath(name)
+
+
+def py_env(extra=None):
+    env = base_env(extra)
+    env["PYTHONPATH"] = PYDIR
+    return env
+
+
+TRAIN = r"""
+import sys, time
+import fennec
+
+def spin(s):
+    t = time.perf_counter()
+    while time.perf_counter() - t < s:
+        pass
+
+@fennec.region("loss_fn")
+def loss(i):
+    spin(0.005)
+    return 1.0 / (i + 1)
+
+class Model:
+    @fennec.region
+    def forward(self):
+        spin(0.02)
+
+m = Model()
+before = fennec.memory_stats()
+keep = []
+for i in range(10):
+    with fennec.region("data"):
+        spin(0.01)
+    keep.append(bytearray(4 << 20))
+    with fennec.region("forward"):
+        m.forward()
+    fennec.value("loss", loss(i))
+    fennec.counter("tokens", 128)
+    fennec.gauge("lr", 0.1 / (i + 1))
+    fennec.step(items=32)
+after = fennec.memory_stats()
+print(before["tracking"], after["heap_bytes"] - before["heap_bytes"], fennec.is_running())
+"""
+
+
+def test_python_regions_steps_and_metrics():
+    """A training loop in Python under `fennec record`: regions as context managers and
+    decorators (a method's qualified name, nested under the region that calls it), steps
+    with items, a value, a counter and a gauge, and memory_stats() while it allocates 40
+    MiB: the profile says what the script did."""
+    plain_only()
+    path = script("train.py", TRAIN)
+    r, out = record(sys.executable, path, out="train.fnc", opts=["--sample", "off"], env=py_env())
+    tracking, grew, running = r.stdout.split()
+    assert_eq((tracking, running), ("True", "True"), "memory_stats()['tracking'] and is_running() under record")
+    assert_true(int(grew) >= 40 << 20, "memory_stats(): heap_bytes grew by %s over 40 MiB of bytearrays" % grew)
+    rep = analyze(out)
+    for p, n, ms in (("data", 10, 10), ("forward", 10, 20), ("forward/Model.forward", 10, 20), ("loss_fn", 10, 5)):
+        x = region(rep, p)
+        assert_eq(x["count"], n, "%s: count" % p)
+        assert_rel(x["total_ns"], n * ms * MS, 0.10, "%s: total_ns (busy loops of %d ms)" % (p, ms), "ns")
+    st = rep["steps"]
+    assert_eq((st["count"], st["items"]), (10, 320), "steps: count and items")
+    loss = metric(rep, "loss")
+    assert_eq((loss["kind"], loss["count"], loss["min"], loss["max"]), ("value", 10, 0.1, 1.0), "loss")
+    tokens = metric(rep, "tokens")
+    assert_eq((tokens["kind"], tokens["total"]), ("counter", 1280), "tokens")
+    lr = metric(rep, "lr")
+    assert_eq(lr["kind"], "gauge", "lr kind")
+    assert_rel(lr["last"], 0.01, 1e-9, "lr last")
+
+
+SELF = r"""
+import sys, time
+import fennec
+mode = sys.argv[1]
+def spin(s):
+    t = time.perf_counter()
+    while time.perf_counter() - t < s:
+        pass
+if mode == "session":
+    with fennec.session("self.fnc", sample="cpu") as s:
+        with fennec.region("work"):
+            spin(0.2)
+    print(s.started, fennec.is_running(), fennec.stop())
+else:
+    started = fennec.start("self.fnc", sample="cpu", hz=499)
+    with fennec.region("work"):
+        spin(0.2)
+    print(started, fennec.is_running(), fennec.stop(), fennec.is_running(), fennec.stop())
+"""
+
+
+def test_python_records_itself():
+    """Without `fennec record` the script records itself into self.fnc, with session() or
+    start() and stop(): regions and CPU samples (the library found beside the module, in
+    the source tree). Under `fennec record`, which records already, start() returns False,
+    session() leaves that recording running, and the script's regions are in it."""
+    plain_only()
+    path = script("self.py", SELF)
+    env = py_env()
+    env.pop("FENNEC_LIB", None)
+    for mode, says in (("session", "True False False"), ("start", "True True True False False")):
+        r = run([sys.executable, path, mode], env=env)
+        assert_eq(r.returncode, 0, "%s: exit status\n  %s" % (mode, r.describe()))
+        # session: started, running after the block, stop() again; start: started, running,
+        # stop(), running after it, stop() again
+        assert_eq(r.stdout.strip(), says, "%s: what the script saw" % mode)
+        rep = analyze("self.fnc")
+        assert_eq(region(rep, "work")["count"], 1, "%s: the region" % mode)
+        assert_true(rep["samples"]["cpu_samples"] >= 50, "%s: CPU samples over 0.2 s at %s Hz: %d" % (
+            mode, "999" if mode == "session" else "499", rep["samples"]["cpu_samples"]))
+        os.remove("self.fnc")
+    r, out = record(sys.executable, path, "session", out="rec.fnc", opts=["--sample", "off"], env=py_env())
+    assert_eq(r.stdout.split(), ["False", "True", "True"], "under record: started, running after, stop()")
+    assert_true(not os.path.exists("self.fnc"), "under record, session() writes no file of its own")
+    assert_eq(region(analyze(out), "work")["count"], 1, "under record: the script's region")
+
+
+FAILS = r"""
+import sys
+import fennec
+with fennec.region("outer"):
+    try:
+        with fennec.region("raises"):
+            raise KeyError("x")
+    except KeyError:
+        pass
+    with fennec.region("after"):
+        pass
+sys.exit(3)
+"""
+
+
+def test_python_region_left_by_an_exception_is_closed():
+    """A region an exception leaves is closed: the next one is its sibling, not its child;
+    and the script's exit status is fennec record's."""
+    plain_only()
+    path = script("fails.py", FAILS)
+    r, out = record(sys.executable, path, out="fails.fnc", opts=["--sample", "off"], env=py_env(), expect_rc=3)
+    rep = analyze(out)
+    paths = sorted(x["path"] for x in rep["regions"])
+    assert_eq(paths, ["outer", "outer/after", "outer/raises"], "the regions' paths")
+
+
+ERRORS = r"""
+import sys
+import fennec
+def check(what, fn, kind, *words):
+    try:
+        fn()
+    except kind as e:
+        msg = str(e)
+        missing = [w for w in words if w not in msg]
+        print("%s: %s" % (what, "ok" if not missing else "message %r lacks %r" % (msg, missing)))
+    else:
+        print("%s: no %s" % (what, kind.__name__))
+check("unwritable", lambda: fennec.start("/nonexistent-dir/x.fnc"), fennec.FennecError, "/nonexistent-dir/x.fnc")
+check("sample", lambda: fennec.start("x.fnc", sample="gpu"), ValueError, "sample", "gpu", "cpu")
+check("hz", lambda: fennec.start("x.fnc", hz=-5), ValueError, "hz", "-5")
+check("steps", lambda: fennec.start("x.fnc", steps={"wiat": 1}), ValueError, "wiat")
+check("name", lambda: fennec.region(""), TypeError, "name")
+check("metric", lambda: fennec.value(None, 1), TypeError, "None")
+check("analyze", lambda: fennec.analyze("missing.fnc"), fennec.FennecError, "missing.fnc")
+print("running", fennec.is_running())
+"""
+
+
+def test_python_bad_input_gets_a_clear_error():
+    """Wrong arguments and files raise an exception that names what is wrong; a library
+    that cannot be found fails the import saying where it looked."""
+    plain_only()
+    path = script("errors.py", ERRORS)
+    env = py_env({"FENNEC_CLI": fennec_bin()})
+    env.pop("FENNEC_LIB", None)
+    r = run([sys.executable, path], env=env)
+    assert_eq(r.returncode, 0, "exit status\n  " + r.describe())
+    lines = r.stdout.splitlines()
+    bad = [l for l in lines if not l.endswith(": ok") and l != "running False"]
+    assert_eq(bad, [], "checks that failed (all: %s)" % lines)
+    assert_eq(len(lines), 8, "lines: %s" % lines)
+    env["FENNEC_LIB"] = "/nonexistent/libfennec.so"
+    r = run([sys.executable, "-c", "import fennec"], env=env)
+    assert_true(r.returncode != 0 and "FENNEC_LIB=/nonexistent/libfennec.so" in r.stderr,
+                "import with FENNEC_LIB pointing nowhere\n  " + r.describe())
+
+
+def test_python_memory_stats_without_a_recording():
+    """memory_stats() without the library preloaded: no heap counters (the allocator is not
+    interposed), but the RSS, which a 64 MiB bytearray raises."""
+    plain_only()
+    env = py_env({"FENNEC_LIB": libfennec()})
+    code = ("import fennec\na = fennec.memory_stats()\nb = bytearray(64 << 20)\nfor i in range(0, len(b), 4096): b[i] = 1\n"
+            "c = fennec.memory_stats()\nprint(a['tracking'], c['rss_bytes'] - a['rss_bytes'], c['rss_peak_bytes'] >= c['rss_bytes'])")
+    r = run([sys.executable, "-c", code], env=env)
+    assert_eq(r.returncode, 0, "exit status\n  " + r.describe())
+    tracking, grew, peak = r.stdout.split()
+    assert_eq((tracking, peak), ("False", "True"), "tracking, and the peak RSS at least the RSS")
+    assert_true(int(grew) >= 60 << 20, "rss_bytes grew by %s over 64 MiB touched" % grew)
