@@ -154,7 +154,7 @@ static int module_status(const ana_sampling *s, uint32_t path)
  * code the program does not change, only its calls into it. */
 static int system_module(const char *path)
 {
-	return !strncmp(path, "/lib/", 5) || !strncmp(path, "/lib64/", 7) || !strncmp(path, "/usr/lib/", 9) ||
+	return !strcmp(path, "[vdso]") || !strncmp(path, "/lib/", 5) || !strncmp(path, "/lib64/", 7) || !strncmp(path, "/usr/lib/", 9) ||
 	       !strncmp(path, "/usr/lib64/", 11);
 }
 
@@ -177,6 +177,82 @@ static int blas_compute_routine(const char *name)
 		if (strlen(ops[k]) == n - 2 && !strncmp(name + 1, ops[k], n - 2))
 			return 1;
 	return 0;
+}
+
+/* Whether a module is CPython's interpreter: libpython3.11.so.1.0, or an executable
+ * python3.11 with libpython linked in (Debian's). */
+static int python_interpreter(const char *path)
+{
+	const char *b = base_name(path);
+	if (!strncmp(b, "libpython", 9))
+		return 1;
+	if (strncmp(b, "python", 6) || !b[6])
+		return 0;
+	for (b += 6; *b; b++)
+		if (!(*b >= '0' && *b <= '9') && *b != '.')
+			return 0;
+	return 1;
+}
+
+/*
+ * The Python interpreter's own code, judged as a whole: its functions (the evaluation loop,
+ * float and dict operations, pymalloc) are how the script's Python code runs, and CPU
+ * samples see their C frames, never the Python functions. Five findings on
+ * _PyEval_EvalFrameDefault, pymalloc_pool_extend and others said to optimise those: one
+ * now says what the time is and how to find which Python code it is.
+ */
+static void hot_python(ana_profile *p, double thr, double cpu_frac)
+{
+	const ana_sampling *s = &p->smp;
+	const ana_sample_view *v = &s->all;
+	for (uint32_t m = 0; m < s->nmodules; m++) {
+		const ana_module *mod = &s->modules[m];
+		if (!python_interpreter(p->names[mod->path]) || mod->status == 1 || mod->status == 2)
+			continue;
+		int first = 1;
+		for (uint32_t k = 0; k < m && first; k++)
+			first = s->modules[k].path != mod->path;
+		if (!first)
+			continue;
+		uint64_t self = 0;
+		uint32_t top[3] = {ANA_NONE, ANA_NONE, ANA_NONE}, ntop = 0;
+		for (uint32_t i = 0; i < v->nfuncs[ANA_CPU]; i++)
+			if (s->funcs[v->funcs[ANA_CPU][i].func].module == mod->path) {
+				self += v->funcs[ANA_CPU][i].self;
+				if (ntop < 3)
+					top[ntop++] = i; /* sorted by self weight */
+			}
+		double pct = 100.0 * (double)self / (double)v->weight[ANA_CPU];
+		if (pct < thr || self < HOT_FUNCTION_MIN_SELF)
+			continue;
+		ana_finding *f = ana_finding_add(p, "hot_function", pct > 30 ? ANA_HIGH : pct >= 10 ? ANA_MEDIUM : ANA_LOW);
+		if (!f)
+			return;
+		const char *path = p->names[mod->path];
+		char hottest[512] = "";
+		size_t n = 0;
+		for (uint32_t k = 0; k < ntop && n < sizeof hottest; k++) {
+			const ana_hot_func *h = &v->funcs[ANA_CPU][top[k]];
+			int w = snprintf(hottest + n, sizeof hottest - n, "%s%s %.1f%%", k ? ", " : "",
+					 p->names[s->funcs[h->func].name], h->self_pct);
+			n += w > 0 ? (size_t)w : 0;
+		}
+		f->subject = ana_strf("Python code (interpreted by %s)", base_name(path));
+		f->evidence = ana_strf("%.1f%% of the on-CPU samples (%llu of %llu) are in the Python interpreter's own "
+				       "code (%s), running the program's Python code; its hottest functions: %s",
+				       pct, (unsigned long long)self, (unsigned long long)v->weight[ANA_CPU], path, hottest);
+		ana_finding_num(f, "self_pct", pct);
+		ana_finding_num(f, "self_samples", (double)self);
+		ana_finding_num(f, "cpu_samples", (double)v->weight[ANA_CPU]);
+		ana_finding_num(f, "python_interpreter", 1);
+		f->recommendation = ana_strf("This is the time of the program's Python code, which CPU samples cannot name: "
+					     "they see the interpreter's C frames, not Python functions. Mark the script's "
+					     "phases with fennec.region() (python/fennec, docs/python.md): the regions and "
+					     "\"Hot functions by region\" then say which Python code it is. Then move its "
+					     "loops into vectorised calls (numpy) or compiled code. Up to %.0f%% of the run.",
+					     pct * cpu_frac);
+		f->expected_gain_pct = pct * cpu_frac;
+	}
 }
 
 static void rule_hot_function(ana_profile *p)
@@ -230,6 +306,7 @@ static void rule_hot_function(ana_profile *p)
 	double cpu_frac = p->wall_ns && cpu > 0 ? cpu / (double)p->wall_ns : 1;
 	if (cpu_frac > 1)
 		cpu_frac = 1;
+	hot_python(p, thr, cpu_frac);
 	int fired = 0;
 	for (uint32_t i = 0; i < v->nfuncs[ANA_CPU] && fired < HOT_FUNCTION_MAX; i++) {
 		const ana_hot_func *h = &v->funcs[ANA_CPU][i];
@@ -237,8 +314,9 @@ static void rule_hot_function(ana_profile *p)
 			break; /* sorted by self weight */
 		const ana_func *fn = &s->funcs[h->func];
 		const char *name = p->names[fn->name];
-		if (h->self < HOT_FUNCTION_MIN_SELF || !strcmp(name, "[unknown]") || module_status(s, fn->module))
-			continue;
+		if (h->self < HOT_FUNCTION_MIN_SELF || !strcmp(name, "[unknown]") || module_status(s, fn->module) ||
+		    python_interpreter(p->names[fn->module]))
+			continue; /* the interpreter's: hot_python() */
 		/* fennec's own code in the program's threads (recording an allocation, its stack
 		 * cache) is the profiler's cost, not the program's to optimise: what the program
 		 * called there (malloc, free, an API call) is the frame with a caller outside. */
@@ -291,11 +369,20 @@ static void rule_hot_function(ana_profile *p)
 		int callback = library && system_module(p->names[s->funcs[h->caller].module]) &&
 			       !system_module(p->names[fn->module]);
 		library = library && !callback;
-		const char *entry = NULL;
+		const char *entry = NULL, *through = NULL;
 		double entry_pct = h->caller_pct;
-		if (library)
+		if (library) {
 			entry = caller;
-		else if (caller && h->entry != ANA_NONE && system_module(p->names[fn->module])) {
+			/* called from another system library (the kernel's vDSO clock from libc's
+			 * clock_gettime): where the program entered that one, through it */
+			for (uint32_t k = 0; system_module(p->names[s->funcs[h->caller].module]) && k < v->nfuncs[ANA_CPU]; k++)
+				if (v->funcs[ANA_CPU][k].func == h->caller && v->funcs[ANA_CPU][k].entry != ANA_NONE) {
+					entry = p->names[s->funcs[v->funcs[ANA_CPU][k].entry].name];
+					through = caller;
+					break;
+				}
+		} else if (caller && h->entry != ANA_NONE && system_module(p->names[fn->module])) {
+			through = caller;
 			entry = p->names[s->funcs[h->entry].name];
 			entry_pct = h->entry_pct;
 			ana_finding_num(f, "entry_pct", entry_pct);
@@ -318,7 +405,7 @@ static void rule_hot_function(ana_profile *p)
 						     "time would save up to %.0f%% of the run.",
 						     name, base_name(p->names[fn->module]),
 						     ours ? ": fennec's wrapper, which the recording adds to it" : "", entry,
-						     entry_pct, library ? "" : ", through ", library ? "" : caller, entry,
+						     entry_pct, through ? ", through " : "", through ? through : "", entry,
 						     f->expected_gain_pct);
 		else if (callback) {
 			/* where the program entered the library that calls it back: that caller's entry */

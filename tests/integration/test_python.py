@@ -218,3 +218,44 @@ def test_python_memory_stats_without_a_recording():
     tracking, grew, peak = r.stdout.split()
     assert_eq((tracking, peak), ("False", "True"), "tracking, and the peak RSS at least the RSS")
     assert_true(int(grew) >= 60 << 20, "rss_bytes grew by %s over 64 MiB touched" % grew)
+
+
+SPIN = r"""
+import time
+def spin(s):
+    t = time.perf_counter()
+    x = 0.0
+    while time.perf_counter() - t < s:
+        x += 1.5 * 2.5
+    return x
+spin(0.8)
+"""
+
+
+def test_python_code_is_one_finding_that_says_what_it_is():
+    """A pure-Python busy loop under `fennec record`: the CPU is in the interpreter's C
+    functions (the evaluation loop, float objects, the clock). Up to five hot_function
+    findings said to optimise _PyEval_EvalFrameDefault and its like; one finding now says
+    this is the program's Python code, which samples cannot name, and to mark it with
+    fennec.region(). The vDSO's clock, called from libc's clock_gettime, is library code
+    reached from where the interpreter calls it, not code to optimise."""
+    plain_only()
+    path = script("spin.py", SPIN)
+    r, out = record(sys.executable, path, out="spin.fnc", env=py_env())
+    rep = analyze(out)
+    if rep["samples"]["cpu_samples"] < 300:
+        raise Skip("too few CPU samples: %d" % rep["samples"]["cpu_samples"])
+    hot = [f for f in rep["findings"] if f["type"] == "hot_function"]
+    py = [f for f in hot if f["evidence"].get("python_interpreter")]
+    assert_eq(len(py), 1, "findings on the interpreter's code as a whole (all: %s)" % [f["subject"] for f in hot])
+    assert_true(py[0]["subject"].startswith("Python code (interpreted by ") and "fennec.region()" in py[0]["recommendation"],
+                "the finding: %s / %s" % (py[0]["subject"], py[0]["recommendation"]))
+    assert_true(py[0]["evidence"]["self_pct"] >= 30, "the interpreter's share: %r" % py[0]["evidence"])
+    names = [f["subject"] for f in hot]
+    assert_true(not any(n.startswith("_PyEval") or n.startswith("PyFloat") for n in names),
+                "no finding on one interpreter function: %s" % names)
+    for f in hot:
+        if f["subject"].startswith("__vdso"):
+            assert_true("is library code ([vdso]), reached mostly from " in f["recommendation"]
+                        and "through __clock_gettime" in f["recommendation"],
+                        "the vDSO clock's advice: %s" % f["recommendation"])
