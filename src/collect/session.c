@@ -251,6 +251,21 @@ static int parse_schedule(const char *s, unsigned out[4])
 	return cm_parse_schedule(s, out) == 0 && out[2] > 0 ? 0 : -1;
 }
 
+/* FENNEC_AUTOSTART: 1 (yes, true, on) starts a session when the library loads, 0 (no,
+ * false, off, empty) does not. Another value starts one too, whose header says the value
+ * (config_env()): not starting lost the word, there being no file to say it in. */
+static int autostart_value(const char *a)
+{
+	static const char *const yes[] = {"1", "yes", "true", "on"}, *const no[] = {"0", "no", "false", "off", ""};
+	for (size_t i = 0; a && i < sizeof yes / sizeof *yes; i++)
+		if (!strcasecmp(a, yes[i]))
+			return 1;
+	for (size_t i = 0; a && i < sizeof no / sizeof *no; i++)
+		if (!strcasecmp(a, no[i]))
+			return 0;
+	return a ? -1 : 0;
+}
+
 /* Defaults plus the environment into cfg; with `warn`, what cannot be used is said
  * (col_config_warn()). */
 static void config_env(fennec_config *cfg, int warn)
@@ -262,6 +277,9 @@ static void config_env(fennec_config *cfg, int warn)
 		cfg->output = "fennec.fnc";
 	int was = cfg_quiet;
 	cfg_quiet = !warn;
+	const char *a = getenv("FENNEC_AUTOSTART");
+	if (autostart_value(a) < 0)
+		col_config_warn("FENNEC_AUTOSTART", a, "expected 1 (record from the start) or 0; recording as for 1");
 	cfg->buffer_kb = (uint32_t)col_env_number("FENNEC_BUFFER_KB", 2048, 64, 32768, "KiB");
 	cfg->flush_interval_ms = (uint32_t)col_env_number("FENNEC_FLUSH_MS", 100, 1, 60000, "ms");
 	cfg->compression_level = (int)col_env_number("FENNEC_COMPRESSION", 1, 0, 22, "(zstd level)");
@@ -1597,11 +1615,8 @@ __attribute__((constructor)) static void col_autostart(void)
 	col_fd_init();
 	real_exit = (exit_fn)dlsym(RTLD_NEXT, "_exit");
 	real_Exit = (exit_fn)dlsym(RTLD_NEXT, "_Exit");
-	const char *a = getenv("FENNEC_AUTOSTART");
-	if (a && !strcmp(a, "1"))
+	if (autostart_value(getenv("FENNEC_AUTOSTART")))
 		fennec_start(NULL);
-	else if (a && *a && strcmp(a, "0"))
-		col_config_warn("FENNEC_AUTOSTART", a, "expected 1 (record from the start) or 0; not recording");
 }
 
 __attribute__((destructor)) static void col_atexit(void)

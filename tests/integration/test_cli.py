@@ -509,6 +509,27 @@ BAD_SAMPLER_ENV = {
 
 
 @collector
+def test_autostart_takes_yes_and_no_and_records_an_odd_value():
+    """FENNEC_AUTOSTART, for a library preloaded by hand: yes, true and on start a session as
+    1 does, no, false and off do not, as 0; another value (maybe) starts one whose analysis
+    says the value. It did not record and could say nothing of it: there was no file."""
+    for value, starts in (("yes", True), ("TRUE", True), ("on", True), ("no", False), ("off", False), ("maybe", True)):
+        out = "auto-%s.fnc" % value
+        env = base_env({"FENNEC_AUTOSTART": value, "FENNEC_OUTPUT": out})
+        env["LD_PRELOAD"] = libfennec()
+        r = run([fixture("exitcode"), "5"], env=env)
+        assert_eq(r.returncode, 5, "%s: the program's exit status: %s" % (value, r.describe()))
+        assert_eq(collector_lines(r.stderr), [], "%s: what the collector said to the program's stderr" % value)
+        assert_eq(os.path.exists(out), starts, "%s: a recording was made" % value)
+        if starts:
+            odd = [w for w in analyze(out)["warnings"] if "FENNEC_AUTOSTART" in w]
+            assert_eq(len(odd), 1 if value == "maybe" else 0, "%s: the analysis's warnings of FENNEC_AUTOSTART: %s"
+                      % (value, odd))
+            assert_true(all("FENNEC_AUTOSTART=maybe: expected 1 (record from the start) or 0; recording as for 1" in w
+                            for w in odd), "%s: the warning: %s" % (value, odd))
+
+
+@collector
 def test_collector_says_which_sampler_and_heap_values_it_cannot_use():
     """The sampler's and the heap profiler's FENNEC_* values that the collector cannot use
     are said as the others are (test_collector_says_which_environment_values_it_cannot_use):
