@@ -278,6 +278,7 @@ static struct {
 	_Atomic uint32_t next;
 } DEAD;
 
+#if !MEM_SANITIZER /* the sanitizer builds keep no stacks (sc_get()) */
 static void dead_stack_add(uintptr_t lo, uintptr_t hi)
 {
 	uint32_t i = atomic_fetch_add_explicit(&DEAD.next, 1, memory_order_relaxed) % DEAD_STACKS;
@@ -293,6 +294,7 @@ static void dead_stack_take(uintptr_t lo, uintptr_t hi)
 		    atomic_load_explicit(&DEAD.hi[i], memory_order_acquire) > lo)
 			atomic_store_explicit(&DEAD.hi[i], 0, memory_order_relaxed);
 }
+#endif
 
 /* One heap event as it sits in the ring (host byte order), followed by frames and
  * region ids (ALLOC) or three counters (SNAP). A FREE is the first REC_FREE bytes only. */
