@@ -5,7 +5,7 @@
 CC      ?= cc
 DEBIAN_PACKAGES := libzstd-dev libunwind-dev clang libclang-rt-14-dev python3 jq time libdw-dev libelf-dev libiberty-dev zlib1g-dev golang-go libcairo2-dev \
                    libmicrohttpd-dev chromium wrk openmpi-bin libopenmpi-dev libtcmalloc-minimal4 libjemalloc2 libblas3 \
-                   libopenblas0-pthread
+                   libopenblas0-pthread python3-dev
 
 ifeq ($(ASAN),1)
   O ?= build-asan
@@ -46,6 +46,15 @@ ifneq ($(CUPTI_INC),)
   GPU_TESTS    := $(O)/tests/cupti_test $(O)/tests/nvtx_app
 endif
 
+# The Python module's C part (src/python/_fennec.c, docs/python.md), built for the python3
+# on the PATH where its headers are (python3-dev); without them python/fennec uses ctypes.
+PYTHON    ?= python3
+PY_INC    := $(shell $(PYTHON) -c "import sysconfig; print(sysconfig.get_paths()['include'])" 2>/dev/null)
+PY_SUFFIX := $(shell $(PYTHON) -c "import sysconfig; print(sysconfig.get_config_var('EXT_SUFFIX') or '')" 2>/dev/null)
+ifneq ($(and $(PY_SUFFIX),$(wildcard $(PY_INC)/Python.h)),)
+  PYEXT := $(O)/python/_fennec$(PY_SUFFIX)
+endif
+
 COMMON_SRC  := $(wildcard src/common/*.c)
 COLLECT_SRC := $(wildcard src/collect/*.c) src/format/writer.c
 ANALYZE_SRC := src/format/reader.c $(wildcard src/analyze/*.c) $(wildcard src/symbol/*.c) $(wildcard src/report/*.c) \
@@ -72,7 +81,7 @@ UNIT     := $(O)/tests/unit
 .PHONY: all lib cli examples fixtures bench deps consumers demo test test-quick test-asan test-tsan \
         fuzz fuzz-run clean
 
-all: lib cli examples fixtures $(UNIT) $(GPU_TESTS)
+all: lib cli examples fixtures $(UNIT) $(GPU_TESTS) $(PYEXT)
 lib: $(SOLIB) $(STLIB) $(MMAPLIB)
 cli: $(FENNEC)
 examples: $(EXAMPLES)
@@ -187,6 +196,11 @@ $(O)/tests/cupti_test: tests/gpu/cupti_test.c $(STLIB) $(wildcard src/*/*.h)
 $(O)/tests/nvtx_app: tests/gpu/nvtx_app.c
 	@mkdir -p $(dir $@)
 	$(Q)$(CC) $(CFLAGS) -I$(CUDA_HOME)/include $(LDFLAGS) $< -o $@ -ldl
+
+# Not instrumented in the sanitizer builds: the interpreter that loads it is not.
+$(PYEXT): src/python/_fennec.c
+	@mkdir -p $(dir $@)
+	$(Q)$(CC) -std=gnu11 -g $(OPT) $(WARN) -fPIC -shared -I$(PY_INC) $< -o $@ -ldl
 
 # Installs the Debian packages the build, the tests and the demo need (only what is missing).
 deps:

@@ -101,8 +101,8 @@ for r in range(ROUNDS):
 
 base = statistics.median(times["empty loop"])
 timer = statistics.median(times["@contextmanager timer (profiler.profile)"]) - base
-print("python %s, %d pairs x %d rounds, recording: %s" % (sys.version.split()[0], N, ROUNDS,
-                                                         "yes" if fennec.is_running() else "no"))
+print("python %s, %d pairs x %d rounds, recording: %s, fennec's calls: %s (FENNEC_PY_CTYPES=1: ctypes)"
+      % (sys.version.split()[0], N, ROUNDS, "yes" if fennec.is_running() else "no", fennec.implementation))
 print("%-42s %12s %14s" % ("", "ns a pair", "vs the timer"))
 for name, _ in CASES[1:]:
     m = statistics.median(times[name]) - base

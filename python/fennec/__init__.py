@@ -19,12 +19,14 @@ docs/python.md is the reference.
 
 import ctypes
 import functools
+import importlib.machinery
+import importlib.util
 import json
 import os
 import subprocess
 
 __all__ = ["FennecError", "start", "stop", "session", "is_running", "region", "step", "counter",
-           "gauge", "value", "work", "memory_stats", "analyze", "library_path"]
+           "gauge", "value", "work", "memory_stats", "analyze", "library_path", "implementation"]
 
 
 class FennecError(OSError):
@@ -132,6 +134,34 @@ if _probe.size != ctypes.sizeof(_Config):
 del _probe
 
 _EALREADY, _ENOTRUNNING = -4, -5  # include/fennec.h, FENNEC_ERRNO_MAP
+
+
+def _load_c():
+    """The C part (src/python/_fennec.c), built by make beside the library (../python/
+    from its lib/) for this interpreter, bound to the library loaded here; None without it
+    or with FENNEC_PY_CTYPES=1."""
+    if os.environ.get("FENNEC_PY_CTYPES") == "1":
+        return None
+    here = os.path.dirname(os.path.abspath(__file__))
+    libdir = os.path.dirname(os.path.realpath(library_path))
+    for d in (here, os.path.join(libdir, "..", "python")):
+        for suffix in importlib.machinery.EXTENSION_SUFFIXES:
+            path = os.path.normpath(os.path.join(d, "_fennec" + suffix))
+            if not os.path.isfile(path):
+                continue
+            try:
+                spec = importlib.util.spec_from_file_location("fennec._fennec", path)
+                mod = importlib.util.module_from_spec(spec)
+                spec.loader.exec_module(mod)
+                mod.bind(library_path)
+                return mod
+            except ImportError:
+                continue
+    return None
+
+
+_c = _load_c()
+implementation = "c" if _c else "ctypes"
 
 
 def _error(rc, what):
@@ -244,7 +274,7 @@ def _region_id(name):
     return i
 
 
-class _Region:
+class _RegionCtypes:
     """A region by name: a context manager, and a decorator (region())."""
 
     __slots__ = ("name", "_id")
@@ -267,18 +297,35 @@ class _Region:
         if not callable(fn):
             raise TypeError("fennec.region(%r) decorates a function, not %r" % (self.name, fn))
         rid = self._id
+        begin, end = (_c.begin, _c.end) if _c else (_begin_id, _end)
 
         @functools.wraps(fn)
         def inner(*args, **kwargs):
-            _begin_id(rid)
+            begin(rid)
             try:
                 return fn(*args, **kwargs)
             finally:
-                _end()
+                end()
         return inner
 
     def __repr__(self):
         return "fennec.region(%r)" % self.name
+
+
+if _c:
+    class _Region(_c.Region):
+        """The same with entry and exit in C (src/python/_fennec.c)."""
+
+        __slots__ = ()
+
+        def __init__(self, name):
+            if not isinstance(name, str) or not name:
+                raise TypeError("fennec.region: the name must be a non-empty str, got %r" % (name,))
+            super().__init__(name)
+
+        __call__ = _RegionCtypes.__call__
+else:
+    _Region = _RegionCtypes
 
 
 def region(name):
@@ -338,6 +385,10 @@ def value(name, v):
     """Record one observation of `name` (loss, latency): the analysis gives its
     distribution."""
     _value_record(_name(name), float(v))
+
+
+if _c:
+    step, counter, gauge, value = _c.step, _c.counter, _c.gauge, _c.value
 
 
 def work(flops, bytes, fp32=False):

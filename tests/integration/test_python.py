@@ -21,6 +21,14 @@ def script(name, text):
     return os.path.abspath(name)
 
 
+def c_part():
+    """The module's C part that make built for the interpreter running the tests, if any."""
+    import glob
+    import importlib.machinery
+    d = os.path.join(os.path.dirname(os.path.dirname(libfennec())), "python")
+    return [p for s in importlib.machinery.EXTENSION_SUFFIXES for p in glob.glob(os.path.join(d, "_fennec" + s))]
+
+
 def py_env(extra=None):
     env = base_env(extra)
     env["PYTHONPATH"] = PYDIR
@@ -60,7 +68,7 @@ for i in range(10):
     fennec.gauge("lr", 0.1 / (i + 1))
     fennec.step(items=32)
 after = fennec.memory_stats()
-print(before["tracking"], after["heap_bytes"] - before["heap_bytes"], fennec.is_running())
+print(before["tracking"], after["heap_bytes"] - before["heap_bytes"], fennec.is_running(), fennec.implementation)
 """
 
 
@@ -68,11 +76,19 @@ def test_python_regions_steps_and_metrics():
     """A training loop in Python under `fennec record`: regions as context managers and
     decorators (a method's qualified name, nested under the region that calls it), steps
     with items, a value, a counter and a gauge, and memory_stats() while it allocates 40
-    MiB: the profile says what the script did."""
+    MiB: the profile says what the script did. With the module's C part (built by make
+    for this interpreter) and with ctypes alone (FENNEC_PY_CTYPES=1)."""
     plain_only()
     path = script("train.py", TRAIN)
-    r, out = record(sys.executable, path, out="train.fnc", opts=["--sample", "off"], env=py_env())
-    tracking, grew, running = r.stdout.split()
+    for impl in ("c", "ctypes"):
+        env = py_env({"FENNEC_PY_CTYPES": "1"} if impl == "ctypes" else None)
+        check_train(path, impl, env)
+
+
+def check_train(path, impl, env):
+    r, out = record(sys.executable, path, out="train-%s.fnc" % impl, opts=["--sample", "off"], env=env)
+    tracking, grew, running, used = r.stdout.split()
+    assert_eq(used, impl if impl == "ctypes" or c_part() else "ctypes", "fennec.implementation")
     assert_eq((tracking, running), ("True", "True"), "memory_stats()['tracking'] and is_running() under record")
     assert_true(int(grew) >= 40 << 20, "memory_stats(): heap_bytes grew by %s over 40 MiB of bytearrays" % grew)
     rep = analyze(out)
@@ -192,14 +208,15 @@ def test_python_bad_input_gets_a_clear_error():
     that cannot be found fails the import saying where it looked."""
     plain_only()
     path = script("errors.py", ERRORS)
-    env = py_env({"FENNEC_CLI": fennec_bin()})
-    env.pop("FENNEC_LIB", None)
-    r = run([sys.executable, path], env=env)
-    assert_eq(r.returncode, 0, "exit status\n  " + r.describe())
-    lines = r.stdout.splitlines()
-    bad = [l for l in lines if not l.endswith(": ok") and l != "running False"]
-    assert_eq(bad, [], "checks that failed (all: %s)" % lines)
-    assert_eq(len(lines), 8, "lines: %s" % lines)
+    for impl in ("c", "ctypes"):
+        env = py_env({"FENNEC_CLI": fennec_bin(), "FENNEC_PY_CTYPES": "1" if impl == "ctypes" else "0"})
+        env.pop("FENNEC_LIB", None)
+        r = run([sys.executable, path], env=env)
+        assert_eq(r.returncode, 0, "%s: exit status\n  %s" % (impl, r.describe()))
+        lines = r.stdout.splitlines()
+        bad = [l for l in lines if not l.endswith(": ok") and l != "running False"]
+        assert_eq(bad, [], "%s: checks that failed (all: %s)" % (impl, lines))
+        assert_eq(len(lines), 8, "%s: lines: %s" % (impl, lines))
     env["FENNEC_LIB"] = "/nonexistent/libfennec.so"
     r = run([sys.executable, "-c", "import fennec"], env=env)
     assert_true(r.returncode != 0 and "FENNEC_LIB=/nonexistent/libfennec.so" in r.stderr,
