@@ -179,6 +179,20 @@ static int blas_compute_routine(const char *name)
 	return 0;
 }
 
+/* An OpenMP runtime: GCC's libgomp, LLVM's libomp, Intel's libiomp5 (rule_parallel_wait()). */
+static int openmp_runtime(const char *path)
+{
+	const char *b = base_name(path);
+	return !strncmp(b, "libgomp.so", 10) || !strncmp(b, "libomp.so", 9) || !strncmp(b, "libiomp5.so", 11);
+}
+
+/* The C library and what has no module: a waiting runtime blocks in them. */
+static int below_runtime(const char *path)
+{
+	const char *b = base_name(path);
+	return path[0] == '[' || !strncmp(b, "libc.so", 7) || !strncmp(b, "ld-linux", 8) || !strncmp(b, "libpthread.so", 13);
+}
+
 /* Whether a module is CPython's interpreter: libpython3.11.so.1.0, or an executable
  * python3.11 with libpython linked in (Debian's). */
 static int python_interpreter(const char *path)
@@ -315,8 +329,8 @@ static void rule_hot_function(ana_profile *p)
 		const ana_func *fn = &s->funcs[h->func];
 		const char *name = p->names[fn->name];
 		if (h->self < HOT_FUNCTION_MIN_SELF || !strcmp(name, "[unknown]") || module_status(s, fn->module) ||
-		    python_interpreter(p->names[fn->module]))
-			continue; /* the interpreter's: hot_python() */
+		    python_interpreter(p->names[fn->module]) || openmp_runtime(p->names[fn->module]))
+			continue; /* the interpreter's: hot_python(); an OpenMP runtime's: rule_parallel_wait() */
 		/* fennec's own code in the program's threads (recording an allocation, its stack
 		 * cache) is the profiler's cost, not the program's to optimise: what the program
 		 * called there (malloc, free, an API call) is the frame with a caller outside. */
@@ -1357,6 +1371,168 @@ static int cmp_finding(const void *a, const void *b)
 	return (y->expected_gain_pct > x->expected_gain_pct) - (y->expected_gain_pct < x->expected_gain_pct);
 }
 
+/*
+ * parallel_wait: the threads of an OpenMP team (GCC's libgomp, LLVM's libomp, Intel's
+ * libiomp5) wait in the runtime instead of computing. A sample waits when its innermost
+ * frame outside the C library is the runtime's: spinning at a barrier on the CPU, or
+ * blocked in its futex (wall-clock samples). An OpenMP loop whose iterations differ in cost
+ * under schedule(static) showed only as "hot_function: libgomp.so.1+0x1f780 ... make
+ * start_thread call it less often". Per process, over the threads that ever ran the
+ * runtime's code (the team), from PARALLEL_WAIT_MIN_PCT of their samples: LOW, MEDIUM from
+ * 15 %, HIGH from 30 %.
+ */
+#define PARALLEL_WAIT_MIN_PCT 10
+#define PARALLEL_WAIT_MIN_SAMPLES 100
+
+
+static void rule_parallel_wait(ana_profile *p)
+{
+	const ana_sampling *s = &p->smp;
+	if (!s->present || !p->nthreads || !s->nstacks || !s->period_ns)
+		return;
+	/* per stack: 1 a frame of the runtime, 2 waiting in it; the outlined function (the
+	 * frame just inside the runtime's outermost frame: main._omp_fn.0) */
+	uint8_t *cls = calloc(s->nstacks, 1);
+	uint32_t *fn_of = malloc(s->nstacks * sizeof *fn_of);
+	uint64_t *w = calloc((size_t)p->nthreads * 3, sizeof *w); /* all, waiting, in the top outlined function */
+	uint64_t *fw = calloc(s->nfuncs ? s->nfuncs : 1, sizeof *fw);
+	if (!cls || !fn_of || !w || !fw)
+		goto out;
+	for (uint32_t i = 0; i < s->nstacks; i++) {
+		const ana_stack *st = &s->stacks[i];
+		fn_of[i] = ANA_NONE;
+		for (uint32_t k = 0; k < st->n; k++) { /* outermost first */
+			const ana_func *fn = &s->funcs[s->locs[st->locs[k]].func];
+			if (openmp_runtime(p->names[fn->module])) {
+				cls[i] |= 1;
+				if (fn_of[i] == ANA_NONE && k + 1 < st->n) {
+					uint32_t in = s->locs[st->locs[k + 1]].func;
+					if (!openmp_runtime(p->names[s->funcs[in].module]) && !below_runtime(p->names[s->funcs[in].module]))
+						fn_of[i] = in;
+				}
+			}
+		}
+		for (uint32_t k = st->n; (cls[i] & 1) && k-- > 0;) { /* innermost first */
+			const char *mod = p->names[s->funcs[s->locs[st->locs[k]].func].module];
+			if (below_runtime(mod))
+				continue;
+			if (openmp_runtime(mod))
+				cls[i] |= 2;
+			break;
+		}
+	}
+	uint8_t *team = calloc(p->nthreads, 1);
+	if (!team)
+		goto out;
+	for (size_t i = 0; i < s->nsamples; i++) {
+		const ana_sample *x = &s->samples[i];
+		if (x->thread >= p->nthreads)
+			continue;
+		team[x->thread] |= cls[x->stack] & 1;
+		w[(size_t)x->thread * 3] += x->weight;
+		if (cls[x->stack] & 2)
+			w[(size_t)x->thread * 3 + 1] += x->weight;
+		else if (fn_of[x->stack] != ANA_NONE)
+			fw[fn_of[x->stack]] += x->weight;
+	}
+	for (uint32_t proc = 0; proc < p->nprocs; proc++) {
+		uint64_t all = 0, wait = 0, spin = 0, blocked = 0;
+		uint32_t n = 0, top = ANA_NONE;
+		for (uint32_t t = 0; t < p->nthreads; t++)
+			if (team[t] && p->threads[t].process == proc) {
+				n++;
+				all += w[(size_t)t * 3];
+				wait += w[(size_t)t * 3 + 1];
+			}
+		if (n < 2 || all < PARALLEL_WAIT_MIN_SAMPLES || 100 * wait < PARALLEL_WAIT_MIN_PCT * all)
+			continue;
+		for (uint32_t f = 0; f < s->nfuncs; f++)
+			if (fw[f] && (top == ANA_NONE || fw[f] > fw[top]))
+				top = f;
+		/* per thread: waiting on and off the CPU, and the work in the top outlined function */
+		for (size_t i = 0; i < s->nsamples; i++) {
+			const ana_sample *x = &s->samples[i];
+			if (x->thread >= p->nthreads || !team[x->thread] || p->threads[x->thread].process != proc)
+				continue;
+			if (cls[x->stack] & 2)
+				*(x->kind == ANA_OFFCPU ? &blocked : &spin) += x->weight;
+			else if (top != ANA_NONE && fn_of[x->stack] == top)
+				w[(size_t)x->thread * 3 + 2] += x->weight;
+		}
+		uint32_t most = ANA_NONE, least = ANA_NONE;
+		for (uint32_t t = 0; t < p->nthreads; t++) {
+			if (!team[t] || p->threads[t].process != proc)
+				continue;
+			if (most == ANA_NONE || w[(size_t)t * 3 + 2] > w[(size_t)most * 3 + 2])
+				most = t;
+			if (least == ANA_NONE || w[(size_t)t * 3 + 2] < w[(size_t)least * 3 + 2])
+				least = t;
+		}
+		double pct = 100.0 * (double)wait / (double)all, per = (double)s->period_ns;
+		ana_finding *f = ana_finding_add(p, "parallel_wait", pct >= 30 ? ANA_HIGH : pct >= 15 ? ANA_MEDIUM : ANA_LOW);
+		if (!f)
+			break;
+		const char *runtime = "the OpenMP runtime";
+		for (uint32_t m = 0; m < s->nmodules; m++)
+			if (s->modules[m].process == proc && openmp_runtime(p->names[s->modules[m].path]))
+				runtime = base_name(p->names[s->modules[m].path]);
+		char a[32], b[32], c[32], d[32], where[600] = "", work[400] = "";
+		if (top != ANA_NONE) {
+			const ana_func *tf = &s->funcs[top];
+			const char *file = NULL;
+			uint32_t line = 0;
+			for (uint32_t k = 0; k < s->nlocs && !file; k++)
+				if (s->locs[k].func == top && s->locs[k].file != ANA_NONE && s->locs[k].line) {
+					file = p->names[s->locs[k].file];
+					line = s->locs[k].line;
+				}
+			if (file)
+				snprintf(where, sizeof where, "%s (%s:%u)", p->names[tf->name], base_name(file), line);
+			else
+				snprintf(where, sizeof where, "%s", p->names[tf->name]);
+			snprintf(work, sizeof work, "; in %s, thread %llu computed %s and thread %llu %s", where,
+				 (unsigned long long)p->threads[most].tid, ana_fmt_ns((double)w[(size_t)most * 3 + 2] * per, c, sizeof c),
+				 (unsigned long long)p->threads[least].tid, ana_fmt_ns((double)w[(size_t)least * 3 + 2] * per, d, sizeof d));
+		}
+		f->subject = ana_strf("pid %llu: OpenMP threads wait %.0f%% of their time in %s",
+				      (unsigned long long)p->procs[proc].file.pid, pct, runtime);
+		f->evidence = ana_strf("the %u threads of pid %llu that ran %s were sampled waiting in it in %llu of %llu samples "
+				       "(%.1f%%): spinning on the CPU %s, blocked %s%s%s",
+				       n, (unsigned long long)p->procs[proc].file.pid, runtime, (unsigned long long)wait,
+				       (unsigned long long)all, pct, ana_fmt_ns((double)spin * per, a, sizeof a),
+				       ana_fmt_ns((double)blocked * per, b, sizeof b),
+				       s->all.samples[ANA_OFFCPU] ? "" : " (CPU samples: blocked time is not seen; --sample=wall sees it)",
+				       work);
+		ana_finding_num(f, "wait_pct", pct);
+		ana_finding_num(f, "wait_samples", (double)wait);
+		ana_finding_num(f, "samples", (double)all);
+		ana_finding_num(f, "spin_ns", (double)spin * per);
+		ana_finding_num(f, "blocked_ns", (double)blocked * per);
+		ana_finding_num(f, "threads", n);
+		if (top != ANA_NONE) {
+			ana_finding_num(f, "most_work_ns", (double)w[(size_t)most * 3 + 2] * per);
+			ana_finding_num(f, "least_work_ns", (double)w[(size_t)least * 3 + 2] * per);
+		}
+		f->expected_gain_pct = pct;
+		char mostly[640] = "";
+		if (top != ANA_NONE)
+			snprintf(mostly, sizeof mostly, " (mostly %s)", where);
+		f->recommendation = ana_strf("The threads of the parallel regions%s wait for each other. When a parallel loop's "
+					     "iterations differ in cost, schedule(static) (the default) gives each thread the "
+					     "same number of them, not the same work: use schedule(dynamic, chunk) or "
+					     "schedule(guided), or split the costly iterations. If the wait is between parallel "
+					     "regions, the serial code there holds the team up: parallelise it, or join the "
+					     "regions. Balanced, up to %.0f%% of the threads' time goes back to computing.",
+					     mostly, pct);
+	}
+	free(team);
+out:
+	free(cls);
+	free(fn_of);
+	free(w);
+	free(fw);
+}
+
 void ana_rules(ana_profile *p)
 {
 	rule_hot_operation(p);
@@ -1367,6 +1543,7 @@ void ana_rules(ana_profile *p)
 	rule_rank_imbalance(p);
 	rule_step_variance(p);
 	rule_off_cpu(p);
+	rule_parallel_wait(p);
 	rule_input_bound(p);
 	ana_gpu_rules(p);
 	if (p->nfindings > 1)

@@ -291,3 +291,81 @@ def test_hot_reference_blas_says_to_use_an_optimised_one():
         else:
             assert_eq(ref, [], "%s: no reference-BLAS advice (hot: %s)" % (
                 which, [f["subject"] for f in findings(rep, "hot_function")]))
+
+
+# --- parallel_wait ---------------------------------------------------------------------------
+
+OMP = r"""
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+__attribute__((noinline)) static double work(int n)
+{
+	double s = 0;
+	for (int k = 0; k < n; k++)
+		s += sin(k * 1e-3);
+	return s;
+}
+int main(int argc, char **argv)
+{
+	double total = 0;
+	int reps = atoi(argv[2]);
+	if (!strcmp(argv[1], "uneven")) {
+		for (int rep = 0; rep < reps; rep++) {
+			/* the first half of the iterations cost 8 times the second: static gives thread 0 the first half */
+#pragma omp parallel for reduction(+:total) schedule(static)
+			for (int i = 0; i < 64; i++)
+				total += work(i < 32 ? 80000 : 10000);
+		}
+	} else {
+		for (int rep = 0; rep < reps; rep++) {
+#pragma omp parallel for reduction(+:total) schedule(dynamic, 1)
+			for (int i = 0; i < 64; i++)
+				total += work(40000);
+		}
+	}
+	printf("%g\n", total);
+	return 0;
+}
+"""
+
+
+def test_parallel_wait_openmp_loop_with_uneven_iterations():
+    """An OpenMP loop on 2 threads whose first half of iterations costs 8 times the second,
+    under schedule(static): thread 0 computes about 8 times what thread 1 does, which
+    waits for it at the barrier, about 44% of the team's time. That showed only as a
+    hot_function on an unnamed address of libgomp ("make start_thread call it less
+    often"); now one parallel_wait finding names the outlined loop (main._omp_fn.0), each
+    thread's work and schedule(dynamic). The same work in even iterations under
+    schedule(dynamic, 1): no finding (a busy machine may stall a thread: run again)."""
+    import os
+    import shutil
+    import subprocess
+    cc = shutil.which("gcc") or shutil.which("cc")
+    if not cc:
+        raise Skip("no C compiler")
+    with open("omp.c", "w") as f:
+        f.write(OMP)
+    if subprocess.run([cc, "-O1", "-g", "-fopenmp", "-o", "omp", "omp.c", "-lm"]).returncode != 0:
+        raise Skip("no OpenMP (libgomp) for %s" % cc)
+    env = dict(os.environ, OMP_NUM_THREADS="2")
+    r, path = record(os.path.abspath("omp"), "uneven", 12, out="uneven.fnc", opts=WALL, env=env)
+    rep = analyze(path)
+    f = one(rep, "parallel_wait")
+    ev = f["evidence"]
+    assert_eq(ev["threads"], 2, "threads in the team")
+    assert_between(ev["wait_pct"], 25, 60, "wait_pct (about 44: thread 1 idles 7/8 of its time)", " %")
+    assert_true(ev["most_work_ns"] >= 3 * ev["least_work_ns"],
+                "each thread's work in the loop: %.0f and %.0f ns" % (ev["most_work_ns"], ev["least_work_ns"]))
+    assert_true("main._omp_fn.0 (omp.c:" in f["recommendation"] and "schedule(dynamic" in f["recommendation"],
+                "the advice: %s" % f["recommendation"])
+    libgomp = [x["subject"] for x in findings(rep, "hot_function") if "libgomp" in x["subject"]]
+    assert_eq(libgomp, [], "hot_function findings on the runtime's code")
+    for attempt in range(3):
+        r, path = record(os.path.abspath("omp"), "even", 12, out="even.fnc", opts=WALL, env=env)
+        got = findings(analyze(path), "parallel_wait")
+        if not got:
+            break
+        print("even iterations, attempt %d: %s" % (attempt + 1, got[0]["subject"]))
+    assert_eq([x["subject"] for x in got], [], "parallel_wait findings of even iterations (3 runs)")
