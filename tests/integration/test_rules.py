@@ -275,7 +275,8 @@ def test_hot_reference_blas_says_to_use_an_optimised_one():
         f.write(GEMM)
     subprocess.run([cc, "-O1", "-g", "-o", "gemm", "gemm.c", "-ldl"], check=True)
     for which, lib in libs.items():
-        r, path = record(os.path.abspath("gemm"), lib, 0.6, out="%s.fnc" % which)
+        r, path = record(os.path.abspath("gemm"), lib, 0.6, out="%s.fnc" % which,
+                         env=dict(os.environ, OPENBLAS_NUM_THREADS="2"))
         rep = analyze(path)
         if rep["samples"]["cpu_samples"] < 200:
             raise Skip("too few CPU samples: %d" % rep["samples"]["cpu_samples"])
@@ -291,6 +292,18 @@ def test_hot_reference_blas_says_to_use_an_optimised_one():
         else:
             assert_eq(ref, [], "%s: no reference-BLAS advice (hot: %s)" % (
                 which, [f["subject"] for f in findings(rep, "hot_function")]))
+            # OpenBLAS computes on threads it started, whose workers yield in a loop between
+            # calls: "make start_thread call it less often" was the advice for both
+            for f in findings(rep, "hot_function"):
+                assert_true("make start_thread" not in f["recommendation"],
+                            "%s: advice naming a thread's start: %s" % (f["subject"], f["recommendation"]))
+                if f["subject"] == "__sched_yield":
+                    assert_true("busy waiting" in f["recommendation"] and "OPENBLAS_NUM_THREADS" in f["recommendation"],
+                                "the yield loop's advice: %s" % f["recommendation"])
+                    assert_eq(f["evidence"].get("busy_wait"), 1, "evidence busy_wait")
+            on_threads = [f for f in findings(rep, "hot_function") if f["evidence"].get("library_threads")]
+            assert_true(on_threads, "a kernel said to run on OpenBLAS's threads (hot: %s)" % [
+                (f["subject"], f["recommendation"][:80]) for f in findings(rep, "hot_function")])
 
 
 # --- parallel_wait ---------------------------------------------------------------------------
