@@ -147,6 +147,7 @@ void col_mem_start(void);
 /* unwind: the stopping thread may unwind its stack (not at _exit) */
 void col_mem_stop(int unwind);
 void col_mem_step(void);                 /* a timeline point at each step */
+void col_mem_atfork_parent(void);         /* this image has fork children (the scan's page filter) */
 void col_mem_exec(void);                 /* the image's last timeline point, before an exec */
 void col_mem_tick(uint64_t now_ns);      /* writer: a timeline point when the period is over */
 unsigned col_mem_fill_pm(void);

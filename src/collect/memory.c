@@ -202,6 +202,8 @@ static struct {
 	uint32_t depth;
 	uint64_t ring_bytes;           /* FENNEC_HEAP_RING or the mode's default (ring_size()) */
 	uint64_t scan_ms;              /* FENNEC_LEAK_SCAN_MS: the reachability scan's limit */
+	int fork_child;                /* this image began as a fork child (col_mem_atfork_child()) ... */
+	int forked;                    /* ... and has fork children of its own (col_mem_atfork_parent()) */
 	col_ring ring;
 	uint64_t records;              /* records the writer took (only it counts, under flush_lock) */
 	_Atomic uint64_t dropped, truncated, untracked;
@@ -2446,9 +2448,16 @@ unsigned col_mem_fill_pm(void)
 	return M.ring.buf ? (unsigned)(col_ring_used(&M.ring) * 1000 / M.ring.size) : 0;
 }
 
+void col_mem_atfork_parent(void)
+{
+	M.forked = 1;
+}
+
 void col_mem_atfork_child(void)
 {
 	T.tid = 0;
+	M.fork_child = 1;
+	M.forked = 0;
 #if !MEM_SANITIZER
 	atomic_flag_clear(&MAPS.lock); /* held by a thread the child does not have */
 #endif
@@ -3438,7 +3447,11 @@ typedef struct rscan {
 	uint64_t deadline, root_bytes, heap_bytes;
 	uint64_t nblocks, nmarked; /* live blocks, and those marked so far: all marked ends it */
 	uint64_t *filt;           /* FILT_BITS bits: a page's (hashed) may hold a live block */
-	int sampled;              /* sampled mode: the heap is a root (col_mem_reach()) */
+	int pagemap;              /* /proc/self/pagemap, to read only pages written since the fork, or -1 */
+	uint64_t *pm;             /* its entries for a chunk */
+	int heap_root;            /* the heap is a root, less the map's blocks: sampled mode, whose map has
+				   the sampled blocks only, and a fork child, whose map lacks the blocks
+				   made before the fork (col_mem_reach()) */
 	int status;               /* enum fmt_reach_status */
 } rscan;
 
@@ -3568,6 +3581,31 @@ static void reach_words(rscan *s, const uint64_t *w, size_t n)
 	}
 }
 
+/*
+ * A fork child's blocks are all younger than the fork (its map began empty), so a pointer
+ * to one is in a page the child wrote since: one the kernel copied for it, mapped by it
+ * alone. The pages it still shares with its parent are not read. A Python parent's 300 MB
+ * heap was read by each of its multiprocessing workers as it exited: 169 ms each, 0.08 s
+ * of program made 0.58 s. Pages not present in memory (swapped) are read as before. A
+ * child that forked in turn shares the pages it wrote with its own children: no filter
+ * then (col_mem_reach()). Reading the flags of /proc/self/pagemap needs no privilege.
+ */
+#define PM_PRESENT (1ull << 63)
+#define PM_EXCLUSIVE (1ull << 56)
+
+static void fork_pages(rscan *s, uint64_t p0, uint64_t np)
+{
+	ssize_t want = (ssize_t)(np * 8);
+	if (pread(s->pagemap, s->pm, (size_t)want, (off_t)(p0 / 4096 * 8)) != want) {
+		close(s->pagemap); /* read all from now on */
+		s->pagemap = -1;
+		return;
+	}
+	for (uint64_t k = 0; k < np; k++)
+		if ((s->pm[k] & PM_PRESENT) && !(s->pm[k] & PM_EXCLUSIVE))
+			s->vec[k] = 0;
+}
+
 /* Read [lo, hi) and mark what its words point to; only pages that are resident when
  * `resident`. */
 static void reach_range(rscan *s, uint64_t lo, uint64_t hi, int resident, uint64_t *counted)
@@ -3585,6 +3623,8 @@ static void reach_range(rscan *s, uint64_t lo, uint64_t hi, int resident, uint64
 			if (mincore((void *)(uintptr_t)p0, end - p0, s->vec) == 0) {
 				/* the first run of resident pages from lo, within [lo, end) */
 				uint64_t k = 0, np = (end - p0 + 4095) / 4096;
+				if (s->pagemap >= 0)
+					fork_pages(s, p0, np);
 				while (k < np && !(s->vec[k] & 1))
 					k++;
 				if (k == np) {
@@ -3808,7 +3848,7 @@ static void reach_excl(rscan *s, const rmap *maps, size_t nmaps)
 			const wblock *b = pool_at(l->slots[j]);
 			uint64_t a = M.pages[i].page << WP_SHIFT | (uint64_t)j << 5 | (b->size_lo & 31);
 			const rmap *r = map_of((rmap *)maps, nmaps, a);
-			if (r && r->root && s->sampled) /* among the program's other blocks */
+			if (r && r->root && s->heap_root) /* among the program's other blocks */
 				excl_add(s, a & ~(uint64_t)7, (a + wb_size(b) + 7) & ~(uint64_t)7);
 			else if (r && r->root) /* glibc's chunk header is 16 bytes below */
 				excl_add(s, (a - 16) & ~(uint64_t)4095, (a + wb_size(b) + 4095) & ~(uint64_t)4095);
@@ -3816,7 +3856,7 @@ static void reach_excl(rscan *s, const rmap *maps, size_t nmaps)
 	}
 	for (uint32_t i = 0; i < M.over_cap; i++) {
 		const rmap *r = M.over[i].addr ? map_of((rmap *)maps, nmaps, M.over[i].addr) : NULL;
-		if (r && r->root && s->sampled)
+		if (r && r->root && s->heap_root)
 			excl_add(s, M.over[i].addr & ~(uint64_t)7, (M.over[i].addr + wb_size(&M.over[i].b) + 7) & ~(uint64_t)7);
 		else if (r && r->root)
 			excl_add(s, (M.over[i].addr - 16) & ~(uint64_t)4095,
@@ -3908,10 +3948,14 @@ static void reach_mark(rscan *s)
 	s->mark = calloc(s->nref / 8 + 1, 1);
 	s->buf = malloc(REACH_CHUNK);
 	s->vec = malloc(REACH_CHUNK / 4096 + 1);
+	if (M.fork_child && !M.forked) { /* fork_pages() */
+		s->pm = malloc((REACH_CHUNK / 4096 + 1) * sizeof *s->pm);
+		s->pagemap = s->pm ? open("/proc/self/pagemap", O_RDONLY | O_CLOEXEC) : -1;
+	}
 	s->pages = malloc((size_t)REACH_PAGES * 4096);
 	s->tags = calloc(REACH_PAGES, sizeof *s->tags);
 	size_t nmaps;
-	rmap *maps = reach_maps(&nmaps, s->sampled);
+	rmap *maps = reach_maps(&nmaps, s->heap_root);
 	if (!s->mark || !s->buf || !s->vec || !s->pages || !s->tags || !maps) {
 		s->status = maps || errno == ENOMEM ? FMT_REACH_NOMEM : FMT_REACH_UNREADABLE;
 		free(maps);
@@ -3923,8 +3967,10 @@ static void reach_mark(rscan *s)
 	 * have merged with the program's next to it (reach_excl() leaves the block out, not
 	 * the mapping). With another allocator, every mapping that holds a live block.
 	 * In sampled mode the map has the sampled blocks only, and the others may hold the
-	 * pointers to them: the heap is a root, less the sampled blocks (col_mem_reach()). */
-	for (uint32_t i = 0; !s->sampled && i < M.pages_cap + M.over_cap; i++) {
+	 * pointers to them; in a fork child it lacks the blocks made before the fork, which
+	 * may hold pointers to younger ones (a parent's list the child appends to): the heap
+	 * is a root there, less the map's blocks (col_mem_reach()). */
+	for (uint32_t i = 0; !s->heap_root && i < M.pages_cap + M.over_cap; i++) {
 		uint64_t a = i < M.pages_cap ? M.pages[i].page << WP_SHIFT : M.over[i - M.pages_cap].addr;
 		rmap *r = a ? map_of(maps, nmaps, a) : NULL;
 		if (r && (heap_kind != HEAP_GLIBC || !(r->lo & ((64ull << 20) - 1))))
@@ -3978,9 +4024,10 @@ void col_mem_reach(void (*emit)(unsigned type, cm_buf *raw), int exit_reason)
 	if ((M.session_mode != FMT_MEM_FULL && M.session_mode != FMT_MEM_SAMPLED) || exit_reason == FMT_END_EXEC)
 		return;
 	uint64_t t0 = cm_mono_ns();
-	rscan s = {.pid = getpid(), .sampled = M.session_mode == FMT_MEM_SAMPLED};
+	int sampled = M.session_mode == FMT_MEM_SAMPLED;
+	rscan s = {.pid = getpid(), .heap_root = sampled || M.fork_child, .pagemap = -1};
 	uint64_t ms = M.scan_ms;
-	if (s.sampled && ms > SAMPLED_SCAN_MS)
+	if (sampled && ms > SAMPLED_SCAN_MS)
 		ms = SAMPLED_SCAN_MS;
 	if (exit_reason == FMT_END__EXIT && ms > 1000)
 		ms = 1000; /* _exit waits 2 s for the whole final flush */
@@ -4036,4 +4083,7 @@ void col_mem_reach(void (*emit)(unsigned type, cm_buf *raw), int exit_reason)
 	free(s.tags);
 	free(s.excl);
 	free(s.filt);
+	free(s.pm);
+	if (s.pagemap >= 0)
+		close(s.pagemap);
 }

@@ -1352,6 +1352,7 @@ static void atfork_prepare(void)
 
 static void atfork_parent(void)
 {
+	col_mem_atfork_parent();
 	pthread_mutex_unlock(&intern_lock);
 	pthread_mutex_unlock(&reg_lock);
 	pthread_mutex_unlock(&flush_lock);

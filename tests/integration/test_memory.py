@@ -1619,3 +1619,74 @@ def test_a_block_pointed_to_from_a_mapping_merged_with_a_large_block_is_reachabl
     m = mem(analyze(path))
     assert_eq(m["leaks"], [], "memory.leaks")
     assert_eq(sorted(l["bytes"] for l in m["reachable"]), [100, 4 << 20], "reachable blocks' bytes")
+
+
+FORK_CHILD_SCAN = r"""
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+#define NOLD 1600
+#define OLD_SIZE (64 << 10)
+static void **old;             /* the parent's heap, 100 MiB of blocks that point to each other */
+static void *volatile kept;    /* the child's block held by a global */
+struct holder { void *p; char pad[56]; };
+static struct holder *volatile holder; /* allocated before the fork, written after it */
+__attribute__((noinline)) void *child_block(size_t n) { void *p = malloc(n); memset(p, 7, n); return p; }
+__attribute__((noinline)) void child_loses(void)
+{
+	for (int i = 0; i < 5; i++) {
+		void *volatile p = child_block(1000);
+		(void)p;
+	}
+}
+int main(void)
+{
+	old = malloc(NOLD * sizeof *old);
+	for (int i = 0; i < NOLD; i++) {
+		old[i] = malloc(OLD_SIZE);
+		memset(old[i], 1, OLD_SIZE);
+		*(void **)old[i] = i ? old[i - 1] : NULL;
+	}
+	holder = malloc(sizeof *holder);
+	pid_t pid = fork();
+	if (pid == 0) {
+		kept = child_block(3000);
+		holder->p = child_block(4000);
+		child_loses();
+		return 0;
+	}
+	waitpid(pid, NULL, 0);
+	for (int i = 0; i < NOLD; i++)
+		free(old[i]);
+	free(old);
+	free(holder);
+	return 0;
+}
+"""
+
+
+@collector
+def test_a_fork_child_scans_only_the_pages_it_wrote():
+    """A fork child's blocks are younger than the fork, so the pointers to them are in pages
+    it wrote since, which the kernel copied for it: the pages it still shares with its
+    parent are not read. Each multiprocessing worker of a Python parent with a 300 MB heap
+    read that whole heap as it exited (169 ms each; 0.08 s of program took 0.58 s). Here the
+    parent's 100 MiB of blocks stay shared; the child keeps one block from a global and one
+    from a block the parent made, and loses five: the same answer in full mode and with
+    every block sampled, from a few MiB read (the parent frees its heap before it exits).
+    The block held from the parent's: the child's map lacks the blocks made before the fork,
+    so a fork child's heap is a root, less its own blocks (it read as lost in full mode)."""
+    plain_only()
+    build_program(FORK_CHILD_SCAN, "forkscan.c", ("cc", "gcc"))
+    for mode in (["--memory=full"], ["--memory=sampled", "--memory-rate", "1"]):
+        r, path = record(os.path.abspath("forkscan"), opts=mode + ["--sample=off"], out="fork%s.fnc" % mode[0][9:])
+        m = mem(analyze(path))
+        got = {k: (round(b), round(c)) for k, (b, c) in leaks_by_function(m).items()}
+        assert_eq(got, {"child_block": (5000, 5)}, "%s: lost blocks by function" % mode[0])
+        held = {k: (round(b), round(c)) for k, (b, c) in leaks_by_function(m, m["reachable"]).items()}
+        assert_eq(held, {"child_block": (7000, 2)}, "%s: still reachable blocks" % mode[0])
+        scan = m["leak_scan"]
+        assert_eq((scan["processes"], scan["unscanned_processes"]), (2, 0), "%s: processes scanned" % mode[0])
+        assert_true(scan["root_bytes"] < 20 << 20, "%s: roots read by the two: %d bytes (the parent's heap, which "
+                    "the child shares, is over 100 MiB)" % (mode[0], scan["root_bytes"]))
