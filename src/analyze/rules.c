@@ -194,6 +194,37 @@ static int blas_compute_routine(const char *name)
 	return 0;
 }
 
+/*
+ * The on-CPU self weight of the functions of module m, the first `max` of them (the
+ * hottest first) into top[0..*ntop); 0 for a file counted already, in another process's
+ * list of modules.
+ */
+static uint64_t module_self(const ana_profile *p, uint32_t m, uint32_t *top, uint32_t max, uint32_t *ntop)
+{
+	const ana_sampling *s = &p->smp;
+	const ana_sample_view *v = &s->all;
+	uint32_t path = s->modules[m].path;
+	for (uint32_t k = 0; k < m; k++)
+		if (s->modules[k].path == path)
+			return 0;
+	uint64_t self = 0;
+	for (uint32_t i = 0; i < v->nfuncs[ANA_CPU]; i++)
+		if (s->funcs[v->funcs[ANA_CPU][i].func].module == path) {
+			self += v->funcs[ANA_CPU][i].self;
+			if (*ntop < max)
+				top[(*ntop)++] = i; /* sorted by self weight */
+		}
+	return self;
+}
+
+/* A hot_function finding for a module's code judged as a whole, when its share passes. */
+static ana_finding *module_finding(ana_profile *p, uint64_t self, double pct, double thr)
+{
+	if (pct < thr || self < HOT_FUNCTION_MIN_SELF)
+		return NULL;
+	return ana_finding_add(p, "hot_function", pct > 30 ? ANA_HIGH : pct >= 10 ? ANA_MEDIUM : ANA_LOW);
+}
+
 /* An OpenMP runtime: GCC's libgomp, LLVM's libomp, Intel's libiomp5 (rule_parallel_wait()). */
 static int openmp_runtime(const char *path)
 {
@@ -238,25 +269,12 @@ static void hot_python(ana_profile *p, double thr, double cpu_frac)
 		const ana_module *mod = &s->modules[m];
 		if (!python_interpreter(p->names[mod->path]) || mod->status == 1 || mod->status == 2)
 			continue;
-		int first = 1;
-		for (uint32_t k = 0; k < m && first; k++)
-			first = s->modules[k].path != mod->path;
-		if (!first)
-			continue;
-		uint64_t self = 0;
-		uint32_t top[3] = {ANA_NONE, ANA_NONE, ANA_NONE}, ntop = 0;
-		for (uint32_t i = 0; i < v->nfuncs[ANA_CPU]; i++)
-			if (s->funcs[v->funcs[ANA_CPU][i].func].module == mod->path) {
-				self += v->funcs[ANA_CPU][i].self;
-				if (ntop < 3)
-					top[ntop++] = i; /* sorted by self weight */
-			}
+		uint32_t top[3], ntop = 0;
+		uint64_t self = module_self(p, m, top, 3, &ntop);
 		double pct = 100.0 * (double)self / (double)v->weight[ANA_CPU];
-		if (pct < thr || self < HOT_FUNCTION_MIN_SELF)
-			continue;
-		ana_finding *f = ana_finding_add(p, "hot_function", pct > 30 ? ANA_HIGH : pct >= 10 ? ANA_MEDIUM : ANA_LOW);
+		ana_finding *f = module_finding(p, self, pct, thr);
 		if (!f)
-			return;
+			continue;
 		const char *path = p->names[mod->path];
 		char hottest[512] = "";
 		size_t n = 0;
@@ -297,21 +315,12 @@ static void rule_hot_function(ana_profile *p)
 		const ana_module *mod = &s->modules[m];
 		if ((mod->status != 1 && mod->status != 2) || p->names[mod->path][0] == '[')
 			continue;
-		int first = 1;
-		for (uint32_t k = 0; k < m && first; k++)
-			first = s->modules[k].path != mod->path;
-		if (!first)
-			continue; /* the same file in another process: counted once */
-		uint64_t self = 0;
-		for (uint32_t i = 0; i < v->nfuncs[ANA_CPU]; i++)
-			if (s->funcs[v->funcs[ANA_CPU][i].func].module == mod->path)
-				self += v->funcs[ANA_CPU][i].self;
+		uint32_t ntop = 0;
+		uint64_t self = module_self(p, m, NULL, 0, &ntop);
 		double pct = 100.0 * (double)self / (double)v->weight[ANA_CPU];
-		if (pct < thr || self < HOT_FUNCTION_MIN_SELF)
-			continue;
-		ana_finding *f = ana_finding_add(p, "hot_function", pct > 30 ? ANA_HIGH : pct >= 10 ? ANA_MEDIUM : ANA_LOW);
+		ana_finding *f = module_finding(p, self, pct, thr);
 		if (!f)
-			return;
+			continue;
 		const char *path = p->names[mod->path];
 		f->subject = ana_strf("%s (not symbolised)", base_name(path));
 		f->evidence = ana_strf("%.1f%% of the on-CPU samples (%llu of %llu) are in the code of %s, which could "
