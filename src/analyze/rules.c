@@ -1481,8 +1481,6 @@ static void rule_parallel_wait(ana_profile *p)
 		w[(size_t)x->thread * 3] += x->weight;
 		if (cls[x->stack] & 2)
 			w[(size_t)x->thread * 3 + 1] += x->weight;
-		else if (fn_of[x->stack] != ANA_NONE)
-			fw[fn_of[x->stack]] += x->weight;
 	}
 	for (uint32_t proc = 0; proc < p->nprocs; proc++) {
 		uint64_t all = 0, wait = 0, spin = 0, blocked = 0;
@@ -1495,6 +1493,14 @@ static void rule_parallel_wait(ana_profile *p)
 			}
 		if (n < 2 || all < PARALLEL_WAIT_MIN_SAMPLES || 100 * wait < PARALLEL_WAIT_MIN_PCT * all)
 			continue;
+		/* this process's outlined function with the most work (another process's may differ) */
+		memset(fw, 0, (s->nfuncs ? s->nfuncs : 1) * sizeof *fw);
+		for (size_t i = 0; i < s->nsamples; i++) {
+			const ana_sample *x = &s->samples[i];
+			if (x->thread < p->nthreads && team[x->thread] && p->threads[x->thread].process == proc &&
+			    !(cls[x->stack] & 2) && fn_of[x->stack] != ANA_NONE)
+				fw[fn_of[x->stack]] += x->weight;
+		}
 		for (uint32_t f = 0; f < s->nfuncs; f++)
 			if (fw[f] && (top == ANA_NONE || fw[f] > fw[top]))
 				top = f;
