@@ -7,6 +7,9 @@
 # compiling a generated file: allocations from thousands of stacks) run unprofiled and under
 #   fennec-off      fennec record --sample off --memory=off      (interposed counters only)
 #   fennec-sampled  fennec record --sample off --memory=sampled  (counters + Poisson-sampled stacks)
+#   fennec-thread   the same with FENNEC_WRITER=thread: the writer thread from the start, as
+#                   before the lazy writer (docs/internals/collect.md); only when VARIANTS
+#                   names it
 #   fennec-full     fennec record --sample off --memory=full     (every allocation and free, stacks)
 #   heaptrack       heaptrack -o FILE                            (every call, stacks)
 #   massif          valgrind --tool=massif                       (snapshots of the heap tree)
@@ -113,6 +116,7 @@ run_one() {
 	base) out=$("${T[@]}" "${C[@]}") ;;
 	fennec-off) out=$("${T[@]}" "$FENNEC" record -q --sample off --memory=off -o "$prof" -- "${C[@]}") ;;
 	fennec-sampled) out=$("${T[@]}" "$FENNEC" record -q --sample off --memory=sampled -o "$prof" -- "${C[@]}") ;;
+	fennec-thread) out=$("${T[@]}" env FENNEC_WRITER=thread "$FENNEC" record -q --sample off --memory=sampled -o "$prof" -- "${C[@]}") ;;
 	fennec-full) out=$("${T[@]}" "$FENNEC" record -q --sample off --memory=full -o "$prof" -- "${C[@]}") ;;
 	heaptrack) out=$("${T[@]}" heaptrack -o "$prof" "${C[@]}" 2>/dev/null) ;;
 	massif) out=$("${T[@]}" valgrind -q --tool=massif --massif-out-file="$prof" "${C[@]}" 2>/dev/null) ;;
@@ -191,8 +195,9 @@ python3 - "$tsv" <<'PY'
 import csv, statistics, sys
 rows = list(csv.DictReader(open(sys.argv[1]), delimiter="\t"))
 num = lambda s: None if s in (None, "", "NA", "null") else float(s)
-order = ["base", "fennec-off", "fennec-sampled", "fennec-full", "heaptrack", "massif", "tcmalloc", "gperftools"]
+order = ["base", "fennec-off", "fennec-sampled", "fennec-thread", "fennec-full", "heaptrack", "massif", "tcmalloc", "gperftools"]
 label = {"base": "unprofiled", "fennec-off": "fennec --memory=off", "fennec-sampled": "fennec --memory=sampled",
+         "fennec-thread": "fennec --memory=sampled, FENNEC_WRITER=thread",
          "fennec-full": "fennec --memory=full", "heaptrack": "heaptrack", "massif": "valgrind --tool=massif",
          "tcmalloc": "tcmalloc, no profile", "gperftools": "gperftools HEAPPROFILE (tcmalloc)"}
 RATIOS = ["inproc_ns", "inproc_cpu_ns", "e2e_ns", "e2e_cpu_ns", "rss_kb"]

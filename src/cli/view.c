@@ -255,6 +255,10 @@ int cmd_record_view(int argc, char **argv)
 		return 1;
 	}
 	self[n] = 0;
+	/* The dashboard reads the file as it grows: the recording keeps its writer thread, which
+	 * flushes every interval also while the program does not allocate (a lazy session's
+	 * writes wait for the program's next safe point: docs/internals/collect.md). */
+	setenv("FENNEC_WRITER", "thread", 1);
 	/* The recording: `fennec record` without --view, in a child; this process serves. */
 	char **args = calloc((size_t)argc + 4, sizeof *args);
 	if (!args)

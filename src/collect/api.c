@@ -213,6 +213,7 @@ static void step(uint64_t items, int has_items)
 	col_mem_step();
 	unsigned s = (unsigned)(recorded ? 1 : 0) | (has_items ? 2 : 0);
 	put_event(t, FMT_EV_STEP | s << 4, 0, 0, 0, items, has_items, NULL);
+	col_lazy_point();
 }
 
 API void fennec_step(void) { step(0, 0); }

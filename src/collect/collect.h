@@ -74,6 +74,14 @@ void col_writer_nudge(void);
 extern _Atomic int col_writer_dozing; /* 1 while the writer sleeps longer than its usual slice */
 void col_ring_crossed(col_thread *t); /* a thread's ring crossed a COL_NUDGE_BYTES boundary */
 #define COL_NUDGE_SHIFT 16            /* every 64 KiB of events, a thread checks its fill */
+/* A session without its writer thread (session.c, "the lazy writer"): while the process has
+ * one thread, the program's own thread does the writer's periodic work at its next safe point
+ * (an allocation's slow path, a step) once col_ticks() reaches col_lazy_due (UINT64_MAX: no
+ * lazy session). col_lazy_look() takes the flush lock only if it is free. col_writer_needed()
+ * starts the writer before the program's first thread. */
+extern _Atomic uint64_t col_lazy_due;
+void col_lazy_look(void);
+void col_writer_needed(void);
 extern _Atomic int col_gate;      /* 1 while the current step is recorded */
 extern int col_use_tsc;
 extern __thread col_thread *col_tls;
@@ -85,6 +93,15 @@ static inline uint64_t col_ticks(void)
 		return __rdtsc();
 #endif
 	return cm_mono_ns();
+}
+
+/* The program's thread at a safe point (no fennec code or lock of its own in progress, not a
+ * signal handler): the lazy writer's work, when due. */
+static inline void col_lazy_point(void)
+{
+	uint64_t due = atomic_load_explicit(&col_lazy_due, memory_order_relaxed);
+	if (unlikely(due != UINT64_MAX) && col_ticks() >= due)
+		col_lazy_look();
 }
 
 /* Session side, used by the API. */
@@ -163,6 +180,7 @@ int col_mem_internal(int on);
 /* Heap records lost so far in the session (the ring was full): ALLOCs, FREEs. */
 void col_mem_dropped(uint64_t *allocs, uint64_t *frees);
 int col_mem_busy(void);                  /* fennec's own code (or its allocator) runs on this thread */
+int col_mem_lazy_ok(void);               /* glibc's allocator, interposed: a lazy writer helps */
 
 /* Site table, read by the writer. */
 typedef struct col_site {

@@ -1703,6 +1703,7 @@ static __attribute__((noinline)) void *alloc_slow(void *p, size_t size, void **s
 {
 	if (p && heap_kind != HEAP_NONE)
 		after_alloc(p, size, slot, count(1, 0, size, (int64_t)usable_size(p)));
+	col_lazy_point(); /* a safe point: the program's thread, no fennec code in progress */
 	return p;
 }
 
@@ -1721,6 +1722,7 @@ static __attribute__((noinline)) void free_slow(void *p)
 		before_free(p);
 	}
 	R.free(p);
+	col_lazy_point();
 }
 
 /* ---- the interposed functions ---- */
@@ -1777,6 +1779,7 @@ static __attribute__((noinline)) void *malloc_slow(size_t n, void **slot)
 static __attribute__((noinline)) void *malloc_done_slow(void *p, size_t n)
 {
 	count(1, 0, n, (int64_t)usable_size(p));
+	col_lazy_point();
 	return p;
 }
 
@@ -1880,6 +1883,7 @@ static __attribute__((noinline)) void *realloc_slow(void *p, size_t n, void **sl
 		return NULL; /* failed: the old block stays (its FREE record too, docs/memory.md) */
 	}
 	after_alloc(q, n, slot, count(1, 1, n, (int64_t)usable_size(q) - (int64_t)old));
+	col_lazy_point();
 	return q;
 }
 
@@ -1894,6 +1898,7 @@ static __attribute__((noinline)) void *realloc_done_slow(void *q, size_t n, size
 		return NULL;
 	}
 	count(1, 1, n, (int64_t)usable_size(q) - (int64_t)old);
+	col_lazy_point();
 	return q;
 }
 
@@ -2221,6 +2226,11 @@ int col_mem_internal(int on)
 int col_mem_busy(void)
 {
 	return T.own != 0;
+}
+
+int col_mem_lazy_ok(void)
+{
+	return !MEM_SANITIZER && heap_kind == HEAP_GLIBC;
 }
 
 void col_mem_dropped(uint64_t *allocs, uint64_t *frees)
@@ -3825,16 +3835,24 @@ static void reach_excl(rscan *s, const rmap *maps, size_t nmaps)
 	void *stk;
 	size_t n;
 	int got = 0;
+	/* The scanning thread's stack: the writer's, or the stopping thread's own in a session
+	 * without a writer thread (session.c, the lazy writer), whose frames from the program's
+	 * last one up are roots (reach_stop_sp): only the scan's own frames below are left out. */
+	uintptr_t lo = 0, hi = 0;
 	if (pthread_getattr_np(pthread_self(), &at) == 0) {
 		if (pthread_attr_getstack(&at, &stk, &n) == 0) {
-			excl_add(s, (uintptr_t)stk, (uintptr_t)stk + n);
+			lo = (uintptr_t)stk, hi = (uintptr_t)stk + n;
 			got = 1;
 		}
 		pthread_attr_destroy(&at);
 	}
 	const rmap *w = got ? NULL : map_of((rmap *)maps, nmaps, (uintptr_t)&at);
-	if (w) /* the writer's mapping then, whatever else the kernel merged into it */
-		excl_add(s, w->lo, w->hi);
+	if (w) /* the thread's mapping then, whatever else the kernel merged into it */
+		lo = w->lo, hi = w->hi;
+	if (reach_stop_sp >= lo && reach_stop_sp < hi && (uintptr_t)&at < reach_stop_sp)
+		hi = reach_stop_sp & ~(uintptr_t)7;
+	if (hi > lo)
+		excl_add(s, lo, hi);
 	for (uint32_t i = 0; i < DEAD_STACKS; i++) {
 		uintptr_t b = atomic_load_explicit(&DEAD.hi[i], memory_order_acquire), a = atomic_load_explicit(&DEAD.lo[i], memory_order_relaxed);
 		if (b > a && (reach_stop_sp < a || reach_stop_sp >= b))

@@ -1853,6 +1853,7 @@ FENNEC_API int pthread_create(pthread_t *th, const pthread_attr_t *attr, void *(
 	pthread_create_fn real = real_create();
 	if (!real)
 		return EAGAIN;
+	col_writer_needed(); /* a lazy session's writer starts before the program's first thread */
 	if (P.mode == FMT_SAMPLE_OFF || !atomic_load_explicit(&P.active, memory_order_relaxed))
 		return real(th, attr, fn, arg);
 	int was = col_mem_internal(1); /* fennec's block, not the program's */

@@ -22,6 +22,7 @@
 #include <sys/prctl.h>
 #include <sys/random.h>
 #include <sys/resource.h>
+#include <sys/single_threaded.h>
 #include <sys/syscall.h>
 #include <sys/stat.h>
 #include <time.h>
@@ -90,6 +91,13 @@ static struct {
 	uint32_t sites_written;
 	pthread_t writer;
 	int stop_writer;
+	int writer_thread;     /* FENNEC_WRITER=thread: never lazy (below) */
+	int lazy;              /* no writer thread (yet): the program's thread flushes (below) */
+	int exec_inline;       /* lazy: the exec's thread holds the flush lock over the exec */
+	uint64_t lazy_flush_ns; /* lazy: when the next periodic flush is due */
+	uint64_t lazy_look_ticks; /* lazy: ticks between two looks */
+	uint64_t lazy_cpu_ns;  /* lazy: CPU the program's threads spent in the looks so far */
+	uint64_t lazy_cpu_from; /* lazy: the thread's CPU clock when the current look began */
 	unsigned end_reason; /* enum fmt_end of the final flush, which the writer makes on its stop */
 	uint64_t step_index;   /* steps completed */
 	cm_buf out, raw, threads, ends;
@@ -906,8 +914,8 @@ static void flush_locked(int final, unsigned exit_reason)
 	if (final)
 		cm_buf_varint(&st, exit_reason);
 	/* fennec's own CPU in this session, after the fields every reader knows (docs/format.md):
-	 * the writer thread's */
-	cm_buf_varint(&st, thread_cpu_ns());
+	 * the writer thread's, and what the program's threads spent in lazy looks (below) */
+	cm_buf_varint(&st, S.lazy_cpu_ns + (thread_cpu_ns() - S.lazy_cpu_from));
 	/* which heap records were lost: a lost FREE leaves its block read as unfreed */
 	uint64_t lost_allocs, lost_frees;
 	col_mem_dropped(&lost_allocs, &lost_frees);
@@ -1000,6 +1008,8 @@ static void futex_wake(_Atomic uint32_t *w)
 
 /* The writer, holding the flush lock, for an exec (above): END, then frozen until the
  * exec's thread says it failed. */
+static void exec_resume(void);
+
 static void exec_freeze(void)
 {
 	flush_locked(1, FMT_END_EXEC);
@@ -1008,8 +1018,14 @@ static void exec_freeze(void)
 	uint32_t st;
 	while ((st = atomic_load(&exec_state)) == EXEC_FROZEN)
 		futex_wait(&exec_state, st);
-	/* The exec failed: the session goes on in the same file. After a failed write the file
-	 * already ends at the last whole chunk, and stays so. */
+	exec_resume();
+	atomic_store(&exec_state, EXEC_NONE);
+}
+
+/* Under the flush lock: the exec failed, the session goes on in the same file. After a
+ * failed write the file already ends at the last whole chunk, and stays so. */
+static void exec_resume(void)
+{
 	if (S.end_off != UINT64_MAX && fd_is_ours() && ftruncate(S.fd, (off_t)S.end_off) == 0 &&
 	    lseek(S.fd, (off_t)S.end_off, SEEK_SET) == (off_t)S.end_off)
 		S.file_off = S.end_off;
@@ -1019,7 +1035,6 @@ static void exec_freeze(void)
 	}
 	S.end_off = UINT64_MAX;
 	col_gpu_resume();
-	atomic_store(&exec_state, EXEC_NONE);
 }
 _Atomic int col_writer_dozing;
 
@@ -1033,6 +1048,8 @@ static void writer_wake(void)
  * found its ring full). */
 void col_writer_nudge(void)
 {
+	if (atomic_load_explicit(&col_lazy_due, memory_order_relaxed) != UINT64_MAX)
+		atomic_store_explicit(&col_lazy_due, 0, memory_order_relaxed); /* the next safe point */
 	writer_wake();
 }
 
@@ -1042,6 +1059,15 @@ void col_ring_crossed(col_thread *t)
 {
 	uint64_t used = t->tail - atomic_load_explicit(&t->head, memory_order_relaxed);
 	uint64_t enough = t->size / 8 < NUDGE_BYTES ? t->size / 8 : NUDGE_BYTES;
+	if (atomic_load_explicit(&col_lazy_due, memory_order_relaxed) != UINT64_MAX) {
+		/* Lazy (col_writer_dozing stays 1): the producer is the program's thread, past its
+		 * event (a region, a metric), at a safe point unless inside fennec's own code. */
+		if (used >= enough) {
+			atomic_store_explicit(&col_lazy_due, 0, memory_order_relaxed);
+			col_lazy_look();
+		}
+		return;
+	}
 	if (used >= enough && atomic_exchange_explicit(&col_writer_dozing, 0, memory_order_relaxed))
 		writer_wake();
 }
@@ -1150,6 +1176,107 @@ static int start_writer(void)
 	return rc == 0 ? 0 : FENNEC_ENOMEM;
 }
 
+/*
+ * The lazy writer. A second thread in the process, the writer, switches glibc's allocator to
+ * its multi-threaded paths (an arena lock in every malloc and in most frees, where a process
+ * that never made a thread takes none): on `bench/work_alloc mixed` that cost more than
+ * everything fennec's heap counters do (bench/README.md, "memory, 2026-11-23"). So a
+ * session in a process that has made no thread (glibc's __libc_single_threaded), with no
+ * CPU sampling, no GPU collection and no full heap profile (whose records are the writer's
+ * work to compress), starts without the writer. Its work, the heap timeline's points and a
+ * flush every flush interval or when a ring is an eighth full, is done by the program's
+ * thread itself at its next safe point once a look is due (col_lazy_point(): an allocation's
+ * slow path, a step, a thread's ring crossing 64 KiB), with the flush lock only if it is
+ * free and never inside fennec's own code. The writer is started when the program makes its
+ * first thread (pthread_create, col_writer_needed()), or at a look that finds the process
+ * no longer single-threaded (a thread made another way). The session's end, an exec and a
+ * fork are handled inline (session_end(), exec_prepare()). FENNEC_WRITER=thread keeps the
+ * writer thread from the start (`fennec record --view` does: its dashboard reads the file
+ * as it grows, also while the program does not allocate).
+ * What a lazy session gives up: a program that stops reaching safe points (computes without
+ * allocating, sleeps) writes nothing and takes no timeline point until it reaches one again;
+ * its events are written then, or at its end. A process killed meanwhile (SIGKILL) loses
+ * them, where the writer loses at most its last flush interval.
+ */
+_Atomic uint64_t col_lazy_due = UINT64_MAX;
+
+#define LAZY_LOOK_NS 10000000u /* the most between two looks (also the timeline's interval, if less) */
+
+static int lazy_allowed(void)
+{
+	return !S.writer_thread && !S.stall_ms && __libc_single_threaded && col_mem_lazy_ok() &&
+	       S.cfg.sample_mode == FENNEC_SAMPLE_OFF && S.cfg.memory_mode != FENNEC_MEMORY_FULL &&
+	       col_gpu_mode() == COL_GPU_OFF;
+}
+
+/* Under flush_lock: the next look, LAZY_LOOK_NS (or the timeline's interval) from now, or now
+ * (due = 0) when a ring asked. */
+static void lazy_arm(int now)
+{
+	uint64_t due = now ? 0 : col_ticks() + S.lazy_look_ticks;
+	atomic_store_explicit(&col_lazy_due, S.lazy ? due : UINT64_MAX, memory_order_relaxed);
+}
+
+/* Under flush_lock, a lazy session: start the writer and leave lazy mode. */
+static void lazy_end(void)
+{
+	if (!S.lazy)
+		return;
+	S.lazy = 0;
+	atomic_store(&col_lazy_due, UINT64_MAX);
+	atomic_store(&col_writer_dozing, 0);
+	S.lazy_cpu_from = 0; /* the writer's clock from now on */
+}
+
+static int start_writer_late(void)
+{
+	if (start_writer() < 0)
+		return FENNEC_ENOMEM;
+	lazy_end();
+	return 0;
+}
+
+void col_lazy_look(void)
+{
+	if (col_mem_busy() || pthread_mutex_trylock(&flush_lock))
+		return;
+	if (!S.lazy || !atomic_load(&col_on) || S.pid != getpid()) {
+		pthread_mutex_unlock(&flush_lock);
+		return;
+	}
+	int was = col_mem_internal(1);
+	int saved = errno;
+	if (!__libc_single_threaded && start_writer_late() == 0)
+		goto out; /* a thread made without pthread_create (C11's thrd_create) */
+	S.lazy_cpu_from = thread_cpu_ns();
+	uint64_t now = cm_mono_ns();
+	col_mem_tick(now);
+	unsigned fill = max_fill_pm(), mfill = col_mem_fill_pm();
+	if (now >= S.lazy_flush_ns || fill >= FLUSH_PM / 2 || mfill >= FLUSH_PM / 2) {
+		flush_locked(0, 0);
+		S.lazy_flush_ns = cm_mono_ns() + (uint64_t)S.cfg.flush_interval_ms * 1000000u;
+	}
+	S.lazy_cpu_ns += thread_cpu_ns() - S.lazy_cpu_from;
+	S.lazy_cpu_from = 0;
+	lazy_arm(0);
+out:
+	errno = saved;
+	col_mem_internal(was);
+	pthread_mutex_unlock(&flush_lock);
+}
+
+void col_writer_needed(void)
+{
+	if (atomic_load_explicit(&col_lazy_due, memory_order_relaxed) == UINT64_MAX)
+		return;
+	int was = col_mem_internal(1);
+	lock_flush();
+	if (S.lazy && atomic_load(&col_on) && S.pid == getpid())
+		start_writer_late();
+	pthread_mutex_unlock(&flush_lock);
+	col_mem_internal(was);
+}
+
 /* ---- start and stop ---- */
 
 static void atfork_prepare(void);
@@ -1196,11 +1323,24 @@ static int session_begin(void)
 		S.gen = 1;
 	S.step_index = 0;
 	atomic_store(&col_gate, step_recorded(0));
-	if (start_writer() < 0) {
+	S.lazy_cpu_ns = S.lazy_cpu_from = 0;
+	S.exec_inline = 0;
+	S.stop_writer = 0;
+	S.lazy = lazy_allowed();
+	if (S.lazy) {
+		uint64_t look = LAZY_LOOK_NS;
+		if (S.cfg.memory_mode != FENNEC_MEMORY_OFF && S.cfg.memory_interval_ms &&
+		    (uint64_t)S.cfg.memory_interval_ms * 1000000u < look)
+			look = (uint64_t)S.cfg.memory_interval_ms * 1000000u;
+		S.lazy_look_ticks = (uint64_t)((double)look * S.ticks_per_ns);
+		S.lazy_flush_ns = mono + 10000000u; /* an early calibration point, as the writer's */
+		atomic_store(&col_writer_dozing, 1); /* rings crossing 64 KiB call col_ring_crossed() */
+	} else if (start_writer() < 0) {
 		col_fd_close(S.fd);
 		S.fd = -1;
 		return FENNEC_ENOMEM;
 	}
+	lazy_arm(0);
 	atomic_store_explicit(&col_on, S.gen, memory_order_release);
 	col_sample_start();
 	col_mem_start();
@@ -1255,6 +1395,10 @@ static int start(const fennec_config *cfg)
 	lock_flush();
 	S.cfg = c;
 	S.cfg.output = NULL; /* borrowed; S.path has the copy */
+	const char *w = getenv("FENNEC_WRITER");
+	S.writer_thread = w && !strcmp(w, "thread");
+	if (w && *w && !S.writer_thread && strcmp(w, "lazy"))
+		col_config_warn("FENNEC_WRITER", w, "expected thread or lazy; using lazy");
 	snprintf(S.path, sizeof S.path, "%s", c.output);
 	if (!S.ticks_per_ns) {
 		col_use_tsc = COL_HAVE_TSC && cm_tsc_invariant() && !getenv("FENNEC_CLOCK_MONOTONIC");
@@ -1322,6 +1466,21 @@ static int session_end(unsigned exit_reason, const struct timespec *deadline)
 	atomic_store(&col_on, 0);
 	S.end_reason = exit_reason;
 	S.stop_writer = 1;
+	if (S.lazy) {
+		/* No writer: the final flush is this thread's (the lazy writer, above). A handler
+		 * calling _exit is not inside fennec's own code (exit_finish()), and no other thread
+		 * of the program holds a lock of fennec's: it has none (else the writer would run). */
+		int was = col_mem_internal(1);
+		lazy_end();
+		S.lazy_cpu_from = thread_cpu_ns();
+		flush_locked(1, exit_reason);
+		if (S.fd >= 0)
+			col_fd_close(S.fd);
+		S.fd = -1;
+		col_mem_internal(was);
+		pthread_mutex_unlock(&flush_lock);
+		return S.lost_bytes ? FENNEC_EIO : 0;
+	}
 	writer_wake();
 	pthread_mutex_unlock(&flush_lock);
 	/* Threads may still be inside an event; what they committed is written. A writer that
@@ -1410,6 +1569,19 @@ static int exec_prepare(void)
 	col_mem_exec();
 	lock_flush();
 	int ask = atomic_load(&col_on) && S.pid == getpid() && !S.stop_writer;
+	if (ask && S.lazy) {
+		/* No writer to freeze: this thread ends the file and keeps the flush lock over the
+		 * exec (exec_failed() gives it back). */
+		int was = col_mem_internal(1), e = errno;
+		S.lazy_cpu_from = thread_cpu_ns();
+		flush_locked(1, FMT_END_EXEC);
+		S.lazy_cpu_ns += thread_cpu_ns() - S.lazy_cpu_from;
+		S.lazy_cpu_from = 0;
+		col_mem_internal(was);
+		S.exec_inline = 1;
+		errno = e;
+		goto frozen;
+	}
 	if (ask) {
 		atomic_store(&exec_state, EXEC_ASKED);
 		writer_wake();
@@ -1422,6 +1594,7 @@ static int exec_prepare(void)
 		futex_wait(&exec_state, st);
 	if (st != EXEC_FROZEN)
 		return 0; /* the session was stopped meanwhile */
+frozen:;
 	int saved = errno;
 	const char *was = getenv("FENNEC_EXEC_FROM");
 	exec_from_had = was != NULL;
@@ -1443,6 +1616,16 @@ static void exec_failed(int was_waiting)
 		setenv("FENNEC_EXEC_FROM", exec_from_was, 1);
 	else
 		unsetenv("FENNEC_EXEC_FROM");
+	if (S.exec_inline) {
+		S.exec_inline = 0;
+		int was = col_mem_internal(1);
+		exec_resume();
+		lazy_arm(1);
+		col_mem_internal(was);
+		pthread_mutex_unlock(&flush_lock);
+		errno = saved;
+		return;
+	}
 	atomic_store(&exec_state, EXEC_RESUME);
 	futex_wake(&exec_state);
 	errno = saved;
