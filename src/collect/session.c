@@ -1267,7 +1267,9 @@ out:
 
 void col_writer_needed(void)
 {
-	if (atomic_load_explicit(&col_lazy_due, memory_order_relaxed) == UINT64_MAX)
+	/* Not for a thread made by fennec's own code (which may hold the flush lock): only the
+	 * program's threads change what glibc's allocator does. */
+	if (atomic_load_explicit(&col_lazy_due, memory_order_relaxed) == UINT64_MAX || col_mem_busy())
 		return;
 	int was = col_mem_internal(1);
 	lock_flush();
