@@ -123,6 +123,7 @@ static struct {
 	col_pr_cfg prc;          /* ring source: the counters' settings */
 	/* the environment, read at every session's start (sample_env()) */
 	int want_sig;            /* FENNEC_SIGNAL, else 0: the highest free one */
+	uint32_t wall_delay_us;  /* FENNEC_TEST_WALL_DELAY_US (tests only, col_sample_start()) */
 	int want_source;         /* FENNEC_SAMPLE_SOURCE: FMT_SRC_RING (default), _PERF, _TIMER */
 	uint32_t stack_copy;     /* FENNEC_STACK_COPY, else its default for the depth */
 	col_pr **retired;        /* rings of released threads, for the next drain to empty and free */
@@ -350,6 +351,7 @@ static void sample_env(uint32_t depth)
 		col_config_warn("FENNEC_SAMPLE_SOURCE", e, "expected one of ring, signal, perf, timer; using ring");
 	P.stack_copy = (uint32_t)col_env_number("FENNEC_STACK_COPY", stack_copy_default(depth), STACK_COPY_MIN,
 						STACK_COPY_MAX, "bytes");
+	P.wall_delay_us = (uint32_t)col_env_number("FENNEC_TEST_WALL_DELAY_US", 0, 0, 1000000, "us");
 	col_pr_env();
 }
 
@@ -1026,8 +1028,13 @@ void col_sample_start(void)
 		P.tids = calloc(MAX_TIDS, sizeof *P.tids);
 	atomic_store_explicit(&P.active, 1, memory_order_release);
 	P.last_scan_ns = 0; /* the writer's first poll scans */
-	if (P.tids && P.mode != FMT_SAMPLE_WALL)
-		tid_add((pid_t)syscall(SYS_gettid)); /* the others at the writer's first poll */
+	/* This thread now, the others at the writer's first poll (the wall thread's first scan).
+	 * In wall mode too: the wall thread is created below with every signal blocked here,
+	 * and its first scan, a period later, found this thread still blocking the signal when
+	 * this thread was slow to run again (ASan on a loaded machine): refused for a second,
+	 * it went unsampled through a whole 0.4 s run. */
+	if (P.tids)
+		tid_add((pid_t)syscall(SYS_gettid));
 	pthread_mutex_unlock(&P.lock);
 	if (P.tids && P.mode == FMT_SAMPLE_WALL) {
 		sigset_t all, old;
@@ -1035,6 +1042,8 @@ void col_sample_start(void)
 		pthread_sigmask(SIG_SETMASK, &all, &old);
 		atomic_store(&P.wall_stop, 0);
 		P.wall_running = col_pthread_create_real(&P.wall_thread, wall_main, NULL) == 0;
+		if (P.wall_delay_us) /* FENNEC_TEST_WALL_DELAY_US (tests only): a thread slow to run again */
+			usleep(P.wall_delay_us);
 		pthread_sigmask(SIG_SETMASK, &old, NULL);
 	}
 	if (!P.tids)

@@ -565,6 +565,22 @@ def main_tid(dec, name):
 
 
 @collector
+def test_wall_sampler_takes_the_starting_thread_when_it_is_slow_to_run_again():
+    """--sample=wall: the thread that starts the session creates the wall sampler with every
+    signal blocked, and used to leave itself to the sampler's first scan. When it was slow
+    to run again (ASan on a loaded machine: an OpenMP test's main thread got no sample in
+    a 0.4 s run), that scan found it blocking the signal and refused it for a second. It
+    adds itself first now. FENNEC_TEST_WALL_DELAY_US holds it 20 ms in that window."""
+    r, path, dec = record_raw("offcpu", 5, 100, opts=("--sample=wall",),
+                              env={"FENNEC_TEST_WALL_DELAY_US": "20000"})
+    t = truth_of(r)
+    tid = main_tid(dec, "offcpu")
+    allw = sum(s["weight"] for s in dec["samples"] if s["tid"] == tid)
+    assert_true(allw >= 0.5 * t["wall_ns"] / 1e9 * 999, "main thread: %d sample weights in "
+                "%.2f s of wall time at 999 Hz" % (allw, t["wall_ns"] / 1e9))
+
+
+@collector
 @timeout(180)
 @statistical
 def test_wall_offcpu_shares():
