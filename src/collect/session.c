@@ -1180,7 +1180,7 @@ static int start_writer(void)
  * The lazy writer. A second thread in the process, the writer, switches glibc's allocator to
  * its multi-threaded paths (an arena lock in every malloc and in most frees, where a process
  * that never made a thread takes none): on `bench/work_alloc mixed` that cost sampled mode
- * 2.5-7 points of its ratio (bench/README.md, "memory, 2026-11-23 (morning)"). So a
+ * 1-6 points of its ratio (bench/README.md, "memory, 2026-11-23 (morning)"). So a
  * session in a process that has made no thread (glibc's __libc_single_threaded), with no
  * CPU sampling, no GPU collection and no full heap profile (whose records are the writer's
  * work to compress), starts without the writer. Its work, the heap timeline's points and a
