@@ -1217,7 +1217,7 @@ static void lazy_arm(int now)
 	atomic_store_explicit(&col_lazy_due, S.lazy ? due : UINT64_MAX, memory_order_relaxed);
 }
 
-/* Under flush_lock, a lazy session: start the writer and leave lazy mode. */
+/* Under flush_lock: leave lazy mode (the writer was started, or the session ends). */
 static void lazy_end(void)
 {
 	if (!S.lazy)
@@ -1226,6 +1226,15 @@ static void lazy_end(void)
 	atomic_store(&col_lazy_due, UINT64_MAX);
 	atomic_store(&col_writer_dozing, 0);
 	S.lazy_cpu_from = 0; /* the writer's clock from now on */
+}
+
+/* Under flush_lock, no writer: a flush on this thread, its CPU counted as the writer's. */
+static void flush_inline(int final, unsigned exit_reason)
+{
+	S.lazy_cpu_from = thread_cpu_ns();
+	flush_locked(final, exit_reason);
+	S.lazy_cpu_ns += thread_cpu_ns() - S.lazy_cpu_from;
+	S.lazy_cpu_from = 0;
 }
 
 static int start_writer_late(void)
@@ -1248,16 +1257,13 @@ void col_lazy_look(void)
 	int saved = errno;
 	if (!__libc_single_threaded && start_writer_late() == 0)
 		goto out; /* a thread made without pthread_create (C11's thrd_create) */
-	S.lazy_cpu_from = thread_cpu_ns();
 	uint64_t now = cm_mono_ns();
 	col_mem_tick(now);
 	unsigned fill = max_fill_pm(), mfill = col_mem_fill_pm();
 	if (now >= S.lazy_flush_ns || fill >= FLUSH_PM / 2 || mfill >= FLUSH_PM / 2) {
-		flush_locked(0, 0);
+		flush_inline(0, 0);
 		S.lazy_flush_ns = cm_mono_ns() + (uint64_t)S.cfg.flush_interval_ms * 1000000u;
 	}
-	S.lazy_cpu_ns += thread_cpu_ns() - S.lazy_cpu_from;
-	S.lazy_cpu_from = 0;
 	lazy_arm(0);
 out:
 	errno = saved;
@@ -1474,8 +1480,7 @@ static int session_end(unsigned exit_reason, const struct timespec *deadline)
 		 * of the program holds a lock of fennec's: it has none (else the writer would run). */
 		int was = col_mem_internal(1);
 		lazy_end();
-		S.lazy_cpu_from = thread_cpu_ns();
-		flush_locked(1, exit_reason);
+		flush_inline(1, exit_reason);
 		if (S.fd >= 0)
 			col_fd_close(S.fd);
 		S.fd = -1;
@@ -1575,10 +1580,7 @@ static int exec_prepare(void)
 		/* No writer to freeze: this thread ends the file and keeps the flush lock over the
 		 * exec (exec_failed() gives it back). */
 		int was = col_mem_internal(1), e = errno;
-		S.lazy_cpu_from = thread_cpu_ns();
-		flush_locked(1, FMT_END_EXEC);
-		S.lazy_cpu_ns += thread_cpu_ns() - S.lazy_cpu_from;
-		S.lazy_cpu_from = 0;
+		flush_inline(1, FMT_END_EXEC);
 		col_mem_internal(was);
 		S.exec_inline = 1;
 		errno = e;
