@@ -1006,6 +1006,22 @@ static void futex_wake(_Atomic uint32_t *w)
 	syscall(SYS_futex, w, FUTEX_WAKE_PRIVATE, INT_MAX, NULL, NULL, 0);
 }
 
+/* When a lazy session's program thread looks next (the lazy writer, below). */
+_Atomic uint64_t col_lazy_due = UINT64_MAX;
+
+/* A ring asks a lazy session for a look at the next safe point: col_lazy_due to 0, with a
+ * compare-and-swap so that a session that has just left lazy mode (lazy_end(): UINT64_MAX)
+ * is not put back to looking at every slow path. Returns 1 if a lazy session was asked. */
+static int lazy_ask(void)
+{
+	uint64_t d = atomic_load_explicit(&col_lazy_due, memory_order_relaxed);
+	while (d != UINT64_MAX)
+		if (atomic_compare_exchange_weak_explicit(&col_lazy_due, &d, 0, memory_order_relaxed,
+							  memory_order_relaxed))
+			return 1;
+	return 0;
+}
+
 /* The writer, holding the flush lock, for an exec (above): END, then frozen until the
  * exec's thread says it failed. */
 static void exec_resume(void);
@@ -1048,8 +1064,7 @@ static void writer_wake(void)
  * found its ring full). */
 void col_writer_nudge(void)
 {
-	if (atomic_load_explicit(&col_lazy_due, memory_order_relaxed) != UINT64_MAX)
-		atomic_store_explicit(&col_lazy_due, 0, memory_order_relaxed); /* the next safe point */
+	lazy_ask();
 	writer_wake();
 }
 
@@ -1062,10 +1077,8 @@ void col_ring_crossed(col_thread *t)
 	if (atomic_load_explicit(&col_lazy_due, memory_order_relaxed) != UINT64_MAX) {
 		/* Lazy (col_writer_dozing stays 1): the producer is the program's thread, past its
 		 * event (a region, a metric), at a safe point unless inside fennec's own code. */
-		if (used >= enough) {
-			atomic_store_explicit(&col_lazy_due, 0, memory_order_relaxed);
+		if (used >= enough && lazy_ask())
 			col_lazy_look();
-		}
 		return;
 	}
 	if (used >= enough && atomic_exchange_explicit(&col_writer_dozing, 0, memory_order_relaxed))
@@ -1198,8 +1211,6 @@ static int start_writer(void)
  * its events are written then, or at its end. A process killed meanwhile (SIGKILL) loses
  * them, where the writer loses at most its last flush interval.
  */
-_Atomic uint64_t col_lazy_due = UINT64_MAX;
-
 #define LAZY_LOOK_NS 10000000u /* the most between two looks (also the timeline's interval, if less) */
 
 static int lazy_allowed(void)
@@ -1228,13 +1239,25 @@ static void lazy_end(void)
 	S.lazy_cpu_from = 0; /* the writer's clock from now on */
 }
 
-/* Under flush_lock, no writer: a flush on this thread, its CPU counted as the writer's. */
-static void flush_inline(int final, unsigned exit_reason)
+/* Under flush_lock, no writer: what this thread does between the two is the writer's
+ * work, and its CPU is counted as the writer's (flush_locked() adds the part so far). */
+static void lazy_cpu_begin(void)
 {
 	S.lazy_cpu_from = thread_cpu_ns();
-	flush_locked(final, exit_reason);
+}
+
+static void lazy_cpu_end(void)
+{
 	S.lazy_cpu_ns += thread_cpu_ns() - S.lazy_cpu_from;
 	S.lazy_cpu_from = 0;
+}
+
+/* Under flush_lock, no writer: a flush on this thread. */
+static void flush_inline(int final, unsigned exit_reason)
+{
+	lazy_cpu_begin();
+	flush_locked(final, exit_reason);
+	lazy_cpu_end();
 }
 
 static int start_writer_late(void)
@@ -1257,13 +1280,15 @@ void col_lazy_look(void)
 	int saved = errno;
 	if (!__libc_single_threaded && start_writer_late() == 0)
 		goto out; /* a thread made without pthread_create (C11's thrd_create) */
+	lazy_cpu_begin(); /* the timeline's point too, as the writer's */
 	uint64_t now = cm_mono_ns();
 	col_mem_tick(now);
 	unsigned fill = max_fill_pm(), mfill = col_mem_fill_pm();
 	if (now >= S.lazy_flush_ns || fill >= FLUSH_PM / 2 || mfill >= FLUSH_PM / 2) {
-		flush_inline(0, 0);
+		flush_locked(0, 0);
 		S.lazy_flush_ns = cm_mono_ns() + (uint64_t)S.cfg.flush_interval_ms * 1000000u;
 	}
+	lazy_cpu_end();
 	lazy_arm(0);
 out:
 	errno = saved;
