@@ -13,6 +13,7 @@
 #include "format/reader.h"
 
 #define ANA_NONE UINT32_MAX
+#define ANA_SETUP_STEP UINT64_MAX /* ana_step_node.step of the time before the first mark */
 
 typedef struct ana_u64vec {
 	uint64_t *v;
@@ -55,7 +56,7 @@ typedef struct ana_thread {
 	const char *name;
 	uint64_t events, dropped;
 	uint64_t busy_ns, lifetime_ns;
-	uint64_t steps;
+	uint64_t steps;       /* its fennec_step() marks (marks - 1 steps) */
 } ana_thread;
 
 typedef struct ana_process {
@@ -66,7 +67,9 @@ typedef struct ana_process {
 	uint32_t threads;
 	uint32_t rank_index;  /* index into p->ranks: the recording it belongs to */
 	uint32_t step_thread; /* p->threads index of its stepping thread (most marks), or ANA_NONE */
-	ana_u64vec step_ns;   /* that thread's step durations, in order */
+	uint64_t marks;       /* that thread's fennec_step() marks */
+	uint64_t setup_ns;    /* from the process's start to its first mark: set-up, not a step */
+	ana_u64vec step_ns;   /* that thread's step durations (from one mark to the next), in order */
 	ana_dist step_dist;
 	uint64_t busy_ns;     /* time in top-level regions, its threads summed */
 	uint64_t work_ns;     /* busy_ns less the time in communication regions (ranks.c) */
@@ -87,7 +90,8 @@ typedef struct ana_tnode {
 typedef struct ana_step_node {
 	uint32_t thread;      /* p->threads index: the stepping thread of its process */
 	uint32_t node;
-	uint64_t step;        /* index into that process's step_ns (== its length: after the last mark) */
+	uint64_t step;        /* index into that process's step_ns (== its length: after the last mark;
+			       * ANA_SETUP_STEP: before the first mark, the set-up) */
 	uint64_t ns;
 } ana_step_node;
 
@@ -498,12 +502,15 @@ typedef struct ana_profile {
 	uint32_t nfindings, findings_cap;
 	char **warnings;
 	uint32_t nwarnings, warnings_cap;
-	/* steps, on the stepping thread of the first process */
+	/* steps, on the stepping thread of the first process: a step runs from one fennec_step()
+	 * mark to the next, so `marks` marks make marks - 1 steps; the time from the process's
+	 * start to the first mark is set-up, never a step */
 	ana_u64vec step_ns;
-	ana_u64vec step_start_ns; /* each step's start: the previous mark, or the process start (CLOCK_MONOTONIC) */
-	ana_u64vec step_items;    /* each step's items (0 when none were given) */
-	ana_u64vec step_flags;    /* each step's mark flags (bit 0: its regions were recorded) */
-	uint64_t steps, steps_recorded, items;
+	ana_u64vec step_start_ns; /* each step's start: the mark before it (CLOCK_MONOTONIC) */
+	ana_u64vec step_items;    /* each step's items, given at the mark that ends it (0 when none) */
+	ana_u64vec step_flags;    /* the flags of the mark that ends it (bit 0: its regions were recorded) */
+	uint64_t steps, steps_recorded, items; /* items: of the steps (those given at the first mark are set-up's) */
+	uint64_t marks, setup_ns;
 	int has_items;
 	ana_dist step_dist;
 	ana_sampling smp;

@@ -1101,7 +1101,7 @@ done:
 static int should_compute(const ana_profile *p, const ana_sample *s)
 {
 	const ana_process *pr = &p->procs[p->threads[s->thread].process];
-	return s->node != ANA_NONE || (pr->step_thread == s->thread && s->step < pr->step_ns.n);
+	return s->node != ANA_NONE || (pr->step_thread == s->thread && s->step < pr->marks);
 }
 
 /* What the blocking stack waits for, from its function names (innermost first). */

@@ -644,6 +644,8 @@ int rep_json(FILE *out, const ana_profile *p, const rep_options *o)
 		knum(out, "collector_cpu_pct", all && cpu > 0 ? 100 * (double)p->collector_cpu_ns / cpu : NAN, &f1);
 	}
 	knum(out, "steps", (double)p->steps, &f1);
+	knum(out, "marks", (double)p->marks, &f1);
+	knum(out, "setup_ns", p->marks ? (double)p->setup_ns : NAN, &f1);
 	const ana_dist *sd = &p->step_dist;
 	knum(out, "step_mean_ns", sd->count ? sd->mean : NAN, &f1);
 	knum(out, "step_p50_ns", sd->count ? sd->p50 : NAN, &f1);
@@ -692,6 +694,8 @@ int rep_json(FILE *out, const ana_profile *p, const rep_options *o)
 	fputs("  \"steps\": {", out);
 	f1 = 1;
 	knum(out, "count", (double)p->steps, &f1);
+	knum(out, "marks", (double)p->marks, &f1);
+	knum(out, "setup_ns", p->marks ? (double)p->setup_ns : NAN, &f1);
 	knum(out, "recorded", (double)p->steps_recorded, &f1);
 	knum(out, "items", (double)p->items, &f1);
 	size_t ns = p->step_ns.n, stride = ns > 10000 ? (ns + 9999) / 10000 : 1;
@@ -716,7 +720,8 @@ int rep_json(FILE *out, const ana_profile *p, const rep_options *o)
 		knum(out, "dropped_events", (double)t->dropped, &f1);
 		knum(out, "busy_ns", (double)t->busy_ns, &f1);
 		knum(out, "lifetime_ns", (double)t->lifetime_ns, &f1);
-		knum(out, "steps", (double)t->steps, &f1);
+		knum(out, "steps", t->steps ? (double)(t->steps - 1) : 0, &f1);
+		knum(out, "marks", (double)t->steps, &f1);
 		const ana_sample_view *sv = &p->smp.all;
 		knum(out, "samples", sv->thread_samples ? (double)sv->thread_samples[(size_t)i * ANA_NKINDS + ANA_CPU] : 0, &f1);
 		knum(out, "offcpu_samples", sv->thread_samples ? (double)sv->thread_samples[(size_t)i * ANA_NKINDS + ANA_OFFCPU] : 0, &f1);
@@ -754,6 +759,7 @@ int rep_json(FILE *out, const ana_profile *p, const rep_options *o)
 		knum(out, "busy_ns", (double)pr->busy_ns, &f1);
 		knum(out, "work_ns", (double)pr->work_ns, &f1);
 		knum(out, "steps", (double)pr->step_ns.n, &f1);
+		knum(out, "setup_ns", pr->marks ? (double)pr->setup_ns : NAN, &f1);
 		step_keys(out, &pr->step_dist, &f1);
 		top_region(out, p, pr->top_node, pr->top_self_ns, &f1);
 		fputs("}", out);

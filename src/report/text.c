@@ -640,7 +640,12 @@ int rep_text(FILE *out, const ana_profile *p, const rep_options *o)
 				fprintf(out, "   %.1f items/s", (double)p->items / secs);
 			fputc('\n', out);
 		}
-	} else
+		fprintf(out, "  set-up       %s before the first step mark (not a step)\n",
+			ana_fmt_ns((double)p->setup_ns, a, sizeof a));
+	} else if (p->marks)
+		fprintf(out, "  steps        none: one fennec_step() mark, after %s of set-up (a step runs from one mark to "
+			"the next)\n", ana_fmt_ns((double)p->setup_ns, a, sizeof a));
+	else
 		fprintf(out, "  steps        none (call fennec_step() once per iteration for step statistics)\n");
 
 	heading(out, &s, "Regions (by total time; share of wall time)");

@@ -1800,7 +1800,8 @@ def test_a_single_threaded_program_keeps_glibc_single_threaded():
     assert_eq(r.stdout.split("\n")[:2], ["single=1 writers=0", "with a thread: writers=1"],
               "glibc's view of the process, fennec's writer threads, before and after its first thread")
     rep = analyze(path)
-    assert_eq((rep["steps"]["count"], rep["summary"]["cut_short"]), (400, False), "steps, cut short")
+    assert_eq((rep["steps"]["marks"], rep["steps"]["count"], rep["summary"]["cut_short"]), (400, 399, False),
+              "step marks, steps (from one mark to the next), cut short")
     m = mem(rep)
     assert_rel(m["trend"]["slope_bytes_per_step"], 65544, 0.05, "live bytes per step (a 64 KiB block)")
     own = rep["processes"][0]["collector_cpu_ns"]
@@ -1808,7 +1809,7 @@ def test_a_single_threaded_program_keeps_glibc_single_threaded():
 
     r, path = record(os.path.abspath("lazy"), opts=opts, out="thread.fnc", env=base_env({"FENNEC_WRITER": "thread"}))
     assert_eq(r.stdout.split("\n")[0], "single=0 writers=1", "FENNEC_WRITER=thread: a writer from the start")
-    assert_eq(analyze(path)["steps"]["count"], 400, "FENNEC_WRITER=thread: steps")
+    assert_eq(analyze(path)["steps"]["marks"], 400, "FENNEC_WRITER=thread: step marks")
 
     # Killed: no end, no final flush. What the looks flushed, every 100 ms, stays.
     r, path = record(os.path.abspath("lazy"), "kill", opts=opts, out="kill.fnc", expect_rc=None)
