@@ -1290,7 +1290,24 @@ static void rule_off_cpu(ana_profile *p)
  * whose words begin with load, data, batch, fetch, read, or are io; --data-regions names
  * others), or, with wall-clock sampling, blocked in a function with such a name outside
  * them. Fires from 5 % of the wall time: LOW, MEDIUM from 10 %, HIGH above 30 %.
+ * Only per-batch loading counts: with steps, what ran inside the steps (a data set built
+ * once in the set-up, before the first mark, or after the last step is one-off work);
+ * without steps, the data-loading regions called more than once.
  */
+
+/* Per region node (p->nnodes entries): the time of its calls on stepping thread `thread`
+ * that ended inside one of its `steps` steps. NULL when out of memory. */
+static double *in_steps_ns(const ana_profile *p, uint32_t thread, uint64_t steps)
+{
+	double *ns = calloc(p->nnodes ? p->nnodes : 1, sizeof *ns);
+	for (size_t i = 0; ns && i < p->nstep_nodes; i++) {
+		const ana_step_node *s = &p->step_nodes[i];
+		if (s->thread == thread && s->step < steps)
+			ns[s->node] += (double)s->ns;
+	}
+	return ns;
+}
+
 static void rule_input_bound(ana_profile *p)
 {
 	const ana_process *pr = &p->procs[0];
@@ -1311,13 +1328,19 @@ static void rule_input_bound(ana_profile *p)
 			: ana_name_is_data(p->names[p->nodes[n].name], list) || (list && ana_name_is_data(p->nodes[n].path, list));
 	}
 	/* nodes are created parent first, so data[parent] is known */
-	double in_regions = 0, loader_ns = 0, loader_calls = 0, other_ns = 0;
-	uint32_t top = ANA_NONE, loaders = 0;
-	uint64_t top_ns = 0;
+	double in_regions = 0, loader_ns = 0, loader_calls = 0, other_ns = 0, once_ns = 0;
+	uint32_t top = ANA_NONE, loaders = 0, once_top = ANA_NONE;
+	double top_ns = 0, once_top_ns = 0;
+	uint64_t nsteps = main == pr->step_thread ? pr->step_ns.n : 0;
+	double *stepped = nsteps ? in_steps_ns(p, main, nsteps) : NULL;
+	if (nsteps && !stepped) {
+		free(data);
+		return;
+	}
 	for (uint32_t i = 0; i < p->ntnodes; i++) {
 		const ana_tnode *t = &p->tnodes[i];
 		if (!data[t->node] && t->thread == main && p->nodes[t->node].parent == ANA_NONE)
-			other_ns += (double)t->total_ns; /* its top-level regions that do not load */
+			other_ns += stepped ? stepped[t->node] : (double)t->total_ns; /* its top-level regions that do not load */
 		if (data[t->node] != 1)
 			continue;
 		if (t->thread != main) { /* a loader thread or process */
@@ -1326,9 +1349,19 @@ static void rule_input_bound(ana_profile *p)
 			loader_calls += (double)t->count;
 			continue;
 		}
-		in_regions += (double)t->total_ns;
-		if (t->total_ns > top_ns) {
-			top_ns = t->total_ns;
+		/* per-batch: inside the steps, or, without steps, a region called more than once */
+		double per = stepped ? stepped[t->node] : t->count > 1 ? (double)t->total_ns : 0;
+		double once = (double)t->total_ns - per;
+		if (once > 0) {
+			once_ns += once;
+			if (once > once_top_ns) {
+				once_top_ns = once;
+				once_top = t->node;
+			}
+		}
+		in_regions += per;
+		if (per > top_ns) {
+			top_ns = per;
 			top = t->node;
 		}
 	}
@@ -1340,6 +1373,8 @@ static void rule_input_bound(ana_profile *p)
 		const ana_sample *x = &s->samples[i];
 		if (x->thread != main || x->kind != ANA_OFFCPU || (x->node != ANA_NONE && data[x->node]))
 			continue;
+		if (nsteps && (x->step < 1 || x->step > nsteps))
+			continue; /* in the set-up or after the last step: not per-batch */
 		const ana_stack *st = &s->stacks[x->stack];
 		for (uint32_t k = st->n; k-- > 0;) {
 			const char *fn = p->names[s->funcs[s->locs[st->locs[k]].func].name];
@@ -1351,6 +1386,7 @@ static void rule_input_bound(ana_profile *p)
 		}
 	}
 	free(data);
+	free(stepped);
 	double share = 100 * (in_regions + in_stacks) / (double)pr->wall_ns;
 	if (share < 5)
 		return;
@@ -1362,8 +1398,8 @@ static void rule_input_bound(ana_profile *p)
 	char a[32], b[32], c[32];
 	uint64_t steps = pr->step_ns.n;
 	double per_step = steps ? (in_regions + in_stacks) / (double)steps : NAN;
-	/* compute per step: its other regions when it has some, else the median step (the
-	 * first holds the start-up) less the loading */
+	/* compute per step: its other regions in the steps when it has some, else the median
+	 * step less the loading */
 	double compute = !steps ? NAN : other_ns > 0 ? other_ns / (double)steps : pr->step_dist.p50 - per_step;
 	/* one batch's load: a loader's call when there are loaders, else the main loop's */
 	double load = loader_calls > 0 ? loader_ns / loader_calls : per_step;
@@ -1377,16 +1413,22 @@ static void rule_input_bound(ana_profile *p)
 	if (in_stacks > 0 && k < sizeof parts)
 		snprintf(parts + k, sizeof parts - k, "%sabout %s blocked in %s (wall-clock samples)", k ? ", and " : "",
 			 ana_fmt_ns(in_stacks, c, sizeof c), blocked_in);
-	f->evidence = ana_strf("thread %llu%s%s%s, which %s, spends %s (%.1f%% of the wall time) loading data: %s%s",
+	char once[400] = "";
+	if (once_ns > 0)
+		snprintf(once, sizeof once, "; not counted: %s of one-off loading (%s the largest) %s", ana_fmt_ns(once_ns, c, sizeof c),
+			 p->nodes[once_top].path, steps ? "outside the steps (set-up before the first mark, or after the last)"
+							: "in data-loading regions called once");
+	f->evidence = ana_strf("thread %llu%s%s%s, which %s, spends %s (%.1f%% of the wall time) loading data%s: %s%s%s",
 			       (unsigned long long)th->tid, th->name && *th->name ? " (" : "", th->name ? th->name : "",
 			       th->name && *th->name ? ")" : "", steps ? "marks the steps" : "is the busiest",
-			       ana_fmt_ns(in_regions + in_stacks, a, sizeof a), share, parts,
-			       loaders ? "; other threads or processes run data-loading regions too (loaders)" : "");
+			       ana_fmt_ns(in_regions + in_stacks, a, sizeof a), share, steps ? " in its steps" : " batch by batch",
+			       parts, loaders ? "; other threads or processes run data-loading regions too (loaders)" : "", once);
 	ana_finding_num(f, "share_pct", share);
 	ana_finding_num(f, "load_ns", in_regions + in_stacks);
 	ana_finding_num(f, "region_ns", in_regions);
 	ana_finding_num(f, "blocked_ns", in_stacks);
 	ana_finding_num(f, "loaders", loaders);
+	ana_finding_num(f, "one_off_ns", once_ns);
 	if (steps) {
 		ana_finding_num(f, "load_per_step_ns", per_step);
 		ana_finding_num(f, "compute_per_step_ns", compute);
