@@ -42,7 +42,7 @@ def test_raw_nested():
         assert_close(st[path][1], 3 * share * MS, 3 * share * MS * 0.02 + 10 * MS,
                      "%s total ns" % path, "ns")
     steps = [e for evs in dec["events"].values() for e in evs if e[0] == "S"]
-    assert_eq(len(steps), 10, "STEP events")
+    assert_eq(len(steps), 11, "STEP events (the loop's start marked too)")
     assert_true(all(e[2] for e in steps), "every step should be marked recorded")
 
 
