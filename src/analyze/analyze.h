@@ -418,6 +418,7 @@ typedef struct ana_memory {
 	double slope, intercept, r2;
 	double trend_span;        /* steps or seconds from the trend's first point to its last */
 	double trend_growth;      /* bytes gained over them: slope x span, at most the heap's rise */
+	double late_slope, late_r2; /* the same fit over the later half of the points */
 	uint32_t trend_points;
 	void *priv;              /* replay state while reading */
 } ana_memory;

@@ -764,6 +764,10 @@ static int trend(ana_profile *p)
 	if (!per_step)
 		k = before_teardown(x, y, k);
 	fit(x, y, k, &m->slope, &m->intercept, &m->r2);
+	/* the later half of the points on its own: a heap that still grows at the end grows
+	 * there as fast; a warm-up or a cache that fills has levelled off */
+	double late_icpt;
+	fit(x + k / 2, y + k / 2, k - k / 2, &m->late_slope, &late_icpt, &m->late_r2);
 	m->trend_span = x[k - 1] - x[0];
 	/* What the heap gained over the fitted points: the slope times their span, but never
 	 * more than it rose (a fit over a short load phase overshoots it). */

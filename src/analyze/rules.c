@@ -585,21 +585,38 @@ static uint64_t leak_key_of(const ana_profile *p, const ana_mem_site *s)
  * Memory findings save memory, not time: their expected gain is in bytes (the growth over
  * the run; the bytes unfreed), in time 0.
  */
+static double leak_threshold(const ana_profile *p)
+{
+	return p->opt.leak_threshold_bytes > 0 ? p->opt.leak_threshold_bytes : 10e6;
+}
+
+/* A trend long enough to judge: on steps, or on seconds over one second or more (a run
+ * that short is start-up and loading, jq parsing its input, which reads as a leak). */
+static int trend_judged(const ana_memory *m)
+{
+	return m->has_trend && (m->trend_per_step || m->trend_span >= 1.0);
+}
+
+/* Whether the growth clears the threshold: steep growth, or slower growth that adds up to
+ * ten thresholds over the run on a close fit (2 MiB a step for 400 steps). */
+static int growth_over_threshold(const ana_profile *p)
+{
+	const ana_memory *m = &p->mem;
+	double thr = leak_threshold(p);
+	int steep = m->slope >= thr, adds_up = m->r2 >= 0.9 && m->trend_growth >= 10 * thr;
+	return trend_judged(m) && m->trend_points >= 3 && m->r2 >= 0.8 && (steep || adds_up);
+}
+
 static void rule_memory_leak(ana_profile *p)
 {
 	const ana_memory *m = &p->mem;
 	if (!m->present)
 		return;
 	char a[32], b[32], c[64], w[512];
-	double thr = p->opt.leak_threshold_bytes > 0 ? p->opt.leak_threshold_bytes : 10e6;
-	/* Steep growth fires; slower growth too once it adds up to ten thresholds over the run
-	 * on a close fit (2 MiB a step for 400 steps). A fit on seconds over less than one is
-	 * not judged: a run that short is start-up and loading (jq parsing its input), which
-	 * reads the same as a leak. */
+	double thr = leak_threshold(p);
 	double growth = m->trend_growth;
-	int steep = m->slope >= thr, adds_up = m->r2 >= 0.9 && growth >= 10 * thr;
-	int judged = m->trend_per_step || m->trend_span >= 1.0;
-	if (m->has_trend && m->trend_points >= 3 && judged && m->r2 >= 0.8 && (steep || adds_up)) {
+	int steep = m->slope >= thr;
+	if (growth_over_threshold(p)) {
 		ana_severity sev = m->r2 >= 0.9 && growth >= 0.5 * (double)m->peak_bytes ? ANA_HIGH : ANA_MEDIUM;
 		ana_finding *f = ana_finding_add(p, "memory_leak", sev);
 		if (!f)
@@ -691,6 +708,73 @@ static void rule_memory_leak(ana_profile *p)
 		f->expected_gain_pct = 0;
 		f->expected_gain_bytes = bytes;
 	}
+}
+
+/*
+ * memory_leak, steady growth: growth under the threshold that is still a leak by its
+ * shape, relative to the heap. The live heap's fit (on steps, or on seconds without them)
+ * holds over STEADY_MIN_POINTS points or more with r^2 >= STEADY_MIN_R2, the growth over
+ * them is at least STEADY_MIN_SHARE of the peak heap and STEADY_MIN_BYTES, and the later
+ * half of the points grows at least half as fast on a fit of r^2 >= 0.8: the heap still
+ * grows at the end. A flat heap has no growth; a warm-up then a plateau, or a cache that
+ * fills to its bound, has levelled off in the later half. HIGH, like the growth over the
+ * threshold with the same fit and share; it names the stack that grows.
+ */
+#define STEADY_MIN_POINTS 10
+#define STEADY_MIN_R2 0.95
+#define STEADY_MIN_SHARE 0.5
+#define STEADY_MIN_BYTES (4.0 * 1048576)
+
+static void rule_memory_steady_growth(ana_profile *p)
+{
+	const ana_memory *m = &p->mem;
+	if (!m->present || !trend_judged(m) || growth_over_threshold(p) || m->slope <= 0 || !m->peak_bytes)
+		return;
+	double growth = m->trend_growth, share = growth / (double)m->peak_bytes;
+	share = share > 1 ? 1 : share;
+	if (m->trend_points < STEADY_MIN_POINTS || m->r2 < STEADY_MIN_R2 || growth < STEADY_MIN_BYTES ||
+	    share < STEADY_MIN_SHARE || m->late_slope < 0.5 * m->slope || m->late_r2 < 0.8)
+		return;
+	ana_finding *f = ana_finding_add(p, "memory_leak", ANA_HIGH);
+	if (!f)
+		return;
+	char a[32], b[32], c[32], d[32], e[32], w[512];
+	const char *per = m->trend_per_step ? "step" : "second";
+	const ana_mem_series *g = growing_series(p);
+	const ana_mem_site *top = g ? &m->sites[g->site] : top_live_site(p);
+	char gs[200] = "";
+	if (g)
+		snprintf(gs, sizeof gs, "; the stack that grows most: %s (its live bytes grow %s per %s, r^2 = %.3f)",
+			 site_where(p, top, w, sizeof w), ana_fmt_bytes(g->slope, e, sizeof e), per, g->r2);
+	else if (top)
+		snprintf(gs, sizeof gs, "; most unfreed memory comes from %s", site_where(p, top, w, sizeof w));
+	f->subject = ana_strf("heap grows steadily, %s per %s", ana_fmt_bytes(m->slope, a, sizeof a), per);
+	f->evidence = ana_strf("live heap grows by %s per %s over %u %s (linear fit, r^2 = %.3f), %s in all: %.0f%% of the "
+			       "peak heap of %s, and as fast at the end (%s per %s over the later half, r^2 = %.3f). Under "
+			       "the threshold of %s per %s, but growth this steady and this large a share of the heap "
+			       "is a leak%s",
+			       ana_fmt_bytes(m->slope, a, sizeof a), per, m->trend_points, m->trend_per_step ? "steps" : "points",
+			       m->r2, ana_fmt_bytes(growth, b, sizeof b), 100 * share,
+			       ana_fmt_bytes((double)m->peak_bytes, c, sizeof c), ana_fmt_bytes(m->late_slope, d, sizeof d), per,
+			       m->late_r2, ana_fmt_bytes(leak_threshold(p), e, sizeof e), per, gs);
+	ana_finding_num(f, m->trend_per_step ? "slope_bytes_per_step" : "slope_bytes_per_s", m->slope);
+	ana_finding_num(f, m->trend_per_step ? "late_slope_bytes_per_step" : "late_slope_bytes_per_s", m->late_slope);
+	if (g)
+		ana_finding_num(f, m->trend_per_step ? "stack_slope_bytes_per_step" : "stack_slope_bytes_per_s", g->slope);
+	ana_finding_num(f, "r2", m->r2);
+	ana_finding_num(f, "late_r2", m->late_r2);
+	ana_finding_num(f, "points", m->trend_points);
+	ana_finding_num(f, "growth_bytes", growth);
+	ana_finding_num(f, "growth_share_pct", 100 * share);
+	ana_finding_num(f, "threshold_bytes", leak_threshold(p));
+	f->recommendation = ana_strf("Something keeps memory alive from one %s to the next%s%s: find what holds references "
+				     "across %ss (caches without a bound, lists that only grow, tensors or buffers kept for "
+				     "logging) and free or bound it.%s",
+				     per, top ? ", most of it allocated at " : "", top ? site_where(p, top, w, sizeof w) : "", per,
+				     m->mode == FMT_MEM_FULL ? "" : " Record with --memory=full to see every unfreed allocation "
+				     "with its stack.");
+	f->expected_gain_pct = 0;
+	f->expected_gain_bytes = growth;
 }
 
 /*
@@ -1635,6 +1719,7 @@ void ana_rules(ana_profile *p)
 	rule_hot_operation(p);
 	rule_hot_function(p);
 	rule_memory_leak(p);
+	rule_memory_steady_growth(p);
 	rule_allocation_churn(p);
 	rule_roofline(p);
 	rule_rank_imbalance(p);

@@ -792,7 +792,8 @@ def test_growth_in_under_a_second_is_not_judged():
 def test_slow_growth_that_adds_up_is_a_leak():
     """2 MiB a step is under the 10 MB-per-step threshold, but over 60 steps it is 120 MiB:
     ten thresholds or more over the run on a close fit make a finding. Over 20 steps (40
-    MiB) it does not."""
+    MiB) it is under ten thresholds, and still a leak by its shape: the steady growth rule
+    fires (the whole heap is growth, r^2 = 1, as fast at the end)."""
     plain_only()
     r, path = record("mem_growth", "grow", 2, 60, out="slow.fnc")
     rep = analyze(path)
@@ -803,7 +804,44 @@ def test_slow_growth_that_adds_up_is_a_leak():
     assert_rel(ev["growth_bytes"], 59 * 2 * MIB, 0.05, "the finding's growth over the run")
     assert_true("ten times that over the run" in ev["text"], "the evidence says why: %s" % ev["text"])
     r, path = record("mem_growth", "grow", 2, 20, out="slow20.fnc")
-    assert_eq([f["subject"] for f in growth_findings(analyze(path))], [], "growth findings for 40 MiB over 20 steps")
+    growth = growth_findings(analyze(path))
+    assert_eq([f["subject"] for f in growth], ["heap grows steadily, 2.0 MiB per step"],
+              "growth findings for 40 MiB over 20 steps")
+    assert_true("ten times" not in growth[0]["evidence"]["text"], "not by the threshold: %s" % growth[0]["evidence"]["text"])
+
+
+@collector
+def test_steady_growth_under_the_threshold():
+    """Growth under --leak-threshold that is a leak by its shape, relative to the heap, and
+    shapes that are not (tests/fixtures/mem_growth.c, known by construction): grow 1 30
+    keeps 1 MiB a step for 30 steps (r^2 = 1, the whole heap); drip 2 3 keeps 2 MiB a
+    second for 3 s without steps. flat, plateau (a warm-up then a plateau) and cache (filling
+    to a bound) grow no more at the end: silent."""
+    plain_only()
+    for args, basis, slope in ((("grow", 1, 30), "step", MIB), (("drip", 2, 3), "second", 2 * MIB)):
+        r, path = record("mem_growth", *args, opts=["--sample=off"], out="%s.fnc" % args[0])
+        rep = analyze(path)
+        growth = growth_findings(rep)
+        what = "mem_growth %s %d %d" % args
+        assert_eq(len(growth), 1, "%s: one growth finding (%s)" % (what, [f["subject"] for f in leak_findings(rep)]))
+        f = growth[0]
+        ev = f["evidence"]
+        key = "slope_bytes_per_" + ("step" if basis == "step" else "s")
+        assert_rel(ev[key], slope, 0.1, "%s: the slope per %s" % (what, basis))
+        assert_true(ev["r2"] > 0.99 and ev["late_r2"] > 0.9, "%s: the fits: %r" % (what, ev))
+        assert_rel(ev["late_" + key], slope, 0.15, "%s: as fast in the later half" % what)
+        assert_true(ev["growth_share_pct"] >= 80, "%s: the growth's share of the peak: %r" % (what, ev))
+        assert_true(ev["points"] >= 10, "%s: points observed: %r" % (what, ev))
+        assert_true("the stack that grows most: block (mem_growth.c:" in ev["text"],
+                    "%s: names the growing stack: %s" % (what, ev["text"]))
+        assert_eq(f["severity"], "HIGH", "%s: severity" % what)
+    for args in (("flat", 1, 30), ("plateau", 1, 40), ("cache", 1, 40)):
+        r, path = record("mem_growth", *args, opts=["--sample=off"], out="%s.fnc" % args[0])
+        rep = analyze(path)
+        assert_eq([f["subject"] for f in leak_findings(rep)], [], "memory_leak findings of mem_growth %s %d %d" % args)
+    # and a threshold of its own does not silence the steady rule for a leak under it
+    rep = analyze("grow.fnc", "--leak-threshold", "1G")
+    assert_eq(len(growth_findings(rep)), 1, "grow 1 30 with --leak-threshold 1G: the steady rule")
 
 
 @collector
