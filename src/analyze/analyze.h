@@ -44,6 +44,11 @@ typedef struct ana_node {
 	uint32_t threads;     /* distinct threads */
 	uint64_t open;        /* calls still open at the end */
 	char *path;           /* "/"-joined names */
+	uint64_t base_ns;     /* what share_pct and self_pct are shares of: the wall time of the
+			       * processes it ran in, summed (the first process's when none) */
+	uint32_t processes;   /* processes it ran in */
+	uint32_t process;     /* p->procs index of one of them (the last met; its only one when
+			       * processes == 1), ANA_NONE when none */
 	double share_pct, self_pct;
 	double flops, bytes;  /* work annotated inside this region (fennec_region_work) */
 	double flops32;       /* of which single precision (fennec_region_work_fp32) */

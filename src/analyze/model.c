@@ -889,7 +889,26 @@ int ana_load_paths(const char *const *paths, size_t npaths, const ana_options *o
 		free(tmp);
 	}
 
-	/* Regions. */
+	/* Regions. A region's share is of the wall time of the processes it ran in: a region
+	 * of the workers is a share of the workers' time, not of the first process's (summed
+	 * over processes, those shares passed 100 %). A process's threads are contiguous in
+	 * p->tnodes (one file after another), so a change of process is a new one. */
+	for (uint32_t n = 0; n < p->nnodes; n++)
+		p->nodes[n].process = ANA_NONE;
+	for (uint32_t i = 0; i < p->ntnodes; i++) {
+		ana_node *x = &p->nodes[p->tnodes[i].node];
+		uint32_t proc = p->threads[p->tnodes[i].thread].process;
+		if (x->processes && x->process == proc)
+			continue;
+		x->process = proc;
+		x->processes++;
+		x->base_ns += p->procs[proc].wall_ns;
+	}
+	for (uint32_t n = 0; n < p->nnodes; n++) {
+		ana_node *x = &p->nodes[n];
+		if (!x->processes || !x->base_ns)
+			x->base_ns = p->wall_ns;
+	}
 	for (uint32_t n = 0; n < p->nnodes; n++) {
 		ana_node *x = &p->nodes[n];
 		x->self_ns = x->total_ns > x->child_ns ? x->total_ns - x->child_ns : 0;
@@ -899,8 +918,8 @@ int ana_load_paths(const char *const *paths, size_t npaths, const ana_options *o
 			x->durations.v = NULL;
 			x->durations.n = x->durations.cap = 0;
 		}
-		x->share_pct = p->wall_ns ? 100.0 * (double)x->total_ns / (double)p->wall_ns : 0;
-		x->self_pct = p->wall_ns ? 100.0 * (double)x->self_ns / (double)p->wall_ns : 0;
+		x->share_pct = x->base_ns ? 100.0 * (double)x->total_ns / (double)x->base_ns : 0;
+		x->self_pct = x->base_ns ? 100.0 * (double)x->self_ns / (double)x->base_ns : 0;
 		node_path(p, n);
 	}
 	for (uint32_t i = 0; i < p->nmetrics; i++) {

@@ -166,6 +166,41 @@ static void samples_json(FILE *out, const ana_profile *p)
 }
 
 /* The region's samples and top functions (on-CPU), from the selected view. */
+/* A region's time and share per process, when the recording has several: its share of
+ * that process's wall time. */
+static void share_by_process(FILE *out, const ana_profile *p, uint32_t node, int *first)
+{
+	key(out, "by_process", first);
+	if (p->nprocs < 2) {
+		fputs("null", out);
+		return;
+	}
+	fputc('[', out);
+	uint32_t last = ANA_NONE;
+	uint64_t ns = 0;
+	int f1 = 1;
+	for (uint32_t i = 0; i <= p->ntnodes; i++) {
+		uint32_t proc = i < p->ntnodes ? p->threads[p->tnodes[i].thread].process : ANA_NONE;
+		if (i < p->ntnodes && p->tnodes[i].node != node)
+			continue;
+		if (proc != last && last != ANA_NONE && ns) {
+			const ana_process *pr = &p->procs[last];
+			int f2 = 1;
+			fputs(f1 ? "{" : ", {", out);
+			f1 = 0;
+			knum(out, "pid", (double)pr->file.pid, &f2);
+			knum(out, "total_ns", (double)ns, &f2);
+			knum(out, "share_pct", pr->wall_ns ? 100.0 * (double)ns / (double)pr->wall_ns : NAN, &f2);
+			fputc('}', out);
+			ns = 0;
+		}
+		last = proc;
+		if (i < p->ntnodes)
+			ns += p->tnodes[i].total_ns;
+	}
+	fputc(']', out);
+}
+
 static void region_samples(FILE *out, const ana_profile *p, uint32_t node, int *f1)
 {
 	const ana_sample_view *v = &p->smp.sel;
@@ -685,6 +720,9 @@ int rep_json(FILE *out, const ana_profile *p, const rep_options *o)
 		dist_keys(out, &n->dist, "_ns", &f1);
 		knum(out, "share_pct", n->share_pct, &f1);
 		knum(out, "self_pct", n->self_pct, &f1);
+		knum(out, "share_base_ns", (double)n->base_ns, &f1);
+		knum(out, "processes", n->processes, &f1);
+		share_by_process(out, p, order[r], &f1);
 		knum(out, "threads", n->threads, &f1);
 		knum(out, "open", (double)n->open, &f1);
 		region_samples(out, p, order[r], &f1);

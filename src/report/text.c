@@ -671,6 +671,9 @@ int rep_text(FILE *out, const ana_profile *p, const rep_options *o)
 		}
 		if (rows < p->nnodes)
 			fprintf(out, "  ... %u more (--max-regions 0 shows all)\n", p->nnodes - rows);
+		if (p->nprocs > 1)
+			fprintf(out, "  share: of the wall time of the processes a region ran in, summed (%u processes here; "
+				"--format json gives each process's share, by_process)\n", p->nprocs);
 
 		heading(out, &s, "Region tree");
 		for (uint32_t r = 0; r < p->nnodes; r++)
