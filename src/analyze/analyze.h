@@ -368,6 +368,10 @@ typedef struct ana_mem_site {
 	int scanned;            /* its process's file has the reachability scan (sampled mode:
 				   of the sampled blocks, reach_* estimates from their shares) */
 	double reach_count, reach_bytes; /* ... of live_*: still reachable at the end (no leak) */
+	/* sampled mode: the variances of the estimates allocs, bytes, live_count, live_bytes
+	 * (Horvitz-Thompson: a sampled block of weight w adds w (w - 1), times its size^2 for
+	 * bytes); their square roots are the standard errors. 0 in full mode (exact) */
+	double allocs_var, bytes_var, live_count_var, live_bytes_var;
 	/* replay state */
 	uint64_t mod, at_peak_p;
 	double at_peak_count, at_peak_bytes;
@@ -392,6 +396,7 @@ typedef struct ana_memory {
 	uint64_t dropped_allocs, dropped_frees; /* of `dropped`: ALLOC and FREE records */
 	int drops_unknown;       /* a file did not say which records were dropped (older collector) */
 	double leaked_bytes, leaked_count;   /* unfreed at the end, runtime excluded */
+	double leaked_bytes_var, leaked_count_var; /* sampled mode: their variances (0 in full mode) */
 	double runtime_bytes, runtime_count; /* unfreed at the end by the runtime */
 	double cut_short_bytes, cut_short_count; /* live at the end of files cut short */
 	uint32_t cut_short_procs;           /* such processes with blocks live at the end */
@@ -662,6 +667,9 @@ uint32_t ana_mem_top(const ana_profile *p, int by, uint32_t *idx, uint32_t max);
 /* A site's measure for `by` (bytes) and its count in *count. ANA_MEM_LIVE is what was lost
  * (unfreed and unreachable) when its process was scanned, else all that was unfreed. */
 double ana_mem_measure(const ana_mem_site *s, int by, double *count);
+/* The variance of ana_mem_measure()'s estimate (sampled mode; 0 when exact or unknown), of
+ * its count in *count_var. */
+double ana_mem_measure_var(const ana_mem_site *s, int by, double *count_var);
 /* Why a reachability scan was not made (enum fmt_reach_status), for people. */
 const char *ana_reach_why(uint64_t status);
 
@@ -673,6 +681,8 @@ const char *ana_reach_why(uint64_t status);
 typedef struct ana_mem_row {
 	uint32_t site;          /* the first site of the row: its stack, region and process */
 	double bytes, count;    /* summed over the row's sites */
+	double bytes_var, count_var; /* sampled mode: the variances of those estimates (ANA_MEM_LIVE
+				      * and ANA_MEM_BYTES; 0 otherwise and in full mode) */
 	uint32_t processes;     /* how many processes the row's sites are in */
 	uint32_t sites;         /* how many sites (allocation stacks) it has */
 } ana_mem_row;

@@ -685,17 +685,27 @@ static void rule_memory_leak(ana_profile *p)
 			snprintf(pr, sizeof pr, "in %u processes", g[i].processes);
 		if (st[0] || pr[0])
 			snprintf(from, sizeof from, " (%s%s%s)", st, st[0] && pr[0] ? ", " : "", pr);
-		f->evidence = ana_strf("%s%s in %.0f allocation%s made at %s%s %s never freed%s%s%s",
-				       full ? "" : "about ", ana_fmt_bytes(bytes, a, sizeof a), count, count >= 1.5 ? "s" : "", w,
-				       from, count >= 1.5 ? "were" : "was",
+		/* sampled: the estimate with its standard error, which a stack of few sampled blocks
+		 * makes as large as the estimate itself */
+		char eb[48] = "", ec[48] = "", xb[32];
+		if (!full) {
+			snprintf(eb, sizeof eb, " (+- %s)", ana_fmt_bytes(sqrt(g[i].bytes_var), xb, sizeof xb));
+			snprintf(ec, sizeof ec, " (+- %.0f)", sqrt(g[i].count_var));
+		}
+		f->evidence = ana_strf("%s%s%s in %.0f%s allocation%s made at %s%s %s never freed%s%s%s",
+				       full ? "" : "about ", ana_fmt_bytes(bytes, a, sizeof a), eb, count, ec, count >= 1.5 ? "s" : "",
+				       w, from, count >= 1.5 ? "were" : "was",
 				       s->scanned ? ", and no pointer to them was left at exit" : "",
-				       full ? "" : " (an estimate from sampled allocations; record with --memory=full for exact numbers)",
+				       full ? "" : " (an estimate from sampled allocations, +- one standard error, made to agree with the "
+				       "exact count of blocks live at the end; record with --memory=full for exact numbers)",
 				       lost);
 		if (m->dropped_frees)
 			ana_finding_num(f, "lost_frees", (double)m->dropped_frees);
 		ana_finding_num(f, "bytes", full ? bytes : round(bytes));
 		ana_finding_num(f, "count", full ? count : round(count));
 		ana_finding_num(f, "estimated", full ? 0 : 1);
+		ana_finding_num(f, "bytes_stderr", full ? 0 : sqrt(g[i].bytes_var));
+		ana_finding_num(f, "count_stderr", full ? 0 : sqrt(g[i].count_var));
 		ana_finding_num(f, "stacks", g[i].sites);
 		ana_finding_num(f, "processes", g[i].processes);
 		if (s->node != ANA_NONE)

@@ -268,9 +268,12 @@ static void mem_sites(FILE *out, const ana_profile *p, const char *name, int by,
 		const ana_mem_site *s = &p->mem.sites[idx[i]];
 		int f1 = 1;
 		fputs(i ? ",\n    {" : "\n    {", out);
-		double count, bytes = ana_mem_measure(s, by, &count);
-		knum(out, "bytes", p->mem.mode == FMT_MEM_FULL ? bytes : round(bytes), &f1);
-		knum(out, "count", p->mem.mode == FMT_MEM_FULL ? count : round(count), &f1);
+		double count, bytes = ana_mem_measure(s, by, &count), cv, bv = ana_mem_measure_var(s, by, &cv);
+		int full = p->mem.mode == FMT_MEM_FULL, err = !full && by != ANA_MEM_PEAK && by != ANA_MEM_TEMP;
+		knum(out, "bytes", full ? bytes : round(bytes), &f1);
+		knum(out, "count", full ? count : round(count), &f1);
+		knum(out, "bytes_stderr", full ? 0 : err ? sqrt(bv) : NAN, &f1);
+		knum(out, "count_stderr", full ? 0 : err ? sqrt(cv) : NAN, &f1);
 		site_keys(out, p, s, &f1);
 		key(out, "stack", &f1);
 		mem_stack(out, p, s);
@@ -357,6 +360,8 @@ static void memory_json(FILE *out, const ana_profile *p)
 	knum(out, "sampled_allocations", m->mode == FMT_MEM_SAMPLED ? (double)m->sampled_allocs : NAN, &f1);
 	knum(out, "leaked_bytes", full ? m->leaked_bytes : round(m->leaked_bytes), &f1);
 	knum(out, "leaked_count", full ? m->leaked_count : round(m->leaked_count), &f1);
+	knum(out, "leaked_bytes_stderr", full ? 0 : sqrt(m->leaked_bytes_var), &f1);
+	knum(out, "leaked_count_stderr", full ? 0 : sqrt(m->leaked_count_var), &f1);
 	key(out, "leaks_estimated", &f1);
 	fputs(full ? "false" : "true", out);
 	knum(out, "reachable_bytes", m->reach_procs ? m->reach_bytes : NAN, &f1);
