@@ -817,13 +817,19 @@ static void rule_allocation_churn(ana_profile *p)
 		site_where(p, top, w, sizeof w);
 	double top_pct = top && m->allocs ? 100.0 * top->allocs / (double)m->allocs : 0;
 	f->subject = ana_strf("%.0f allocations per %s", rate, per_step ? "step" : "second");
+	/* sampled: the stack's count is an estimate; its standard error says how far to trust it */
+	double top_err = top && m->allocs && m->mode != FMT_MEM_FULL ? 100.0 * sqrt(top->allocs_var) / (double)m->allocs : 0;
+	char est[160] = "";
+	if (top && m->mode != FMT_MEM_FULL)
+		snprintf(est, sizeof est, " (about %.0f of them, %.0f%% +- %.0f points: an estimate from sampled allocations)",
+			 top->allocs, top_pct, top_err);
 	f->evidence = ana_strf("%llu heap allocations (%s) in the run, %.0f per %s%s%s%s",
 			       (unsigned long long)m->allocs, ana_fmt_bytes((double)m->alloc_bytes, a, sizeof a), rate,
-			       per_step ? "step" : "second", top ? "; the most from " : "", w,
-			       top ? "" : "");
+			       per_step ? "step" : "second", top ? "; the most from " : "", w, est);
 	ana_finding_num(f, per_step ? "allocations_per_step" : "allocations_per_s", rate);
 	ana_finding_num(f, "allocations", (double)m->allocs);
 	ana_finding_num(f, "top_site_pct", top_pct);
+	ana_finding_num(f, "top_site_pct_stderr", top_err);
 	if (m->mode == FMT_MEM_FULL)
 		ana_finding_num(f, "temporary", (double)m->temporary);
 	f->recommendation = ana_strf("Allocate less often%s%s (%.0f%% of the allocations): reuse buffers across %ss, "
