@@ -61,7 +61,8 @@ typedef struct ana_thread {
 	const char *name;
 	uint64_t events, dropped;
 	uint64_t busy_ns, lifetime_ns;
-	uint64_t steps;       /* its fennec_step() marks (marks - 1 steps) */
+	uint64_t marks;       /* its fennec_step() marks */
+	uint64_t steps;       /* the steps between them: marks - 1 (0 without marks) */
 } ana_thread;
 
 typedef struct ana_process {

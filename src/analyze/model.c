@@ -664,7 +664,8 @@ static int load_file(ana_profile *p, const char *path, fmt_error *err)
 			x->lifetime_ns = tend > r->start_ticks ? (uint64_t)llround(fmt_dticks_to_ns(f, tend - r->start_ticks)) : 0;
 			for (uint32_t d = 0; d < t->depth; d++)
 				p->nodes[t->stack[d].node].open++;
-			x->steps = t->step_ticks.n;
+			x->marks = t->step_ticks.n;
+			x->steps = x->marks ? x->marks - 1 : 0;
 		}
 		/* Steps: the thread with the most marks in the first process. A step is the time
 		 * between two consecutive marks; the time before the first mark is set-up. */

@@ -765,8 +765,8 @@ int rep_json(FILE *out, const ana_profile *p, const rep_options *o)
 		knum(out, "dropped_events", (double)t->dropped, &f1);
 		knum(out, "busy_ns", (double)t->busy_ns, &f1);
 		knum(out, "lifetime_ns", (double)t->lifetime_ns, &f1);
-		knum(out, "steps", t->steps ? (double)(t->steps - 1) : 0, &f1);
-		knum(out, "marks", (double)t->steps, &f1);
+		knum(out, "steps", (double)t->steps, &f1);
+		knum(out, "marks", (double)t->marks, &f1);
 		const ana_sample_view *sv = &p->smp.all;
 		knum(out, "samples", sv->thread_samples ? (double)sv->thread_samples[(size_t)i * ANA_NKINDS + ANA_CPU] : 0, &f1);
 		knum(out, "offcpu_samples", sv->thread_samples ? (double)sv->thread_samples[(size_t)i * ANA_NKINDS + ANA_OFFCPU] : 0, &f1);
