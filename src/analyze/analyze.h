@@ -164,9 +164,13 @@ typedef struct ana_func {
 	uint32_t name;        /* names index: demangled name, or "module+0x1234" when unknown */
 	uint32_t module;      /* names index: module path ("[unknown]" when no module maps it) */
 	uint32_t file;        /* names index of its source file, or ANA_NONE */
-	uint32_t line;        /* line of its first sampled location (0 if unknown) */
+	uint32_t line;        /* line of its first sampled location (0 if unknown); Python: the def line */
 	uint64_t self[ANA_NKINDS], total[ANA_NKINDS]; /* sample weights (periods), overall */
+	unsigned lang;        /* enum ana_lang */
 } ana_func;
+
+/* The language of a function: native (C, C++, Rust, ...) or Python (a code object). */
+enum ana_lang { ANA_LANG_NATIVE = 0, ANA_LANG_PYTHON = 1 };
 
 /* A location: one symbolised frame. An address inside inlined code gives several
  * locations, the inlined ones first (innermost first). */
@@ -293,6 +297,12 @@ typedef struct ana_sampling {
 	uint32_t nmodules, modules_cap;
 	void *priv;           /* samples.c working state */
 	uint64_t unknown_frames; /* frames in no module and no perf map */
+	/* Python (docs/python.md): samples of threads running CPython, of them those whose
+	 * thread held the GIL, whose Python frames were cut, and whose Python frames had no
+	 * interpreter loop among the native frames to stand in for (placed outermost) */
+	uint64_t py_samples, py_gil, py_cut, py_unplaced;
+	uint64_t py_version;  /* PY_VERSION_HEX of the first Python process (0: none) */
+	uint64_t py_status;   /* its enum fmt_py_status */
 	struct { uint32_t *stack; uint32_t n; } *rawmap; /* per process: raw stack handle -> stacks index */
 	uint32_t nrawmap;
 	ana_sample_view all;  /* every sample */
@@ -451,6 +461,7 @@ typedef struct ana_options {
 	const char *data_regions; /* input_bound: comma-separated region names or globs; NULL: the default words */
 	const char *calibration;  /* roofline ceilings (docs/roofline.md); NULL: the default file */
 	double roofline_min_share_pct; /* memory_bound/compute_bound: regions from this share of wall (default 5) */
+	int native;               /* Python programs: keep the interpreter's own C frames (--native) */
 } ana_options;
 
 /*
