@@ -113,9 +113,15 @@ uint64_t col_py_version(void) { return Y.version; }
 unsigned col_py_status(void) { return Y.status; }
 int col_py_on(void) { return Y.on; }
 
+/* A fork child writes a file of its own: its code objects are described again there. */
 void col_py_atfork_child(void)
 {
 	Y.pid = (pid_t)syscall(SYS_getpid);
+	if (Y.slots)
+		memset(Y.slots, 0, CODE_SLOTS * sizeof *Y.slots);
+	atomic_store(&Y.next_id, 0);
+	if (Y.desc.buf)
+		col_ring_reset(&Y.desc);
 }
 
 /* Copy n bytes at addr, failing instead of faulting. */
