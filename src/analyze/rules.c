@@ -261,6 +261,15 @@ static int python_interpreter(const char *path)
  * _PyEval_EvalFrameDefault, pymalloc_pool_extend and others said to optimise those: one
  * now says what the time is and how to find which Python code it is.
  */
+/* Whether the program loaded PyTorch (its libtorch modules were sampled). */
+static int uses_torch(const ana_profile *p)
+{
+	for (uint32_t m = 0; m < p->smp.nmodules; m++)
+		if (strstr(base_name(p->names[p->smp.modules[m].path]), "libtorch"))
+			return 1;
+	return 0;
+}
+
 static void hot_python(ana_profile *p, double thr, double cpu_frac)
 {
 	const ana_sampling *s = &p->smp;
@@ -344,7 +353,9 @@ static void rule_hot_function(ana_profile *p)
 	double cpu_frac = p->wall_ns && cpu > 0 ? cpu / (double)p->wall_ns : 1;
 	if (cpu_frac > 1)
 		cpu_frac = 1;
-	hot_python(p, thr, cpu_frac);
+	/* Where the samples carry Python frames, the functions are named: no module finding */
+	if (!(s->py_samples && s->py_status == FMT_PY_OK && !p->opt.native))
+		hot_python(p, thr, cpu_frac);
 	int fired = 0;
 	for (uint32_t i = 0; i < v->nfuncs[ANA_CPU] && fired < HOT_FUNCTION_MAX; i++) {
 		const ana_hot_func *h = &v->funcs[ANA_CPU][i];
@@ -429,7 +440,21 @@ static void rule_hot_function(ana_profile *p)
 		 * itself (OpenBLAS's workers): no frame of the program is on those stacks */
 		int own_threads = entry && thread_root(entry);
 		const char *spinner = caller && yield_call(name) ? base_name(p->names[s->funcs[h->caller].module]) : NULL;
-		if (spinner) {
+		if (fn->lang == ANA_LANG_PYTHON) {
+			/* Python code, named by its frames: Python's remedies, never the C API's */
+			ana_finding_num(f, "python", 1);
+			f->recommendation = ana_strf("%s is Python code that the interpreter runs one bytecode at a time%s%s. Move its "
+						     "loop into whole-array calls (numpy, or torch tensor operations), use a "
+						     "builtin or library function that does the loop in C (sum, sorted, "
+						     "collections.Counter, str.join), cache what it recomputes "
+						     "(functools.lru_cache), or compile it (numba.njit, Cython)%s. Up to %.0f%% of "
+						     "the run is in its own code.",
+						     name, where[0] ? "; its hottest line is " : "", where,
+						     uses_torch(p) ? "; work done per batch on the input side belongs in the "
+								     "DataLoader's workers (num_workers > 0)"
+								   : "",
+						     f->expected_gain_pct);
+		} else if (spinner) {
 			/* a library's threads that yield in a loop while they wait for work */
 			ana_finding_num(f, "busy_wait", 1);
 			f->recommendation = ana_strf("Threads of %s call %s in a loop while they wait for work (busy waiting): the CPU "
