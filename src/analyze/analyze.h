@@ -623,11 +623,12 @@ uint32_t ana_node_find(const ana_profile *p, uint32_t parent, uint32_t name);
  */
 int ana_samples_event(ana_profile *p, uint32_t proc, const fmt_file *f, const fmt_event *ev);
 int ana_samples_finish(ana_profile *p);
-/* Intern a raw stack of process `proc` (return addresses, innermost first; heap stacks)
- * for symbolisation by ana_samples_finish, in *handle. After the finish,
- * ana_samples_stack_of() gives its index in p->smp.stacks (ANA_NONE if unknown). */
+/* Intern a raw stack of process `proc` (return addresses, innermost first; heap stacks;
+ * py, npy: its Python frames, fmt_pyframe values, or none) for symbolisation by
+ * ana_samples_finish, in *handle. After the finish, ana_samples_stack_of() gives its index
+ * in p->smp.stacks (ANA_NONE if unknown). */
 int ana_samples_intern_stack(ana_profile *p, uint32_t proc, const fmt_file *f, const uint64_t *frames, uint32_t n,
-			     int truncated, uint32_t *handle);
+			     const uint64_t *py, uint32_t npy, int truncated, uint32_t *handle);
 uint32_t ana_samples_stack_of(const ana_profile *p, uint32_t proc, uint32_t handle);
 /* The region node of a path of region site ids of file f (outermost first): the deepest
  * node found, ANA_NONE when the first is unknown. */

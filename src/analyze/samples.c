@@ -274,13 +274,25 @@ static int intern_raw(pstate *ps, const fmt_file *f, const uint64_t *frames, uin
 	return 0;
 }
 
+static uint64_t py_tag(uint64_t v);
+
 int ana_samples_intern_stack(ana_profile *p, uint32_t proc, const fmt_file *f, const uint64_t *frames, uint32_t n,
-			     int truncated, uint32_t *handle)
+			     const uint64_t *py, uint32_t npy, int truncated, uint32_t *handle)
 {
 	pstate *ps = pstate_of(p, proc);
 	if (!ps)
 		return FENNEC_ENOMEM;
-	return intern_raw(ps, f, frames, n, truncated ? FMT_S_TRUNCATED : 0, handle);
+	if (!py || !npy)
+		return intern_raw(ps, f, frames, n, truncated ? FMT_S_TRUNCATED : 0, handle);
+	uint64_t *both = malloc((n + npy) * sizeof *both);
+	if (!both)
+		return FENNEC_ENOMEM;
+	memcpy(both, frames, n * sizeof *both);
+	for (uint32_t i = 0; i < npy; i++)
+		both[n + i] = py_tag(py[i]);
+	int rc = intern_raw(ps, f, both, n + npy, (truncated ? FMT_S_TRUNCATED : 0) | FMT_S_PYTHON, handle);
+	free(both);
+	return rc;
 }
 
 uint32_t ana_samples_stack_of(const ana_profile *p, uint32_t proc, uint32_t handle)

@@ -124,10 +124,20 @@ void col_py_atfork_child(void)
 		col_ring_reset(&Y.desc);
 }
 
+/* Walks from the thread's own code (col_py_walk_here): memory the frames name is read in
+ * place. */
+static __thread int y_here;
+
 /* Copy n bytes at addr, failing instead of faulting. */
 static int safe_read(uintptr_t addr, void *dst, size_t n)
 {
-	if (!Y.vm_ok || addr < 4096)
+	if (addr < 4096)
+		return -1;
+	if (y_here) {
+		memcpy(dst, (const void *)addr, n);
+		return 0;
+	}
+	if (!Y.vm_ok)
 		return -1;
 	struct iovec l = {dst, n}, r = {(void *)addr, n};
 	return process_vm_readv(Y.pid, &l, 1, &r, 1, 0) == (ssize_t)n ? 0 : -1;
@@ -396,10 +406,32 @@ static int inside(const span *v, unsigned n, uintptr_t a, size_t len)
 	return 0;
 }
 
+static uint32_t walk(uint64_t *out, uint32_t max, unsigned *flags);
+
 uint32_t col_py_walk(uint64_t *out, uint32_t max, unsigned *flags)
 {
 	if (!Y.on)
 		return 0;
+	/* a signal that comes during a walk from the thread's own code walks with checks */
+	int was = y_here;
+	y_here = 0;
+	uint32_t n = walk(out, max, flags);
+	y_here = was;
+	return n;
+}
+
+uint32_t col_py_walk_here(uint64_t *out, uint32_t max, unsigned *flags)
+{
+	if (!Y.on)
+		return 0;
+	y_here = 1;
+	uint32_t n = walk(out, max, flags);
+	y_here = 0;
+	return n;
+}
+
+static uint32_t walk(uint64_t *out, uint32_t max, unsigned *flags)
+{
 	const py_layout *L = Y.L;
 	const uint8_t *ts = Y.this_tstate();
 	if (!ts)

@@ -11,6 +11,10 @@
 #include "common/common.h"
 
 #define COL_PY_MAX_FRAMES 256 /* Python frames kept per sample (innermost first) */
+#define COL_PY_HEAP_FRAMES 64 /* per heap stack */
+/* A Python frame among a heap stack's frames (memory.c): 0xfd in the top byte, which no
+ * address has; bit 55 the entry mark, bits 24-54 the code id, bits 0-23 the line. */
+#define COL_PY_TAG 0xfd00000000000000ull
 
 /* Detect the interpreter of this process and its layout; reads FENNEC_PYTHON. Called at
  * every session's start, before the header is written. */
@@ -28,6 +32,10 @@ int col_py_on(void);
  * (a frame that failed validation, or the limit). Async-signal-safe, bounded.
  */
 uint32_t col_py_walk(uint64_t *out, uint32_t max, unsigned *flags);
+/* The same, from the thread's own code between two of the interpreter's steps (an
+ * allocation, a sleeping call's entry): the frames are complete there, and are read in
+ * place, with the same checks, without system calls. */
+uint32_t col_py_walk_here(uint64_t *out, uint32_t max, unsigned *flags);
 /* The writer: code descriptions found since the last call, as a PYCODE chunk. */
 void col_py_drain(void (*emit)(unsigned type, cm_buf *raw));
 /* A fork child: its process id for the safe reads. */

@@ -1651,7 +1651,7 @@ static __attribute__((noinline)) blk *blk_enter(void *fn)
 		__atomic_store_n(&b->regions[i], r[i], __ATOMIC_RELAXED);
 	uint64_t py[BLK_PY];
 	unsigned pyflags = 0;
-	uint32_t npy = col_py_walk(py, BLK_PY, &pyflags);
+	uint32_t npy = col_py_walk_here(py, BLK_PY, &pyflags);
 	for (uint32_t i = 0; i < npy; i++)
 		__atomic_store_n(&b->py[i], py[i], __ATOMIC_RELAXED);
 	__atomic_store_n(&b->nf, nf, __ATOMIC_RELAXED);

@@ -84,6 +84,9 @@ enum fmt_hkey {
 	FMT_H_PY_STATUS = 39,  /* enum fmt_py_status (1.7) */
 };
 
+/* HEAP2 STACK flags (docs/format.md) */
+enum fmt_heap_stack_flag { FMT_HS_TRUNCATED = 1, FMT_HS_PYTHON = 2 /* Python frames follow (1.7) */ };
+
 /* Why a Python process's samples have (no) Python frames (header key 39). */
 enum fmt_py_status { FMT_PY_OK = 0, FMT_PY_VERSION = 1, FMT_PY_OFF = 2, FMT_PY_SOURCE = 3 };
 

@@ -1001,7 +1001,7 @@ static int heap_stack(rd *r, cur *c, const uint8_t *at, const uint8_t *base)
 	uint64_t id = cur_varint(c);
 	unsigned trunc = cur_u8(c);
 	uint64_t nr = cur_varint(c);
-	if (c->bad || id == 0 || id >= MAX_HEAP_STACKS || trunc > 1 || nr > FMT_MAX_REGIONS)
+	if (c->bad || id == 0 || id >= MAX_HEAP_STACKS || (trunc & ~3u) || nr > FMT_MAX_REGIONS)
 		return fail(r, FENNEC_ECORRUPT, r->chunk_off, "HEAP: bad stack record at payload byte %td", at - base);
 	if (grow((void **)&f->heap_stacks, &f->nheap_stacks, (uint32_t)id + 1, sizeof *f->heap_stacks, MAX_HEAP_STACKS) < 0)
 		return fail(r, FENNEC_ENOMEM, r->chunk_off, "out of memory");
@@ -1031,7 +1031,22 @@ static int heap_stack(rd *r, cur *c, const uint8_t *at, const uint8_t *base)
 		st->frames[k] = a;
 	}
 	st->nframes = (uint32_t)nf;
-	st->truncated = (int)trunc;
+	if (trunc & FMT_HS_PYTHON) {
+		uint64_t npy = cur_varint(c);
+		if (c->bad || npy > FMT_MAX_FRAMES)
+			return fail(r, FENNEC_ECORRUPT, r->chunk_off, "HEAP: bad Python frame count in the stack at payload byte %td", at - base);
+		st->pyframes = malloc(sizeof *st->pyframes * (npy ? npy : 1));
+		if (!st->pyframes)
+			return fail(r, FENNEC_ENOMEM, r->chunk_off, "out of memory");
+		for (uint64_t k = 0; k < npy; k++) {
+			uint64_t code = cur_varint(c), line = cur_varint(c);
+			if (code >> 33 || line > 0x7fffffff)
+				c->bad = 1;
+			st->pyframes[k] = fmt_pyframe((uint32_t)(code >> 1), (uint32_t)line, (unsigned)(code & 1));
+		}
+		st->npy = (uint32_t)npy;
+	}
+	st->truncated = (int)(trunc & FMT_HS_TRUNCATED);
 	st->defined = 1;
 	return c->bad ? fail(r, FENNEC_ECORRUPT, r->chunk_off, "HEAP: stack at payload byte %td runs past the end of the chunk", at - base) : 0;
 }
@@ -1911,6 +1926,7 @@ static void fmt_file_free_records(fmt_file *f)
 	for (uint32_t i = 0; i < f->nheap_stacks; i++) {
 		free(f->heap_stacks[i].frames);
 		free(f->heap_stacks[i].regions);
+		free(f->heap_stacks[i].pyframes);
 	}
 	free(f->heap_stacks);
 	free(f->reach);

@@ -65,6 +65,8 @@ typedef struct fmt_heap_stack {
 	uint32_t nframes;
 	uint32_t *regions;     /* open region site ids, outermost first */
 	uint32_t nregions;
+	uint64_t *pyframes;    /* Python frames (1.7), innermost first: fmt_pyframe values; NULL: none */
+	uint32_t npy;
 	int truncated;
 	int defined;
 } fmt_heap_stack;

@@ -168,3 +168,25 @@ def test_python_unknown_version_and_off():
     rep = analyze(path)
     assert_true(rep["samples"]["python"]["frames"] == "off", repr(rep["samples"]["python"]))
     assert_true(all(f["language"] == "native" for f in funcs(rep)), "Python frames while off")
+
+
+def test_python_leak_named_by_line():
+    """A list that keeps a 256 KiB bytearray every step (leak.py:12): the heap's stacks
+    carry Python frames, so the growing memory is named by that line, in sampled mode with
+    a memory_leak finding, in full mode (PYTHONMALLOC=malloc set by fennec record) as the
+    stack live at the peak."""
+    need_plain()
+    line = [i for i, l in enumerate(open(os.path.join(PYFIX, "leak.py")), 1) if "the leak: this line" in l][0]
+    r, path = record("/usr/bin/python3", os.path.join(PYFIX, "leak.py"), 60, opts=("--memory", "sampled"))
+    rep = analyze(path)
+    leaks = [f for f in rep["findings"] if f["type"] == "memory_leak"]
+    assert_true(any("leak.py:%d" % line in json.dumps(f) for f in leaks),
+                "memory_leak naming leak.py:%d: %s" % (line, leaks))
+    for mode in ("sampled", "full"):
+        r, path = record("/usr/bin/python3", os.path.join(PYFIX, "leak.py"), 60, opts=("--memory", mode),
+                         out=mode + ".fnc")
+        rep = analyze(path)
+        top = rep["memory"]["at_peak"][0]
+        assert_true(top["function"] == "step" and top["stack"][0].endswith("leak.py:%d" % line),
+                    "%s: the stack live at the peak: %r" % (mode, top))
+        assert_close(top["bytes"], 60 * 262144, 0.25 * 60 * 262144, "%s: bytes live at the peak at leak.py:%d" % (mode, line))
