@@ -169,6 +169,9 @@ typedef struct ana_func {
 	unsigned lang;        /* enum ana_lang */
 } ana_func;
 
+/* The pseudo-function of a Python thread's samples inside CPython's take_gil() */
+#define ANA_GIL_WAIT "[waiting for the GIL]"
+
 /* The language of a function: native (C, C++, Rust, ...) or Python (a code object). */
 enum ana_lang { ANA_LANG_NATIVE = 0, ANA_LANG_PYTHON = 1 };
 
@@ -301,6 +304,7 @@ typedef struct ana_sampling {
 	 * thread held the GIL, whose Python frames were cut, and whose Python frames had no
 	 * interpreter loop among the native frames to stand in for (placed outermost) */
 	uint64_t py_samples, py_gil, py_cut, py_unplaced;
+	uint64_t py_gil_wait; /* of py_samples, those waiting for the GIL (ANA_GIL_WAIT) */
 	uint64_t py_version;  /* PY_VERSION_HEX of the first Python process (0: none) */
 	uint64_t py_status;   /* its enum fmt_py_status */
 	struct { uint32_t *stack; uint32_t n; } *rawmap; /* per process: raw stack handle -> stacks index */

@@ -1613,6 +1613,59 @@ out:
 	free(fw);
 }
 
+/*
+ * gil_wait (docs/bottlenecks.md): the samples of Python threads waiting for the GIL (inside
+ * CPython's take_gil without holding it: the [waiting for the GIL] frame), against all the
+ * samples of Python threads. The waiting functions are the Python frames that called.
+ */
+#define GIL_WAIT_MIN_PCT 10.0
+#define GIL_WAIT_MIN_SAMPLES 50
+static void rule_gil_wait(ana_profile *p)
+{
+	const ana_sampling *s = &p->smp;
+	if (!s->py_samples || s->py_gil_wait < GIL_WAIT_MIN_SAMPLES)
+		return;
+	double pct = 100.0 * (double)s->py_gil_wait / (double)s->py_samples;
+	if (pct < GIL_WAIT_MIN_PCT)
+		return;
+	/* who waits: the callers of the pseudo-function, in either view */
+	const ana_sample_view *v = &s->all;
+	const char *who = NULL;
+	double who_pct = 0;
+	for (unsigned k = 0; k < ANA_NKINDS && !who; k++)
+		for (uint32_t i = 0; i < v->nfuncs[k]; i++) {
+			const ana_hot_func *h = &v->funcs[k][i];
+			if (strcmp(p->names[s->funcs[h->func].name], ANA_GIL_WAIT) || h->caller == ANA_NONE)
+				continue;
+			who = p->names[s->funcs[h->caller].name];
+			who_pct = h->caller_pct;
+			break;
+		}
+	ana_finding *f = ana_finding_add(p, "gil_wait", pct >= 30 ? ANA_HIGH : ANA_MEDIUM);
+	if (!f)
+		return;
+	f->subject = strdup("the GIL");
+	f->evidence = ana_strf("%.1f%% of the samples of Python threads (%llu of %llu) wait for the GIL (in CPython's "
+			       "take_gil, not holding it)%s%s%s; %s",
+			       pct, (unsigned long long)s->py_gil_wait, (unsigned long long)s->py_samples,
+			       who ? "; most from " : "", who ? who : "", who ? "" : "",
+			       s->mode == FMT_SAMPLE_WALL ? "wall-clock samples: blocked waits included"
+							  : "CPU samples see only the waits that spin or hand over");
+	ana_finding_num(f, "wait_pct", pct);
+	ana_finding_num(f, "wait_samples", (double)s->py_gil_wait);
+	ana_finding_num(f, "python_samples", (double)s->py_samples);
+	if (who)
+		ana_finding_num(f, "caller_pct", who_pct);
+	f->recommendation = ana_strf("Python threads run Python code one at a time: the threads here take turns "
+				     "instead of running together. Run CPU-bound Python work in processes "
+				     "(multiprocessing, concurrent.futures.ProcessPoolExecutor; for input pipelines "
+				     "a DataLoader with num_workers > 0), or do the work in calls that release the "
+				     "GIL (numpy and torch operations on large arrays, file and socket I/O), so that "
+				     "threads overlap. Up to %.0f%% of the Python threads' time is waiting.",
+				     pct);
+	f->expected_gain_pct = NAN;
+}
+
 void ana_rules(ana_profile *p)
 {
 	rule_hot_operation(p);
@@ -1625,6 +1678,7 @@ void ana_rules(ana_profile *p)
 	rule_off_cpu(p);
 	rule_parallel_wait(p);
 	rule_input_bound(p);
+	rule_gil_wait(p);
 	ana_gpu_rules(p);
 	if (p->nfindings > 1)
 		qsort(p->findings, p->nfindings, sizeof *p->findings, cmp_finding);

@@ -435,6 +435,7 @@ typedef struct fin {
 	ana_profile *p;
 	sym_ctx *sym;
 	uint32_t eval_name;   /* names index of "_PyEval_EvalFrameDefault" */
+	uint32_t take_gil;    /* names index of "take_gil" (CPython's ceval_gil.c) */
 	uint32_t *py;         /* Python locations of a stack being built */
 	size_t py_cap;
 	itab ftab;            /* funcs by (name, module) */
@@ -665,12 +666,54 @@ static uint32_t py_loc(fin *x, uint32_t proc, const fmt_file *f, kmap *cache, ui
  * frames (those of the module the loop is in) fold into the Python frame that runs them,
  * and the native frames outside the outermost Python frame (the thread's start) go.
  */
+/* The pseudo-function that stands for the interpreter's wait for the GIL, per process. */
+static uint32_t gil_loc(fin *x, uint32_t proc, kmap *cache)
+{
+	ana_profile *p = x->p;
+	uint64_t *slot = kmap_slot(cache, PY_TAG | 0x00ffffffffffffffull, NULL);
+	if (!slot)
+		return ANA_NONE;
+	if (*slot)
+		return (uint32_t)(*slot - 1);
+	uint32_t nm = ana_intern(p, ANA_GIL_WAIT), mod = ana_intern(p, "[python]");
+	if (nm == ANA_NONE || mod == ANA_NONE)
+		return ANA_NONE;
+	uint32_t fid = func_for(x, nm, mod, ANA_NONE, 0);
+	if (fid == ANA_NONE)
+		return ANA_NONE;
+	p->smp.funcs[fid].lang = ANA_LANG_PYTHON;
+	uint32_t l = new_loc(x, fid, ANA_NONE, 0, proc, 0, 0, 0);
+	if (l != ANA_NONE)
+		*slot = (uint64_t)l + 1;
+	return l;
+}
+
 static int py_merge(fin *x, uint32_t proc, const fmt_file *f, const uint64_t *py, uint32_t n, size_t *nl,
-		    kmap *cache, uint64_t count)
+		    kmap *cache, uint64_t count, unsigned flags)
 {
 	ana_profile *p = x->p;
 	if (!n)
 		return 0;
+	/* A thread without the GIL inside the interpreter's take_gil waits for it: its leaf
+	 * frames (the condition variable's wait, the futex) become one [waiting for the GIL] */
+	if (!(flags & FMT_S_GIL) && !p->opt.native) {
+		if (x->take_gil == ANA_NONE && (x->take_gil = ana_intern(p, "take_gil")) == ANA_NONE)
+			return -1;
+		for (size_t i = 0; i < *nl; i++) {
+			const ana_func *fn = &p->smp.funcs[p->smp.locs[x->tmp[i]].func];
+			const char *nm = p->names[fn->name];
+			if (fn->name == x->take_gil || !strncmp(nm, "take_gil.", 9)) {
+				uint32_t g = gil_loc(x, proc, cache);
+				if (g == ANA_NONE)
+					return -1;
+				x->tmp[i] = g;
+				memmove(x->tmp, x->tmp + i, (*nl - i) * sizeof *x->tmp);
+				*nl -= i;
+				p->smp.py_gil_wait += count;
+				break;
+			}
+		}
+	}
 	if (ana_grow(&x->py, &x->py_cap, n, sizeof *x->py) < 0)
 		return -1;
 	for (uint32_t i = 0; i < n; i++)
@@ -873,7 +916,7 @@ static int symbolise_process(fin *x, uint32_t proc, pstate *ps, badmod **bad, si
 		}
 		nl = drop_outer_fennec(x, nl);
 		if (r->flags & FMT_S_PYTHON) {
-			if (py_merge(x, proc, f, ps->frames + r->off + nnat, r->n - nnat, &nl, &py_locs, r->count) < 0)
+			if (py_merge(x, proc, f, ps->frames + r->off + nnat, r->n - nnat, &nl, &py_locs, r->count, r->flags) < 0)
 				goto out;
 		}
 		/* innermost first -> outermost first */
@@ -986,7 +1029,7 @@ int ana_samples_finish(ana_profile *p)
 	ana_sampling *s = &p->smp;
 	sstate *ss = s->priv;
 	int rc = FENNEC_ENOMEM;
-	fin x = {.p = p, .unknown_func = ANA_NONE, .kernel_func = ANA_NONE, .eval_name = ANA_NONE};
+	fin x = {.p = p, .unknown_func = ANA_NONE, .kernel_func = ANA_NONE, .eval_name = ANA_NONE, .take_gil = ANA_NONE};
 	badmod *bad = NULL;
 	size_t nbad = 0, bad_cap = 0;
 	kmap tids = {0};

@@ -120,6 +120,7 @@ static void samples_json(FILE *out, const ana_profile *p)
 		kstr(out, "frames", s->py_status < 4 ? st[s->py_status] : "unknown", &g);
 		knum(out, "samples", (double)s->py_samples, &g);
 		knum(out, "gil_held_samples", (double)s->py_gil, &g);
+		knum(out, "gil_wait_samples", (double)s->py_gil_wait, &g);
 		knum(out, "cut_samples", (double)s->py_cut, &g);
 		knum(out, "unplaced_samples", (double)s->py_unplaced, &g);
 		key(out, "native", &g);

@@ -190,3 +190,21 @@ def test_python_leak_named_by_line():
         assert_true(top["function"] == "step" and top["stack"][0].endswith("leak.py:%d" % line),
                     "%s: the stack live at the peak: %r" % (mode, top))
         assert_close(top["bytes"], 60 * 262144, 0.25 * 60 * 262144, "%s: bytes live at the peak at leak.py:%d" % (mode, line))
+
+
+def test_python_gil_wait():
+    """Three CPU-bound Python threads in wall mode take turns for the GIL (about two thirds
+    of their samples wait): a gil_wait finding; a single-threaded program has none."""
+    need_plain()
+    r, path = record("/usr/bin/python3", os.path.join(PYFIX, "shapes.py"), "gil", 1.5, opts=("--sample", "wall"))
+    rep = analyze(path)
+    py = rep["samples"]["python"]
+    assert_true(py["gil_wait_samples"] >= 0.3 * py["samples"], "waiting for the GIL: %r" % (py,))
+    g = [f for f in rep["findings"] if f["type"] == "gil_wait"]
+    assert_true(len(g) == 1 and "ProcessPoolExecutor" in g[0]["recommendation"], "gil_wait: %s" % g)
+    w = func(rep, "[waiting for the GIL]")
+    assert_true(w["caller"] == "burn", "who waits: %r" % (w,))
+    r, path = record("/usr/bin/python3", os.path.join(PYFIX, "shares.py"), 1, "truth.json", opts=("--sample", "wall"),
+                     out="one.fnc")
+    rep = analyze(path)
+    assert_true(not [f for f in rep["findings"] if f["type"] == "gil_wait"], "gil_wait on one thread")
