@@ -174,9 +174,16 @@ typedef struct ana_func {
 	uint32_t name;        /* names index: demangled name, or "module+0x1234" when unknown */
 	uint32_t module;      /* names index: module path ("[unknown]" when no module maps it) */
 	uint32_t file;        /* names index of its source file, or ANA_NONE */
-	uint32_t line;        /* line of its first sampled location (0 if unknown) */
+	uint32_t line;        /* line of its first sampled location (0 if unknown); Python: the def line */
 	uint64_t self[ANA_NKINDS], total[ANA_NKINDS]; /* sample weights (periods), overall */
+	unsigned lang;        /* enum ana_lang */
 } ana_func;
+
+/* The pseudo-function of a Python thread's samples inside CPython's take_gil() */
+#define ANA_GIL_WAIT "[waiting for the GIL]"
+
+/* The language of a function: native (C, C++, Rust, ...) or Python (a code object). */
+enum ana_lang { ANA_LANG_NATIVE = 0, ANA_LANG_PYTHON = 1 };
 
 /* A location: one symbolised frame. An address inside inlined code gives several
  * locations, the inlined ones first (innermost first). */
@@ -303,6 +310,13 @@ typedef struct ana_sampling {
 	uint32_t nmodules, modules_cap;
 	void *priv;           /* samples.c working state */
 	uint64_t unknown_frames; /* frames in no module and no perf map */
+	/* Python (docs/python.md): samples of threads running CPython, of them those whose
+	 * thread held the GIL, whose Python frames were cut, and whose Python frames had no
+	 * interpreter loop among the native frames to stand in for (placed outermost) */
+	uint64_t py_samples, py_gil, py_cut, py_unplaced;
+	uint64_t py_gil_wait; /* of py_samples, those waiting for the GIL (ANA_GIL_WAIT) */
+	uint64_t py_version;  /* PY_VERSION_HEX of the first Python process (0: none) */
+	uint64_t py_status;   /* its enum fmt_py_status */
 	struct { uint32_t *stack; uint32_t n; } *rawmap; /* per process: raw stack handle -> stacks index */
 	uint32_t nrawmap;
 	ana_sample_view all;  /* every sample */
@@ -467,6 +481,7 @@ typedef struct ana_options {
 	const char *data_regions; /* input_bound: comma-separated region names or globs; NULL: the default words */
 	const char *calibration;  /* roofline ceilings (docs/roofline.md); NULL: the default file */
 	double roofline_min_share_pct; /* memory_bound/compute_bound: regions from this share of wall (default 5) */
+	int native;               /* Python programs: keep the interpreter's own C frames (--native) */
 } ana_options;
 
 /*
@@ -631,11 +646,12 @@ uint32_t ana_node_find(const ana_profile *p, uint32_t parent, uint32_t name);
  */
 int ana_samples_event(ana_profile *p, uint32_t proc, const fmt_file *f, const fmt_event *ev);
 int ana_samples_finish(ana_profile *p);
-/* Intern a raw stack of process `proc` (return addresses, innermost first; heap stacks)
- * for symbolisation by ana_samples_finish, in *handle. After the finish,
- * ana_samples_stack_of() gives its index in p->smp.stacks (ANA_NONE if unknown). */
+/* Intern a raw stack of process `proc` (return addresses, innermost first; heap stacks;
+ * py, npy: its Python frames, fmt_pyframe values, or none) for symbolisation by
+ * ana_samples_finish, in *handle. After the finish, ana_samples_stack_of() gives its index
+ * in p->smp.stacks (ANA_NONE if unknown). */
 int ana_samples_intern_stack(ana_profile *p, uint32_t proc, const fmt_file *f, const uint64_t *frames, uint32_t n,
-			     int truncated, uint32_t *handle);
+			     const uint64_t *py, uint32_t npy, int truncated, uint32_t *handle);
 uint32_t ana_samples_stack_of(const ana_profile *p, uint32_t proc, uint32_t handle);
 /* The region node of a path of region site ids of file f (outermost first): the deepest
  * node found, ANA_NONE when the first is unknown. */

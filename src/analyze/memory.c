@@ -148,7 +148,7 @@ static ana_mem_site *site_for(ana_profile *p, rstate *r, const fmt_file *f, uint
 	}
 	const fmt_heap_stack *st = fmt_heap_stack_get(f, id);
 	uint32_t raw;
-	if (!st || ana_samples_intern_stack(p, r->proc, f, st->frames, st->nframes, st->truncated, &raw))
+	if (!st || ana_samples_intern_stack(p, r->proc, f, st->frames, st->nframes, st->pyframes, st->npy, st->truncated, &raw))
 		return NULL;
 	size_t cap = m->sites_cap;
 	if (ana_grow(&m->sites, &cap, m->nsites, sizeof *m->sites) < 0)

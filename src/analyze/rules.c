@@ -261,6 +261,15 @@ static int python_interpreter(const char *path)
  * _PyEval_EvalFrameDefault, pymalloc_pool_extend and others said to optimise those: one
  * now says what the time is and how to find which Python code it is.
  */
+/* Whether the program loaded PyTorch (its libtorch modules were sampled). */
+static int uses_torch(const ana_profile *p)
+{
+	for (uint32_t m = 0; m < p->smp.nmodules; m++)
+		if (strstr(base_name(p->names[p->smp.modules[m].path]), "libtorch"))
+			return 1;
+	return 0;
+}
+
 static void hot_python(ana_profile *p, double thr, double cpu_frac)
 {
 	const ana_sampling *s = &p->smp;
@@ -344,7 +353,9 @@ static void rule_hot_function(ana_profile *p)
 	double cpu_frac = p->wall_ns && cpu > 0 ? cpu / (double)p->wall_ns : 1;
 	if (cpu_frac > 1)
 		cpu_frac = 1;
-	hot_python(p, thr, cpu_frac);
+	/* Where the samples carry Python frames, the functions are named: no module finding */
+	if (!(s->py_samples && s->py_status == FMT_PY_OK && !p->opt.native))
+		hot_python(p, thr, cpu_frac);
 	int fired = 0;
 	for (uint32_t i = 0; i < v->nfuncs[ANA_CPU] && fired < HOT_FUNCTION_MAX; i++) {
 		const ana_hot_func *h = &v->funcs[ANA_CPU][i];
@@ -429,7 +440,21 @@ static void rule_hot_function(ana_profile *p)
 		 * itself (OpenBLAS's workers): no frame of the program is on those stacks */
 		int own_threads = entry && thread_root(entry);
 		const char *spinner = caller && yield_call(name) ? base_name(p->names[s->funcs[h->caller].module]) : NULL;
-		if (spinner) {
+		if (fn->lang == ANA_LANG_PYTHON) {
+			/* Python code, named by its frames: Python's remedies, never the C API's */
+			ana_finding_num(f, "python", 1);
+			f->recommendation = ana_strf("%s is Python code that the interpreter runs one bytecode at a time%s%s. Move its "
+						     "loop into whole-array calls (numpy, or torch tensor operations), use a "
+						     "builtin or library function that does the loop in C (sum, sorted, "
+						     "collections.Counter, str.join), cache what it recomputes "
+						     "(functools.lru_cache), or compile it (numba.njit, Cython)%s. Up to %.0f%% of "
+						     "the run is in its own code.",
+						     name, where[0] ? "; its hottest line is " : "", where,
+						     uses_torch(p) ? "; work done per batch on the input side belongs in the "
+								     "DataLoader's workers (num_workers > 0)"
+								   : "",
+						     f->expected_gain_pct);
+		} else if (spinner) {
 			/* a library's threads that yield in a loop while they wait for work */
 			ana_finding_num(f, "busy_wait", 1);
 			f->recommendation = ana_strf("Threads of %s call %s in a loop while they wait for work (busy waiting): the CPU "
@@ -1730,6 +1755,59 @@ out:
 	free(fw);
 }
 
+/*
+ * gil_wait (docs/bottlenecks.md): the samples of Python threads waiting for the GIL (inside
+ * CPython's take_gil without holding it: the [waiting for the GIL] frame), against all the
+ * samples of Python threads. The waiting functions are the Python frames that called.
+ */
+#define GIL_WAIT_MIN_PCT 10.0
+#define GIL_WAIT_MIN_SAMPLES 50
+static void rule_gil_wait(ana_profile *p)
+{
+	const ana_sampling *s = &p->smp;
+	if (!s->py_samples || s->py_gil_wait < GIL_WAIT_MIN_SAMPLES)
+		return;
+	double pct = 100.0 * (double)s->py_gil_wait / (double)s->py_samples;
+	if (pct < GIL_WAIT_MIN_PCT)
+		return;
+	/* who waits: the callers of the pseudo-function, in either view */
+	const ana_sample_view *v = &s->all;
+	const char *who = NULL;
+	double who_pct = 0;
+	for (unsigned k = 0; k < ANA_NKINDS && !who; k++)
+		for (uint32_t i = 0; i < v->nfuncs[k]; i++) {
+			const ana_hot_func *h = &v->funcs[k][i];
+			if (strcmp(p->names[s->funcs[h->func].name], ANA_GIL_WAIT) || h->caller == ANA_NONE)
+				continue;
+			who = p->names[s->funcs[h->caller].name];
+			who_pct = h->caller_pct;
+			break;
+		}
+	ana_finding *f = ana_finding_add(p, "gil_wait", pct >= 30 ? ANA_HIGH : ANA_MEDIUM);
+	if (!f)
+		return;
+	f->subject = strdup("the GIL");
+	f->evidence = ana_strf("%.1f%% of the samples of Python threads (%llu of %llu) wait for the GIL (in CPython's "
+			       "take_gil, not holding it)%s%s%s; %s",
+			       pct, (unsigned long long)s->py_gil_wait, (unsigned long long)s->py_samples,
+			       who ? "; most from " : "", who ? who : "", who ? "" : "",
+			       s->mode == FMT_SAMPLE_WALL ? "wall-clock samples: blocked waits included"
+							  : "CPU samples see only the waits that spin or hand over");
+	ana_finding_num(f, "wait_pct", pct);
+	ana_finding_num(f, "wait_samples", (double)s->py_gil_wait);
+	ana_finding_num(f, "python_samples", (double)s->py_samples);
+	if (who)
+		ana_finding_num(f, "caller_pct", who_pct);
+	f->recommendation = ana_strf("Python threads run Python code one at a time: the threads here take turns "
+				     "instead of running together. Run CPU-bound Python work in processes "
+				     "(multiprocessing, concurrent.futures.ProcessPoolExecutor; for input pipelines "
+				     "a DataLoader with num_workers > 0), or do the work in calls that release the "
+				     "GIL (numpy and torch operations on large arrays, file and socket I/O), so that "
+				     "threads overlap. Up to %.0f%% of the Python threads' time is waiting.",
+				     pct);
+	f->expected_gain_pct = NAN;
+}
+
 void ana_rules(ana_profile *p)
 {
 	rule_hot_operation(p);
@@ -1743,6 +1821,7 @@ void ana_rules(ana_profile *p)
 	rule_off_cpu(p);
 	rule_parallel_wait(p);
 	rule_input_bound(p);
+	rule_gil_wait(p);
 	ana_gpu_rules(p);
 	if (p->nfindings > 1)
 		qsort(p->findings, p->nfindings, sizeof *p->findings, cmp_finding);

@@ -66,6 +66,7 @@ static void functions(FILE *out, const ana_profile *p, const ana_sample_view *v,
 		fputs(i ? ",\n   {" : "\n   {", out);
 		kstr(out, "name", p->names[fn->name], &f1);
 		kstr(out, "module", p->names[fn->module], &f1);
+		kstr(out, "language", fn->lang == ANA_LANG_PYTHON ? "python" : "native", &f1);
 		kfile(out, p, "file", h->file, &f1);
 		knum(out, "line", h->file == ANA_NONE || !h->line ? NAN : h->line, &f1);
 		knum(out, "self_samples", (double)h->self, &f1);
@@ -105,6 +106,27 @@ static void samples_json(FILE *out, const ana_profile *p)
 	knum(out, "cpu_weight", (double)s->weight[ANA_CPU], &f1);
 	knum(out, "offcpu_weight", (double)s->weight[ANA_OFFCPU], &f1);
 	knum(out, "unknown_frames", (double)s->unknown_frames, &f1);
+	key(out, "python", &f1);
+	if (!s->py_version) {
+		fputs("null", out);
+	} else {
+		char ver[32];
+		snprintf(ver, sizeof ver, "%u.%u.%u", (unsigned)(s->py_version >> 24), (unsigned)(s->py_version >> 16) & 0xff,
+			 (unsigned)(s->py_version >> 8) & 0xff);
+		static const char *st[] = {"ok", "unsupported_version", "off", "ring_source"};
+		int g = 1;
+		fputc('{', out);
+		kstr(out, "version", ver, &g);
+		kstr(out, "frames", s->py_status < 4 ? st[s->py_status] : "unknown", &g);
+		knum(out, "samples", (double)s->py_samples, &g);
+		knum(out, "gil_held_samples", (double)s->py_gil, &g);
+		knum(out, "gil_wait_samples", (double)s->py_gil_wait, &g);
+		knum(out, "cut_samples", (double)s->py_cut, &g);
+		knum(out, "unplaced_samples", (double)s->py_unplaced, &g);
+		key(out, "native", &g);
+		fputs(p->opt.native ? "true" : "false", out);
+		fputc('}', out);
+	}
 	key(out, "selection", &f1);
 	const ana_sample_filter *f = &v->filter;
 	if (!f->pid && !f->tid && !f->region)

@@ -181,6 +181,14 @@ static void samples_text(FILE *out, const ana_profile *p, const char *bold, cons
 		(unsigned long long)s->nsamples, (unsigned long long)s->all.samples[ANA_CPU],
 		(unsigned long long)s->all.samples[ANA_OFFCPU], (unsigned long long)s->dropped,
 		(unsigned long long)s->truncated);
+	if (s->py_version && s->py_status == FMT_PY_OK) {
+		uint64_t all = s->weight[ANA_CPU] + s->weight[ANA_OFFCPU];
+		fprintf(out, "  python       CPython %u.%u.%u: Python frames in %.0f%% of samples; the GIL held in %.0f%% of those%s\n",
+			(unsigned)(s->py_version >> 24), (unsigned)(s->py_version >> 16) & 0xff,
+			(unsigned)(s->py_version >> 8) & 0xff, all ? 100.0 * (double)s->py_samples / (double)all : 0.0,
+			s->py_samples ? 100.0 * (double)s->py_gil / (double)s->py_samples : 0.0,
+			p->opt.native ? "; the interpreter's C frames shown (--native)" : "; the interpreter's C frames folded into them (--native shows them)");
+	}
 	const ana_sample_filter *f = &v->filter;
 	if (f->pid || f->tid || f->region) {
 		fprintf(out, "  selection   ");

@@ -260,7 +260,9 @@ def test_python_code_is_one_finding_that_says_what_it_is():
     reached from where the interpreter calls it, not code to optimise."""
     plain_only()
     path = script("spin.py", SPIN)
-    r, out = record(sys.executable, path, out="spin.fnc", env=py_env())
+    # without Python frames (an interpreter fennec could not read): test_pyframes.py has
+    # the finding with them
+    r, out = record(sys.executable, path, out="spin.fnc", env=py_env({"FENNEC_PYTHON": "0"}))
     rep = analyze(out)
     if rep["samples"]["cpu_samples"] < 300:
         raise Skip("too few CPU samples: %d" % rep["samples"]["cpu_samples"])
@@ -278,3 +280,14 @@ def test_python_code_is_one_finding_that_says_what_it_is():
             assert_true("is library code ([vdso]), reached mostly from " in f["recommendation"]
                         and "through __clock_gettime" in f["recommendation"],
                         "the vDSO clock's advice: %s" % f["recommendation"])
+    # with them: the Python function itself, with Python's remedies
+    r, out = record(sys.executable, path, out="spin2.fnc", env=py_env())
+    rep = analyze(out)
+    hot = [f for f in rep["findings"] if f["type"] == "hot_function"]
+    assert_true(not any(f["evidence"].get("python_interpreter") for f in hot),
+                "the interpreter finding with Python frames: %s" % [f["subject"] for f in hot])
+    spin = [f for f in hot if f["subject"] == "spin"]
+    assert_eq(len(spin), 1, "hot_function on spin() (all: %s)" % [f["subject"] for f in hot])
+    rec = spin[0]["recommendation"]
+    assert_true(spin[0]["evidence"].get("python") == 1 and "numpy" in rec and "spin.py:" in rec
+                and "_Py" not in rec and "C API" not in rec, "spin's advice: %s" % rec)

@@ -67,9 +67,9 @@ static void fixture_init(fixture *x)
 	static const char *names[NNAMES] = {"main", "work", "inl", "leaf", "sleep", "/usr/bin/prog",
 					    "/usr/lib/libm.so.6", "/usr/lib/libc.so.6", "prog.c", "outer", "inner"};
 	static ana_func funcs[NFUNCS] = {
-		{N_MAIN, N_PROG, N_PROGC, 10, {0}, {0}}, {N_WORK, N_PROG, N_PROGC, 20, {0}, {0}},
-		{N_INL, N_PROG, N_PROGC, 30, {0}, {0}},  {N_LEAF, N_LIBM, ANA_NONE, 0, {0}, {0}},
-		{N_SLEEP, N_LIBC, ANA_NONE, 0, {0}, {0}},
+		{N_MAIN, N_PROG, N_PROGC, 10, {0}, {0}, 0}, {N_WORK, N_PROG, N_PROGC, 20, {0}, {0}, 0},
+		{N_INL, N_PROG, N_PROGC, 30, {0}, {0}, 0},  {N_LEAF, N_LIBM, ANA_NONE, 0, {0}, {0}, 0},
+		{N_SLEEP, N_LIBC, ANA_NONE, 0, {0}, {0}, 0},
 	};
 	static ana_loc locs[5] = {
 		{F_MAIN, N_PROGC, 11, 0, 0x1100, 0x1100, 0}, {F_WORK, N_PROGC, 21, 0, 0x2000, 0x2000, 0},
