@@ -179,6 +179,21 @@ typedef struct ana_func {
 	unsigned lang;        /* enum ana_lang */
 } ana_func;
 
+/*
+ * A PyTorch operator seen in the sampled stacks (operators.c, docs/python.md): an aten
+ * operator's dispatcher entry (at::_ops::<op>::call / redispatch: "aten::<op>") or an
+ * autograd node's apply (torch::autograd::generated::<Node>::apply: "<Node>"). self: on-CPU
+ * sample weight whose innermost operator it is (its kernels, oneDNN/MKL/OpenBLAS included);
+ * total: with an operator it called; calls_seen: runs of consecutive samples of a thread
+ * inside it (a lower bound on its calls); caller: the Python location that called it most.
+ */
+typedef struct ana_op {
+	uint32_t name;        /* names index */
+	uint64_t self, total, calls_seen;
+	double self_pct, total_pct; /* of the on-CPU sample weight */
+	uint32_t caller;      /* locs index of the Python frame that called it most, ANA_NONE: none */
+} ana_op;
+
 /* The pseudo-function of a Python thread's samples inside CPython's take_gil() */
 #define ANA_GIL_WAIT "[waiting for the GIL]"
 
@@ -527,6 +542,9 @@ typedef struct ana_profile {
 	uint32_t nmetrics, metrics_cap;
 	ana_finding *findings;
 	uint32_t nfindings, findings_cap;
+	/* PyTorch operators from the sampled stacks (operators.c), by self weight */
+	struct ana_op *ops;
+	uint32_t nops;
 	char **warnings;
 	uint32_t nwarnings, warnings_cap;
 	/* steps, on the stepping thread of the first process: a step runs from one fennec_step()
@@ -646,6 +664,8 @@ uint32_t ana_node_find(const ana_profile *p, uint32_t parent, uint32_t name);
  */
 int ana_samples_event(ana_profile *p, uint32_t proc, const fmt_file *f, const fmt_event *ev);
 int ana_samples_finish(ana_profile *p);
+/* The PyTorch operator table (p->ops) from the symbolised stacks (operators.c). */
+int ana_operators(ana_profile *p);
 /* Intern a raw stack of process `proc` (return addresses, innermost first; heap stacks;
  * py, npy: its Python frames, fmt_pyframe values, or none) for symbolisation by
  * ana_samples_finish, in *handle. After the finish, ana_samples_stack_of() gives its index

@@ -935,7 +935,7 @@ int ana_load_paths(const char *const *paths, size_t npaths, const ana_options *o
 			qsort(m->points, m->npoints, sizeof *m->points, cmp_point);
 	}
 	/* Samples: symbolised and aggregated now that the region nodes are final. */
-	if (ana_samples_finish(p) || ana_memory_finish(p)) {
+	if (ana_samples_finish(p) || ana_memory_finish(p) || ana_operators(p)) {
 		snprintf(err->msg, sizeof err->msg, "%s: out of memory while symbolising samples", p->procs[0].file.path);
 		return err->code = FENNEC_ENOMEM;
 	}
@@ -997,6 +997,9 @@ void ana_profile_free(ana_profile *p)
 	free(p->step_nodes);
 	free(p->ranks);
 	ana_samples_free(p);
+	free(p->ops);
+	p->ops = NULL;
+	p->nops = 0;
 	ana_memory_free(p);
 	ana_gpu_free(p);
 	map_free(p->name_index);

@@ -158,6 +158,29 @@ static void samples_json(FILE *out, const ana_profile *p)
 	fputs("  \"offcpu_functions\": [", out);
 	functions(out, p, v, ANA_OFFCPU);
 
+	fputs("  \"operators\": [", out);
+	for (uint32_t i = 0; i < p->nops; i++) {
+		const ana_op *o = &p->ops[i];
+		int g1 = 1;
+		fputs(i ? ",\n   {" : "\n   {", out);
+		kstr(out, "name", p->names[o->name], &g1);
+		knum(out, "self_pct", o->self_pct, &g1);
+		knum(out, "total_pct", o->total_pct, &g1);
+		knum(out, "self_samples", (double)o->self, &g1);
+		knum(out, "total_samples", (double)o->total, &g1);
+		knum(out, "calls_seen", (double)o->calls_seen, &g1);
+		const ana_loc *l = o->caller != ANA_NONE ? &p->smp.locs[o->caller] : NULL;
+		key(out, "top_caller", &g1);
+		if (l)
+			rep_json_string(out, p->names[p->smp.funcs[l->func].name]);
+		else
+			fputs("null", out);
+		kfile(out, p, "top_caller_file", l ? l->file : ANA_NONE, &g1);
+		knum(out, "top_caller_line", l && l->line ? l->line : NAN, &g1);
+		fputc('}', out);
+	}
+	fputs(p->nops ? "\n  ],\n" : "],\n", out);
+
 	fputs("  \"lines\": [", out);
 	uint32_t n = rows(p, v->nlines[ANA_CPU]);
 	for (uint32_t i = 0; i < n; i++) {

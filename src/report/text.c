@@ -206,6 +206,28 @@ static void samples_text(FILE *out, const ana_profile *p, const char *bold, cons
 			     "estimates from %llu samples)\n",
 			bold, reset, (unsigned long long)v->samples[ANA_CPU]);
 		hot_functions(out, p, v, ANA_CPU);
+		if (p->nops) {
+			uint32_t n = p->nops < 15 ? p->nops : 15;
+			fprintf(out, "\n%sPyTorch operators%s (on-CPU; self: the operator's own kernels, total: with the "
+				     "operators it calls; calls: runs of samples seen)\n",
+				bold, reset);
+			fprintf(out, "     self   total    calls  operator                        called from\n");
+			for (uint32_t i = 0; i < n; i++) {
+				const ana_op *o = &p->ops[i];
+				char where[600] = "";
+				if (o->caller != ANA_NONE) {
+					const ana_loc *l = &p->smp.locs[o->caller];
+					const char *file = l->file != ANA_NONE ? p->names[l->file] : "";
+					const char *b = strrchr(file, '/');
+					snprintf(where, sizeof where, "%s %s:%u", p->names[p->smp.funcs[l->func].name],
+						 b ? b + 1 : file, l->line);
+				}
+				fprintf(out, "  %6.1f%% %6.1f%% %8llu  %-31s %s\n", o->self_pct, o->total_pct,
+					(unsigned long long)o->calls_seen, p->names[o->name], where);
+			}
+			if (n < p->nops)
+				fprintf(out, "  ... %u more operators (JSON lists all)\n", p->nops - n);
+		}
 		if (v->nlines[ANA_CPU]) {
 			fprintf(out, "\n%sHot lines%s (on-CPU self samples)\n", bold, reset);
 			hot_lines(out, p, v, ANA_CPU);
