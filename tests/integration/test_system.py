@@ -275,3 +275,29 @@ def test_energy_stand_in_nvml():
     assert_true(e["gpu_joules"] > 0, "GPU joules %r" % e["gpu_joules"])
     assert_true(abs(e["gpu_joules"] - 100 * e["span_s"]) <= 0.05 * 100 * e["span_s"] + 0.01,
                 "GPU joules %r for 100 W over %r s" % (e["gpu_joules"], e["span_s"]))
+
+
+def _rapl_run(name, watts):
+    domains = [(1, 1, "package", "package-0")]
+    readings = [(1, k * 100 * MS, int(watts * k * 100 * MS // 1000), 0) for k in range(21)]
+    pts = [{"t_ns": k * 100 * MS, "cpu_user_ns": k * 50 * MS} for k in range(21)]
+    steps = [(k * 200 * MS, (k + 1) * 200 * MS) for k in range(10)]
+    path = _synthetic(pts, energy=(domains, readings), steps=steps)
+    os.replace(path, name)
+    return os.path.abspath(name)
+
+
+def test_compare_energy_per_step():
+    """fennec compare shows the energy and the energy per step before and after: 40 W and
+    20 W over the same 200 ms steps are 8 J and 4 J a step."""
+    a, b = _rapl_run("a.fnc", 40), _rapl_run("b.fnc", 20)
+    import json
+    from helpers import run, fennec_bin
+    r = run([fennec_bin(), "compare", a, b, "--format", "json"])
+    d = json.loads(r.stdout)
+    sa, sb = d["summary"]["a"], d["summary"]["b"]
+    assert_rel(sa["energy_joules"], 80, 1e-9, "A's energy")
+    assert_rel(sb["step_joules"], 4, 1e-6, "B's energy per step")
+    assert_rel(sa["step_joules"], 8, 1e-6, "A's energy per step")
+    t = run([fennec_bin(), "compare", a, b]).stdout
+    assert_true("energy per step" in t and "-50.0%" in t, "the text compares energy per step\n" + t[:2000])
