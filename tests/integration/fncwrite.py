@@ -51,6 +51,7 @@ class Writer:
         self.collector_cpu_ns = None    # END's collector CPU (a 1.5 file), None: a 1.4 file
         self.samples = []    # (flags, tid, ticks, weight, frames) of CPU samples
         self.sample_depth = 64
+        self.site_kinds = {}    # name -> SITES kind (0 region, 2 gauge, 3 value)
         self.extra_header = []  # (key, varint value)
         self.extra_chunks = []  # (type, payload), written before THREAD_END
 
@@ -94,6 +95,14 @@ class Writer:
         self.threads[th][3].append(2)
         self.threads[th][3] += self._at(th, ns)
         self.threads[th][5] -= 1
+
+    def value(self, th, name, ns, v, gauge=False):
+        """A VALUE (or, with gauge, a GAUGE) event of metric `name` at ns."""
+        sid = self.sites.setdefault(name, len(self.sites) + 1)
+        self.site_kinds[name] = 2 if gauge else 3
+        ev = self.threads[th][3]
+        ev.append(5 if gauge else 6)
+        ev += _varint(sid) + self._at(th, ns) + struct.pack("<d", v)
 
     def region(self, th, name, start_ns, end_ns):
         self.begin(th, name, start_ns)
@@ -182,7 +191,7 @@ class Writer:
             hv(22, 0)
         for key, v in self.extra_header:
             hv(key, v)
-        sites = b"".join(_varint(sid) + b"\x00" + _string(name) + _string("synthetic.c") + _varint(1)
+        sites = b"".join(_varint(sid) + bytes([self.site_kinds.get(name, 0)]) + _string(name) + _string("synthetic.c") + _varint(1)
                          for name, sid in self.sites.items())
         threads = b"".join(_varint(i) + _varint(tid) + _string(name) + _varint(self.ticks(st))
                            for i, (tid, name, st, _ev, _t, _d) in enumerate(self.threads))
