@@ -301,3 +301,41 @@ def test_compare_energy_per_step():
     assert_rel(sa["step_joules"], 8, 1e-6, "A's energy per step")
     t = run([fennec_bin(), "compare", a, b]).stdout
     assert_true("energy per step" in t and "-50.0%" in t, "the text compares energy per step\n" + t[:2000])
+
+
+def _corrupt(ctype, payload):
+    w = fncwrite.Writer()
+    w.thread(4242, "main")
+    w.extra_header += [(34, 200 * MS), (35, 4)]
+    w.extra_chunks.append((ctype, payload))
+    open("bad.fnc", "wb").write(w.data())
+    return os.path.abspath("bad.fnc")
+
+
+def test_system_corrupt_records():
+    """A SYSTEM point of an unknown reason, and an ENERGY reading of a counter no DOMAIN
+    defined: the reader names the chunk, the byte offset and the problem; exit 1."""
+    import fncfile as ff
+    bad_reason = ff._put_varint(1) + bytes([9]) + ff._put_varint(0) + ff._put_varint(0) + ff._put_varint(0)
+    undefined = ff.energy_payload([], [(3, 1000, 5, 0)])
+    for payload, ctype, words in ((bad_reason, 17, "SYSTEM"), (undefined, 18, "undefined domain 3")):
+        path = _corrupt(ctype, payload)
+        r = analyze_raw(path)
+        assert_eq(r.returncode, 1, "exit status for %s\n%s" % (words, r.describe()))
+        assert_true(words in r.stderr and "byte" in r.stderr and path in r.stderr,
+                    "the message names the file, the offset and the problem: %r" % r.stderr)
+    # a later version's field (bit 40) is read and ignored
+    w = fncwrite.Writer()
+    w.thread(4242, "main")
+    t0 = w.start_mono_ns
+    p2 = ff._put_varint(2) + bytes([0]) + ff._put_varint(t0 * 2) + ff._put_varint(0) + \
+        ff._put_varint(1 << 8 | 1 << 40) + ff._put_varint(5) + ff._put_varint(77) + \
+        bytes([1]) + ff._put_varint(200 * MS) + ff._put_varint(0) + ff._put_varint(1 << 8 | 1 << 40) + \
+        ff._put_varint(6) + ff._put_varint(78)
+    w.extra_header += [(34, 200 * MS)]
+    w.last_ns = t0 + 200 * MS
+    w.extra_chunks.append((17, p2))
+    open("future.fnc", "wb").write(w.data())
+    rep = analyze(os.path.abspath("future.fnc"))
+    tl = rep["system"]["processes"][0]["timeline"]
+    assert_eq([x["threads"] for x in tl], [6], "the known field of a point with an unknown one")
