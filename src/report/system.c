@@ -163,9 +163,11 @@ void rep_sys_text(FILE *out, const ana_profile *p, const char *bold, const char 
 	char a[32], b[32], c[32], d[32];
 	if (s && s->present) {
 		fprintf(out, "\n%sSystem%s (every %.0f ms and at steps)\n", bold, reset, (double)s->interval_ns / 1e6);
-		fprintf(out, "  cpu          %.0f%% of a core on average, %.0f%% at most%s\n",
-			isfinite(s->cpu_pct_mean) ? s->cpu_pct_mean : 0, isfinite(s->cpu_pct_max) ? s->cpu_pct_max : 0,
-			s->cpus ? "" : "");
+		fprintf(out, "  cpu          %.0f%% of a core on average, %.0f%% at most", isfinite(s->cpu_pct_mean) ? s->cpu_pct_mean : 0,
+			isfinite(s->cpu_pct_max) ? s->cpu_pct_max : 0);
+		if (s->cpus)
+			fprintf(out, " (the machine has %llu CPUs)", (unsigned long long)s->cpus);
+		fputc('\n', out);
 		fprintf(out, "  disk         %s read, %s written\n", ana_fmt_bytes(s->disk_read_bytes, a, sizeof a),
 			ana_fmt_bytes(s->disk_write_bytes, b, sizeof b));
 		fprintf(out, "  network      %s received, %s sent (the network namespace's interfaces)\n",

@@ -339,3 +339,22 @@ def test_system_corrupt_records():
     rep = analyze(os.path.abspath("future.fnc"))
     tl = rep["system"]["processes"][0]["timeline"]
     assert_eq([x["threads"] for x in tl], [6], "the known field of a point with an unknown one")
+
+
+def test_system_corpus_and_truncations():
+    """The corpus's recording with SYSTEM and ENERGY chunks (tests/corpus/make_corpus.py):
+    its known energy (9 readings of 0.9 J on each counter, the package's wrapping twice), and
+    cut at byte offsets throughout: each cut is analysed or refused with a message, never a
+    crash."""
+    from helpers import REPO, run, fennec_bin
+    path = os.path.join(REPO, "tests", "corpus", "valid_system_raw.fnc")
+    e = analyze(path)["energy"]
+    assert_rel(e["cpu_joules"], 8.1, 1e-9, "package joules")
+    assert_rel(e["dram_joules"], 8.1, 1e-9, "dram joules")
+    assert_eq(e["counter_wraps"], 2, "package wraps")
+    data = open(path, "rb").read()
+    for cut in range(16, len(data), 13):
+        open("cut.fnc", "wb").write(data[:cut])
+        r = run([fennec_bin(), "analyze", "cut.fnc", "--format", "json"])
+        assert_true(r.returncode in (0, 1), "cut at %d: exit %r\n%s" % (cut, r.returncode, r.describe()))
+        assert_true(r.returncode == 0 or "cut.fnc" in r.stderr, "cut at %d: a message naming the file" % cut)
