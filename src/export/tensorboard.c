@@ -94,6 +94,66 @@ static void scalar(tb_file *t, const char *tag, double wall_s, int64_t step, dou
 	cm_buf_free(&ev);
 }
 
+static void pb_double(cm_buf *b, unsigned field, double v)
+{
+	uint64_t u;
+	memcpy(&u, &v, 8);
+	pb_tag(b, field, 1);
+	for (int i = 0; i < 8; i++)
+		cm_buf_u8(b, (uint8_t)(u >> (8 * i)));
+}
+
+#define TB_HIST_BUCKETS 30
+
+/* A histogram of v[0..n): Value { string tag = 1; HistogramProto histo = 5 },
+ * HistogramProto { double min = 1, max = 2, num = 3, sum = 4, sum_squares = 5;
+ * repeated double bucket_limit = 6 [packed], bucket = 7 [packed] }: TB_HIST_BUCKETS
+ * equal buckets from min to max, each limit its upper edge. */
+static void histogram(tb_file *t, const char *tag, double wall_s, int64_t step, const double *v, size_t n)
+{
+	if (!n)
+		return;
+	double lo = v[0], hi = v[0], sum = 0, sq = 0;
+	for (size_t i = 0; i < n; i++) {
+		lo = v[i] < lo ? v[i] : lo;
+		hi = v[i] > hi ? v[i] : hi;
+		sum += v[i];
+		sq += v[i] * v[i];
+	}
+	double width = hi > lo ? (hi - lo) / TB_HIST_BUCKETS : 1, count[TB_HIST_BUCKETS] = {0};
+	for (size_t i = 0; i < n; i++) {
+		size_t k = hi > lo ? (size_t)((v[i] - lo) / width) : 0;
+		count[k < TB_HIST_BUCKETS ? k : TB_HIST_BUCKETS - 1]++;
+	}
+	cm_buf h = {0}, lim = {0}, cnt = {0}, val = {0}, sm = {0}, ev = {0};
+	pb_double(&h, 1, lo);
+	pb_double(&h, 2, hi);
+	pb_double(&h, 3, (double)n);
+	pb_double(&h, 4, sum);
+	pb_double(&h, 5, sq);
+	for (int k = 0; k < TB_HIST_BUCKETS; k++) {
+		cm_buf_f64(&lim, k == TB_HIST_BUCKETS - 1 ? hi : lo + width * (k + 1));
+		cm_buf_f64(&cnt, count[k]);
+	}
+	pb_bytes(&h, 6, lim.data, lim.len);
+	pb_bytes(&h, 7, cnt.data, cnt.len);
+	pb_bytes(&val, 1, tag, strlen(tag));
+	pb_bytes(&val, 5, h.data, h.len);
+	pb_bytes(&sm, 1, val.data, val.len);
+	event_head(&ev, wall_s, step);
+	pb_bytes(&ev, 5, sm.data, sm.len);
+	if (h.failed || lim.failed || cnt.failed || val.failed || sm.failed || ev.failed)
+		t->failed = 1;
+	else
+		record(t, &ev);
+	cm_buf_free(&h);
+	cm_buf_free(&lim);
+	cm_buf_free(&cnt);
+	cm_buf_free(&val);
+	cm_buf_free(&sm);
+	cm_buf_free(&ev);
+}
+
 static int tb_open(tb_file *t, const char *dir, const ana_profile *p, uint32_t proc)
 {
 	const fmt_file *f = &p->procs[proc].file;
@@ -194,6 +254,22 @@ static void process_series(tb_file *t, const ana_profile *p, uint32_t proc, cons
 			if (p->has_items && k < p->step_items.n)
 				scalar(t, "step/items_per_s", w, (int64_t)k, (double)p->step_items.v[k] / s);
 		}
+	}
+	/* step time histograms: one per block of steps (at most 50 blocks), at its last step */
+	if (steps->n >= 2) {
+		size_t block = (steps->n + 49) / 50;
+		double *ms = malloc(block * sizeof *ms);
+		for (size_t k0 = 0; ms && k0 < steps->n; k0 += block) {
+			size_t m = steps->n - k0 < block ? steps->n - k0 : block;
+			for (size_t i = 0; i < m; i++)
+				ms[i] = (double)steps->v[k0 + i] / 1e6;
+			size_t last = k0 + m - 1;
+			uint64_t end = first && last < p->step_start_ns.n ? p->step_start_ns.v[last] + steps->v[last] : pr->start_ns;
+			histogram(t, "step/time_ms_histogram", wall_of(p, proc, end), (int64_t)last, ms, m);
+		}
+		if (!ms)
+			t->failed = 1;
+		free(ms);
 	}
 	if (first && pr->step_thread != ANA_NONE) {
 		char tag[600];

@@ -7,7 +7,7 @@ import os
 import struct
 
 import fncwrite
-from helpers import assert_eq, assert_rel, assert_true, fennec_bin, run
+from helpers import assert_eq, assert_rel, assert_true, collector, fennec_bin, record, run
 
 MS = 1_000_000
 STEPS_MS = [100, 200, 300, 400, 500]
@@ -61,6 +61,17 @@ def fields(b):
     return out
 
 
+def histo(b):
+    """HistogramProto: min, max, num, sum, sum_squares, bucket_limit, bucket (packed)."""
+    h = {}
+    for f, w, v in fields(b):
+        if w == 1:
+            h[{1: "min", 2: "max", 3: "num", 4: "sum", 5: "sum_squares"}[f]] = struct.unpack("<d", v)[0]
+        elif w == 2:
+            h[{6: "bucket_limit", 7: "bucket"}[f]] = list(struct.unpack("<%dd" % (len(v) // 8), v))
+    return h
+
+
 def read_events(path):
     """Every Event of a TFRecord file: {"wall_time", "step", "file_version"} or with
     "scalars" [(tag, value)]. Every length and record CRC is checked."""
@@ -91,6 +102,8 @@ def read_events(path):
                             tag = vv.decode()
                         elif vf == 2 and vw == 5:
                             val = struct.unpack("<f", vv)[0]
+                        elif vf == 5 and vw == 2:
+                            val = histo(vv)
                     ev["scalars"].append((tag, val))
         events.append(ev)
     return events
@@ -144,6 +157,11 @@ def test_tensorboard_known_values():
     assert_eq([st for st, _ in work], list(range(5)), "region time by step")
     for k, (_, v) in enumerate(work):
         assert_rel(v, STEPS_MS[k] / 2, 1e-4, "work of step %d" % k)
+    hs = s["step/time_ms_histogram"]
+    assert_eq(len(hs), 5, "one histogram per step (5 steps, blocks of one)")
+    for k, (st, h) in enumerate(hs):
+        assert_eq((st, h["num"], h["min"], h["max"], sum(h["bucket"])), (k, 1.0, STEPS_MS[k], STEPS_MS[k], 1.0),
+                  "histogram of step %d" % k)
     walls = [e["wall_time"] for e in ev]
     assert_true(all(1.6e9 < x < 1.8e9 for x in walls), "wall times in seconds: %r" % walls[:3])
 
@@ -156,3 +174,19 @@ def test_tensorboard_needs_dir():
     r = run([fennec_bin(), "export", "x.fnc", "--format", "tensorboard"])
     assert_eq(r.returncode, 2, "usage error")
     assert_true("-o DIR" in r.stderr, "says what to give: %r" % r.stderr)
+
+
+@collector
+def test_tensorboard_processes_in_run_folders():
+    """A fork child with system points has a run folder of its own, pid<PID>."""
+    _, path = record("forker", "fork", opts=["--system-interval", "50"])
+    r = run([fennec_bin(), "export", path, "--format", "tensorboard", "-o", "runs"])
+    assert_eq(r.returncode, 0, "export\n" + r.describe())
+    subs = sorted(d for d in os.listdir("runs") if os.path.isdir(os.path.join("runs", d)))
+    assert_eq(len(subs), 1, "one sub-folder for the child: %r" % os.listdir("runs"))
+    assert_true(subs[0].startswith("pid"), "named by pid: %r" % subs)
+    child = glob.glob(os.path.join("runs", subs[0], "events.out.tfevents.*"))
+    assert_eq(len(child), 1, "the child's event file")
+    s = series(read_events(child[0]))
+    assert_true(s.get("system/cpu_pct"), "the child's CPU series: %r" % sorted(s))
+    assert_true(glob.glob("runs/events.out.tfevents.*"), "the first process's file in DIR itself")
