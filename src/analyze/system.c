@@ -90,6 +90,8 @@ static int sys_point(ana_profile *p, uint32_t proc, const fmt_file *f, const fmt
 	pt->net_tx_bps = gain(a, r, FMT_SY_NET_TX) * per_s;
 	pt->major_faults_per_s = gain(a, r, FMT_SY_MAJFLT) * per_s;
 	pt->ivcsw_per_s = gain(a, r, FMT_SY_IVCSW) * per_s;
+	pt->wait_pct = a->present >> FMT_SY_RUN_DELAY_NS & r->present >> FMT_SY_RUN_DELAY_NS & 1
+			       ? 100 * gain(a, r, FMT_SY_RUN_DELAY_NS) / dt : NAN;
 	double busy = gain(a, r, FMT_SY_MACH_BUSY_NS), idle = gain(a, r, FMT_SY_MACH_IDLE_NS);
 	pt->machine_cpu_pct = busy + idle > 0 ? 100 * busy / (busy + idle) : NAN;
 	pt->machine_iowait_pct = busy + idle > 0 ? 100 * gain(a, r, FMT_SY_MACH_IOWAIT_NS) / (busy + idle) : NAN;
@@ -242,6 +244,8 @@ static void sys_totals(ana_profile *p)
 		sp->voluntary_switches = gain(a, b, FMT_SY_VCSW);
 		sp->involuntary_switches = gain(a, b, FMT_SY_IVCSW);
 		sp->cpu_ns = gain(a, b, FMT_SY_CPU_USER_NS) + gain(a, b, FMT_SY_CPU_SYS_NS);
+		/* run-queue waits summed per interval: a thread that ended takes its waits out of the sum */
+		sp->run_delay_ns = sp->present >> FMT_SY_RUN_DELAY_NS & 1 ? 0 : NAN;
 		sp->cpu_pct_mean = sp->span_ns > 0 ? 100 * sp->cpu_ns / sp->span_ns : NAN;
 		sp->cpu_pct_max = sp->rss_max_bytes = sp->swap_max_bytes = sp->threads_max = sp->fds_max = NAN;
 		sp->load1_max = NAN;
@@ -259,6 +263,8 @@ static void sys_totals(ana_profile *p)
 				mbusy += pt->machine_cpu_pct * pt->dt_ns;
 				mdt += pt->dt_ns;
 			}
+			if (isfinite(pt->wait_pct) && isfinite(sp->run_delay_ns))
+				sp->run_delay_ns += pt->wait_pct / 100 * pt->dt_ns;
 			if (isfinite(pt->procs_running)) {
 				run += pt->procs_running;
 				nrun++;
@@ -442,7 +448,8 @@ int ana_sys_finish(ana_profile *p)
 #define IO_RATE_BPS (1u << 20)    /* disk or network from 1 MiB/s counts as moving data */
 #define IO_IDLE_CPU_PCT 50.0      /* ... while the process used under half a core */
 #define IO_SHARE_PCT 20.0         /* io_bound from this share of the process's time */
-#define STARVED_IVCSW_PER_S 50.0  /* cpu_starved: involuntary switches a second */
+#define STARVED_SHARE_PCT 25.0    /* cpu_starved: waits from this share of the runnable time */
+#define STARVED_MIN_CORES 0.1     /* ... and at least a tenth of a core's worth of waiting */
 
 static const char *proc_label(const ana_profile *p, uint32_t proc, char *buf, size_t n)
 {
@@ -494,32 +501,36 @@ static void rule_io_bound(ana_profile *p, const ana_sys_proc *sp)
 
 static void rule_cpu_starved(ana_profile *p, const ana_sys_proc *sp)
 {
-	double cpus = (double)p->sys->cpus, secs = sp->span_ns / 1e9;
-	if (cpus <= 0 || secs <= 0 || !isfinite(sp->procs_running_mean))
+	double secs = sp->span_ns / 1e9;
+	if (secs <= 0 || !isfinite(sp->run_delay_ns))
 		return;
-	double ivcsw_s = sp->involuntary_switches / secs;
-	/* runnable tasks beyond the cores (the reading thread itself is one of them) */
-	double run = sp->procs_running_mean;
-	if (run <= cpus + 0.5 || ivcsw_s < STARVED_IVCSW_PER_S)
+	/* of the time its threads were runnable, the share they waited for a CPU */
+	double want = sp->run_delay_ns + sp->cpu_ns, share = want > 0 ? 100 * sp->run_delay_ns / want : 0;
+	double wait_cores = sp->run_delay_ns / sp->span_ns;
+	if (share < STARVED_SHARE_PCT || wait_cores < STARVED_MIN_CORES)
 		return;
-	ana_finding *f = ana_finding_add(p, "cpu_starved", run >= 2 * cpus ? ANA_HIGH : ANA_MEDIUM);
+	ana_finding *f = ana_finding_add(p, "cpu_starved", share >= 50 ? ANA_HIGH : ANA_MEDIUM);
 	if (!f)
 		return;
 	char who[64];
+	double cpus = (double)p->sys->cpus, ivcsw_s = sp->involuntary_switches / secs;
 	f->subject = ana_strf("%s waits for a CPU", proc_label(p, sp->process, who, sizeof who));
-	f->evidence = ana_strf("%.1f runnable tasks on %.0f CPUs on average (1-minute load up to %.2f); the process was "
-			       "preempted %.0f times a second (%.0f involuntary context switches, %.0f voluntary)",
-			       run, cpus, isfinite(sp->load1_max) ? sp->load1_max : 0, ivcsw_s, sp->involuntary_switches,
-			       sp->voluntary_switches);
-	ana_finding_num(f, "runnable_mean", run);
+	f->evidence = ana_strf("its threads waited %.2f s for a CPU while runnable, %.0f%% of the time they wanted one "
+			       "(they ran %.2f s); %.1f runnable tasks on %.0f CPUs on average (1-minute load up to %.2f); "
+			       "preempted %.0f times a second",
+			       sp->run_delay_ns / 1e9, share, sp->cpu_ns / 1e9,
+			       isfinite(sp->procs_running_mean) ? sp->procs_running_mean : 0, cpus,
+			       isfinite(sp->load1_max) ? sp->load1_max : 0, ivcsw_s);
+	ana_finding_num(f, "wait_share_pct", share);
+	ana_finding_num(f, "run_delay_ns", sp->run_delay_ns);
+	ana_finding_num(f, "runnable_mean", sp->procs_running_mean);
 	ana_finding_num(f, "cpus", cpus);
 	ana_finding_num(f, "load1_max", sp->load1_max);
 	ana_finding_num(f, "involuntary_switches_per_s", ivcsw_s);
 	f->recommendation = ana_strf("More threads want to run than there are CPUs: use no more threads than cores "
 				     "(OMP_NUM_THREADS, torch.set_num_threads, the data loader's workers), stop what "
 				     "else runs on the machine, or give the job more cores.");
-	double excess = 100 * (run - cpus) / run;
-	f->expected_gain_pct = excess > 0 ? excess : 0;
+	f->expected_gain_pct = share;
 }
 
 static void rule_swapping(ana_profile *p, const ana_sys_proc *sp)

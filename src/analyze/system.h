@@ -22,6 +22,7 @@ typedef struct ana_sys_point {
 	double rss_bytes, swap_bytes, threads, fds;
 	double disk_read_bps, disk_write_bps, net_rx_bps, net_tx_bps;
 	double major_faults_per_s, ivcsw_per_s;
+	double wait_pct;          /* the threads' run-queue waits over the interval, % of one core */
 	double machine_cpu_pct, machine_iowait_pct, load1, procs_running;
 } ana_sys_point;
 
@@ -36,6 +37,7 @@ typedef struct ana_sys_proc {
 	double disk_read_bytes, disk_write_bytes, net_rx_bytes, net_tx_bytes;
 	double minor_faults, major_faults, voluntary_switches, involuntary_switches;
 	double cpu_ns;
+	double run_delay_ns;      /* time its threads waited, runnable, for a CPU (NAN: unknown) */
 	double cpu_pct_mean, cpu_pct_max, rss_max_bytes, swap_max_bytes, threads_max, fds_max;
 	double machine_cpu_pct_mean, load1_max, procs_running_mean;
 	int net_counted;          /* its network counters are in the recording's totals */

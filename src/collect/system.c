@@ -115,6 +115,40 @@ static int64_t count_fds(void)
 	return n - 1; /* the one opened here */
 }
 
+#define SYS_MAX_TASKS 256 /* threads whose run-queue waits are summed, at most */
+
+/* The time the process's threads waited for a CPU while runnable: the second field of each
+ * /proc/self/task/TID/schedstat (run_delay, ns), summed over at most SYS_MAX_TASKS live
+ * threads (an ended thread's waits leave the sum with it). -1 when unreadable. */
+static int64_t run_delay(void)
+{
+	int fd = open("/proc/self/task", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (fd < 0)
+		return -1;
+	char buf[4096], path[64], st[128];
+	int64_t sum = 0;
+	int n = 0, any = 0;
+	long r;
+	while (n < SYS_MAX_TASKS && (r = syscall(SYS_getdents64, fd, buf, sizeof buf)) > 0)
+		for (long off = 0; off < r && n < SYS_MAX_TASKS;) {
+			struct { uint64_t ino; int64_t off; unsigned short reclen; unsigned char type; char name[]; } *d =
+				(void *)(buf + off);
+			off += d->reclen;
+			if (d->name[0] < '0' || d->name[0] > '9')
+				continue;
+			snprintf(path, sizeof path, "/proc/self/task/%.20s/schedstat", d->name);
+			n++;
+			if (slurp(path, st, sizeof st) <= 0)
+				continue;
+			char *e;
+			strtoull(st, &e, 10);
+			sum += (int64_t)strtoull(e, NULL, 10);
+			any = 1;
+		}
+	close(fd);
+	return any ? sum : -1;
+}
+
 static void sample(fmt_sys *s)
 {
 	static char buf[1 << 15]; /* static: every caller holds the session's flush lock */
@@ -139,6 +173,7 @@ static void sample(fmt_sys *s)
 		put(s, FMT_SY_THREADS, keyed(buf, "Threads"));
 	}
 	put(s, FMT_SY_FDS, count_fds());
+	put(s, FMT_SY_RUN_DELAY_NS, run_delay());
 	if (slurp("/proc/self/io", buf, sizeof buf) > 0) {
 		put(s, FMT_SY_DISK_READ, keyed(buf, "read_bytes"));
 		put(s, FMT_SY_DISK_WRITE, keyed(buf, "write_bytes"));

@@ -42,6 +42,7 @@ static void sys_proc_json(FILE *out, const ana_profile *p, const ana_sys_proc *s
 	rep_json_key(out, IND, "net_counted", &f);
 	fputs(sp->net_counted ? "true" : "false", out);
 	rep_json_knum(out, IND, "cpu_ns", sp->cpu_ns, &f);
+	rep_json_knum(out, IND, "run_delay_ns", sp->run_delay_ns, &f);
 	rep_json_knum(out, IND, "cpu_pct_mean", sp->cpu_pct_mean, &f);
 	rep_json_knum(out, IND, "cpu_pct_max", sp->cpu_pct_max, &f);
 	rep_json_knum(out, IND, "rss_max_bytes", sp->rss_max_bytes, &f);
@@ -74,6 +75,7 @@ static void sys_proc_json(FILE *out, const ana_profile *p, const ana_sys_proc *s
 		rep_json_knum(out, IND, "machine_cpu_pct", pt->machine_cpu_pct, &g);
 		rep_json_knum(out, IND, "load1", pt->load1, &g);
 		rep_json_knum(out, IND, "runnable", pt->procs_running, &g);
+		rep_json_knum(out, IND, "wait_pct", pt->wait_pct, &g);
 		fputc('}', out);
 	}
 	fputs(n ? "\n    ]" : "]", out);

@@ -95,12 +95,14 @@ def test_system_cpu_and_estimate():
 
 @collector
 def test_system_cpu_starved():
-    """Four spinning threads per CPU: more runnable tasks than CPUs, preempted: cpu_starved."""
+    """Four spinning threads per CPU: each waits for a CPU about 3/4 of the time it wants one
+    (more on a busy machine): cpu_starved."""
     r, path = record("sys_load", "starve", "1500", opts=["--sample", "off"])
     rep = analyze(path)
     f = _finding(rep, "cpu_starved")
     assert_true(f, "cpu_starved: %r" % [x["type"] for x in rep["findings"]])
     ev = f[0]["evidence"]
+    assert_true(ev["wait_share_pct"] >= 50, "waited %r%% of the runnable time" % ev["wait_share_pct"])
     assert_true(ev["runnable_mean"] > ev["cpus"], "runnable %r over cpus %r" % (ev["runnable_mean"], ev["cpus"]))
 
 
