@@ -360,3 +360,26 @@ def test_system_corpus_and_truncations():
         r = run([fennec_bin(), "analyze", "cut.fnc", "--format", "json"])
         assert_true(r.returncode in (0, 1), "cut at %d: exit %r\n%s" % (cut, r.returncode, r.describe()))
         assert_true(r.returncode == 0 or "cut.fnc" in r.stderr, "cut at %d: a message naming the file" % cut)
+
+
+def test_energy_counted_once_per_host():
+    """Two processes of one recording on one host both read the package counter (40 W): the
+    machine's energy is counted once, from the process that read it longest."""
+    paths = []
+    for i, (pid, span) in enumerate(((4242, 20), (4243, 10))):
+        w = fncwrite.Writer(pid=pid)
+        w.thread(pid, "main")
+        t0 = w.start_mono_ns
+        readings = [(1, t0 + k * 100 * MS, 40 * k * 100 * MS // 1000, 0) for k in range(span + 1)]
+        w.system([{"t_ns": t0 + k * 100 * MS, "cpu_user_ns": k * MS} for k in range(span + 1)],
+                 energy=([(1, 1, "package", "package-0")], readings))
+        name = "two.fnc" if i == 0 else "two.fnc.%d.0" % pid
+        open(name, "wb").write(w.data(end_ns=t0 + span * 100 * MS + MS))
+        paths.append(name)
+    rep = analyze(os.path.abspath("two.fnc"))
+    assert_eq(rep["summary"]["processes"], 2, "both files loaded")
+    e = rep["energy"]
+    assert_rel(e["cpu_joules"], 80.0, 1e-9, "40 W over the longer reader's 2 s, once")
+    assert_eq([d["pid"] for d in e["domains"]], [4242], "the longest reader's counter")
+    s = rep["system"]
+    assert_eq(len(s["processes"]), 2, "both processes' points")
