@@ -88,6 +88,8 @@ static int sys_point(ana_profile *p, uint32_t proc, const fmt_file *f, const fmt
 	pt->disk_write_bps = gain(a, r, FMT_SY_DISK_WRITE) * per_s;
 	pt->net_rx_bps = gain(a, r, FMT_SY_NET_RX) * per_s;
 	pt->net_tx_bps = gain(a, r, FMT_SY_NET_TX) * per_s;
+	pt->rw_bps = a->present >> FMT_SY_RCHAR & r->present >> FMT_SY_RCHAR & 1
+			     ? (gain(a, r, FMT_SY_RCHAR) + gain(a, r, FMT_SY_WCHAR)) * per_s : NAN;
 	pt->major_faults_per_s = gain(a, r, FMT_SY_MAJFLT) * per_s;
 	pt->ivcsw_per_s = gain(a, r, FMT_SY_IVCSW) * per_s;
 	pt->wait_pct = a->present >> FMT_SY_RUN_DELAY_NS & r->present >> FMT_SY_RUN_DELAY_NS & 1
@@ -465,7 +467,11 @@ static void rule_io_bound(ana_profile *p, const ana_sys_proc *sp)
 		const ana_sys_point *pt = &sp->points[k];
 		t_all += pt->dt_ns;
 		double d = pt->disk_read_bps + pt->disk_write_bps;
+		/* the namespace's traffic, as far as the process's own reads and writes could
+		 * have moved it (other programs' traffic is in the counters too) */
 		double nt = sp->net_counted ? pt->net_rx_bps + pt->net_tx_bps : 0;
+		if (isfinite(pt->rw_bps) && pt->rw_bps < nt)
+			nt = pt->rw_bps;
 		if ((d >= IO_RATE_BPS || nt >= IO_RATE_BPS) && pt->cpu_pct < IO_IDLE_CPU_PCT) {
 			t_io += pt->dt_ns;
 			disk += d * pt->dt_ns / 1e9;

@@ -21,6 +21,7 @@ typedef struct ana_sys_point {
 	double cpu_pct, cpu_user_pct, cpu_sys_pct;
 	double rss_bytes, swap_bytes, threads, fds;
 	double disk_read_bps, disk_write_bps, net_rx_bps, net_tx_bps;
+	double rw_bps;            /* bytes through its read and write calls (rchar + wchar; NAN: unknown) */
 	double major_faults_per_s, ivcsw_per_s;
 	double wait_pct;          /* the threads' run-queue waits over the interval, % of one core */
 	double machine_cpu_pct, machine_iowait_pct, load1, procs_running;
