@@ -48,7 +48,14 @@
 		if (smp.mode && smp.mode !== 'off')
 			h.push(card('CPU samples', fmtNum(smp.cpu_samples), (smp.rate_hz ? fmtRate(smp.rate_hz) + ' Hz achieved, ' : '') + smp.mode + ' mode'));
 		h.push(card('Events', fmtNum(s.events), fmtNum((A.regions || []).length) + ' region paths'));
+		var en = A.energy;
+		if (en && en.total_joules !== null && en.total_joules !== undefined)
+			h.push(card(en.estimate ? 'Energy (estimate)' : 'Energy', fmtNum(+en.total_joules.toPrecision(4)) + ' J',
+				(en.estimate ? 'ESTIMATE from CPU time at ' + en.watts_per_core + ' W per core; ' : 'measured (' + en.source + '); ') +
+				(+en.co2_grams).toPrecision(3) + ' g CO2e at ' + en.grid_gco2_per_kwh + ' g/kWh' +
+				(en.per_step_joules !== null && en.per_step_joules !== undefined ? '; ' + (+en.per_step_joules).toPrecision(3) + ' J per step' : '')));
 		$('cards').innerHTML = h.join('');
+		drawSystem();
 
 		/* What the page left out or reduced, and the recording's own warnings. */
 		var n = [];
@@ -465,6 +472,38 @@
 			return esc(t.replace(/ \S*\/([^\/ ]+:\d+)$/, ' $1')); /* "fn /abs/path/file.c:12" -> "fn file.c:12" */
 		}).join(' ← ') +
 			(st.length > 6 ? ' ← …' : '');
+	}
+
+	/* The system sampler's timeline (docs/json.md system): CPU and RSS, disk and network
+	 * rates, one series per process. */
+	function drawSystem() {
+		var sy = A.system;
+		$('system-panel').hidden = !(sy && (sy.processes || []).some(function (p) { return (p.timeline || []).length; }));
+		if ($('system-panel').hidden)
+			return;
+		$('system-note').textContent = 'every ' + fmtNs(sy.interval_ns) + ' and after steps; disk ' + fmtBytes(sy.disk_read_bytes) + ' read, ' +
+			fmtBytes(sy.disk_write_bytes) + ' written; network ' + fmtBytes(sy.net_rx_bytes) + ' in, ' + fmtBytes(sy.net_tx_bytes) + ' out';
+		var many = sy.processes.length > 1, cpu = [], io = [];
+		sy.processes.forEach(function (p) {
+			var sfx = many ? ' (pid ' + p.pid + ')' : '', tl = p.timeline || [];
+			var pts = function (k) { return tl.map(function (x) { return [x.t_ns / 1e6, x[k]]; }); };
+			cpu.push({type: 'line', name: 'CPU %' + sfx, showSymbol: false, data: pts('cpu_pct')});
+			cpu.push({type: 'line', name: 'RSS' + sfx, yAxisIndex: 1, showSymbol: false, lineStyle: {width: 1}, data: pts('rss_bytes')});
+			io.push({type: 'line', name: 'disk read' + sfx, showSymbol: false, data: pts('disk_read_bytes_per_s')});
+			io.push({type: 'line', name: 'disk write' + sfx, showSymbol: false, data: pts('disk_write_bytes_per_s')});
+			if (p.net_counted) {
+				io.push({type: 'line', name: 'net in', showSymbol: false, data: pts('net_rx_bytes_per_s')});
+				io.push({type: 'line', name: 'net out', showSymbol: false, data: pts('net_tx_bytes_per_s')});
+			}
+		});
+		var x = {type: 'value', axisLabel: {formatter: function (v) { return fmtNs(v * 1e6); }}};
+		chart('chart-sys-cpu', {grid: {left: 10, right: 10, top: 30, bottom: 10, containLabel: true}, legend: {top: 0},
+			tooltip: {trigger: 'axis'}, xAxis: x,
+			yAxis: [{type: 'value', name: '% of a core'}, {type: 'value', axisLabel: {formatter: function (v) { return fmtBytes(v); }}}],
+			series: cpu});
+		chart('chart-sys-io', {grid: {left: 10, right: 10, top: 30, bottom: 10, containLabel: true}, legend: {top: 0},
+			tooltip: {trigger: 'axis', valueFormatter: function (v) { return fmtBytes(v) + '/s'; }}, xAxis: x,
+			yAxis: {type: 'value', axisLabel: {formatter: function (v) { return fmtBytes(v) + '/s'; }}}, series: io});
 	}
 
 	function drawMemory() {

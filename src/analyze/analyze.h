@@ -497,6 +497,8 @@ typedef struct ana_options {
 	const char *calibration;  /* roofline ceilings (docs/roofline.md); NULL: the default file */
 	double roofline_min_share_pct; /* memory_bound/compute_bound: regions from this share of wall (default 5) */
 	int native;               /* Python programs: keep the interpreter's own C frames (--native) */
+	double cpu_watts;         /* energy estimate: W per busy core (0: ANA_CPU_WATTS_DEFAULT, analyze/system.h) */
+	double carbon_intensity;  /* g CO2e per kWh (0: ANA_GRID_GCO2_DEFAULT) */
 } ana_options;
 
 /*
@@ -562,6 +564,8 @@ typedef struct ana_profile {
 	ana_memory mem;
 	struct ana_gpu *gpu;      /* GPU activity (analyze/gpu.h); NULL when no file has any */
 	struct ana_critpath *cp;  /* the critical path of the steps (analyze/critpath.h); NULL without steps */
+	struct ana_system *sys;   /* system metrics (analyze/system.h); NULL when no file has any */
+	struct ana_energy *energy; /* energy and carbon (analyze/system.h); NULL only when out of memory */
 	/* per thread and region node; per step of each process's stepping thread (model.c) */
 	ana_tnode *tnodes;
 	uint32_t ntnodes, tnodes_cap;

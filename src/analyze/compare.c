@@ -5,6 +5,7 @@
  * shares (two-proportion z test, Holm-adjusted), findings by type and subject.
  */
 #include "analyze/compare.h"
+#include "analyze/system.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -524,6 +525,9 @@ static void side_of(const ana_profile *p, ana_cmp_side *s)
 	s->step_p50_ns = sd->count ? sd->p50 : NAN;
 	s->steps_per_s = sd->total > 0 ? (double)p->steps / (sd->total / 1e9) : NAN;
 	s->items_per_s = p->has_items && sd->total > 0 ? (double)p->items / (sd->total / 1e9) : NAN;
+	s->energy_joules = p->energy ? p->energy->total_joules : NAN;
+	s->step_joules = p->energy ? p->energy->step_joules_mean : NAN;
+	s->energy_estimate = p->energy && p->energy->estimate;
 }
 
 int ana_compare(const ana_profile *a, const ana_profile *b, const ana_compare_options *opt, ana_compare_result *out)

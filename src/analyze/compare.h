@@ -84,6 +84,8 @@ typedef struct ana_cmp_side {
 	uint64_t max_rss_bytes;    /* the largest max RSS of the recording's processes (0 unknown) */
 	double step_mean_ns, step_p50_ns, steps_per_s, items_per_s; /* NaN when not available */
 	uint64_t cpu_weight;       /* on-CPU sample weight (0 without sampling) */
+	double energy_joules, step_joules; /* docs/json.md energy: total_joules, per_step_joules (NaN: none) */
+	int energy_estimate;       /* the CPU part of that energy is an estimate */
 } ana_cmp_side;
 
 typedef struct ana_compare_result {

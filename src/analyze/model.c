@@ -7,6 +7,7 @@
  * not with the file.
  */
 #include "analyze/analyze.h"
+#include "analyze/system.h"
 #include "analyze/critpath.h"
 #include "analyze/map.h"
 
@@ -346,6 +347,8 @@ static int on_event(void *vc, const fmt_file *f, const fmt_event *ev)
 		return ana_samples_event(p, c->proc, f, ev) ? (c->oom = 1, FENNEC_ENOMEM) : 0;
 	if (ev->type >= FMT_EV_ALLOC && ev->type <= FMT_EV_HEAP_SNAP) /* heap: memory.c */
 		return ana_memory_event(p, c->proc, f, ev) ? (c->oom = 1, FENNEC_ENOMEM) : 0;
+	if (ev->type == FMT_EV_SYS || ev->type == FMT_EV_ENERGY) /* system metrics: system.c */
+		return ana_sys_event(p, c->proc, f, ev) ? (c->oom = 1, FENNEC_ENOMEM) : 0;
 	if (ev->type == FMT_EV_GPU) { /* GPU records: gpu.c (and the critical path's streams) */
 		if (c->cp && ana_cp_collecting(p) && ana_cp_gpu(p, ev->gpu))
 			goto oom;
@@ -744,6 +747,7 @@ static int load_file(ana_profile *p, const char *path, fmt_error *err)
 		ana_samples_discard(p, c.proc);
 		ana_memory_discard(p, c.proc);
 		ana_gpu_discard(p, c.proc);
+		ana_sys_discard(p, c.proc);
 		/* its threads would otherwise count for the next file's process */
 		p->nthreads = c.first_thread;
 		p->ntnodes = c.first_tn;
@@ -943,6 +947,10 @@ int ana_load_paths(const char *const *paths, size_t npaths, const ana_options *o
 		snprintf(err->msg, sizeof err->msg, "%s: out of memory while analysing GPU activity", p->procs[0].file.path);
 		return err->code = FENNEC_ENOMEM;
 	}
+	if (ana_sys_finish(p)) {
+		snprintf(err->msg, sizeof err->msg, "%s: out of memory while analysing system metrics", p->procs[0].file.path);
+		return err->code = FENNEC_ENOMEM;
+	}
 	if (ana_critpath_build(p)) {
 		snprintf(err->msg, sizeof err->msg, "%s: out of memory while finding critical paths", p->procs[0].file.path);
 		return err->code = FENNEC_ENOMEM;
@@ -1002,6 +1010,7 @@ void ana_profile_free(ana_profile *p)
 	p->nops = 0;
 	ana_memory_free(p);
 	ana_gpu_free(p);
+	ana_sys_free(p);
 	map_free(p->name_index);
 	map_free(p->node_index);
 	memset(p, 0, sizeof *p);

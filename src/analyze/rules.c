@@ -4,6 +4,7 @@
  * evidence, a recommendation specific to that evidence, and an upper bound on the gain.
  */
 #include "analyze/analyze.h"
+#include "analyze/system.h"
 
 #include <math.h>
 #include <stdarg.h>
@@ -1823,6 +1824,7 @@ void ana_rules(ana_profile *p)
 	rule_input_bound(p);
 	rule_gil_wait(p);
 	ana_gpu_rules(p);
+	ana_sys_rules(p);
 	if (p->nfindings > 1)
 		qsort(p->findings, p->nfindings, sizeof *p->findings, cmp_finding);
 }

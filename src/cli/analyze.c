@@ -42,6 +42,10 @@ static const char help[] =
 	"                         docs/roofline.md)\n"
 	"  --roofline-min-share PCT  memory_bound/compute_bound: regions from this share of the wall\n"
 	"                         in their own code (default 5)\n"
+	"  --carbon-intensity G   the grid's g CO2e per kWh for the carbon estimate (default 475,\n"
+	"                         the world average; docs/json.md energy)\n"
+	"  --cpu-watts W          energy estimate where no counter measures the CPU: W per busy\n"
+	"                         core (default 10)\n"
 	"  --max-regions N        rows in the text region table (default 40, 0 = all)\n"
 	"  --top N                rows of the sample tables: hot functions, lines, regions\n"
 	"                         (default 20 in text, all in JSON)\n"
@@ -156,6 +160,14 @@ int cmd_analyze(int argc, char **argv)
 			i += cli_take(&x);
 		} else if (!strcmp(a, "--roofline-min-share")) {
 			if (cli_parse_double("analyze", a, v, 0.01, 100, &opt.roofline_min_share_pct) < 0)
+				goto out;
+			i += cli_take(&x);
+		} else if (!strcmp(a, "--carbon-intensity")) {
+			if (cli_parse_double("analyze", a, v, 0.001, 1e5, &opt.carbon_intensity) < 0)
+				goto out;
+			i += cli_take(&x);
+		} else if (!strcmp(a, "--cpu-watts")) {
+			if (cli_parse_double("analyze", a, v, 0.001, 1e4, &opt.cpu_watts) < 0)
 				goto out;
 			i += cli_take(&x);
 		} else if (!strcmp(a, "--leak-threshold")) {

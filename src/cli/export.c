@@ -26,6 +26,8 @@ static const char help[] =
 	"                         speedscope    speedscope's JSON: samples and regions per thread\n"
 	"                         chrome-trace  trace events for Perfetto and chrome://tracing\n"
 	"                         csv           a table for spreadsheets and scripts (see --table)\n"
+	"                         tensorboard   per-step scalars into -o DIR (events.out.tfevents.*):\n"
+	"                                       tensorboard --logdir DIR\n"
 	"  -o, --output FILE      write to FILE instead of standard output (a recording there,\n"
 	"                         read or not, is refused, not replaced)\n"
 	"  --kind cpu|offcpu|all  which samples (default: cpu for folded and svg, all for the others)\n"
@@ -46,8 +48,9 @@ static const char help[] =
 	"\n"
 	"Formats, options and what each consumer expects: docs/export.md.\n";
 
-enum { F_FOLDED, F_SVG, F_PPROF, F_SPEEDSCOPE, F_CHROME, F_CSV, F_DIFF_SVG };
-static const char *const formats[] = {"folded", "svg", "pprof", "speedscope", "chrome-trace", "csv", "diff-svg"};
+enum { F_FOLDED, F_SVG, F_PPROF, F_SPEEDSCOPE, F_CHROME, F_CSV, F_DIFF_SVG, F_TENSORBOARD };
+static const char *const formats[] = {"folded", "svg", "pprof", "speedscope", "chrome-trace", "csv", "diff-svg",
+				      "tensorboard"};
 
 static int parse_prefix(const char *v, exp_options *o)
 {
@@ -130,7 +133,7 @@ int cmd_export(int argc, char **argv)
 				if (!strcmp(v, formats[k]))
 					format = k;
 			if (format < 0) {
-				cli_error("export", "--format must be folded, svg, diff-svg, pprof, speedscope, chrome-trace or csv, not '%s'",
+				cli_error("export", "--format must be folded, svg, diff-svg, pprof, speedscope, chrome-trace, csv or tensorboard, not '%s'",
 					  v ? v : "");
 				return 2;
 			}
@@ -229,6 +232,31 @@ int cmd_export(int argc, char **argv)
 	if (format < 0) {
 		cli_error("export", "which format? --format folded, svg, diff-svg, pprof, speedscope, chrome-trace or csv");
 		return 2;
+	}
+	if (format == F_TENSORBOARD) {
+		if (!out_path) {
+			cli_error("export", "tensorboard writes a folder of event files: give -o DIR");
+			return 2;
+		}
+		if (kind_given || o.has_tid || o.region || o.memory || o.title || base_path || table >= 0 ||
+		    o.prefix_thread || o.prefix_region) {
+			cli_error("export", "tensorboard takes no sample, table or title options");
+			return 2;
+		}
+		ana_profile p;
+		fmt_error err;
+		int rc = ana_load(path, &ao, &p, &err);
+		if (!rc) {
+			memset(&err, 0, sizeof err);
+			rc = exp_tensorboard(&p, out_path, &err);
+		}
+		if (rc)
+			fprintf(stderr, "fennec export: %s\n", err.msg[0] ? err.msg : fennec_strerror(rc));
+		else
+			for (uint32_t i = 0; i < p.nwarnings; i++)
+				fprintf(stderr, "fennec export: warning: %s\n", p.warnings[i]);
+		ana_profile_free(&p);
+		return rc ? 1 : 0;
 	}
 	if (table >= 0 && format != F_CSV) {
 		cli_error("export", "--table applies to csv only");

@@ -79,6 +79,8 @@ static const char help[] =
 	"  --memory-rate BYTES        sampled: mean bytes between sampled allocations (default 512K;\n"
 	"                             sizes take K, KiB, KB, M, MiB, MB, G, GiB, GB)\n"
 	"  --memory-interval MS       heap and RSS timeline period (default 50; also at every step)\n"
+	"  --system-interval MS       system metrics period: CPU, memory, faults, switches, disk,\n"
+	"                             network, energy (default 200; also after steps; 0: off)\n"
 	"  --memory-mmap[=BYTES]      also count the program's anonymous mmap()s of at least BYTES\n"
 	"                             (default 65536) as allocations, munmap()s as frees\n"
 	"  --gpu                      CUDA kernels, transfers, synchronisation, API calls and GPU memory\n"
@@ -566,7 +568,7 @@ int cmd_record(int argc, char **argv)
 	const char *output = "fennec.fnc";
 	const char *buffer = NULL, *flush = NULL, *fraction = NULL, *schedule = NULL;
 	const char *freq = NULL, *sample = NULL, *depth = NULL;
-	const char *memory = NULL, *mem_rate = NULL, *mem_interval = NULL, *mem_mmap = NULL;
+	const char *memory = NULL, *mem_rate = NULL, *mem_interval = NULL, *mem_mmap = NULL, *sys_interval = NULL;
 	char mem_rate_s[24], mem_mmap_s[24];
 	int gpu_mode = 0;
 	int quiet = 0, i;
@@ -648,6 +650,12 @@ int cmd_record(int argc, char **argv)
 			snprintf(mem_mmap_s, sizeof mem_mmap_s, "%llu", (unsigned long long)b);
 			mem_mmap = mem_mmap_s;
 			cli_take(&x);
+		} else if (!strcmp(a, "--system-interval")) {
+			unsigned ms;
+			if (cli_parse_u32("record", a, v, 0, 3600000, &ms) < 0)
+				return 2;
+			sys_interval = v;
+			i += cli_take(&x);
 		} else if (!strcmp(a, "--memory-interval")) {
 			if (cli_parse_u32("record", a, v, 1, 3600000, &u) < 0)
 				return 2;
@@ -872,6 +880,8 @@ int cmd_record(int argc, char **argv)
 			setenv("FENNEC_MEMORY_RATE", mem_rate, 1);
 		if (mem_interval)
 			setenv("FENNEC_MEMORY_INTERVAL_MS", mem_interval, 1);
+		if (sys_interval)
+			setenv("FENNEC_SYSTEM_MS", sys_interval, 1);
 		if (mem_mmap)
 			setenv("FENNEC_MEMORY_MMAP", mem_mmap, 1);
 		cli_gpu_env(&gpu, lib);

@@ -182,6 +182,17 @@ void col_mem_dropped(uint64_t *allocs, uint64_t *frees);
 int col_mem_busy(void);                  /* fennec's own code (or its allocator) runs on this thread */
 int col_mem_lazy_ok(void);               /* glibc's allocator, interposed: a lazy writer helps */
 
+/* The system sampler (system.c, docs/format.md "System metrics"): prepare at a session's
+ * begin (FENNEC_SYSTEM_MS, the RAPL zones), header keys, the start point; the writer's tick
+ * (a point every period and after a step) and its drain into SYSTEM and ENERGY chunks, the
+ * final one with the last point. Never called on the program's threads while they run. */
+void col_sys_prepare(void);
+void col_sys_header(cm_buf *h);
+void col_sys_start(void);
+void col_sys_tick(uint64_t now_ns);
+uint64_t col_sys_quiet_ns(uint64_t now_ns); /* writer: ns until the next point is due */
+void col_sys_drain(void (*emit)(unsigned type, cm_buf *raw), int final);
+
 /* Site table, read by the writer. */
 typedef struct col_site {
 	const void *key;

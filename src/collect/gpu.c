@@ -312,6 +312,7 @@ static struct {
 	int (*clock)(void *, int, unsigned *);
 	int (*pcie)(void *, int, unsigned *);
 	int (*fields)(void *, int, nvml_field *);
+	int (*energy)(void *, unsigned long long *);
 	unsigned n;
 	void *dev[GPU_MAX_DEVICES];
 	uint8_t uuid[GPU_MAX_DEVICES][16];
@@ -360,6 +361,7 @@ static void nvml_open(void)
 	*(void **)&N.clock = dlsym(N.lib, "nvmlDeviceGetClockInfo");
 	*(void **)&N.pcie = dlsym(N.lib, "nvmlDeviceGetPcieThroughput");
 	*(void **)&N.fields = dlsym(N.lib, "nvmlDeviceGetFieldValues");
+	*(void **)&N.energy = dlsym(N.lib, "nvmlDeviceGetTotalEnergyConsumption");
 	unsigned n = 0;
 	if (!N.init || !N.count || !N.handle || N.init() != NVML_OK || N.count(&n) != NVML_OK) {
 		dlclose(N.lib);
@@ -465,6 +467,17 @@ static void nvml_round(void)
 		nvlink_read(i, g.device);
 	}
 	col_gpu_batch_end(b);
+}
+
+int col_gpu_energy_mj(unsigned i, uint64_t *mj)
+{
+	if (!G.mode || !N.lib || i >= N.n)
+		return -1;
+	unsigned long long v = 0;
+	if (!N.energy || N.energy(N.dev[i], &v) != NVML_OK)
+		return 1;
+	*mj = v;
+	return 0;
 }
 
 void col_gpu_tick(uint64_t now_ns)

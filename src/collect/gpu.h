@@ -53,6 +53,9 @@ void col_gpu_set_clock(uint64_t cupti_version, unsigned clock, int64_t offset_ns
 void col_gpu_prepare(void);        /* session begin: a new file, so strings and batches restart */
 void col_gpu_start(void);          /* after the writer started: NVML */
 void col_gpu_tick(uint64_t now_ns); /* writer: an NVML round when the period is over */
+/* Writer: NVML device i's energy counter (mJ since the driver loaded): 0; 1 when the device
+ * has none; -1 when there is no device i (or NVML is not in use). */
+int col_gpu_energy_mj(unsigned i, uint64_t *mj);
 /* col_gpu_drain's `final`: the writer's periodic drain, the session's last, or the last at
  * _exit, which calls neither CUDA nor NVML (session.c, session_end()) */
 enum { COL_GPU_DRAIN_PERIODIC = 0, COL_GPU_DRAIN_FINAL = 1, COL_GPU_DRAIN_EXIT = 2 };

@@ -690,6 +690,7 @@ static void write_header(uint64_t start_mono, uint64_t start_ticks, uint64_t sta
 	/* FENNEC_* values the collector could not use (col_config_warn()), one a line */
 	if (cfg_warn_len)
 		fmt_hdr_string(&h, FMT_H_CONFIG_WARNINGS, cfg_warn, cfg_warn_len - 1);
+	col_sys_header(&h);
 	/* The process's CPU time so far, which the STATS and END records' getrusage() include:
 	 * a session started late, or a process's second one, is its own time less this. */
 	struct rusage ru;
@@ -916,6 +917,7 @@ static void flush_locked(int final, unsigned exit_reason)
 	 * col_gpu_stop() is (session_end()). */
 	col_gpu_drain(emit_chunk, !final ? COL_GPU_DRAIN_PERIODIC
 				  : exit_reason == FMT_END__EXIT ? COL_GPU_DRAIN_EXIT : COL_GPU_DRAIN_FINAL);
+	col_sys_drain(emit_chunk, !final ? 0 : exit_reason == FMT_END__EXIT ? 2 : 1); /* _exit: no NVML */
 	if (S.ends.len)
 		emit_chunk(FMT_THREAD_END, &S.ends);
 	cm_buf st = {0};
@@ -1127,6 +1129,7 @@ static void *writer_main(void *arg)
 		uint64_t now = cm_mono_ns();
 		col_mem_tick(now);
 		col_gpu_tick(now);
+		col_sys_tick(now);
 		col_sample_tick();
 		unsigned fill = max_fill_pm(), mfill = col_mem_fill_pm();
 		if (mfill > fill)
@@ -1143,6 +1146,9 @@ static void *writer_main(void *arg)
 		last_look = now;
 		if (now < next && fill < FLUSH_PM) {
 			uint64_t wait = next - now < slice ? next - now : slice;
+			uint64_t sq = col_sys_quiet_ns(now); /* the system sampler's next point */
+			if (sq < wait)
+				wait = sq > WRITER_SLICE_NS ? sq : WRITER_SLICE_NS;
 			/* Read under the flush lock, which the stopping thread holds to set stop_writer
 			 * before it bumps wake_word: a stop after this is seen by the futex. */
 			uint32_t seen = atomic_load_explicit(&wake_word, memory_order_acquire);
@@ -1359,6 +1365,7 @@ static int session_begin(void)
 	col_sample_prepare(S.cfg.sample_mode, S.cfg.sample_hz, S.cfg.stack_depth, &S.sample);
 	col_mem_prepare(S.cfg.memory_mode, S.cfg.memory_rate, S.cfg.memory_interval_ms, S.cfg.stack_depth, &S.mem);
 	col_gpu_prepare();
+	col_sys_prepare();
 	write_header(mono, ticks, real);
 	S.gen++;
 	if (S.gen == 0)
@@ -1387,6 +1394,7 @@ static int session_begin(void)
 	col_sample_start();
 	col_mem_start();
 	col_gpu_start();
+	col_sys_start(); /* the first point, before the program goes on */
 	return 0;
 }
 

@@ -84,6 +84,12 @@ int exp_pprof(FILE *out, const ana_profile *p, const exp_options *o);
  * samples or regions; FENNEC_ENODATA when there are neither. */
 int exp_speedscope(FILE *out, const ana_profile *p, const exp_options *o, fmt_error *err);
 
+/* TensorBoard (tensorboard.c, docs/export.md): per-step scalars as TFRecord files of Event
+ * protobufs, DIR/events.out.tfevents.<start>.<host>.<pid> for the first process and one
+ * sub-folder per other process with series (pid<PID>, rank<R> for ranks). DIR is made if
+ * it does not exist. 0, FENNEC_EIO or FENNEC_ENOMEM with err's message. */
+int exp_tensorboard(const ana_profile *p, const char *dir, fmt_error *err);
+
 /* CSV tables (RFC 4180, a header row, CRLF): one table of the model per call. */
 enum exp_csv_table { EXP_CSV_REGIONS, EXP_CSV_STEPS, EXP_CSV_METRICS, EXP_CSV_SAMPLES, EXP_CSV_THREADS };
 

@@ -31,6 +31,8 @@ enum fmt_chunk_type {
 	FMT_GPUX = 14,
 	FMT_REACH = 15, /* what the program could still reach at the end (1.6) */
 	FMT_PYCODE = 16, /* Python code objects that samples name (1.7) */
+	FMT_SYSTEM = 17, /* system metrics: the process's and the machine's (1.7; docs/format.md) */
+	FMT_ENERGY = 18, /* energy counters: RAPL (powercap), NVML */
 };
 
 enum fmt_codec { FMT_RAW = 0, FMT_ZSTD = 1 };
@@ -49,6 +51,8 @@ enum fmt_ev_type {
 	FMT_EV_FREE = 18,
 	FMT_EV_HEAP_SNAP = 19,
 	FMT_EV_GPU = 20,      /* a GPU chunk record (fmt_event.gpu) */
+	FMT_EV_SYS = 21,      /* a SYSTEM chunk record (fmt_event.sys) */
+	FMT_EV_ENERGY = 22,   /* an ENERGY reading (fmt_event.energy) */
 };
 
 /* SAMPLES flags (docs/format.md) */
@@ -80,6 +84,10 @@ enum fmt_hkey {
 	FMT_H_SAMPLE_DEPTH, FMT_H_SAMPLE_HZ, FMT_H_MEM_MODE, FMT_H_MEM_RATE, FMT_H_MEM_INTERVAL,
 	FMT_H_CPU_START_USER, FMT_H_CPU_START_SYS, FMT_H_MEM_MMAP,
 	FMT_H_CONFIG_WARNINGS, /* 33: FENNEC_* values the collector could not use, one a line */
+	FMT_H_SYS_INTERVAL,    /* 34: system sampler period, ns (absent: no sampler) */
+	FMT_H_SYS_CPUS,        /* 35: CPUs online */
+	FMT_H_SYS_MEM_TOTAL,   /* 36: the machine's memory, bytes */
+	FMT_H_ENERGY_SOURCES,  /* 37: energy counters found: bit 0 RAPL, bit 1 NVML */
 	FMT_H_PY_VERSION = 38, /* the CPython interpreter's PY_VERSION_HEX (1.7) */
 	FMT_H_PY_STATUS = 39,  /* enum fmt_py_status (1.7) */
 };
@@ -212,6 +220,45 @@ void fmt_gpu_string_put(cm_buf *b, uint32_t id, const char *s, size_t n);
  * records of types FMT_GR_RANGE_START .. FMT_GR_NVLINK; *prev_ns as for fmt_gpu_put. */
 void fmt_gpux_prefix(cm_buf *b, uint64_t dropped);
 void fmt_gpux_put(cm_buf *b, const fmt_gpu *r, uint64_t *prev_ns);
+
+/* SYSTEM records (docs/format.md "System metrics"): one sample of the process and the
+ * machine. The same struct is what the collector encodes and the reader delivers. */
+enum fmt_sys_reason { FMT_SYS_START = 0, FMT_SYS_TIMER = 1, FMT_SYS_STEP = 2, FMT_SYS_FINAL = 3, FMT_SYS_REASON_MAX = 3 };
+/* fields, in `present` bit order */
+enum fmt_sys_field {
+	FMT_SY_CPU_USER_NS, FMT_SY_CPU_SYS_NS, FMT_SY_RSS, FMT_SY_SWAP, FMT_SY_MINFLT, FMT_SY_MAJFLT,
+	FMT_SY_VCSW, FMT_SY_IVCSW, FMT_SY_THREADS, FMT_SY_FDS, FMT_SY_DISK_READ, FMT_SY_DISK_WRITE,
+	FMT_SY_RCHAR, FMT_SY_WCHAR, FMT_SY_NET_RX, FMT_SY_NET_TX, FMT_SY_MACH_BUSY_NS, FMT_SY_MACH_IDLE_NS,
+	FMT_SY_MACH_IOWAIT_NS, FMT_SY_LOAD1_MILLI, FMT_SY_PROCS_RUNNING,
+	FMT_SY_RUN_DELAY_NS, FMT_SY_COUNT
+};
+typedef struct fmt_sys {
+	uint8_t reason;          /* enum fmt_sys_reason */
+	uint64_t t_ns;           /* CLOCK_MONOTONIC */
+	uint64_t step;           /* steps completed */
+	uint64_t present;        /* bit i: v[i] was read */
+	uint64_t v[FMT_SY_COUNT];
+} fmt_sys;
+/* SYSTEM chunk encoding (writer.c): the prefix (samples taken, cumulative), then records;
+ * *prev_ns is the previous record's time in the chunk (0 at its start). */
+void fmt_sys_prefix(cm_buf *b, uint64_t taken);
+void fmt_sys_put(cm_buf *b, const fmt_sys *r, uint64_t *prev_ns);
+
+/* ENERGY records (docs/format.md "Energy"): a counter's definition, then its readings. */
+enum fmt_energy_rec { FMT_ER_DOMAIN = 1, FMT_ER_READING = 2 };
+enum fmt_energy_source { FMT_ES_RAPL = 1, FMT_ES_NVML = 2, FMT_ES_MAX = 2 };
+enum fmt_energy_kind { FMT_EK_OTHER = 0, FMT_EK_PACKAGE = 1, FMT_EK_CORE = 2, FMT_EK_UNCORE = 3, FMT_EK_DRAM = 4,
+		       FMT_EK_PSYS = 5, FMT_EK_GPU = 6, FMT_EK_MAX = 6 };
+typedef struct fmt_energy {
+	uint8_t type;            /* enum fmt_energy_rec */
+	uint8_t source, kind;    /* DOMAIN */
+	uint32_t domain;         /* the counter's id in the file (from 1) */
+	const char *name;        /* DOMAIN: "package-0", "dram", "gpu0" (reader: owned by the file) */
+	uint64_t t_ns;           /* READING: CLOCK_MONOTONIC */
+	uint64_t uj;             /* READING: the counter, microjoules */
+	uint64_t max_uj;         /* READING: the counter wraps to 0 after this (0: never) */
+} fmt_energy;
+void fmt_energy_put(cm_buf *b, const fmt_energy *r, uint64_t *prev_ns);
 
 enum fmt_kind { FMT_K_VARINT = 0, FMT_K_STRING = 1, FMT_K_ZIGZAG = 2, FMT_K_F64 = 3 };
 

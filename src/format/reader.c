@@ -222,6 +222,10 @@ static int decode_header(rd *r, cur *c)
 			f->config_warnings = s;
 			s = NULL;
 			break;
+		case FMT_H_SYS_INTERVAL: f->sys_interval_ns = v; break;
+		case FMT_H_SYS_CPUS: f->sys_cpus = v; break;
+		case FMT_H_SYS_MEM_TOTAL: f->sys_mem_total = v; break;
+		case FMT_H_ENERGY_SOURCES: f->energy_sources = v; break;
 		case FMT_H_CPU_START_USER: f->cpu_start_user_ns = v; f->has_cpu_start = 1; break;
 		case FMT_H_CPU_START_SYS: f->cpu_start_sys_ns = v; f->has_cpu_start = 1; break;
 		default: break; /* a newer minor version's key */
@@ -1671,6 +1675,96 @@ static void fit_clock(fmt_file *f)
 	f->fit_a = (double)f->start_mono_ns - b * (double)f->start_ticks;
 }
 
+/* ---- SYSTEM and ENERGY (docs/format.md "System metrics", "Energy") ---- */
+
+static uint64_t ns_to_ticks(const fmt_file *f, uint64_t ns)
+{
+	double t = f->fit_b > 0 ? ((double)ns - f->fit_a) / f->fit_b : (double)ns;
+	return t > 0 ? (uint64_t)llround(t) : 0;
+}
+
+static int decode_system(rd *r, cur *c)
+{
+	fmt_file *f = r->f;
+	f->sys_taken = cur_varint(c);
+	uint64_t t = 0;
+	const uint8_t *base = c->p;
+	while (c->p < c->end && !c->bad) {
+		const uint8_t *at = c->p;
+		fmt_sys s = {0};
+		s.reason = cur_u8(c);
+		t += (uint64_t)cm_unzigzag(cur_varint(c));
+		s.t_ns = t;
+		s.step = cur_varint(c);
+		uint64_t present = cur_varint(c);
+		/* one varint per bit set; bits this reader does not know are read and dropped */
+		for (unsigned i = 0; i < 64 && !c->bad; i++)
+			if (present >> i & 1) {
+				uint64_t v = cur_varint(c);
+				if (i < FMT_SY_COUNT)
+					s.v[i] = v;
+			}
+		s.present = present & ((1ull << FMT_SY_COUNT) - 1);
+		if (c->bad || s.reason > FMT_SYS_REASON_MAX || (int64_t)t < 0)
+			return fail(r, FENNEC_ECORRUPT, r->chunk_off, "SYSTEM: bad or truncated record at payload byte %td",
+				    at - base);
+		fmt_event ev = {.type = FMT_EV_SYS, .thread = UINT32_MAX, .sys = &s, .ticks = ns_to_ticks(f, s.t_ns)};
+		int rc = r->fn ? r->fn(r->ctx, f, &ev) : 0;
+		if (rc)
+			return rc;
+	}
+	return 0;
+}
+
+#define MAX_ENERGY_DOMAINS 4096u
+
+static int decode_energy(rd *r, cur *c)
+{
+	fmt_file *f = r->f;
+	uint64_t t = 0;
+	const uint8_t *base = c->p;
+	while (c->p < c->end && !c->bad) {
+		const uint8_t *at = c->p;
+		fmt_energy e = {0};
+		e.type = cur_u8(c);
+		uint64_t id = cur_varint(c);
+		if (c->bad || !id || id >= MAX_ENERGY_DOMAINS || (e.type != FMT_ER_DOMAIN && e.type != FMT_ER_READING))
+			return fail(r, FENNEC_ECORRUPT, r->chunk_off, "ENERGY: bad record at payload byte %td", at - base);
+		e.domain = (uint32_t)id;
+		if (e.type == FMT_ER_DOMAIN) {
+			unsigned src = cur_u8(c), kind = cur_u8(c);
+			char *name = cur_string(c);
+			if (c->bad || !src || src > FMT_ES_MAX || kind > FMT_EK_MAX ||
+			    grow((void **)&f->energy_domains, &f->nenergy_domains, (uint32_t)id + 1, sizeof *f->energy_domains,
+				 MAX_ENERGY_DOMAINS) < 0) {
+				free(name);
+				return fail(r, FENNEC_ECORRUPT, r->chunk_off, "ENERGY: bad DOMAIN record at payload byte %td", at - base);
+			}
+			fmt_energy_domain *d = &f->energy_domains[id];
+			free(d->name);
+			*d = (fmt_energy_domain){src, kind, name, 1};
+			continue;
+		}
+		t += (uint64_t)cm_unzigzag(cur_varint(c));
+		e.t_ns = t;
+		e.uj = cur_varint(c);
+		e.max_uj = cur_varint(c);
+		if (c->bad || (int64_t)t < 0)
+			return fail(r, FENNEC_ECORRUPT, r->chunk_off, "ENERGY: truncated READING at payload byte %td", at - base);
+		if (id >= f->nenergy_domains || !f->energy_domains[id].defined)
+			return fail(r, FENNEC_ECORRUPT, r->chunk_off, "ENERGY: READING at payload byte %td names undefined domain %u",
+				    at - base, (unsigned)id);
+		e.source = (uint8_t)f->energy_domains[id].source;
+		e.kind = (uint8_t)f->energy_domains[id].kind;
+		e.name = f->energy_domains[id].name;
+		fmt_event ev = {.type = FMT_EV_ENERGY, .thread = UINT32_MAX, .energy = &e, .ticks = ns_to_ticks(f, e.t_ns)};
+		int rc = r->fn ? r->fn(r->ctx, f, &ev) : 0;
+		if (rc)
+			return rc;
+	}
+	return 0;
+}
+
 static int read_chunks(rd *r, const uint8_t *data, size_t len)
 {
 	fmt_file *f = r->f;
@@ -1763,6 +1857,8 @@ static int read_chunks(rd *r, const uint8_t *data, size_t len)
 		case FMT_GPUX: rc = decode_gpux(r, &c); break;
 		case FMT_REACH: rc = decode_reach(r, &c); break;
 		case FMT_PYCODE: rc = decode_pycode(r, &c); break;
+		case FMT_SYSTEM: rc = decode_system(r, &c); break;
+		case FMT_ENERGY: rc = decode_energy(r, &c); break;
 		default: break; /* newer chunk type */
 		}
 		if (rc)
@@ -1936,6 +2032,9 @@ static void fmt_file_free_records(fmt_file *f)
 	for (uint32_t i = 0; i < f->ngpu_strings; i++)
 		free(f->gpu_strings[i]);
 	free(f->gpu_strings);
+	for (uint32_t i = 0; i < f->nenergy_domains; i++)
+		free(f->energy_domains[i].name);
+	free(f->energy_domains);
 	free(f->modules);
 	free(f->tasks);
 	free(f->sites);

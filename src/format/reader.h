@@ -89,6 +89,12 @@ typedef struct fmt_pycode {
 	uint32_t firstlineno;
 	int defined;
 } fmt_pycode;
+/* An ENERGY DOMAIN record: one energy counter of the machine (RAPL zone, GPU). */
+typedef struct fmt_energy_domain {
+	unsigned source, kind;  /* enum fmt_energy_source, enum fmt_energy_kind */
+	char *name;
+	int defined;
+} fmt_energy_domain;
 
 typedef struct fmt_file {
 	char *path;
@@ -159,6 +165,12 @@ typedef struct fmt_file {
 	char **gpu_strings;      /* indexed by STRING id (NULL: undefined) */
 	uint32_t ngpu_strings;   /* size of the table */
 	uint64_t gpux_dropped;   /* GPUX (1.4): NVTX records the collector lost (the last chunk's) */
+	/* system metrics (header keys 34-37, SYSTEM and ENERGY chunks) */
+	uint64_t sys_interval_ns;  /* the sampler's period; 0: no sampler */
+	uint64_t sys_cpus, sys_mem_total, energy_sources;
+	uint64_t sys_taken;        /* SYSTEM points the collector took (the last chunk's count) */
+	fmt_energy_domain *energy_domains; /* indexed by domain id (0 unused) */
+	uint32_t nenergy_domains;  /* size of the table */
 	/* clock fit: mono_ns = a + b * ticks */
 	double fit_a, fit_b;
 	uint64_t last_ticks;    /* latest event or calibration time read (after an error: before the damage) */
@@ -181,6 +193,10 @@ typedef struct fmt_event {
 	 * onto the event clock); lives until the callback returns. A TIMER's end_ns is its
 	 * start plus the elapsed time the CUDA events measured. */
 	const fmt_gpu *gpu;
+	/* SYS and ENERGY only (ticks is t_ns mapped onto the event clock); live until the
+	 * callback returns. An ENERGY event is a READING; its domain is in f->energy_domains. */
+	const fmt_sys *sys;
+	const fmt_energy *energy;
 	/* SAMPLE only; the arrays live until the callback returns */
 	uint64_t tid;
 	const uint64_t *frames;  /* innermost first */

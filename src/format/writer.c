@@ -265,3 +265,40 @@ void fmt_gpux_put(cm_buf *b, const fmt_gpu *r, uint64_t *prev_ns)
 		break;
 	}
 }
+
+/* ---- SYSTEM and ENERGY (docs/format.md "System metrics", "Energy") ---- */
+
+void fmt_sys_prefix(cm_buf *b, uint64_t taken)
+{
+	cm_buf_varint(b, taken);
+}
+
+void fmt_sys_put(cm_buf *b, const fmt_sys *r, uint64_t *prev_ns)
+{
+	uint64_t present = r->present & ((1ull << FMT_SY_COUNT) - 1);
+	cm_buf_u8(b, r->reason);
+	cm_buf_varint(b, cm_zigzag((int64_t)(r->t_ns - *prev_ns)));
+	*prev_ns = r->t_ns;
+	cm_buf_varint(b, r->step);
+	cm_buf_varint(b, present);
+	for (unsigned i = 0; i < FMT_SY_COUNT; i++)
+		if (present >> i & 1)
+			cm_buf_varint(b, r->v[i]);
+}
+
+void fmt_energy_put(cm_buf *b, const fmt_energy *r, uint64_t *prev_ns)
+{
+	cm_buf_u8(b, r->type);
+	cm_buf_varint(b, r->domain);
+	if (r->type == FMT_ER_DOMAIN) {
+		const char *n = r->name ? r->name : "";
+		cm_buf_u8(b, r->source);
+		cm_buf_u8(b, r->kind);
+		cm_buf_string(b, n, strlen(n));
+		return;
+	}
+	cm_buf_varint(b, cm_zigzag((int64_t)(r->t_ns - *prev_ns)));
+	*prev_ns = r->t_ns;
+	cm_buf_varint(b, r->uj);
+	cm_buf_varint(b, r->max_uj);
+}

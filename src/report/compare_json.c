@@ -100,6 +100,8 @@ static void side(jw *w, const char *k, const ana_cmp_side *s)
 	num(w, "items_per_s", s->items_per_s);
 	num(w, "max_rss_bytes", s->max_rss_bytes ? (double)s->max_rss_bytes : NAN);
 	num(w, "cpu_samples", (double)s->cpu_weight);
+	num(w, "energy_joules", s->energy_joules);
+	num(w, "step_joules", s->step_joules);
 	close_(w, '}');
 }
 

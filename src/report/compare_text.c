@@ -126,6 +126,18 @@ static void summary(FILE *out, const ana_compare_result *r, const paint *c)
 			row(out, "items/s", fmt_rate(a->items_per_s, x, sizeof x), fmt_rate(b->items_per_s, y, sizeof y),
 			    rate_change(a->items_per_s, b->items_per_s, z, sizeof z));
 	}
+	if (isfinite(a->energy_joules) || isfinite(b->energy_joules)) {
+		int est = a->energy_estimate || b->energy_estimate;
+		snprintf(x, sizeof x, "%.4g J", a->energy_joules);
+		snprintf(y, sizeof y, "%.4g J", b->energy_joules);
+		row(out, est ? "energy (estimate)" : "energy", x, y, rate_change(a->energy_joules, b->energy_joules, z, sizeof z));
+		if (isfinite(a->step_joules) || isfinite(b->step_joules)) {
+			snprintf(x, sizeof x, "%.4g J", a->step_joules);
+			snprintf(y, sizeof y, "%.4g J", b->step_joules);
+			row(out, est ? "energy per step (estimate)" : "energy per step", x, y,
+			    rate_change(a->step_joules, b->step_joules, z, sizeof z));
+		}
+	}
 	row(out, "peak memory (max RSS)", fmt_bytes(a->max_rss_bytes, x, sizeof x), fmt_bytes(b->max_rss_bytes, y, sizeof y),
 	    rate_change((double)a->max_rss_bytes, (double)b->max_rss_bytes, z, sizeof z));
 	const ana_cmp_test *t = &r->steps;

@@ -885,6 +885,7 @@ int rep_json(FILE *out, const ana_profile *p, const rep_options *o)
 	samples_json(out, p);
 	memory_json(out, p);
 	rep_gpu_json(out, p);
+	rep_sys_json(out, p);
 
 	fputs("  \"findings\": [", out);
 	for (uint32_t i = 0; i < p->nfindings; i++) {

@@ -23,6 +23,11 @@ int rep_json(FILE *out, const ana_profile *p, const rep_options *o);
 void rep_gpu_text(FILE *out, const ana_profile *p, const char *bold, const char *reset);
 void rep_gpu_json(FILE *out, const ana_profile *p);
 
+/* The `system` and `energy` sections (system.c): the JSON keys and values each followed by
+ * a comma (null when absent), and the text lines (nothing when absent). */
+void rep_sys_json(FILE *out, const ana_profile *p);
+void rep_sys_text(FILE *out, const ana_profile *p, const char *bold, const char *reset);
+
 /* Region node indices by total time, descending (malloc'd; the caller frees). */
 uint32_t *rep_region_order(const ana_profile *p);
 

@@ -766,6 +766,7 @@ int rep_text(FILE *out, const ana_profile *p, const rep_options *o)
 	if (p->mem.present)
 		memory_text(out, p, &s);
 	rep_gpu_text(out, p, s.bold, s.reset);
+	rep_sys_text(out, p, s.bold, s.reset);
 
 	heading(out, &s, "Findings");
 	if (!p->nfindings)

@@ -26,6 +26,9 @@ Files written (every one under 64 KiB, the fuzzer's -max_len):
                         fncfile.gpu_payload: no GPU is needed to make it)
   valid_gpux_raw.fnc    valid_gpu_raw.fnc plus a GPUX chunk (format 1.4) of every record type
                         (NVTX start/end ranges and marks, NVLink counters; fncfile.gpux_payload)
+  valid_system_raw.fnc  sys_load.c cpu 200 with the system sampler every 20 ms (SYSTEM chunks),
+                        raw, plus an ENERGY chunk (fncfile.energy_payload: a package counter
+                        that wraps, a DRAM counter)
   torn_tail.fnc         valid_nested_raw.fnc cut inside a chunk (analysed as cut short)
   no_end.fnc            valid_nested_raw.fnc without its END chunk (cut short)
   unknown_chunk.fnc     valid_nested_raw.fnc plus a chunk of unknown type 99 (skipped)
@@ -149,7 +152,16 @@ def main():
             {"FENNEC_COMPRESSION": "0", "FENNEC_SAMPLE": "off", "FENNEC_MEMORY": "full"})),
         "valid_reach_raw.fnc": rec("k.fnc", "mem_leaks", 200, "reachable", env=helpers.base_env(
             {"FENNEC_COMPRESSION": "0", "FENNEC_SAMPLE": "off", "FENNEC_MEMORY": "full"})),
+        "valid_system_raw.fnc": rec("s.fnc", "sys_load", "cpu", 200, env=helpers.base_env(
+            {"FENNEC_COMPRESSION": "0", "FENNEC_SAMPLE": "off", "FENNEC_MEMORY": "off",
+             "FENNEC_SYSTEM_MS": "20", "FENNEC_WRITER": "thread"})),
     }
+    sysf = files["valid_system_raw.fnc"]
+    st = fncfile.decode(sysf)["header"][9]
+    files["valid_system_raw.fnc"] = fncfile.insert_before_end(sysf, fncfile.make_chunk(18, fncfile.energy_payload(
+        [(1, 1, "package", "package-0"), (2, 1, "dram", "dram")],
+        [(d, st + k * 20_000_000, (k * 900_000 + 500_000 * d) % (3_000_000 if d == 1 else 1 << 40),
+          3_000_000 if d == 1 else 0) for k in range(10) for d in (1, 2)])))
     base = files["valid_nested_raw.fnc"]
     _, _, chunks = fncfile.parse(base)
     files["valid_gpu_raw.fnc"] = fncfile.insert_before_end(base, fncfile.make_chunk(

@@ -298,6 +298,10 @@ def decode(data):
             if out.get("reach") is not None:
                 raise ValueError("a second REACH chunk")
             out["reach"] = _reach(p, out["heap"])
+        elif c.type == 17:
+            out.setdefault("system", []).extend(_system(p, out))
+        elif c.type == 18:
+            _energy(p, out.setdefault("energy", {"domains": {}, "readings": []}))
         elif c.type in (12, 14):
             if out["gpu"] is None:
                 out["gpu"] = {"prefix": None, "devices": {}, "strings": {}, "records": []}
@@ -883,3 +887,101 @@ def region_stats(dec):
                 st[0] += 1
                 st[1] += e[1] - t0
     return stats
+
+
+# SYSTEM fields by bit (docs/format.md "System metrics")
+SYSTEM_FIELDS = ["cpu_user_ns", "cpu_sys_ns", "rss_bytes", "swap_bytes", "minor_faults", "major_faults",
+                 "voluntary_switches", "involuntary_switches", "threads", "fds", "disk_read_bytes",
+                 "disk_write_bytes", "rchar", "wchar", "net_rx_bytes", "net_tx_bytes", "machine_busy_ns",
+                 "machine_idle_ns", "machine_iowait_ns", "load1_milli", "procs_running"]
+SYSTEM_REASONS = ["start", "timer", "step", "final"]
+
+
+def _system(p, out):
+    """Decode one SYSTEM payload: out["system_taken"], and its points as dicts
+    {"reason", "t_ns", "step", field: value for the fields present}."""
+    out["system_taken"], pos = _varint(p, 0)
+    t = 0
+    points = []
+    while pos < len(p):
+        reason = p[pos]
+        pos += 1
+        if reason >= len(SYSTEM_REASONS):
+            raise ValueError("SYSTEM reason %d" % reason)
+        u, pos = _varint(p, pos)
+        t += _unzigzag(u)
+        step, pos = _varint(p, pos)
+        present, pos = _varint(p, pos)
+        pt = {"reason": SYSTEM_REASONS[reason], "t_ns": t, "step": step}
+        for i in range(64):
+            if present >> i & 1:
+                v, pos = _varint(p, pos)
+                if i < len(SYSTEM_FIELDS):
+                    pt[SYSTEM_FIELDS[i]] = v
+        points.append(pt)
+    return points
+
+
+def system_payload(points, taken=None):
+    """Encode a SYSTEM payload (the inverse of _system)."""
+    out = bytearray(_put_varint(len(points) if taken is None else taken))
+    t = 0
+    for pt in points:
+        out.append(SYSTEM_REASONS.index(pt.get("reason", "timer")))
+        d = pt["t_ns"] - t
+        out += _put_varint(((d << 1) ^ (d >> 63)) & 0xFFFFFFFFFFFFFFFF)
+        t = pt["t_ns"]
+        out += _put_varint(pt.get("step", 0))
+        present = 0
+        for i, f in enumerate(SYSTEM_FIELDS):
+            if f in pt:
+                present |= 1 << i
+        out += _put_varint(present)
+        for f in SYSTEM_FIELDS:
+            if f in pt:
+                out += _put_varint(pt[f])
+    return bytes(out)
+
+
+ENERGY_KINDS = ["other", "package", "core", "uncore", "dram", "psys", "gpu"]
+
+
+def _energy(p, en):
+    """Decode one ENERGY payload into en["domains"] {id: (source, kind, name)} and
+    en["readings"] [(id, t_ns, uj, max_uj)]."""
+    pos = 0
+    t = 0
+    while pos < len(p):
+        rtype = p[pos]
+        pos += 1
+        dom, pos = _varint(p, pos)
+        if rtype == 1:
+            src, kind = p[pos], p[pos + 1]
+            name, pos = _string(p, pos + 2)
+            en["domains"][dom] = (src, ENERGY_KINDS[kind], name.decode())
+        elif rtype == 2:
+            if dom not in en["domains"]:
+                raise ValueError("ENERGY reading of undefined domain %d" % dom)
+            u, pos = _varint(p, pos)
+            t += _unzigzag(u)
+            uj, pos = _varint(p, pos)
+            mx, pos = _varint(p, pos)
+            en["readings"].append((dom, t, uj, mx))
+        else:
+            raise ValueError("ENERGY record type %d" % rtype)
+
+
+def energy_payload(domains, readings):
+    """Encode an ENERGY payload: domains [(id, source, kind name, name)], then readings
+    [(id, t_ns, uj, max_uj)] in time order."""
+    out = bytearray()
+    for dom, src, kind, name in domains:
+        b = name.encode()
+        out += bytes([1]) + _put_varint(dom) + bytes([src, ENERGY_KINDS.index(kind)]) + _put_varint(len(b)) + b
+    t = 0
+    for dom, tn, uj, mx in readings:
+        d = tn - t
+        out += bytes([2]) + _put_varint(dom) + _put_varint(((d << 1) ^ (d >> 63)) & 0xFFFFFFFFFFFFFFFF)
+        out += _put_varint(uj) + _put_varint(mx)
+        t = tn
+    return bytes(out)

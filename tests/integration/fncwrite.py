@@ -51,6 +51,9 @@ class Writer:
         self.collector_cpu_ns = None    # END's collector CPU (a 1.5 file), None: a 1.4 file
         self.samples = []    # (flags, tid, ticks, weight, frames) of CPU samples
         self.sample_depth = 64
+        self.site_kinds = {}    # name -> SITES kind (0 region, 2 gauge, 3 value)
+        self.extra_header = []  # (key, varint value)
+        self.extra_chunks = []  # (type, payload), written before THREAD_END
 
     def ticks(self, ns):
         """The TSC value at CLOCK_MONOTONIC time ns (an integer: ticks_per_ns should make
@@ -92,6 +95,14 @@ class Writer:
         self.threads[th][3].append(2)
         self.threads[th][3] += self._at(th, ns)
         self.threads[th][5] -= 1
+
+    def value(self, th, name, ns, v, gauge=False):
+        """A VALUE (or, with gauge, a GAUGE) event of metric `name` at ns."""
+        sid = self.sites.setdefault(name, len(self.sites) + 1)
+        self.site_kinds[name] = 2 if gauge else 3
+        ev = self.threads[th][3]
+        ev.append(5 if gauge else 6)
+        ev += _varint(sid) + self._at(th, ns) + struct.pack("<d", v)
 
     def region(self, th, name, start_ns, end_ns):
         self.begin(th, name, start_ns)
@@ -135,6 +146,16 @@ class Writer:
         self.gpu_chunks.append(fncfile.gpu_payload({"cupti_version": 130001, "records": len(records)},
                                                    devices, strings, records))
 
+    def system(self, points, interval_ns=200 * MS, cpus=4, energy=None):
+        """SYSTEM points (fncfile.system_payload: dicts with t_ns in CLOCK_MONOTONIC ns and
+        the fields given) and, optionally, an ENERGY chunk (domains, readings)."""
+        self.extra_header += [(34, interval_ns), (35, cpus)]
+        for pt in points:
+            self.last_ns = max(self.last_ns, pt["t_ns"])
+        self.extra_chunks.append((17, fncfile.system_payload(points)))
+        if energy:
+            self.extra_chunks.append((18, fncfile.energy_payload(*energy)))
+
     def data(self, end_ns=None):
         """The whole file: HEADER, SITES, THREAD, EVENTS, the GPU chunks, THREAD_END, END
         (whose calibration point lies on the same clock line as the header's)."""
@@ -168,7 +189,9 @@ class Writer:
             hv(26, 1000)
         else:
             hv(22, 0)
-        sites = b"".join(_varint(sid) + b"\x00" + _string(name) + _string("synthetic.c") + _varint(1)
+        for key, v in self.extra_header:
+            hv(key, v)
+        sites = b"".join(_varint(sid) + bytes([self.site_kinds.get(name, 0)]) + _string(name) + _string("synthetic.c") + _varint(1)
                          for name, sid in self.sites.items())
         threads = b"".join(_varint(i) + _varint(tid) + _string(name) + _varint(self.ticks(st))
                            for i, (tid, name, st, _ev, _t, _d) in enumerate(self.threads))
@@ -191,6 +214,8 @@ class Writer:
             out += fncfile.make_chunk(8, self._samples_chunk())
         for g in self.gpu_chunks:
             out += fncfile.make_chunk(12, g)
+        for ctype, payload in self.extra_chunks:
+            out += fncfile.make_chunk(ctype, payload)
         out += fncfile.make_chunk(6, thread_end)
         out += fncfile.make_chunk(7, stats)
         return bytes(out)

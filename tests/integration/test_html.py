@@ -238,6 +238,9 @@ def test_browser_full_report():
         expected["callgraph"] = ["chart-cflame"]
     if rep.get("memory") and rep["memory"].get("timeline"):
         expected["memory"].append("chart-memory")
+    # the system sampler's CPU, RSS, disk and network over time
+    assert_true(rep["system"] and rep["system"]["processes"][0]["timeline"], "system points in the report")
+    expected["summary"] += ["chart-sys-cpu", "chart-sys-io"]
     assert_charts_drawn(doc, expected)
     assert_zoomed(doc, "chart-timeline")
     assert_zoomed(doc, "chart-rflame")

@@ -194,12 +194,15 @@ def test_healthy_no_findings():
         for attempt in range(4):
             r, path = record("healthy", opts=opts)
             gap = json.loads(r.stdout)["max_gap_ns"]
-            if gap < STALL:
+            rep = analyze(path)
+            # a machine so busy that the program waited for a CPU much of the time it wanted
+            # one is found so (cpu_starved, from its threads' run-queue waits): not healthy
+            starved = [f for f in rep["findings"] if f["type"] == "cpu_starved"]
+            if gap < STALL and not starved:
                 break
         else:
-            raise Skip("the machine stopped the program for %.0f ms or more in each of 4 runs: a "
-                       "stalled phase is not healthy" % (STALL / MS))
-        rep = analyze(path)
+            raise Skip("the machine stopped the program for %.0f ms or more, or kept it waiting for a "
+                       "CPU (cpu_starved), in each of 4 runs: a stalled phase is not healthy" % (STALL / MS))
         assert_eq([(f["type"], f["subject"]) for f in rep["findings"]], [],
                   "findings on the healthy fixture (%s; longest stall %.1f ms)" % (opts or "cpu", gap / MS))
     # (its steps are not checked: this fixture cannot tell a stall of the machine from a slow step)
