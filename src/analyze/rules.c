@@ -356,10 +356,10 @@ static void rule_hot_function(ana_profile *p)
 		    python_interpreter(p->names[fn->module]) || openmp_runtime(p->names[fn->module]))
 			continue; /* the interpreter's: hot_python(); an OpenMP runtime's: rule_parallel_wait() */
 		/* fennec's own code in the program's threads (recording an allocation, its stack
-		 * cache) is the profiler's cost, not the program's to optimise: what the program
-		 * called there (malloc, free, an API call) is the frame with a caller outside. */
+		 * cache), one function [fennec] of the profile (samples.c), is the profiler's
+		 * cost, never the program's to optimise. */
 		int ours = ana_module_is_fennec(p->names[fn->module]);
-		if (ours && (h->caller == ANA_NONE || ana_module_is_fennec(p->names[s->funcs[h->caller].module])))
+		if (ours)
 			continue;
 		ana_severity sev = h->self_pct > 30 ? ANA_HIGH : h->self_pct >= 10 ? ANA_MEDIUM : ANA_LOW;
 		ana_finding *f = ana_finding_add(p, "hot_function", sev);
