@@ -51,6 +51,37 @@ void ana_finding_num(ana_finding *f, const char *key, double v)
 }
 
 /*
+ * A region's time split by what its threads were doing (docs/bottlenecks.md "hot_operation"):
+ * on CPU, its on-CPU samples times the period (they are taken on CPU time, in wall mode
+ * too), and off it, the rest of its time: asleep, blocked, or waiting for a CPU. Returns 0
+ * when the recording cannot tell: no CPU samples.
+ */
+static int region_split(const ana_profile *p, uint32_t i, double *on_ns, double *off_ns)
+{
+	const ana_sampling *s = &p->smp;
+	const ana_node *n = &p->nodes[i];
+	if (!s->present || !s->period_ns || !s->all.nodes || !s->all.weight[ANA_CPU] || !n->total_ns)
+		return 0;
+	double total = (double)n->total_ns;
+	double on = (double)s->all.nodes[i].weight[ANA_CPU] * (double)s->period_ns;
+	*on_ns = on < total ? on : total;
+	*off_ns = total - *on_ns;
+	return 1;
+}
+
+static int python_interpreter(const char *path);
+
+/* The region's hottest on-CPU function that is the program's (not [fennec], fennec's own
+ * work), among its top functions; -1 when none. */
+static int region_top_func(const ana_profile *p, const ana_node_samples *ns)
+{
+	for (uint32_t k = 0; k < ns->ntop; k++)
+		if (!ana_module_is_fennec(p->names[p->smp.funcs[ns->top[k]].module]))
+			return (int)k;
+	return -1;
+}
+
+/*
  * hot_operation: a region whose total time is a large share of the wall time. Wrappers
  * (regions whose children account for 90 % or more of their time) are skipped: the
  * children carry the finding. Severity: HIGH above 30 %, MEDIUM from 10 %, LOW from the
@@ -83,6 +114,23 @@ static void rule_hot_operation(ana_profile *p)
 		ana_finding_num(f, "count", (double)n->dist.count);
 		ana_finding_num(f, "mean_ns", n->dist.mean);
 		ana_finding_num(f, "p99_ns", n->dist.p99);
+		double on_ns = 0, off_ns = 0;
+		int split = region_split(p, i, &on_ns, &off_ns);
+		/* the share of the run that faster code in the region could save at most */
+		double on_share = split ? n->share_pct * on_ns / (on_ns + off_ns) : n->share_pct;
+		if (split) {
+			char *ev = ana_strf("%s; %.0f%% of it on CPU, %.0f%% off CPU (asleep, blocked or waiting "
+					    "for a CPU)", f->evidence ? f->evidence : "", 100 * on_ns / (on_ns + off_ns),
+					    100 * off_ns / (on_ns + off_ns));
+			if (ev) {
+				free(f->evidence);
+				f->evidence = ev;
+			}
+			ana_finding_num(f, "oncpu_pct", 100 * on_ns / (on_ns + off_ns));
+			ana_finding_num(f, "offcpu_pct", 100 * off_ns / (on_ns + off_ns));
+			ana_finding_num(f, "oncpu_ns", on_ns);
+			ana_finding_num(f, "offcpu_ns", off_ns);
+		}
 		/* The largest child, to point at when the time is not the region's own. */
 		uint32_t top = ANA_NONE;
 		for (uint32_t k = n->first_child; k != ANA_NONE; k = p->nodes[k].next_sibling)
@@ -92,6 +140,17 @@ static void rule_hot_operation(ana_profile *p)
 			f->recommendation = ana_strf("Most of %s is spent in nested regions; start with %s "
 						     "(%.1f%% of the wall time), then the rest of %s's children.",
 						     f->subject, p->nodes[top].path, p->nodes[top].share_pct, f->subject);
+		else if (split && off_ns >= on_ns)
+			f->recommendation = ana_strf("%s is off CPU %.0f%% of its time (%s: asleep, blocked on a lock or "
+						     "I/O, or waiting for a CPU) and on CPU %.0f%% (%s): faster code saves "
+						     "at most the on-CPU part, %.1f%% of the run. Find what it waits for "
+						     "(%s) and overlap or remove the wait.",
+						     f->subject, 100 * off_ns / (on_ns + off_ns), ana_fmt_ns(off_ns, a, sizeof a),
+						     100 * on_ns / (on_ns + off_ns), ana_fmt_ns(on_ns, b, sizeof b), on_share,
+						     p->smp.mode == FMT_SAMPLE_WALL ? "the off_cpu finding and the off-CPU hot "
+										      "functions name the blocking calls"
+										    : "record with --sample=wall: the off-CPU "
+										      "samples name the blocking calls");
 		else if (n->dist.count >= 10000 && n->dist.mean < 20000)
 			f->recommendation = ana_strf("%s is called %llu times at %s each: per-call overhead "
 						     "dominates. Batch the work into fewer, larger calls or fuse it "
@@ -105,26 +164,37 @@ static void rule_hot_operation(ana_profile *p)
 						     "allocation) before optimising the common case.",
 						     f->subject, ana_fmt_ns(n->dist.p99, c, sizeof c),
 						     ana_fmt_ns(n->dist.p50, a, sizeof a));
-		else if (p->smp.present && p->smp.all.nodes && p->smp.all.nodes[i].ntop) {
+		else if (p->smp.present && p->smp.all.nodes && region_top_func(p, &p->smp.all.nodes[i]) >= 0) {
 			/* The samples inside the region say where its own code spends the time. */
 			const ana_node_samples *ns = &p->smp.all.nodes[i];
-			const ana_func *fn = &p->smp.funcs[ns->top[0]];
+			int t = region_top_func(p, ns);
+			const ana_func *fn = &p->smp.funcs[ns->top[t]];
 			char where[512] = "";
 			if (fn->file != ANA_NONE && fn->line)
 				snprintf(where, sizeof where, " (%s:%u)", base_name(p->names[fn->file]), fn->line);
-			f->recommendation = ana_strf("%s's own code dominates, and %.0f%% of its %llu on-CPU samples are "
-						     "in %s%s: reduce the work there (algorithm, vectorisation, data "
-						     "layout) or run it in parallel. Halving the region saves about "
-						     "%.0f%% of the run.",
-						     f->subject, ns->top_pct[0], (unsigned long long)ns->samples[ANA_CPU],
-						     p->names[fn->name], where, n->share_pct / 2 > 100 ? 50.0 : n->share_pct / 2);
+			if (python_interpreter(p->names[fn->module]))
+				f->recommendation = ana_strf("%s's own code dominates, and %.0f%% of its %llu on-CPU samples "
+							     "are in the Python interpreter (%s), running the region's "
+							     "Python code, which CPU samples cannot name: mark its parts "
+							     "with nested fennec.region()s to see which, then move their "
+							     "loops into vectorised calls (numpy, torch) or compiled code. "
+							     "Halving its on-CPU time saves about %.0f%% of the run.",
+							     f->subject, ns->top_pct[t], (unsigned long long)ns->samples[ANA_CPU],
+							     p->names[fn->name], on_share / 2 > 50 ? 50.0 : on_share / 2);
+			else
+				f->recommendation = ana_strf("%s's own code dominates, and %.0f%% of its %llu on-CPU samples are "
+							     "in %s%s: reduce the work there (algorithm, vectorisation, data "
+							     "layout) or run it in parallel. Halving its on-CPU time saves about "
+							     "%.0f%% of the run.",
+							     f->subject, ns->top_pct[t], (unsigned long long)ns->samples[ANA_CPU],
+							     p->names[fn->name], where, on_share / 2 > 50 ? 50.0 : on_share / 2);
 		} else
 			f->recommendation = ana_strf("%s's own code dominates: record it with CPU sampling on (the "
 						     "default of fennec record; not --sample off) to see its hot "
 						     "functions and lines, then reduce the work per call "
 						     "(algorithm, vectorisation, data layout) or run it in parallel. "
 						     "Halving it saves about %.0f%% of the run.",
-						     f->subject, n->share_pct / 2 > 100 ? 50.0 : n->share_pct / 2);
+						     f->subject, on_share / 2 > 50 ? 50.0 : on_share / 2);
 		f->expected_gain_pct = n->share_pct > 100 ? 100 : n->share_pct;
 	}
 }
