@@ -58,6 +58,7 @@ void ana_finding_num(ana_finding *f, const char *key, double v)
  */
 static int region_split(const ana_profile *p, uint32_t i, double *on_ns, double *off_ns)
 {
+	/* (the kernel part of on_ns: ana_node_kernel_ns()) */
 	const ana_sampling *s = &p->smp;
 	const ana_node *n = &p->nodes[i];
 	if (!s->present || !s->period_ns || !s->all.nodes || !s->all.weight[ANA_CPU] || !n->total_ns)
@@ -90,6 +91,7 @@ static int region_top_func(const ana_profile *p, const ana_node_samples *ns)
 static void rule_hot_operation(ana_profile *p)
 {
 	double thr = p->opt.hot_threshold_pct;
+	double *kern = p->smp.present ? ana_node_kernel_ns(p) : NULL;
 	for (uint32_t i = 0; i < p->nnodes; i++) {
 		ana_node *n = &p->nodes[i];
 		if (n->share_pct < thr || n->dist.count == 0)
@@ -99,7 +101,7 @@ static void rule_hot_operation(ana_profile *p)
 		ana_severity sev = n->share_pct > 30 ? ANA_HIGH : n->share_pct >= 10 ? ANA_MEDIUM : ANA_LOW;
 		ana_finding *f = ana_finding_add(p, "hot_operation", sev);
 		if (!f)
-			return;
+			break;
 		char a[32], b[32], c[32];
 		double self_frac = n->total_ns ? (double)n->self_ns / (double)n->total_ns : 0;
 		f->subject = strdup(n->path ? n->path : p->names[n->name]);
@@ -116,6 +118,7 @@ static void rule_hot_operation(ana_profile *p)
 		ana_finding_num(f, "p99_ns", n->dist.p99);
 		double on_ns = 0, off_ns = 0;
 		int split = region_split(p, i, &on_ns, &off_ns);
+		double kern_ns = split && kern ? (kern[i] < on_ns ? kern[i] : on_ns) : 0;
 		/* the share of the run that faster code in the region could save at most */
 		double on_share = split ? n->share_pct * on_ns / (on_ns + off_ns) : n->share_pct;
 		if (split) {
@@ -130,6 +133,8 @@ static void rule_hot_operation(ana_profile *p)
 			ana_finding_num(f, "offcpu_pct", 100 * off_ns / (on_ns + off_ns));
 			ana_finding_num(f, "oncpu_ns", on_ns);
 			ana_finding_num(f, "offcpu_ns", off_ns);
+			ana_finding_num(f, "kernel_ns", kern_ns);
+			ana_finding_num(f, "kernel_pct", 100 * kern_ns / (on_ns + off_ns));
 		}
 		/* The largest child, to point at when the time is not the region's own. */
 		uint32_t top = ANA_NONE;
@@ -140,6 +145,14 @@ static void rule_hot_operation(ana_profile *p)
 			f->recommendation = ana_strf("Most of %s is spent in nested regions; start with %s "
 						     "(%.1f%% of the wall time), then the rest of %s's children.",
 						     f->subject, p->nodes[top].path, p->nodes[top].share_pct, f->subject);
+		else if (split && kern_ns >= on_ns - kern_ns && kern_ns >= off_ns)
+			f->recommendation = ana_strf("%s spends %.0f%% of its time in the kernel (%s of its %s on CPU): page "
+						     "faults or system calls, not its own code; the kernel_time finding "
+						     "names them. Touch less new memory (reuse buffers instead of "
+						     "allocating and freeing large blocks each call) or make fewer, larger "
+						     "system calls.",
+						     f->subject, 100 * kern_ns / (on_ns + off_ns), ana_fmt_ns(kern_ns, a, sizeof a),
+						     ana_fmt_ns(on_ns, b, sizeof b));
 		else if (split && off_ns >= on_ns)
 			f->recommendation = ana_strf("%s is off CPU %.0f%% of its time (%s: asleep, blocked on a lock or "
 						     "I/O, or waiting for a CPU) and on CPU %.0f%% (%s): faster code saves "
@@ -197,6 +210,7 @@ static void rule_hot_operation(ana_profile *p)
 						     f->subject, on_share / 2 > 50 ? 50.0 : on_share / 2);
 		f->expected_gain_pct = n->share_pct > 100 ? 100 : n->share_pct;
 	}
+	free(kern);
 }
 
 /*
@@ -369,6 +383,28 @@ static void hot_python(ana_profile *p, double thr, double cpu_frac)
 					     "loops into vectorised calls (numpy) or compiled code. Up to %.0f%% of the run.",
 					     pct * cpu_frac);
 		f->expected_gain_pct = pct * cpu_frac;
+	}
+}
+
+/*
+ * A hot function whose self samples were mostly taken in the kernel (FMT_S_KERNEL) spends
+ * its time in page faults or system calls, not in its code: the advice says so instead
+ * (kernel_time has the whole picture). Keeps f's advice otherwise.
+ */
+static void kernel_advice(ana_profile *p, ana_finding *f, uint32_t func, const char *name)
+{
+	double kpct = ana_func_kernel_pct(p, func);
+	ana_finding_num(f, "kernel_pct", kpct);
+	if (kpct < 50)
+		return;
+	char *r = ana_strf("%.0f%% of %s's own samples were taken in the kernel: its time is page faults "
+			   "(memory it touches for the first time) or system calls, not its code. Touch less "
+			   "new memory (reuse buffers instead of allocating and freeing large blocks) or make "
+			   "fewer calls; see the kernel_time finding for where the kernel time goes.",
+			   kpct, name);
+	if (r) {
+		free(f->recommendation);
+		f->recommendation = r;
 	}
 }
 
@@ -563,6 +599,7 @@ static void rule_hot_function(ana_profile *p)
 						     caller ? ", or call it less from " : "", caller ? caller : "",
 						     caller ? (h->caller_pct >= 99.5 ? " (its only caller)" : " (its main caller)") : "",
 						     f->expected_gain_pct / 2);
+		kernel_advice(p, f, h->func, name);
 	}
 }
 
@@ -1670,6 +1707,7 @@ void ana_rules(ana_profile *p)
 	rule_off_cpu(p);
 	rule_parallel_wait(p);
 	rule_input_bound(p);
+	ana_sys_rules(p);
 	ana_gpu_rules(p);
 	if (p->nfindings > 1)
 		qsort(p->findings, p->nfindings, sizeof *p->findings, cmp_finding);

@@ -169,6 +169,7 @@ typedef struct rsample {
 	uint32_t stack, path; /* rstack, rpath (ANA_NONE: outside regions) */
 	uint32_t weight;
 	uint8_t kind;
+	uint8_t kernel;       /* FMT_S_KERNEL: taken in the kernel */
 } rsample;
 
 /*
@@ -346,7 +347,8 @@ int ana_samples_event(ana_profile *p, uint32_t proc, const fmt_file *f, const fm
 		return FENNEC_ENOMEM;
 	unsigned kind = (ev->flags & FMT_S_KIND_MASK) == FMT_S_OFFCPU ? ANA_OFFCPU : ANA_CPU;
 	ps->s[ps->ns++] = (rsample){ev->ticks, ev->tid, ev->u, sid, pid,
-				    ev->i > UINT32_MAX ? UINT32_MAX : (uint32_t)ev->i, (uint8_t)kind};
+				    ev->i > UINT32_MAX ? UINT32_MAX : (uint32_t)ev->i, (uint8_t)kind,
+				    (uint8_t)!!(ev->flags & FMT_S_KERNEL)};
 	return 0;
 }
 
@@ -487,7 +489,7 @@ static uint32_t new_loc(fin *x, uint32_t func, uint32_t file, uint32_t line, uin
 
 /* Whether a module is the system's (the C library, libgcc, libstdc++, the vDSO, the
  * kernel): code that fennec's own work calls into as much as the program does. */
-static int system_path(const char *path)
+int ana_module_is_system(const char *path)
 {
 	return path[0] == '[' || !strncmp(path, "/lib/", 5) || !strncmp(path, "/lib64/", 7) ||
 	       !strncmp(path, "/usr/lib/", 9) || !strncmp(path, "/usr/lib64/", 11);
@@ -555,8 +557,8 @@ static size_t fold_fennec(fin *x, size_t nl, uint32_t proc)
 		const ana_func *callee = &s->funcs[s->locs[x->tmp[a - 1]].func];
 		int program_outside = 0;
 		for (size_t i = b; i < nl && !program_outside; i++)
-			program_outside = !ana_module_is_fennec(MOD_OF(i)) && !system_path(MOD_OF(i));
-		ours = program_outside && system_path(p->names[callee->module]);
+			program_outside = !ana_module_is_fennec(MOD_OF(i)) && !ana_module_is_system(MOD_OF(i));
+		ours = program_outside && ana_module_is_system(p->names[callee->module]);
 		for (size_t i = a; i < b && ours; i++)
 			ours = !forwarded_call(p->names[callee->name], p->names[s->funcs[s->locs[x->tmp[i]].func].name]);
 	}
@@ -965,6 +967,7 @@ int ana_samples_finish(ana_profile *p)
 				.node = r->path == ANA_NONE ? ANA_NONE : ps->rp[r->path].node,
 				.weight = r->weight,
 				.kind = r->kind,
+				.kernel = r->kernel,
 			};
 			s->weight[r->kind] += r->weight;
 		}

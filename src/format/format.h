@@ -58,6 +58,7 @@ enum fmt_sample_flag {
 	FMT_S_TRUNCATED = 4,
 	FMT_S_EXACT_PC = 8,
 	FMT_S_BY_TIME = 16, /* regions and step from the thread's events by time (1.3) */
+	FMT_S_KERNEL = 32,  /* taken in the kernel: a system call or a page fault of the thread */
 };
 
 enum fmt_sample_mode { FMT_SAMPLE_OFF = 0, FMT_SAMPLE_CPU = 1, FMT_SAMPLE_WALL = 2 };

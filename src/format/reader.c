@@ -825,7 +825,7 @@ static int decode_samples(rd *r, cur *c)
 		ev.i = (int64_t)cur_varint(c);
 		ev.u = cur_varint(c);
 		uint64_t nr = cur_varint(c);
-		if (c->bad || nr > FMT_MAX_REGIONS || (ev.flags & ~31u) || (ev.flags & FMT_S_KIND_MASK) > FMT_S_OFFCPU ||
+		if (c->bad || nr > FMT_MAX_REGIONS || (ev.flags & ~63u) || (ev.flags & FMT_S_KIND_MASK) > FMT_S_OFFCPU ||
 		    ev.i < 1 || (int64_t)ev.ticks < 0 || ((ev.flags & FMT_S_BY_TIME) && (nr || ev.u)))
 			return fail(r, FENNEC_ECORRUPT, r->chunk_off, "SAMPLES: bad sample at payload byte %td", at - base);
 		for (uint64_t k = 0; k < nr; k++) {

@@ -17,6 +17,7 @@ SAMPLE_KIND_MASK = 3        # 0 = on CPU, 1 = off CPU
 SAMPLE_TRUNCATED = 4        # the stack was cut: at the depth limit, or where the stack copy ended
 SAMPLE_EXACT_PC = 8         # frame_0 is the interrupted instruction, not a return address
 SAMPLE_BY_TIME = 16         # regions and step come from the thread's events by time (1.3)
+SAMPLE_KERNEL = 32          # taken in the kernel (a system call, a page fault): the ring source
 
 # A minimal PNG: signature + IHDR of a 1x1 image + IEND.
 PNG_BYTES = bytes.fromhex(
@@ -358,7 +359,7 @@ def _samples(p, out):
     while pos < len(p):
         flags = p[pos]
         pos += 1
-        if flags & ~31:
+        if flags & ~63:
             raise ValueError("sample flags 0x%x: reserved bits set" % flags)
         tid, pos = _varint(p, pos)
         dt, pos = _varint(p, pos)
