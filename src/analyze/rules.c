@@ -119,6 +119,13 @@ static void rule_hot_operation(ana_profile *p)
 		double on_ns = 0, off_ns = 0;
 		int split = region_split(p, i, &on_ns, &off_ns);
 		double kern_ns = split && kern ? (kern[i] < on_ns ? kern[i] : on_ns) : 0;
+		/* wall mode: off-CPU samples are taken for blocked threads only; the rest of the
+		 * off-CPU time was spent runnable, waiting for a CPU */
+		double blocked_ns = split && p->smp.mode == FMT_SAMPLE_WALL && p->smp.all.nodes
+					    ? (double)p->smp.all.nodes[i].weight[ANA_OFFCPU] * (double)p->smp.period_ns : off_ns;
+		if (blocked_ns > off_ns)
+			blocked_ns = off_ns;
+		double runnable_ns = off_ns - blocked_ns;
 		/* the share of the run that faster code in the region could save at most */
 		double on_share = split ? n->share_pct * on_ns / (on_ns + off_ns) : n->share_pct;
 		if (split) {
@@ -134,6 +141,8 @@ static void rule_hot_operation(ana_profile *p)
 			ana_finding_num(f, "oncpu_ns", on_ns);
 			ana_finding_num(f, "offcpu_ns", off_ns);
 			ana_finding_num(f, "kernel_ns", kern_ns);
+			if (p->smp.mode == FMT_SAMPLE_WALL)
+				ana_finding_num(f, "runnable_ns", runnable_ns);
 			ana_finding_num(f, "kernel_pct", 100 * kern_ns / (on_ns + off_ns));
 		}
 		/* The largest child, to point at when the time is not the region's own. */
@@ -153,11 +162,19 @@ static void rule_hot_operation(ana_profile *p)
 						     "system calls.",
 						     f->subject, 100 * kern_ns / (on_ns + off_ns), ana_fmt_ns(kern_ns, a, sizeof a),
 						     ana_fmt_ns(on_ns, b, sizeof b));
+		else if (split && off_ns >= on_ns && runnable_ns > off_ns / 2)
+			f->recommendation = ana_strf("%s is off CPU %.0f%% of its time (%s), and its threads were not "
+						     "blocked for most of it (wall-clock samples): they were waiting for a "
+						     "CPU, which other threads or programs held. Run it on a machine with "
+						     "CPUs to spare, or with fewer threads than cores; its on-CPU part is "
+						     "%.1f%% of the run.",
+						     f->subject, 100 * off_ns / (on_ns + off_ns), ana_fmt_ns(off_ns, a, sizeof a),
+						     on_share);
 		else if (split && off_ns >= on_ns)
 			f->recommendation = ana_strf("%s is off CPU %.0f%% of its time (%s: asleep, blocked on a lock or "
-						     "I/O, or waiting for a CPU) and on CPU %.0f%% (%s): faster code saves "
-						     "at most the on-CPU part, %.1f%% of the run. Find what it waits for "
-						     "(%s) and overlap or remove the wait.",
+						     "I/O, or waiting for a CPU on a busy machine) and on CPU %.0f%% (%s): "
+						     "faster code saves at most the on-CPU part, %.1f%% of the run. Find "
+						     "what it waits for (%s) and overlap or remove the wait.",
 						     f->subject, 100 * off_ns / (on_ns + off_ns), ana_fmt_ns(off_ns, a, sizeof a),
 						     100 * on_ns / (on_ns + off_ns), ana_fmt_ns(on_ns, b, sizeof b), on_share,
 						     p->smp.mode == FMT_SAMPLE_WALL ? "the off_cpu finding and the off-CPU hot "
