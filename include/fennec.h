@@ -197,7 +197,7 @@ typedef struct fennec_mem_stats {
 	uint32_t size;              /* sizeof(fennec_mem_stats), set by the caller */
 	int tracking;               /* 1 when heap counters run */
 	uint64_t heap_bytes;        /* live heap now */
-	uint64_t heap_peak_bytes;   /* highest live heap since the process started */
+	uint64_t heap_peak_bytes;   /* highest live heap since the process started, never below heap_bytes */
 	uint64_t allocations, frees; /* calls since the process started (realloc counts as both) */
 	uint64_t allocated_bytes;   /* requested bytes, summed */
 	uint64_t largest_bytes;     /* largest single request */

@@ -128,3 +128,16 @@ def test_rss_above_heap_from_fragmentation():
     _, path = record("advice", "sleepy", 10, 20, 50)
     rep = analyze(path)
     assert_eq(findings(rep, "rss_above_heap") + findings(rep, "kernel_time"), [], "on the sleepy fixture")
+
+
+def test_memory_stats_peak_is_never_below_the_heap():
+    """advice peak 100: 100 blocks of 500 bytes, less than a thread's batch of its heap
+    count (64 KiB), then fennec_memory_stats(): its peak was 0 beside a 50 KiB heap."""
+    from helpers import fixture, run, base_env
+    skip_under("asan", "the sanitizer owns malloc: fennec does not count it")
+    skip_under("tsan", "the sanitizer owns malloc: fennec does not count it")
+    for n in (10, 100, 2000):
+        r = run([fixture("advice"), "peak", str(n)], env=base_env(), check=True)
+        s = json.loads(r.stdout)
+        assert_true(s["heap_bytes"] >= n * 500, "the heap counts the %d blocks: %r" % (n, s))
+        assert_true(s["heap_peak_bytes"] >= s["heap_bytes"], "peak >= heap with %d blocks: %r" % (n, s))
