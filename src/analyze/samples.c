@@ -1009,10 +1009,13 @@ int ana_samples_finish(ana_profile *p)
 		uint64_t shortn = s->truncated_short < s->truncated ? s->truncated_short : s->truncated;
 		if (worth_warning(s->truncated - shortn, s->taken))
 			ana_warn(p, "%llu of %llu samples had call stacks deeper than the %llu-frame limit and lost "
-				    "their outermost frames: total shares of outer functions are low; record again with "
-				    "a larger --stack-depth",
+				    "their outermost frames: total shares of outer functions are low; %s",
 				 (unsigned long long)(s->truncated - shortn), (unsigned long long)s->taken,
-				 (unsigned long long)depth);
+				 (unsigned long long)depth,
+				 depth >= 512 ? "512 frames is the most fennec keeps (a recursion this deep is best "
+						"read from its innermost frames)"
+				 : depth >= 256 ? "record again with --stack-depth 512 (FENNEC_STACK_DEPTH=512)"
+						: "record again with --stack-depth 256 or more (FENNEC_STACK_DEPTH)");
 		if (worth_warning(shortn, s->taken))
 			ana_warn(p, "%llu of %llu samples lost their outer frames where the copy of the stack ended, "
 				    "short of the %llu-frame limit (large stack frames, or a sample taken as the stack grew "

@@ -73,7 +73,7 @@ static const char help[] =
 	"  --sample MODE              cpu: on-CPU call stacks (default, or $FENNEC_SAMPLE); wall:\n"
 	"                             every thread, also while blocked (off-CPU time); off:\n"
 	"                             regions and metrics only\n"
-	"  --stack-depth N            deepest call stack kept, frames (default 128; 4..512)\n"
+	"  --stack-depth N            deepest call stack kept, frames (default 256; 4..512)\n"
 	"  --memory MODE              heap profiling (docs/memory.md): sampled (default: exact totals,\n"
 	"                             stacks of allocations sampled over bytes), full (every allocation\n"
 	"                             and free with its stack: exact leaks), off\n"

@@ -229,7 +229,7 @@ static int perf_open(pid_t tid, int exclude_kernel)
 /*
  * The ring source's counter settings. The kernel copies FENNEC_STACK_COPY bytes of stack
  * per sample, by default STACK_PER_FRAME per frame of the depth limit and at least 8 KiB
- * (12 KiB for 128 frames; perf copies 8 KiB): frames of compiled code take 16 to 100 bytes,
+ * (24 KiB for the default 256 frames; perf copies 8 KiB): frames of compiled code take 16 to 100 bytes,
  * so the copy rarely ends before the depth limit does (a few library frames are larger:
  * an ASan interceptor's took 4 KiB). The ring holds 64 samples or more (83 in 1 MiB
  * at 12 KiB: the writer unwinds it at least every half of that, col_sample_tick), at
