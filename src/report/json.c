@@ -603,6 +603,7 @@ static void critpath_json(FILE *out, const ana_profile *p)
 		knum(out, "ns", (double)e->ns, &f2);
 		knum(out, "share_pct", e->share_pct, &f2);
 		knum(out, "steps_on_path", (double)e->steps, &f2);
+		knum(out, "threads", (double)e->threads, &f2);
 		fputc('}', out);
 	}
 	fputc(']', out);

@@ -599,9 +599,14 @@ static void critpath_text(FILE *out, const ana_profile *p, const style *st)
 		size_t len = strlen(name);
 		char steps[48];
 		snprintf(steps, sizeof steps, "%llu/%llu", (unsigned long long)e->steps, (unsigned long long)cp->steps);
-		fprintf(out, "  %-36s %-16.16s %10s %6.1f%% %11s%s\n", len > 36 ? name + len - 36 : name,
-			ana_cp_lane_name(p, e->lane, lane, sizeof lane), ana_fmt_ns((double)e->ns, a, sizeof a), e->share_pct,
-			steps, e->waiting ? "  (waiting)" : "");
+		char role[80];
+		ana_cp_lane_name(p, e->lane, lane, sizeof lane);
+		if (e->threads > 1)
+			snprintf(role, sizeof role, "%.*s x%u", 11, lane, e->threads); /* the role's threads */
+		else
+			snprintf(role, sizeof role, "%s", lane);
+		fprintf(out, "  %-36s %-16.16s %10s %6.1f%% %11s%s\n", len > 36 ? name + len - 36 : name, role,
+			ana_fmt_ns((double)e->ns, a, sizeof a), e->share_pct, steps, e->waiting ? "  (waiting)" : "");
 	}
 	if (rows < cp->ne)
 		fprintf(out, "  ... %u more (JSON lists all)\n", cp->ne - rows);
