@@ -404,15 +404,16 @@ static void hot_python(ana_profile *p, double thr, double cpu_frac)
 }
 
 /*
- * A hot function whose self samples were mostly taken in the kernel (FMT_S_KERNEL) spends
- * its time in page faults or system calls, not in its code: the advice says so instead
- * (kernel_time has the whole picture). Keeps f's advice otherwise.
+ * A hot function of the program's own (not a system library's: a system call wrapper is
+ * in the kernel by nature, and its advice is about its callers) whose self samples were
+ * mostly taken in the kernel (FMT_S_KERNEL) spends its time in page faults, not in its
+ * code: the advice says so instead (kernel_time has the whole picture).
  */
 static void kernel_advice(ana_profile *p, ana_finding *f, uint32_t func, const char *name)
 {
 	double kpct = ana_func_kernel_pct(p, func);
 	ana_finding_num(f, "kernel_pct", kpct);
-	if (kpct < 50)
+	if (kpct < 50 || ana_module_is_system(p->names[p->smp.funcs[func].module]))
 		return;
 	char *r = ana_strf("%.0f%% of %s's own samples were taken in the kernel: its time is page faults "
 			   "(memory it touches for the first time) or system calls, not its code. Touch less "
