@@ -53,7 +53,9 @@ extern "C" {
 	X(ECOMPRESS, -11, "compression or decompression failed")              \
 	X(ENOENT, -12, "no such file or directory")                           \
 	X(EFULL, -13, "table full")                                           \
-	X(ENODATA, -14, "no data")
+	X(ENODATA, -14, "no data")                                            \
+	X(ENODRIVER, -15, "no NVIDIA driver (libcuda.so.1 cannot be loaded)")  \
+	X(ENOCONTEXT, -16, "no current CUDA context on this thread")
 
 typedef enum fennec_err {
 #define FENNEC__ERR_ENUM(name, code, text) FENNEC_##name = (code),
@@ -197,7 +199,7 @@ typedef struct fennec_mem_stats {
 	uint32_t size;              /* sizeof(fennec_mem_stats), set by the caller */
 	int tracking;               /* 1 when heap counters run */
 	uint64_t heap_bytes;        /* live heap now */
-	uint64_t heap_peak_bytes;   /* highest live heap since the process started */
+	uint64_t heap_peak_bytes;   /* highest live heap since the process started, never below heap_bytes */
 	uint64_t allocations, frees; /* calls since the process started (realloc counts as both) */
 	uint64_t allocated_bytes;   /* requested bytes, summed */
 	uint64_t largest_bytes;     /* largest single request */
@@ -215,8 +217,8 @@ FENNEC_API int fennec_memory_stats(fennec_mem_stats *out);
  * `name` must have static storage duration, like a region name. Both need the CUDA driver
  * (loaded at run time) and a current CUDA context on the calling thread (any CUDA runtime
  * call makes one); they cost two event records, a few microseconds. begin returns a
- * handle >= 0, or FENNEC_ENOTRUNNING (no recording), FENNEC_EIO (no driver or context, or
- * the event failed), FENNEC_EFULL (4096 timers waiting for their GPU work); end returns 0,
+ * handle >= 0, or FENNEC_ENOTRUNNING (no recording), FENNEC_ENODRIVER (no NVIDIA driver),
+ * FENNEC_ENOCONTEXT (no current CUDA context), FENNEC_EIO (an event failed), FENNEC_EFULL (4096 timers waiting for their GPU work); end returns 0,
  * FENNEC_EINVAL (not a running timer) or FENNEC_EIO.
  */
 FENNEC_API int fennec_gpu_timer_begin(const char *name, void *stream);
@@ -227,8 +229,9 @@ FENNEC_API int fennec_gpu_timer_end(int handle);
  * calls, each between two CUDA events on `stream`; waits for the last event and fills *out
  * with statistics of the elapsed times. Each timed call is also written into the profile as
  * a GPU timer `name` when a recording runs. Blocks until the GPU finished. Returns 0,
- * FENNEC_EINVAL (no fn or out, out->size too small, repeat 0), FENNEC_EIO (no driver or
- * context, or an event failed) or FENNEC_ENOMEM.
+ * FENNEC_EINVAL (no fn or out, out->size too small, repeat 0), FENNEC_ENODRIVER (no NVIDIA
+ * driver), FENNEC_ENOCONTEXT (no current CUDA context), FENNEC_EIO (an event failed) or
+ * FENNEC_ENOMEM.
  */
 typedef struct fennec_gpu_stats {
 	uint32_t size;              /* sizeof(fennec_gpu_stats), set by the caller */

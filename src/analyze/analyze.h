@@ -227,6 +227,7 @@ typedef struct ana_sample {
 	uint32_t node;        /* innermost open region node, or ANA_NONE */
 	uint32_t weight;      /* sampling periods it stands for */
 	uint8_t kind;         /* enum ana_sample_kind */
+	uint8_t kernel;       /* on CPU in the kernel (a system call, a page fault): ring source */
 } ana_sample;
 
 /* Symbolisation status of one module of one process. */
@@ -623,6 +624,8 @@ int ana_name_is_data(const char *name, const char *list);
  * is a wrapper the program's calls pass through on their way to the code they call:
  * fennec's library or a sanitizer's runtime (libasan, libtsan, libubsan, liblsan). */
 int ana_module_is_fennec(const char *path);
+/* Whether a module is the system's: under /lib, /usr/lib (and lib64), the vDSO, the kernel. */
+int ana_module_is_system(const char *path);
 int ana_module_is_wrapper(const char *path);
 
 /* Run the rules (docs/bottlenecks.md) and fill p->findings. */
@@ -747,6 +750,14 @@ void ana_gpu_discard(ana_profile *p, uint32_t proc);
 void ana_gpu_free(ana_profile *p);
 /* The GPU rules of docs/bottlenecks.md (gpu_rules.c), run by ana_rules. */
 void ana_gpu_rules(ana_profile *p);
+/* The rules on the operating system's work for the program: kernel_time, rss_above_heap (sys_rules.c). */
+void ana_kernel_rules(ana_profile *p);
+/* The share of function `func`'s on-CPU self samples taken in the kernel (page faults,
+ * system calls), 0 without any. */
+double ana_func_kernel_pct(const ana_profile *p, uint32_t func);
+/* Per region node, the on-CPU time its samples (nested regions' included) spent in the
+ * kernel, ns; an array of p->nnodes the caller frees, NULL when out of memory. */
+double *ana_node_kernel_ns(const ana_profile *p);
 
 /* Forget the samples kept for process `proc` (its file failed to load and is skipped). */
 void ana_samples_discard(ana_profile *p, uint32_t proc);

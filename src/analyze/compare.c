@@ -388,14 +388,22 @@ static int by_delta(const void *a, const void *b)
 	return strcmp(x->name, y->name);
 }
 
-static size_t add_funcs(const ana_profile *p, int side, func_entry *e, size_t n)
+/* The program's functions with self samples (not [fennec], the profiler's own cost, which
+ * differs with the recording's options, not with the program) into e[n..]; *own: the
+ * samples left out. */
+static size_t add_funcs(const ana_profile *p, int side, func_entry *e, size_t n, uint64_t *own)
 {
 	const ana_sample_view *v = &p->smp.all;
+	*own = 0;
 	for (uint32_t i = 0; i < v->nfuncs[ANA_CPU]; i++) {
 		const ana_hot_func *h = &v->funcs[ANA_CPU][i];
 		if (!h->self || h->func >= p->smp.nfuncs)
 			continue;
 		const ana_func *f = &p->smp.funcs[h->func];
+		if (ana_module_is_fennec(p->names[f->module])) {
+			*own += h->self;
+			continue;
+		}
 		e[n++] = (func_entry){p->names[f->name], p->names[f->module], side, h->self};
 	}
 	return n;
@@ -415,9 +423,15 @@ static int compare_funcs(const ana_profile *a, const ana_profile *b, ana_compare
 		rc = FENNEC_ENOMEM;
 		goto out;
 	}
-	size_t n = add_funcs(b, 1, e, add_funcs(a, 0, e, 0));
+	uint64_t own_a, own_b;
+	size_t n = add_funcs(a, 0, e, 0, &own_a);
+	n = add_funcs(b, 1, e, n, &own_b);
 	qsort(e, n, sizeof *e, by_func_name);
-	double wa = (double)a->smp.all.weight[ANA_CPU], wb = (double)b->smp.all.weight[ANA_CPU];
+	double wa = (double)(a->smp.all.weight[ANA_CPU] - own_a), wb = (double)(b->smp.all.weight[ANA_CPU] - own_b);
+	if (wa <= 0 || wb <= 0) {
+		r->has_funcs = 0;
+		goto out;
+	}
 	double per_a = (double)a->smp.period_ns, per_b = (double)b->smp.period_ns;
 	for (size_t i = 0; i < n;) {
 		ana_cmp_func *f = &r->funcs[r->nfuncs++];

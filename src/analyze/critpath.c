@@ -606,6 +606,8 @@ static uint32_t active_lanes(const build *b, uint64_t from, uint64_t to)
 	return n;
 }
 
+static void merge_roles(const ana_profile *p, ana_critpath *cp);
+
 int ana_critpath_build(ana_profile *p)
 {
 	ana_critpath *cp = p->cp;
@@ -661,6 +663,7 @@ int ana_critpath_build(ana_profile *p)
 		uint64_t first = p->step_start_ns.v[steps[0]], last = steps[ns - 1];
 		cp->active_lanes = active_lanes(&b, first, p->step_start_ns.v[last] + p->step_ns.v[last]);
 	}
+	merge_roles(p, cp);
 	for (uint32_t i = 0; i < cp->ne; i++)
 		cp->e[i].share_pct = cp->step_ns ? 100.0 * (double)cp->e[i].ns / (double)cp->step_ns : 0;
 	cp->untracked_pct = cp->step_ns ? 100.0 * (double)cp->untracked_ns / (double)cp->step_ns : 0;
@@ -675,6 +678,48 @@ out:
 	free(steps);
 	free(order);
 	return rc;
+}
+
+/* A lane's role: its thread's name (a named thread that is not the stepping one), else
+ * NULL (the lane alone). */
+static const char *lane_role(const ana_profile *p, const ana_critpath *cp, uint32_t lane)
+{
+	if (!lane || lane >= cp->nlanes || cp->where[lane].thread == ANA_NONE)
+		return NULL;
+	const char *n = p->threads[cp->where[lane].thread].name;
+	return n && *n ? n : NULL;
+}
+
+/*
+ * One row per thread role: the entries of one label on threads of the same name (ten
+ * short-lived "long_worker" threads, one per step) are summed into the first, whose
+ * `threads` counts them. Their steps add up (one thread of a role on the path per step
+ * is the common case), at most the steps analysed.
+ */
+static void merge_roles(const ana_profile *p, ana_critpath *cp)
+{
+	uint32_t n = 0;
+	for (uint32_t i = 0; i < cp->ne; i++) {
+		ana_cp_entry *e = &cp->e[i];
+		const char *role = lane_role(p, cp, e->lane);
+		uint32_t k = 0;
+		for (; role && k < n; k++) {
+			const char *r = lane_role(p, cp, cp->e[k].lane);
+			if (cp->e[k].label == e->label && r && !strcmp(r, role))
+				break;
+		}
+		if (role && k < n) {
+			ana_cp_entry *m = &cp->e[k];
+			m->ns += e->ns;
+			m->steps = m->steps + e->steps < cp->steps ? m->steps + e->steps : cp->steps;
+			m->threads++;
+			m->waiting |= e->waiting;
+			continue;
+		}
+		cp->e[n] = *e;
+		cp->e[n++].threads = 1;
+	}
+	cp->ne = n;
 }
 
 void ana_critpath_free(ana_profile *p)

@@ -68,6 +68,7 @@ typedef struct ana_cp_entry {
 	uint64_t steps;       /* steps where it was on the path */
 	double share_pct;     /* ns of the analysed steps' total duration */
 	uint64_t last_step;   /* working */
+	uint32_t threads;     /* threads of its role (one name) whose rows it sums; 1: one lane */
 } ana_cp_entry;
 
 /* One step's path. */

@@ -52,6 +52,38 @@ void ana_finding_num(ana_finding *f, const char *key, double v)
 }
 
 /*
+ * A region's time split by what its threads were doing (docs/bottlenecks.md "hot_operation"):
+ * on CPU, its on-CPU samples times the period (they are taken on CPU time, in wall mode
+ * too), and off it, the rest of its time: asleep, blocked, or waiting for a CPU. Returns 0
+ * when the recording cannot tell: no CPU samples.
+ */
+static int region_split(const ana_profile *p, uint32_t i, double *on_ns, double *off_ns)
+{
+	/* (the kernel part of on_ns: ana_node_kernel_ns()) */
+	const ana_sampling *s = &p->smp;
+	const ana_node *n = &p->nodes[i];
+	if (!s->present || !s->period_ns || !s->all.nodes || !s->all.weight[ANA_CPU] || !n->total_ns)
+		return 0;
+	double total = (double)n->total_ns;
+	double on = (double)s->all.nodes[i].weight[ANA_CPU] * (double)s->period_ns;
+	*on_ns = on < total ? on : total;
+	*off_ns = total - *on_ns;
+	return 1;
+}
+
+static int python_interpreter(const char *path);
+
+/* The region's hottest on-CPU function that is the program's (not [fennec], fennec's own
+ * work), among its top functions; -1 when none. */
+static int region_top_func(const ana_profile *p, const ana_node_samples *ns)
+{
+	for (uint32_t k = 0; k < ns->ntop; k++)
+		if (!ana_module_is_fennec(p->names[p->smp.funcs[ns->top[k]].module]))
+			return (int)k;
+	return -1;
+}
+
+/*
  * hot_operation: a region whose total time is a large share of the wall time. Wrappers
  * (regions whose children account for 90 % or more of their time) are skipped: the
  * children carry the finding. Severity: HIGH above 30 %, MEDIUM from 10 %, LOW from the
@@ -60,6 +92,7 @@ void ana_finding_num(ana_finding *f, const char *key, double v)
 static void rule_hot_operation(ana_profile *p)
 {
 	double thr = p->opt.hot_threshold_pct;
+	double *kern = p->smp.present ? ana_node_kernel_ns(p) : NULL;
 	for (uint32_t i = 0; i < p->nnodes; i++) {
 		ana_node *n = &p->nodes[i];
 		if (n->share_pct < thr || n->dist.count == 0)
@@ -69,7 +102,7 @@ static void rule_hot_operation(ana_profile *p)
 		ana_severity sev = n->share_pct > 30 ? ANA_HIGH : n->share_pct >= 10 ? ANA_MEDIUM : ANA_LOW;
 		ana_finding *f = ana_finding_add(p, "hot_operation", sev);
 		if (!f)
-			return;
+			break;
 		char a[32], b[32], c[32];
 		double self_frac = n->total_ns ? (double)n->self_ns / (double)n->total_ns : 0;
 		f->subject = strdup(n->path ? n->path : p->names[n->name]);
@@ -84,6 +117,35 @@ static void rule_hot_operation(ana_profile *p)
 		ana_finding_num(f, "count", (double)n->dist.count);
 		ana_finding_num(f, "mean_ns", n->dist.mean);
 		ana_finding_num(f, "p99_ns", n->dist.p99);
+		double on_ns = 0, off_ns = 0;
+		int split = region_split(p, i, &on_ns, &off_ns);
+		double kern_ns = split && kern ? (kern[i] < on_ns ? kern[i] : on_ns) : 0;
+		/* wall mode: off-CPU samples are taken for blocked threads only; the rest of the
+		 * off-CPU time was spent runnable, waiting for a CPU */
+		double blocked_ns = split && p->smp.mode == FMT_SAMPLE_WALL && p->smp.all.nodes
+					    ? (double)p->smp.all.nodes[i].weight[ANA_OFFCPU] * (double)p->smp.period_ns : off_ns;
+		if (blocked_ns > off_ns)
+			blocked_ns = off_ns;
+		double runnable_ns = off_ns - blocked_ns;
+		/* the share of the run that faster code in the region could save at most */
+		double on_share = split ? n->share_pct * on_ns / (on_ns + off_ns) : n->share_pct;
+		if (split) {
+			char *ev = ana_strf("%s; %.0f%% of it on CPU, %.0f%% off CPU (asleep, blocked or waiting "
+					    "for a CPU)", f->evidence ? f->evidence : "", 100 * on_ns / (on_ns + off_ns),
+					    100 * off_ns / (on_ns + off_ns));
+			if (ev) {
+				free(f->evidence);
+				f->evidence = ev;
+			}
+			ana_finding_num(f, "oncpu_pct", 100 * on_ns / (on_ns + off_ns));
+			ana_finding_num(f, "offcpu_pct", 100 * off_ns / (on_ns + off_ns));
+			ana_finding_num(f, "oncpu_ns", on_ns);
+			ana_finding_num(f, "offcpu_ns", off_ns);
+			ana_finding_num(f, "kernel_ns", kern_ns);
+			if (p->smp.mode == FMT_SAMPLE_WALL)
+				ana_finding_num(f, "runnable_ns", runnable_ns);
+			ana_finding_num(f, "kernel_pct", 100 * kern_ns / (on_ns + off_ns));
+		}
 		/* The largest child, to point at when the time is not the region's own. */
 		uint32_t top = ANA_NONE;
 		for (uint32_t k = n->first_child; k != ANA_NONE; k = p->nodes[k].next_sibling)
@@ -93,6 +155,33 @@ static void rule_hot_operation(ana_profile *p)
 			f->recommendation = ana_strf("Most of %s is spent in nested regions; start with %s "
 						     "(%.1f%% of the wall time), then the rest of %s's children.",
 						     f->subject, p->nodes[top].path, p->nodes[top].share_pct, f->subject);
+		else if (split && kern_ns >= on_ns - kern_ns && kern_ns >= off_ns)
+			f->recommendation = ana_strf("%s spends %.0f%% of its time in the kernel (%s of its %s on CPU): page "
+						     "faults or system calls, not its own code; the kernel_time finding "
+						     "names them. Touch less new memory (reuse buffers instead of "
+						     "allocating and freeing large blocks each call) or make fewer, larger "
+						     "system calls.",
+						     f->subject, 100 * kern_ns / (on_ns + off_ns), ana_fmt_ns(kern_ns, a, sizeof a),
+						     ana_fmt_ns(on_ns, b, sizeof b));
+		else if (split && off_ns >= on_ns && runnable_ns > off_ns / 2)
+			f->recommendation = ana_strf("%s is off CPU %.0f%% of its time (%s), and its threads were not "
+						     "blocked for most of it (wall-clock samples): they were waiting for a "
+						     "CPU, which other threads or programs held. Run it on a machine with "
+						     "CPUs to spare, or with fewer threads than cores; its on-CPU part is "
+						     "%.1f%% of the run.",
+						     f->subject, 100 * off_ns / (on_ns + off_ns), ana_fmt_ns(off_ns, a, sizeof a),
+						     on_share);
+		else if (split && off_ns >= on_ns)
+			f->recommendation = ana_strf("%s is off CPU %.0f%% of its time (%s: asleep, blocked on a lock or "
+						     "I/O, or waiting for a CPU on a busy machine) and on CPU %.0f%% (%s): "
+						     "faster code saves at most the on-CPU part, %.1f%% of the run. Find "
+						     "what it waits for (%s) and overlap or remove the wait.",
+						     f->subject, 100 * off_ns / (on_ns + off_ns), ana_fmt_ns(off_ns, a, sizeof a),
+						     100 * on_ns / (on_ns + off_ns), ana_fmt_ns(on_ns, b, sizeof b), on_share,
+						     p->smp.mode == FMT_SAMPLE_WALL ? "the off_cpu finding and the off-CPU hot "
+										      "functions name the blocking calls"
+										    : "record with --sample=wall: the off-CPU "
+										      "samples name the blocking calls");
 		else if (n->dist.count >= 10000 && n->dist.mean < 20000)
 			f->recommendation = ana_strf("%s is called %llu times at %s each: per-call overhead "
 						     "dominates. Batch the work into fewer, larger calls or fuse it "
@@ -106,28 +195,40 @@ static void rule_hot_operation(ana_profile *p)
 						     "allocation) before optimising the common case.",
 						     f->subject, ana_fmt_ns(n->dist.p99, c, sizeof c),
 						     ana_fmt_ns(n->dist.p50, a, sizeof a));
-		else if (p->smp.present && p->smp.all.nodes && p->smp.all.nodes[i].ntop) {
+		else if (p->smp.present && p->smp.all.nodes && region_top_func(p, &p->smp.all.nodes[i]) >= 0) {
 			/* The samples inside the region say where its own code spends the time. */
 			const ana_node_samples *ns = &p->smp.all.nodes[i];
-			const ana_func *fn = &p->smp.funcs[ns->top[0]];
+			int t = region_top_func(p, ns);
+			const ana_func *fn = &p->smp.funcs[ns->top[t]];
 			char where[512] = "";
 			if (fn->file != ANA_NONE && fn->line)
 				snprintf(where, sizeof where, " (%s:%u)", base_name(p->names[fn->file]), fn->line);
-			f->recommendation = ana_strf("%s's own code dominates, and %.0f%% of its %llu on-CPU samples are "
-						     "in %s%s: reduce the work there (algorithm, vectorisation, data "
-						     "layout) or run it in parallel. Halving the region saves about "
-						     "%.0f%% of the run.",
-						     f->subject, ns->top_pct[0], (unsigned long long)ns->samples[ANA_CPU],
-						     p->names[fn->name], where, n->share_pct / 2 > 100 ? 50.0 : n->share_pct / 2);
+			if (python_interpreter(p->names[fn->module]))
+				f->recommendation = ana_strf("%s's own code dominates, and %.0f%% of its %llu on-CPU samples "
+							     "are in the Python interpreter (%s), running the region's "
+							     "Python code, which CPU samples cannot name: mark its parts "
+							     "with nested fennec.region()s to see which, then move their "
+							     "loops into vectorised calls (numpy, torch) or compiled code. "
+							     "Halving its on-CPU time saves about %.0f%% of the run.",
+							     f->subject, ns->top_pct[t], (unsigned long long)ns->samples[ANA_CPU],
+							     p->names[fn->name], on_share / 2 > 50 ? 50.0 : on_share / 2);
+			else
+				f->recommendation = ana_strf("%s's own code dominates, and %.0f%% of its %llu on-CPU samples are "
+							     "in %s%s: reduce the work there (algorithm, vectorisation, data "
+							     "layout) or run it in parallel. Halving its on-CPU time saves about "
+							     "%.0f%% of the run.",
+							     f->subject, ns->top_pct[t], (unsigned long long)ns->samples[ANA_CPU],
+							     p->names[fn->name], where, on_share / 2 > 50 ? 50.0 : on_share / 2);
 		} else
 			f->recommendation = ana_strf("%s's own code dominates: record it with CPU sampling on (the "
 						     "default of fennec record; not --sample off) to see its hot "
 						     "functions and lines, then reduce the work per call "
 						     "(algorithm, vectorisation, data layout) or run it in parallel. "
 						     "Halving it saves about %.0f%% of the run.",
-						     f->subject, n->share_pct / 2 > 100 ? 50.0 : n->share_pct / 2);
+						     f->subject, on_share / 2 > 50 ? 50.0 : on_share / 2);
 		f->expected_gain_pct = n->share_pct > 100 ? 100 : n->share_pct;
 	}
+	free(kern);
 }
 
 /*
@@ -312,6 +413,29 @@ static void hot_python(ana_profile *p, double thr, double cpu_frac)
 	}
 }
 
+/*
+ * A hot function of the program's own (not a system library's: a system call wrapper is
+ * in the kernel by nature, and its advice is about its callers) whose self samples were
+ * mostly taken in the kernel (FMT_S_KERNEL) spends its time in page faults, not in its
+ * code: the advice says so instead (kernel_time has the whole picture).
+ */
+static void kernel_advice(ana_profile *p, ana_finding *f, uint32_t func, const char *name)
+{
+	double kpct = ana_func_kernel_pct(p, func);
+	ana_finding_num(f, "kernel_pct", kpct);
+	if (kpct < 50 || ana_module_is_system(p->names[p->smp.funcs[func].module]))
+		return;
+	char *r = ana_strf("%.0f%% of %s's own samples were taken in the kernel: its time is page faults "
+			   "(memory it touches for the first time) or system calls, not its code. Touch less "
+			   "new memory (reuse buffers instead of allocating and freeing large blocks) or make "
+			   "fewer calls; see the kernel_time finding for where the kernel time goes.",
+			   kpct, name);
+	if (r) {
+		free(f->recommendation);
+		f->recommendation = r;
+	}
+}
+
 static void rule_hot_function(ana_profile *p)
 {
 	const ana_sampling *s = &p->smp;
@@ -368,10 +492,10 @@ static void rule_hot_function(ana_profile *p)
 		    python_interpreter(p->names[fn->module]) || openmp_runtime(p->names[fn->module]))
 			continue; /* the interpreter's: hot_python(); an OpenMP runtime's: rule_parallel_wait() */
 		/* fennec's own code in the program's threads (recording an allocation, its stack
-		 * cache) is the profiler's cost, not the program's to optimise: what the program
-		 * called there (malloc, free, an API call) is the frame with a caller outside. */
+		 * cache), one function [fennec] of the profile (samples.c), is the profiler's
+		 * cost, never the program's to optimise. */
 		int ours = ana_module_is_fennec(p->names[fn->module]);
-		if (ours && (h->caller == ANA_NONE || ana_module_is_fennec(p->names[s->funcs[h->caller].module])))
+		if (ours)
 			continue;
 		ana_severity sev = h->self_pct > 30 ? ANA_HIGH : h->self_pct >= 10 ? ANA_MEDIUM : ANA_LOW;
 		ana_finding *f = ana_finding_add(p, "hot_function", sev);
@@ -519,6 +643,7 @@ static void rule_hot_function(ana_profile *p)
 						     caller ? ", or call it less from " : "", caller ? caller : "",
 						     caller ? (h->caller_pct >= 99.5 ? " (its only caller)" : " (its main caller)") : "",
 						     f->expected_gain_pct / 2);
+		kernel_advice(p, f, h->func, name);
 	}
 }
 
@@ -1823,6 +1948,7 @@ void ana_rules(ana_profile *p)
 	rule_parallel_wait(p);
 	rule_input_bound(p);
 	rule_gil_wait(p);
+	ana_kernel_rules(p);
 	ana_gpu_rules(p);
 	ana_sys_rules(p);
 	if (p->nfindings > 1)

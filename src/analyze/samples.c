@@ -169,6 +169,7 @@ typedef struct rsample {
 	uint32_t stack, path; /* rstack, rpath (ANA_NONE: outside regions) */
 	uint32_t weight;
 	uint8_t kind;
+	uint8_t kernel;       /* FMT_S_KERNEL: taken in the kernel */
 } rsample;
 
 /*
@@ -387,7 +388,8 @@ int ana_samples_event(ana_profile *p, uint32_t proc, const fmt_file *f, const fm
 		return FENNEC_ENOMEM;
 	unsigned kind = (ev->flags & FMT_S_KIND_MASK) == FMT_S_OFFCPU ? ANA_OFFCPU : ANA_CPU;
 	ps->s[ps->ns++] = (rsample){ev->ticks, ev->tid, ev->u, sid, pid,
-				    ev->i > UINT32_MAX ? UINT32_MAX : (uint32_t)ev->i, (uint8_t)kind};
+				    ev->i > UINT32_MAX ? UINT32_MAX : (uint32_t)ev->i, (uint8_t)kind,
+				    (uint8_t)!!(ev->flags & FMT_S_KERNEL)};
 	return 0;
 }
 
@@ -443,6 +445,7 @@ typedef struct fin {
 	uint32_t *tmp;        /* a stack being built */
 	size_t tmp_cap;
 	uint32_t unknown_func, kernel_func;
+	uint32_t fennec_loc;  /* the [fennec] location of the process being symbolised */
 } fin;
 
 static int cmp_seg(const void *a, const void *b)
@@ -529,30 +532,96 @@ static uint32_t new_loc(fin *x, uint32_t func, uint32_t file, uint32_t line, uin
 	return s->nlocs++;
 }
 
-/*
- * fennec's frames further out than its innermost ones, out of the program's stack (x->tmp,
- * nl locations innermost first): the trampoline that starts the program's threads
- * (tramp_main, below every thread's function), the pthread_create and exec wrappers the
- * program's calls pass through. Innermost, they are kept: fennec's own code, its
- * allocator wrappers. Returns the new length.
- */
-static size_t drop_outer_fennec(fin *x, size_t nl)
+/* Whether a module is the system's (the C library, libgcc, libstdc++, the vDSO, the
+ * kernel): code that fennec's own work calls into as much as the program does. */
+int ana_module_is_system(const char *path)
 {
-	const ana_profile *p = x->p;
-	size_t k = 0;
-	int outside = 0, ours = 0;
-	uint32_t last = ANA_NONE;
-	for (size_t i = 0; i < nl; i++) {
-		uint32_t mod = p->smp.funcs[p->smp.locs[x->tmp[i]].func].module;
-		if (mod != last) {
-			last = mod;
-			ours = mod != ANA_NONE && ana_module_is_fennec(p->names[mod]);
-		}
-		if (ours && outside)
-			continue;
-		outside |= !ours;
-		x->tmp[k++] = x->tmp[i];
+	return path[0] == '[' || !strncmp(path, "/lib/", 5) || !strncmp(path, "/lib64/", 7) ||
+	       !strncmp(path, "/usr/lib/", 9) || !strncmp(path, "/usr/lib64/", 11);
+}
+
+/* A name with the C library's decorations taken off: leading underscores and a libc_
+ * prefix (__libc_malloc, ___dlopen, __posix_memalign are malloc, dlopen, posix_memalign). */
+static const char *plain_name(const char *s)
+{
+	while (*s == '_')
+		s++;
+	if (!strncmp(s, "libc_", 5))
+		for (s += 5; *s == '_'; s++)
+			;
+	return s;
+}
+
+/*
+ * Whether library function `callee`, called from fennec's wrapper function `wrapper`, is
+ * the call the wrapper forwards (the real malloc under fennec's malloc, glibc's
+ * __pthread_create_2_1 under its pthread_create): the program's work, not fennec's. The
+ * paths of a wrapper are named after the function it wraps (malloc_slow, free_marked),
+ * and the wrapper itself is often gone from the stack, reached by a tail call.
+ */
+static int forwarded_call(const char *callee, const char *wrapper)
+{
+	const char *a = plain_name(callee), *b = plain_name(wrapper);
+	size_t n = strlen(a), m = strlen(b);
+	if (n && !strncmp(a, b, n) && (!b[n] || b[n] == '_'))
+		return 1;
+	return m && !strncmp(a, b, m) && a[m] == '_' && a[m + 1] >= '0' && a[m + 1] <= '9'; /* a version */
+}
+
+/*
+ * fennec's own work out of the program's stack (x->tmp, nl locations innermost first). The
+ * innermost run of libfennec frames is entered at its outermost frame, the entry: the
+ * wrapper or API function the program called (malloc, fennec_region_begin), or the
+ * trampoline that starts a thread. A sample is fennec's own when its innermost frame is in
+ * libfennec, or in a system library that fennec's frames call for their own work (the
+ * unwinder's _Unwind_Find_FDE under the stack cache; a clock read) while program code
+ * lies further out. Its frames up to the entry become one location, [fennec], so that
+ * fennec's functions (col_site_id, alloc_slow, record_alloc) are one entry of the
+ * profile, below the program's function whose call paid for them (the entry itself is
+ * often gone from the stack: malloc reaches malloc_slow by a tail call). What the wrapper forwards (glibc's
+ * malloc under fennec's) and what the trampoline or a signal chain calls back (the
+ * thread's function, the program's handler) stay the program's. Further-out fennec frames
+ * (the trampoline below every thread's function, the pthread_create and exec wrappers the
+ * program's calls pass through) are dropped. Returns the new length, SIZE_MAX when out of memory.
+ */
+static size_t fold_fennec(fin *x, size_t nl, uint32_t proc)
+{
+	ana_profile *p = x->p;
+	const ana_sampling *s = &p->smp;
+	size_t a = 0, b;
+	int ours = 1;
+#define MOD_OF(i) (p->names[s->funcs[s->locs[x->tmp[i]].func].module])
+	while (a < nl && !ana_module_is_fennec(MOD_OF(a)))
+		a++;
+	if (a == nl)
+		return nl;
+	for (b = a; b < nl && ana_module_is_fennec(MOD_OF(b)); b++)
+		;
+	const ana_func *entry = &s->funcs[s->locs[x->tmp[b - 1]].func];
+	if (a) {
+		const ana_func *callee = &s->funcs[s->locs[x->tmp[a - 1]].func];
+		int program_outside = 0;
+		for (size_t i = b; i < nl && !program_outside; i++)
+			program_outside = !ana_module_is_fennec(MOD_OF(i)) && !ana_module_is_system(MOD_OF(i));
+		ours = program_outside && ana_module_is_system(p->names[callee->module]);
+		for (size_t i = a; i < b && ours; i++)
+			ours = !forwarded_call(p->names[callee->name], p->names[s->funcs[s->locs[x->tmp[i]].func].name]);
 	}
+	size_t k = a;
+	if (ours) {
+		if (x->fennec_loc == ANA_NONE) {
+			uint32_t nm = ana_intern(p, "[fennec]");
+			uint32_t fn = nm == ANA_NONE ? ANA_NONE : func_for(x, nm, entry->module, ANA_NONE, 0);
+			if ((x->fennec_loc = new_loc(x, fn, ANA_NONE, 0, proc, 0, 0, 0)) == ANA_NONE)
+				return SIZE_MAX;
+		}
+		x->tmp[0] = x->fennec_loc;
+		k = 1;
+	}
+	for (size_t i = b; i < nl; i++)
+		if (!ana_module_is_fennec(MOD_OF(i)))
+			x->tmp[k++] = x->tmp[i];
+#undef MOD_OF
 	return k;
 }
 
@@ -783,6 +852,7 @@ static int symbolise_process(fin *x, uint32_t proc, pstate *ps, badmod **bad, si
 	ana_profile *p = x->p;
 	const fmt_file *f = &p->procs[proc].file;
 	int rc = FENNEC_ENOMEM;
+	x->fennec_loc = ANA_NONE;
 	pmod *pm = calloc(f->nmodules + 1, sizeof *pm);
 	seg **segs = calloc(ps->epoch + 1, sizeof *segs);
 	size_t *nsegs = calloc(ps->epoch + 1, sizeof *nsegs);
@@ -914,7 +984,9 @@ static int symbolise_process(fin *x, uint32_t proc, pstate *ps, badmod **bad, si
 			for (uint32_t i = 0; i < cnt; i++)
 				x->tmp[nl++] = first + i;
 		}
-		nl = drop_outer_fennec(x, nl);
+		nl = fold_fennec(x, nl, proc);
+		if (nl == SIZE_MAX)
+			goto out;
 		if (r->flags & FMT_S_PYTHON) {
 			if (py_merge(x, proc, f, ps->frames + r->off + nnat, r->n - nnat, &nl, &py_locs, r->count, r->flags) < 0)
 				goto out;
@@ -1029,7 +1101,7 @@ int ana_samples_finish(ana_profile *p)
 	ana_sampling *s = &p->smp;
 	sstate *ss = s->priv;
 	int rc = FENNEC_ENOMEM;
-	fin x = {.p = p, .unknown_func = ANA_NONE, .kernel_func = ANA_NONE, .eval_name = ANA_NONE, .take_gil = ANA_NONE};
+	fin x = {.p = p, .unknown_func = ANA_NONE, .kernel_func = ANA_NONE, .eval_name = ANA_NONE, .take_gil = ANA_NONE, .fennec_loc = ANA_NONE};
 	badmod *bad = NULL;
 	size_t nbad = 0, bad_cap = 0;
 	kmap tids = {0};
@@ -1131,6 +1203,7 @@ int ana_samples_finish(ana_profile *p)
 				.node = r->path == ANA_NONE ? ANA_NONE : ps->rp[r->path].node,
 				.weight = r->weight,
 				.kind = r->kind,
+				.kernel = r->kernel,
 			};
 			s->weight[r->kind] += r->weight;
 		}
@@ -1172,10 +1245,13 @@ int ana_samples_finish(ana_profile *p)
 		uint64_t shortn = s->truncated_short < s->truncated ? s->truncated_short : s->truncated;
 		if (worth_warning(s->truncated - shortn, s->taken))
 			ana_warn(p, "%llu of %llu samples had call stacks deeper than the %llu-frame limit and lost "
-				    "their outermost frames: total shares of outer functions are low; record again with "
-				    "a larger --stack-depth",
+				    "their outermost frames: total shares of outer functions are low; %s",
 				 (unsigned long long)(s->truncated - shortn), (unsigned long long)s->taken,
-				 (unsigned long long)depth);
+				 (unsigned long long)depth,
+				 depth >= 512 ? "512 frames is the most fennec keeps (a recursion this deep is best "
+						"read from its innermost frames)"
+				 : depth >= 256 ? "record again with --stack-depth 512 (FENNEC_STACK_DEPTH=512)"
+						: "record again with --stack-depth 256 or more (FENNEC_STACK_DEPTH)");
 		if (worth_warning(shortn, s->taken))
 			ana_warn(p, "%llu of %llu samples lost their outer frames where the copy of the stack ended, "
 				    "short of the %llu-frame limit (large stack frames, or a sample taken as the stack grew "

@@ -72,12 +72,12 @@ int cli_gpu_check(int mode, cli_gpu *g)
 	memset(g, 0, sizeof *g);
 	char why[512];
 	const char *drv = getenv("FENNEC_LIBCUDA");
+	g->mode = mode; /* NVTX ranges need no driver: they are recorded in any case */
 	if (!loadable(drv && *drv ? drv : "libcuda.so.1", why, sizeof why)) {
 		fprintf(stderr, "fennec record: --gpu: no NVIDIA driver on this machine (%s); recording without "
-				"GPU activity\n", why);
+				"GPU activity (NVTX ranges still become regions)\n", why);
 		return 0;
 	}
-	g->mode = mode;
 	char missing[6000] = "";
 #ifdef FENNEC_HAVE_CUPTI
 	uint32_t v = 0;

@@ -6,6 +6,7 @@
  */
 #include <ctype.h>
 #include <dirent.h>
+#include <elf.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <libgen.h>
@@ -72,7 +73,7 @@ static const char help[] =
 	"  --sample MODE              cpu: on-CPU call stacks (default, or $FENNEC_SAMPLE); wall:\n"
 	"                             every thread, also while blocked (off-CPU time); off:\n"
 	"                             regions and metrics only\n"
-	"  --stack-depth N            deepest call stack kept, frames (default 128; 4..512)\n"
+	"  --stack-depth N            deepest call stack kept, frames (default 256; 4..512)\n"
 	"  --memory MODE              heap profiling (docs/memory.md): sampled (default: exact totals,\n"
 	"                             stacks of allocations sampled over bytes), full (every allocation\n"
 	"                             and free with its stack: exact leaks), off\n"
@@ -204,6 +205,40 @@ static int replaceable(const char *path)
 	char magic[8];
 	int n = cli_read_magic(path, magic);
 	return n >= 0 && !memcmp(magic, FMT_MAGIC, (size_t)n);
+}
+
+/*
+ * Why program `path` cannot load libfennec, or NULL when nothing says it cannot: a
+ * statically linked ELF file (no PT_INTERP: no dynamic loader to preload the collector)
+ * or a set-user or set-group id one (the loader ignores LD_PRELOAD for it).
+ */
+static const char *why_no_preload(const char *path)
+{
+	struct stat st;
+	if (stat(path, &st) == 0 && (st.st_mode & (S_ISUID | S_ISGID)))
+		return "it is set-user-ID or set-group-ID, and the dynamic loader ignores LD_PRELOAD for such "
+		       "a program; run a copy without the bit, or link libfennec.a and call fennec_start()";
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return NULL;
+	Elf64_Ehdr eh;
+	const char *why = NULL;
+	if (pread(fd, &eh, sizeof eh, 0) == (ssize_t)sizeof eh && !memcmp(eh.e_ident, ELFMAG, SELFMAG) &&
+	    eh.e_ident[EI_CLASS] == ELFCLASS64 && eh.e_phentsize == sizeof(Elf64_Phdr) && eh.e_phnum < 4096) {
+		int interp = 0;
+		for (unsigned k = 0; k < eh.e_phnum && !interp; k++) {
+			Elf64_Phdr ph;
+			if (pread(fd, &ph, sizeof ph, (off_t)(eh.e_phoff + k * sizeof ph)) != (ssize_t)sizeof ph)
+				break;
+			interp = ph.p_type == PT_INTERP;
+		}
+		if (!interp)
+			why = "it is statically linked: fennec's collector is a shared library that the dynamic "
+			      "loader preloads, and a static program has no loader (nor can it link libfennec.a, "
+			      "whose malloc and free replace the C library's); relink it without -static";
+	}
+	close(fd);
+	return why;
 }
 
 /*
@@ -932,9 +967,15 @@ int cmd_record(int argc, char **argv)
 			if (*fr)
 				fprintf(stderr, " (the filesystem holding it has %s free)", fr);
 			fprintf(stderr, "\n");
-		} else if (!files)
-			fprintf(stderr, "fennec record: no profile was written: %s did not load libfennec "
-					"(a static or setuid program ignores LD_PRELOAD)\n", argv[i]);
+		} else if (!files) {
+			const char *why = why_no_preload(prog);
+			if (why)
+				fprintf(stderr, "fennec record: no profile was written: %s cannot be profiled because %s\n",
+					argv[i], why);
+			else
+				fprintf(stderr, "fennec record: no profile was written: %s did not load libfennec "
+						"(a static or setuid program ignores LD_PRELOAD)\n", argv[i]);
+		}
 		else {
 			fprintf(stderr, "fennec record: wrote %s (%llu bytes", output, bytes);
 			if (files > 1)

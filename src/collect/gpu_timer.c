@@ -65,12 +65,14 @@ static void driver_load(void)
 	       D.EventDestroy && D.CtxGetCurrent && D.CtxPush && D.CtxPop;
 }
 
-/* The driver and the calling thread's context, or -1. */
+/* The driver and the calling thread's context: 0, FENNEC_ENODRIVER or FENNEC_ENOCONTEXT. */
 static int driver(void **ctx)
 {
 	pthread_once(&driver_once, driver_load);
 	*ctx = NULL;
-	return D.ok && D.CtxGetCurrent(ctx) == 0 && *ctx ? 0 : -1;
+	if (!D.ok)
+		return FENNEC_ENODRIVER;
+	return D.CtxGetCurrent(ctx) == 0 && *ctx ? 0 : FENNEC_ENOCONTEXT;
 }
 
 FENNEC_API int fennec_gpu_timer_begin(const char *name, void *stream)
@@ -78,8 +80,9 @@ FENNEC_API int fennec_gpu_timer_begin(const char *name, void *stream)
 	void *ctx;
 	if (!atomic_load_explicit(&col_on, memory_order_relaxed))
 		return FENNEC_ENOTRUNNING;
-	if (driver(&ctx) < 0)
-		return FENNEC_EIO;
+	int drc = driver(&ctx);
+	if (drc < 0)
+		return drc;
 	for (int tries = 0; tries < 64; tries++) {
 		uint32_t i = atomic_fetch_add(&next_slot, 1) % TIMER_SLOTS;
 		tslot *s = &slots[i];
@@ -187,8 +190,9 @@ FENNEC_API int fennec_gpu_time(const char *name, void (*fn)(void *arg, void *str
 	void *ctx;
 	if (!fn || !out || out->size < sizeof *out || !repeat)
 		return FENNEC_EINVAL;
-	if (driver(&ctx) < 0)
-		return FENNEC_EIO;
+	int drc = driver(&ctx);
+	if (drc < 0)
+		return drc;
 	int was = col_mem_internal(1);
 	void **ev = calloc(2 * (size_t)repeat, sizeof *ev);
 	double *ns = malloc(repeat * sizeof *ns);

@@ -2202,7 +2202,13 @@ API int fennec_memory_stats(fennec_mem_stats *out)
 		totals t;
 		sum_totals(&t);
 		s.heap_bytes = live_now();
+		/* the shared peak counts what threads folded (exact to LIVE_BATCH per thread); the
+		 * heap now, their batches included, may be above it: then it is the peak */
+		if (s.heap_bytes > atomic_load(&peak))
+			raise_peak(s.heap_bytes);
 		s.heap_peak_bytes = atomic_load(&peak);
+		if (s.heap_peak_bytes < s.heap_bytes)
+			s.heap_peak_bytes = s.heap_bytes;
 		s.allocations = t.allocs;
 		s.frees = t.frees;
 		s.allocated_bytes = t.bytes;

@@ -502,6 +502,10 @@ static void ring_copy(const col_pr *r, uint64_t pos, void *dst, size_t n)
 static void take_sample(drain *d, const uint8_t *p, const uint8_t *end)
 {
 	uint64_t frames[COL_SAMPLE_MAX_DEPTH + 1];
+	uint16_t misc;
+	memcpy(&misc, p + 4, sizeof misc);
+	/* in the kernel (a system call, a page fault): the user registers are where it entered */
+	unsigned kernel = (misc & PERF_RECORD_MISC_CPUMODE_MASK) == PERF_RECORD_MISC_KERNEL ? FMT_S_KERNEL : 0;
 	p += 8; /* header */
 	if (end - p < 32)
 		return;
@@ -513,7 +517,7 @@ static void take_sample(drain *d, const uint8_t *p, const uint8_t *end)
 	if (abi == PERF_SAMPLE_REGS_ABI_NONE || end - p < 8 * PR_NREGS + 8) {
 		/* No user registers (a kernel thread's sample, which ours never are). */
 		frames[0] = ip;
-		d->emit(d->ctx, tid, time, FMT_S_EXACT_PC | FMT_S_TRUNCATED, frames, ip < (1ull << 47));
+		d->emit(d->ctx, tid, time, FMT_S_EXACT_PC | FMT_S_TRUNCATED | kernel, frames, ip < (1ull << 47));
 		return;
 	}
 	uw_arg a = {(const uint64_t *)p, 0, NULL, 0, 0};
@@ -528,7 +532,7 @@ static void take_sample(drain *d, const uint8_t *p, const uint8_t *end)
 	if (a.size > size)
 		a.size = size;
 	uint32_t n = uw_walk(&a, frames, d->depth);
-	unsigned flags = FMT_S_EXACT_PC;
+	unsigned flags = FMT_S_EXACT_PC | kernel;
 	if (n > d->depth) {
 		n = d->depth;
 		flags |= FMT_S_TRUNCATED;

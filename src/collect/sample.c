@@ -235,7 +235,7 @@ static int perf_open(pid_t tid, int exclude_kernel)
 /*
  * The ring source's counter settings. The kernel copies FENNEC_STACK_COPY bytes of stack
  * per sample, by default STACK_PER_FRAME per frame of the depth limit and at least 8 KiB
- * (12 KiB for 128 frames; perf copies 8 KiB): frames of compiled code take 16 to 100 bytes,
+ * (24 KiB for the default 256 frames; perf copies 8 KiB): frames of compiled code take 16 to 100 bytes,
  * so the copy rarely ends before the depth limit does (a few library frames are larger:
  * an ASan interceptor's took 4 KiB). The ring holds 64 samples or more (83 in 1 MiB
  * at 12 KiB: the writer unwinds it at least every half of that, col_sample_tick), at
@@ -1567,7 +1567,7 @@ void col_sample_drain(void (*emit)(unsigned type, cm_buf *raw), void (*before)(v
 		col_ring_get(&P.ring, head + REC_HDR + 8 * (uint64_t)(nf + r.npy), regions, 4 * (size_t)nr);
 		col_ring_consume(&P.ring, &head, len);
 		name_task((pid_t)r.tid);
-		cm_buf_u8(&body, (uint8_t)r.flags);
+		cm_buf_varint(&body, r.flags); /* a varint since 1.7: the same byte below 128 */
 		cm_buf_varint(&body, r.tid);
 		cm_buf_varint(&body, cm_zigzag((int64_t)(r.ticks - prev)));
 		prev = r.ticks;

@@ -310,7 +310,7 @@ static void config_env(fennec_config *cfg, int warn)
 	if (mode < 0 && smode && *smode)
 		col_config_warn("FENNEC_SAMPLE", smode, "expected one of cpu, wall, off; sampling off");
 	cfg->sample_hz = (uint32_t)col_env_number("FENNEC_HZ", 999, 1, 20000, "per second");
-	cfg->stack_depth = (uint32_t)col_env_number("FENNEC_STACK_DEPTH", 128, 4, 512, "frames");
+	cfg->stack_depth = (uint32_t)col_env_number("FENNEC_STACK_DEPTH", 256, 4, 512, "frames");
 	const char *mmode = getenv("FENNEC_MEMORY");
 	int mem = col_mem_mode_parse(mmode);
 	cfg->memory_mode = mem > 0 ? mem : FENNEC_MEMORY_OFF;

@@ -66,6 +66,7 @@ enum fmt_sample_flag {
 	FMT_S_PYTHON = 32,  /* Python frames follow the native ones (1.7) */
 	FMT_S_GIL = 64,     /* the thread held the GIL (1.7) */
 	FMT_S_PYCUT = 128,  /* the Python frames were cut (1.7) */
+	FMT_S_KERNEL = 256, /* taken in the kernel: a system call or a page fault of the thread (1.7) */
 };
 
 enum fmt_sample_mode { FMT_SAMPLE_OFF = 0, FMT_SAMPLE_CPU = 1, FMT_SAMPLE_WALL = 2 };

@@ -824,14 +824,14 @@ static int decode_samples(rd *r, cur *c)
 	while (c->p < c->end && !c->bad) {
 		const uint8_t *at = c->p;
 		fmt_event ev = {.type = FMT_EV_SAMPLE, .thread = UINT32_MAX};
-		ev.flags = cur_u8(c);
+		ev.flags = (uint32_t)cur_varint(c); /* a u8 before 1.7: the same byte below 128 */
 		ev.tid = cur_varint(c);
 		t += (uint64_t)cm_unzigzag(cur_varint(c));
 		ev.ticks = t;
 		ev.i = (int64_t)cur_varint(c);
 		ev.u = cur_varint(c);
 		uint64_t nr = cur_varint(c);
-		if (c->bad || nr > FMT_MAX_REGIONS || (ev.flags & ~255u) || (ev.flags & FMT_S_KIND_MASK) > FMT_S_OFFCPU ||
+		if (c->bad || nr > FMT_MAX_REGIONS || (ev.flags & ~511u) || (ev.flags & FMT_S_KIND_MASK) > FMT_S_OFFCPU ||
 		    ev.i < 1 || (int64_t)ev.ticks < 0 || ((ev.flags & FMT_S_BY_TIME) && (nr || ev.u)))
 			return fail(r, FENNEC_ECORRUPT, r->chunk_off, "SAMPLES: bad sample at payload byte %td", at - base);
 		for (uint64_t k = 0; k < nr; k++) {

@@ -524,6 +524,9 @@ static void roofline_json(FILE *out, const ana_profile *p)
 	knum(out, "peak_flops_per_s_1t", c ? rl->calib.flops_fp64_1t : NAN, &f1);
 	knum(out, "peak_bytes_per_s_1t", c ? rl->calib.bw_triad_1t : NAN, &f1);
 	knum(out, "ridge_ai", c ? rl->calib.flops_fp64 / rl->calib.bw_triad : NAN, &f1);
+	knum(out, "peak_flops_per_s_fp32", c ? rl->calib.flops_fp32 : NAN, &f1);
+	knum(out, "peak_flops_per_s_fp32_1t", c ? rl->calib.flops_fp32_1t : NAN, &f1);
+	knum(out, "ridge_ai_fp32", c ? rl->calib.flops_fp32 / rl->calib.bw_triad : NAN, &f1);
 	key(out, "regions", &f1);
 	fputc('[', out);
 	for (uint32_t i = 0; i < rl->n; i++) {
@@ -687,6 +690,7 @@ static void critpath_json(FILE *out, const ana_profile *p)
 		knum(out, "ns", (double)e->ns, &f2);
 		knum(out, "share_pct", e->share_pct, &f2);
 		knum(out, "steps_on_path", (double)e->steps, &f2);
+		knum(out, "threads", (double)e->threads, &f2);
 		fputc('}', out);
 	}
 	fputc(']', out);

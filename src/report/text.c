@@ -505,9 +505,17 @@ static void roofline_text(FILE *out, const ana_profile *p, const style *st)
 	char a[32], b[32];
 	heading(out, st, "Roofline (work annotated with fennec_region_work, over each region's own time)");
 	if (rl->calibrated == 1)
-		fprintf(out, "  ceilings     %.3g GFLOP/s fp64, %s/s triad (one thread: %.3g GFLOP/s, %s/s); ridge %.2f FLOP/byte\n",
-			rl->calib.flops_fp64 / 1e9, ana_fmt_bytes(rl->calib.bw_triad, a, sizeof a), rl->calib.flops_fp64_1t / 1e9,
-			ana_fmt_bytes(rl->calib.bw_triad_1t, b, sizeof b), rl->calib.flops_fp64 / rl->calib.bw_triad);
+	{
+		/* both precisions: each region is judged on the peak of its own (roofline.c) */
+		fprintf(out, "  ceilings     %.3g GFLOP/s fp64, %.3g fp32, %s/s triad (one thread: %.3g fp64, %.3g fp32, %s/s)\n",
+			rl->calib.flops_fp64 / 1e9, rl->calib.flops_fp32 / 1e9, ana_fmt_bytes(rl->calib.bw_triad, a, sizeof a),
+			rl->calib.flops_fp64_1t / 1e9, rl->calib.flops_fp32_1t / 1e9,
+			ana_fmt_bytes(rl->calib.bw_triad_1t, b, sizeof b));
+		fprintf(out, "  ridge        %.2f FLOP/byte fp64, %.2f fp32 (one thread: %.2f, %.2f); a region is judged "
+			"on fp32 when most of its FLOP are\n",
+			rl->calib.flops_fp64 / rl->calib.bw_triad, rl->calib.flops_fp32 / rl->calib.bw_triad,
+			rl->calib.flops_fp64_1t / rl->calib.bw_triad_1t, rl->calib.flops_fp32_1t / rl->calib.bw_triad_1t);
+	}
 	else if (rl->calibrated < 0)
 		fprintf(out, "  no ceilings: %s: %s\n", rl->path, rl->error);
 	else
@@ -621,9 +629,14 @@ static void critpath_text(FILE *out, const ana_profile *p, const style *st)
 		size_t len = strlen(name);
 		char steps[48];
 		snprintf(steps, sizeof steps, "%llu/%llu", (unsigned long long)e->steps, (unsigned long long)cp->steps);
-		fprintf(out, "  %-36s %-16.16s %10s %6.1f%% %11s%s\n", len > 36 ? name + len - 36 : name,
-			ana_cp_lane_name(p, e->lane, lane, sizeof lane), ana_fmt_ns((double)e->ns, a, sizeof a), e->share_pct,
-			steps, e->waiting ? "  (waiting)" : "");
+		char role[80];
+		ana_cp_lane_name(p, e->lane, lane, sizeof lane);
+		if (e->threads > 1)
+			snprintf(role, sizeof role, "%.*s x%u", 11, lane, e->threads); /* the role's threads */
+		else
+			snprintf(role, sizeof role, "%s", lane);
+		fprintf(out, "  %-36s %-16.16s %10s %6.1f%% %11s%s\n", len > 36 ? name + len - 36 : name, role,
+			ana_fmt_ns((double)e->ns, a, sizeof a), e->share_pct, steps, e->waiting ? "  (waiting)" : "");
 	}
 	if (rows < cp->ne)
 		fprintf(out, "  ... %u more (JSON lists all)\n", cp->ne - rows);

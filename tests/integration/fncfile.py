@@ -20,6 +20,7 @@ SAMPLE_BY_TIME = 16         # regions and step come from the thread's events by 
 SAMPLE_PYTHON = 32          # Python frames follow the native ones (1.7)
 SAMPLE_GIL = 64             # the thread held the GIL (1.7)
 SAMPLE_PYCUT = 128          # the Python frames were cut (1.7)
+SAMPLE_KERNEL = 256         # taken in the kernel (a system call, a page fault): the ring source (1.7)
 
 # A minimal PNG: signature + IHDR of a 1x1 image + IEND.
 PNG_BYTES = bytes.fromhex(
@@ -363,9 +364,8 @@ def _samples(p, out):
     truncated, pos = _varint(p, pos)
     t = 0
     while pos < len(p):
-        flags = p[pos]
-        pos += 1
-        if flags & ~255:
+        flags, pos = _varint(p, pos)  # a u8 before 1.7: the same byte below 128
+        if flags & ~511:
             raise ValueError("sample flags 0x%x: reserved bits set" % flags)
         if flags & (SAMPLE_GIL | SAMPLE_PYCUT) and not flags & SAMPLE_PYTHON:
             raise ValueError("sample flags 0x%x: Python flags without Python frames" % flags)

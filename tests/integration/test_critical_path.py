@@ -353,3 +353,22 @@ def test_critical_path_gpu_off_path():
     check_gpu_path("parallel", 1)
     sec = critpath_section("run.fnc")
     assert_true(GEMM not in sec and "prepare (main)" in sec, "gemm off the path in the text section:\n" + sec)
+
+
+@timing
+def test_critical_path_one_row_per_thread_role():
+    """critpath spawn: each step starts a new thread "long_worker" for "work" (6 units):
+    ten short-lived threads of one role are one row, on the path in every step, not ten
+    rows on the path in 1 step each."""
+    steps = 10
+    _, path = record("critpath", "spawn", steps, UNIT_MS)
+    rep = analyze(path)
+    cp = cp_of(rep)
+    rows = [r for r in cp["regions"] if r["name"] == "work"]
+    assert_eq(len(rows), 1, "rows of work: %r" % rows)
+    w = rows[0]
+    assert_eq((w["thread"], w["threads"], w["steps_on_path"]), ("long_worker", steps, steps),
+              "work's row: role, threads, steps on the path")
+    assert_close(w["ns"], region(rep, "work")["total_ns"], 0.002 * region(rep, "work")["total_ns"],
+                 "work: time on the path against its total", " ns")
+    assert_true("long_worker x10" in analyze_raw(path).stdout, "the text report names the role once")

@@ -87,6 +87,10 @@ def test_roofline_known_work():
     assert_true(rl and rl["calibrated"], "roofline section, calibrated: %r" % rl)
     assert_eq(rl["calibration"], cal, "the calibration used")
     assert_eq(rl["ridge_ai"], 10.0, "ridge point of the all-thread ceilings")
+    assert_eq(rl["ridge_ai_fp32"], 20.0, "fp32 ridge point of the all-thread ceilings")
+    text = analyze_raw(path, "--calibration", cal).stdout
+    assert_true("ridge        10.00 FLOP/byte fp64, 20.00 fp32 (one thread: 6.25, 12.50)" in text,
+                "the header gives both ridges, as the regions are judged:\n" + text)
     got = {r["path"]: r for r in rl["regions"]}
     assert_eq(sorted(got), sorted(WORK), "annotated regions (outer and plain have no work of their own)")
     regions = {r["path"]: r for r in rep["regions"]}

@@ -132,13 +132,13 @@ static void fixture_init(fixture *x)
 	size_t n = 0;
 	uint64_t t = 1000000000 + 5000000;
 	for (int i = 0; i < 5; i++)
-		samples[n++] = (ana_sample){t += PERIOD_NS, 0, 0, 0, 1, 1, ANA_CPU};
+		samples[n++] = (ana_sample){t += PERIOD_NS, 0, 0, 0, 1, 1, ANA_CPU, 0};
 	for (int i = 0; i < 3; i++)
-		samples[n++] = (ana_sample){t += PERIOD_NS, 0, 1, 0, 0, i == 0 ? 2 : 1, ANA_CPU};
+		samples[n++] = (ana_sample){t += PERIOD_NS, 0, 1, 0, 0, i == 0 ? 2 : 1, ANA_CPU, 0};
 	for (int i = 0; i < 2; i++)
-		samples[n++] = (ana_sample){t += PERIOD_NS, 1, 1, 1, ANA_NONE, 1, ANA_CPU};
+		samples[n++] = (ana_sample){t += PERIOD_NS, 1, 1, 1, ANA_NONE, 1, ANA_CPU, 0};
 	for (int i = 0; i < 4; i++)
-		samples[n++] = (ana_sample){t += PERIOD_NS, 1, 2, 1, ANA_NONE, 1, ANA_OFFCPU};
+		samples[n++] = (ana_sample){t += PERIOD_NS, 1, 2, 1, ANA_NONE, 1, ANA_OFFCPU, 0};
 	s->samples = samples;
 	s->nsamples = n;
 	s->weight[ANA_CPU] = 11;
