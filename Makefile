@@ -20,7 +20,11 @@ endif
 
 OPT      ?= -O2
 WARN     := -Wall -Wextra -Wshadow -Wstrict-prototypes -Wno-unused-parameter
-CFLAGS   += -std=gnu11 -g $(OPT) $(WARN) -fPIC -D_GNU_SOURCE $(SANFLAGS) -Iinclude -Isrc
+# -MMD -MP: every compile writes beside its output (x.o -> x.d, a program P -> P.d) the
+# headers it read, included at the end of this file, so touching a header rebuilds only
+# what includes it.
+DEPFLAGS := -MMD -MP
+CFLAGS   += -std=gnu11 -g $(OPT) $(WARN) -fPIC -D_GNU_SOURCE $(SANFLAGS) -Iinclude -Isrc $(DEPFLAGS)
 LDFLAGS  += $(SANFLAGS)
 LIBS_COL := -lzstd -lunwind-x86_64 -lunwind -lpthread -ldl -lm
 # cairo (PNG charts) and libmicrohttpd (the web server) are loaded when first used, not
@@ -76,6 +80,7 @@ EXAMPLES := $(patsubst examples/%.c,$(O)/examples/%,$(wildcard examples/*.c))
 FIXTURES := $(patsubst tests/fixtures/%.c,$(O)/fixtures/%,$(wildcard tests/fixtures/*.c))
 BENCHES  := $(patsubst bench/%.c,$(O)/bench/%,$(wildcard bench/*.c))
 UNIT_SRC := $(wildcard tests/unit/*.c)
+UNIT_OBJ := $(UNIT_SRC:%.c=$(O)/obj/%.o)
 UNIT     := $(O)/tests/unit
 
 .PHONY: all lib cli examples fixtures bench deps consumers demo test test-quick test-asan test-tsan \
@@ -88,7 +93,7 @@ examples: $(EXAMPLES)
 fixtures: $(FIXTURES)
 bench: lib cli $(BENCHES)
 
-$(O)/obj/%.o: %.c $(wildcard include/*.h src/*/*.h)
+$(O)/obj/%.o: %.c
 	@mkdir -p $(dir $@)
 	$(Q)$(CC) $(CFLAGS) -c $< -o $@
 
@@ -182,13 +187,15 @@ $(O)/bench/%: bench/%.c bench/alloc_mix.h include/fennec.h $(SOLIB) $(ANALIB)
 # fennec and perf's DWARF mode do not need them; every variant runs the same binary.
 $(O)/bench/work_calls $(O)/bench/work_compute $(O)/bench/sample_cost: CFLAGS += -fno-omit-frame-pointer
 
-$(UNIT): $(UNIT_SRC) $(ANALIB) $(COLLECT_SRC) $(wildcard src/*/*.h)
+# The unit tests (tests/unit/, docs/internals/testing.md) link both libraries: the
+# analysis and the collector's libfennec.a.
+$(UNIT): $(UNIT_OBJ) $(ANALIB) $(STLIB)
 	@mkdir -p $(dir $@)
-	$(Q)$(CC) $(CFLAGS) $(LDFLAGS) $(UNIT_SRC) src/format/writer.c $(ANALIB) -o $@ $(LIBS_ANA)
+	$(Q)$(CC) $(LDFLAGS) $(UNIT_OBJ) $(ANALIB) $(STLIB) -o $@ $(LIBS_ANA) $(LIBS_COL)
 
 # Drives the CUPTI translation and the writer with activity records built from CUPTI's
 # structs (tests/gpu/): only where the headers are.
-$(O)/tests/cupti_test: tests/gpu/cupti_test.c $(STLIB) $(wildcard src/*/*.h)
+$(O)/tests/cupti_test: tests/gpu/cupti_test.c $(STLIB)
 	@mkdir -p $(dir $@)
 	$(Q)$(CC) $(CFLAGS) $(CUPTI_CFLAGS) $(LDFLAGS) $< -o $@ $(STLIB) $(LIBS_COL)
 
@@ -249,11 +256,17 @@ test-tsan:
 	$(Q)$(MAKE) --no-print-directory TSAN=1 lib fixtures
 	$(Q)FENNEC_BUILD=build-tsan FENNEC_SANITIZER=tsan python3 tests/run.py --collector-only
 
-FUZZ := build-fuzz/reader_fuzz
-$(FUZZ): tests/fuzz/reader_fuzz.c $(ANALYZE_SRC) $(COMMON_SRC) $(wildcard src/*/*.h)
+# The reader's fuzzer: its objects in build-fuzz/obj, instrumented for coverage
+# (fuzzer-no-link); libFuzzer's main comes at the link.
+FUZZ     := build-fuzz/reader_fuzz
+FUZZ_OBJ := $(patsubst %.c,build-fuzz/obj/%.o,tests/fuzz/reader_fuzz.c $(ANALYZE_SRC) $(COMMON_SRC))
+build-fuzz/obj/%.o: %.c
 	@mkdir -p $(dir $@)
-	$(Q)clang -std=gnu11 -g -O1 -D_GNU_SOURCE -Iinclude -Isrc -fsanitize=fuzzer,address,undefined \
-		$(filter %.c,$^) -o $@ $(LIBS_ANA)
+	$(Q)clang -std=gnu11 -g -O1 -D_GNU_SOURCE -Iinclude -Isrc $(DEPFLAGS) \
+		-fsanitize=fuzzer-no-link,address,undefined -c $< -o $@
+$(FUZZ): $(FUZZ_OBJ)
+	@mkdir -p $(dir $@)
+	$(Q)clang -fsanitize=fuzzer,address,undefined $^ -o $@ $(LIBS_ANA)
 fuzz: $(FUZZ)
 FUZZ_SECONDS ?= 30
 fuzz-run: $(FUZZ)
@@ -262,3 +275,15 @@ fuzz-run: $(FUZZ)
 
 clean:
 	rm -rf build build-asan build-tsan build-fuzz
+
+# Header dependencies (DEPFLAGS): each object's .d beside it; programs built from one
+# source in one command (fixtures, examples, benchmarks) have theirs beside them. An object
+# without its .d (a build directory from before -MMD) is rebuilt once. (The .d is not a
+# prerequisite: clang writes it after the object.)
+DEP_OBJ  := $(COMMON_OBJ) $(COLLECT_OBJ) $(ANALYZE_OBJ) $(CLI_OBJ) $(UNIT_OBJ) $(FUZZ_OBJ)
+DEP_HAVE := $(wildcard $(DEP_OBJ:.o=.d))
+$(filter-out $(DEP_HAVE:.d=.o),$(DEP_OBJ)): FORCE
+.PHONY: FORCE
+FORCE:
+-include $(DEP_HAVE) \
+	$(shell find $(O) \( -path $(O)/obj -o -path $(O)/web \) -prune -o -type f -name '*.d' -print 2>/dev/null)
