@@ -1,6 +1,7 @@
 # fennec build. `make` builds, `make test` tests, `make demo` shows the product.
 # Knobs: ASAN=1 (address+undefined sanitizers, into build-asan/), TSAN=1 (thread sanitizer,
-# into build-tsan/), O=<dir> (build directory), V=1 (echo commands).
+# into build-tsan/), FAULT=1 (fault injection, into build-fault/: docs/internals/testing.md),
+# O=<dir> (build directory), V=1 (echo commands).
 
 CC      ?= cc
 DEBIAN_PACKAGES := libzstd-dev libunwind-dev clang libclang-rt-14-dev python3 jq time libdw-dev libelf-dev libiberty-dev zlib1g-dev golang-go libcairo2-dev \
@@ -13,6 +14,9 @@ ifeq ($(ASAN),1)
 else ifeq ($(TSAN),1)
   O ?= build-tsan
   SANFLAGS := -fsanitize=thread
+else ifeq ($(FAULT),1)
+  O ?= build-fault
+  SANFLAGS := -DFENNEC_FAULT
 else
   O ?= build
   SANFLAGS :=
@@ -83,7 +87,7 @@ UNIT_SRC := $(wildcard tests/unit/*.c)
 UNIT_OBJ := $(UNIT_SRC:%.c=$(O)/obj/%.o)
 UNIT     := $(O)/tests/unit
 
-.PHONY: all lib cli examples fixtures bench deps consumers demo test test-quick test-asan test-tsan \
+.PHONY: all lib cli examples fixtures bench deps consumers demo test test-quick test-asan test-tsan test-fault \
         fuzz fuzz-run clean
 
 all: lib cli examples fixtures $(UNIT) $(GPU_TESTS) $(PYEXT)
@@ -119,9 +123,13 @@ $(ANALIB): $(ANALYZE_OBJ) $(COMMON_OBJ)
 	@mkdir -p $(dir $@)
 	$(Q)rm -f $@ && ar rcs $@ $^
 
+# FAULT=1: fennec's own allocations go through src/cli/fault.c first.
+ifeq ($(FAULT),1)
+  FAULT_LDFLAGS := $(foreach f,malloc calloc realloc strdup strndup posix_memalign,-Wl,--wrap=$(f))
+endif
 $(FENNEC): $(CLI_OBJ) $(O)/obj/web_assets.o $(ANALIB)
 	@mkdir -p $(dir $@)
-	$(Q)$(CC) $(LDFLAGS) $^ -o $@ $(LIBS_ANA)
+	$(Q)$(CC) $(LDFLAGS) $(FAULT_LDFLAGS) $^ -o $@ $(LIBS_ANA)
 
 # The web front end (web/, docs/html.md): our template, style and script, and Apache
 # ECharts from npm (web/package-lock.json, installed into $(O)/web at build time, nothing
@@ -252,6 +260,11 @@ test-asan:
 	$(Q)$(MAKE) --no-print-directory ASAN=1 all
 	$(Q)FENNEC_BUILD=build-asan FENNEC_SANITIZER=asan python3 tests/run.py
 
+# The fault-injection sweep (tests/integration/test_fault.py) on its own build.
+test-fault:
+	$(Q)$(MAKE) --no-print-directory FAULT=1 lib cli fixtures
+	$(Q)FENNEC_BUILD=build-fault python3 tests/run.py -k test_fault
+
 test-tsan:
 	$(Q)$(MAKE) --no-print-directory TSAN=1 lib fixtures
 	$(Q)FENNEC_BUILD=build-tsan FENNEC_SANITIZER=tsan python3 tests/run.py --collector-only
@@ -274,7 +287,7 @@ fuzz-run: $(FUZZ)
 	$(Q)$(FUZZ) -max_total_time=$(FUZZ_SECONDS) -max_len=65536 -print_final_stats=1 build-fuzz/corpus tests/corpus
 
 clean:
-	rm -rf build build-asan build-tsan build-fuzz
+	rm -rf build build-asan build-tsan build-fault build-fuzz
 
 # Header dependencies (DEPFLAGS): each object's .d beside it; programs built from one
 # source in one command (fixtures, examples, benchmarks) have theirs beside them. An object
