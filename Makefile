@@ -1,6 +1,7 @@
 # fennec build. `make` builds, `make test` tests, `make demo` shows the product.
 # Knobs: ASAN=1 (address+undefined sanitizers, into build-asan/), TSAN=1 (thread sanitizer,
-# into build-tsan/), O=<dir> (build directory), V=1 (echo commands).
+# into build-tsan/), FAULT=1 (fault injection, into build-fault/: docs/internals/testing.md),
+# O=<dir> (build directory), V=1 (echo commands).
 
 CC      ?= cc
 DEBIAN_PACKAGES := libzstd-dev libunwind-dev clang libclang-rt-14-dev python3 jq time libdw-dev libelf-dev libiberty-dev zlib1g-dev golang-go libcairo2-dev \
@@ -13,6 +14,9 @@ ifeq ($(ASAN),1)
 else ifeq ($(TSAN),1)
   O ?= build-tsan
   SANFLAGS := -fsanitize=thread
+else ifeq ($(FAULT),1)
+  O ?= build-fault
+  SANFLAGS := -DFENNEC_FAULT
 else
   O ?= build
   SANFLAGS :=
@@ -20,7 +24,11 @@ endif
 
 OPT      ?= -O2
 WARN     := -Wall -Wextra -Wshadow -Wstrict-prototypes -Wno-unused-parameter
-CFLAGS   += -std=gnu11 -g $(OPT) $(WARN) -fPIC -D_GNU_SOURCE $(SANFLAGS) -Iinclude -Isrc
+# -MMD -MP: every compile writes beside its output (x.o -> x.d, a program P -> P.d) the
+# headers it read, included at the end of this file, so touching a header rebuilds only
+# what includes it.
+DEPFLAGS := -MMD -MP
+CFLAGS   += -std=gnu11 -g $(OPT) $(WARN) -fPIC -D_GNU_SOURCE $(SANFLAGS) -Iinclude -Isrc $(DEPFLAGS)
 LDFLAGS  += $(SANFLAGS)
 LIBS_COL := -lzstd -lunwind-x86_64 -lunwind -lpthread -ldl -lm
 # cairo (PNG charts) and libmicrohttpd (the web server) are loaded when first used, not
@@ -76,9 +84,10 @@ EXAMPLES := $(patsubst examples/%.c,$(O)/examples/%,$(wildcard examples/*.c))
 FIXTURES := $(patsubst tests/fixtures/%.c,$(O)/fixtures/%,$(wildcard tests/fixtures/*.c))
 BENCHES  := $(patsubst bench/%.c,$(O)/bench/%,$(wildcard bench/*.c))
 UNIT_SRC := $(wildcard tests/unit/*.c)
+UNIT_OBJ := $(UNIT_SRC:%.c=$(O)/obj/%.o)
 UNIT     := $(O)/tests/unit
 
-.PHONY: all lib cli examples fixtures bench deps consumers demo test test-quick test-asan test-tsan \
+.PHONY: all lib cli examples fixtures bench deps consumers demo test test-quick test-asan test-tsan test-fault \
         fuzz fuzz-run clean
 
 all: lib cli examples fixtures $(UNIT) $(GPU_TESTS) $(PYEXT)
@@ -88,7 +97,7 @@ examples: $(EXAMPLES)
 fixtures: $(FIXTURES)
 bench: lib cli $(BENCHES)
 
-$(O)/obj/%.o: %.c $(wildcard include/*.h src/*/*.h)
+$(O)/obj/%.o: %.c
 	@mkdir -p $(dir $@)
 	$(Q)$(CC) $(CFLAGS) -c $< -o $@
 
@@ -114,9 +123,13 @@ $(ANALIB): $(ANALYZE_OBJ) $(COMMON_OBJ)
 	@mkdir -p $(dir $@)
 	$(Q)rm -f $@ && ar rcs $@ $^
 
+# FAULT=1: fennec's own allocations go through src/cli/fault.c first.
+ifeq ($(FAULT),1)
+  FAULT_LDFLAGS := $(foreach f,malloc calloc realloc strdup strndup posix_memalign,-Wl,--wrap=$(f))
+endif
 $(FENNEC): $(CLI_OBJ) $(O)/obj/web_assets.o $(ANALIB)
 	@mkdir -p $(dir $@)
-	$(Q)$(CC) $(LDFLAGS) $^ -o $@ $(LIBS_ANA)
+	$(Q)$(CC) $(LDFLAGS) $(FAULT_LDFLAGS) $^ -o $@ $(LIBS_ANA)
 
 # The web front end (web/, docs/html.md): our template, style and script, and Apache
 # ECharts from npm (web/package-lock.json, installed into $(O)/web at build time, nothing
@@ -182,13 +195,15 @@ $(O)/bench/%: bench/%.c bench/alloc_mix.h include/fennec.h $(SOLIB) $(ANALIB)
 # fennec and perf's DWARF mode do not need them; every variant runs the same binary.
 $(O)/bench/work_calls $(O)/bench/work_compute $(O)/bench/sample_cost: CFLAGS += -fno-omit-frame-pointer
 
-$(UNIT): $(UNIT_SRC) $(ANALIB) $(COLLECT_SRC) $(wildcard src/*/*.h)
+# The unit tests (tests/unit/, docs/internals/testing.md) link both libraries: the
+# analysis and the collector's libfennec.a.
+$(UNIT): $(UNIT_OBJ) $(ANALIB) $(STLIB)
 	@mkdir -p $(dir $@)
-	$(Q)$(CC) $(CFLAGS) $(LDFLAGS) $(UNIT_SRC) src/format/writer.c $(ANALIB) -o $@ $(LIBS_ANA)
+	$(Q)$(CC) $(LDFLAGS) $(UNIT_OBJ) $(ANALIB) $(STLIB) -o $@ $(LIBS_ANA) $(LIBS_COL)
 
 # Drives the CUPTI translation and the writer with activity records built from CUPTI's
 # structs (tests/gpu/): only where the headers are.
-$(O)/tests/cupti_test: tests/gpu/cupti_test.c $(STLIB) $(wildcard src/*/*.h)
+$(O)/tests/cupti_test: tests/gpu/cupti_test.c $(STLIB)
 	@mkdir -p $(dir $@)
 	$(Q)$(CC) $(CFLAGS) $(CUPTI_CFLAGS) $(LDFLAGS) $< -o $@ $(STLIB) $(LIBS_COL)
 
@@ -245,15 +260,26 @@ test-asan:
 	$(Q)$(MAKE) --no-print-directory ASAN=1 all
 	$(Q)FENNEC_BUILD=build-asan FENNEC_SANITIZER=asan python3 tests/run.py
 
+# The fault-injection sweep (tests/integration/test_fault.py) on its own build.
+test-fault:
+	$(Q)$(MAKE) --no-print-directory FAULT=1 lib cli fixtures
+	$(Q)FENNEC_BUILD=build-fault python3 tests/run.py -k test_fault
+
 test-tsan:
 	$(Q)$(MAKE) --no-print-directory TSAN=1 lib fixtures
 	$(Q)FENNEC_BUILD=build-tsan FENNEC_SANITIZER=tsan python3 tests/run.py --collector-only
 
-FUZZ := build-fuzz/reader_fuzz
-$(FUZZ): tests/fuzz/reader_fuzz.c $(ANALYZE_SRC) $(COMMON_SRC) $(wildcard src/*/*.h)
+# The reader's fuzzer: its objects in build-fuzz/obj, instrumented for coverage
+# (fuzzer-no-link); libFuzzer's main comes at the link.
+FUZZ     := build-fuzz/reader_fuzz
+FUZZ_OBJ := $(patsubst %.c,build-fuzz/obj/%.o,tests/fuzz/reader_fuzz.c $(ANALYZE_SRC) $(COMMON_SRC))
+build-fuzz/obj/%.o: %.c
 	@mkdir -p $(dir $@)
-	$(Q)clang -std=gnu11 -g -O1 -D_GNU_SOURCE -Iinclude -Isrc -fsanitize=fuzzer,address,undefined \
-		$(filter %.c,$^) -o $@ $(LIBS_ANA)
+	$(Q)clang -std=gnu11 -g -O1 -D_GNU_SOURCE -Iinclude -Isrc $(DEPFLAGS) \
+		-fsanitize=fuzzer-no-link,address,undefined -c $< -o $@
+$(FUZZ): $(FUZZ_OBJ)
+	@mkdir -p $(dir $@)
+	$(Q)clang -fsanitize=fuzzer,address,undefined $^ -o $@ $(LIBS_ANA)
 fuzz: $(FUZZ)
 FUZZ_SECONDS ?= 30
 fuzz-run: $(FUZZ)
@@ -261,4 +287,16 @@ fuzz-run: $(FUZZ)
 	$(Q)$(FUZZ) -max_total_time=$(FUZZ_SECONDS) -max_len=65536 -print_final_stats=1 build-fuzz/corpus tests/corpus
 
 clean:
-	rm -rf build build-asan build-tsan build-fuzz
+	rm -rf build build-asan build-tsan build-fault build-fuzz
+
+# Header dependencies (DEPFLAGS): each object's .d beside it; programs built from one
+# source in one command (fixtures, examples, benchmarks) have theirs beside them. An object
+# without its .d (a build directory from before -MMD) is rebuilt once. (The .d is not a
+# prerequisite: clang writes it after the object.)
+DEP_OBJ  := $(COMMON_OBJ) $(COLLECT_OBJ) $(ANALYZE_OBJ) $(CLI_OBJ) $(UNIT_OBJ) $(FUZZ_OBJ)
+DEP_HAVE := $(wildcard $(DEP_OBJ:.o=.d))
+$(filter-out $(DEP_HAVE:.d=.o),$(DEP_OBJ)): FORCE
+.PHONY: FORCE
+FORCE:
+-include $(DEP_HAVE) \
+	$(shell find $(O) \( -path $(O)/obj -o -path $(O)/web \) -prune -o -type f -name '*.d' -print 2>/dev/null)

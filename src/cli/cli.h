@@ -64,6 +64,8 @@ typedef struct cli_out {
 } cli_out;
 int cli_out_open(const char *cmd, cli_out *o, const char *path);
 int cli_out_close(const char *cmd, cli_out *o, int failed);
+/* The fault-injection build (fault.c): f, as a stream whose Nth write fails. */
+FILE *cli_fault_stream(FILE *f);
 
 /*
  * Whether an output may be written: not when it is one of the inputs (the same file by

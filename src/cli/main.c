@@ -49,6 +49,12 @@ int cli_out_open(const char *cmd, cli_out *o, const char *path)
 	o->path = path;
 	o->tmp[0] = 0;
 	o->f = stdout;
+#ifdef FENNEC_FAULT
+	if (!path && !(o->f = cli_fault_stream(stdout))) {
+		cli_error(cmd, "cannot write to standard output: %s", strerror(errno));
+		return -1;
+	}
+#endif
 	if (!path)
 		return 0;
 	struct stat st;
@@ -62,6 +68,14 @@ int cli_out_open(const char *cmd, cli_out *o, const char *path)
 		cli_error(cmd, "cannot write %s: %s", path, strerror(errno));
 		return -1;
 	}
+#ifdef FENNEC_FAULT
+	if (!(o->f = cli_fault_stream(o->f))) {
+		cli_error(cmd, "cannot write %s: %s", path, strerror(errno));
+		if (o->tmp[0])
+			unlink(o->tmp);
+		return -1;
+	}
+#endif
 	return 0;
 }
 

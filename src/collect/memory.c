@@ -56,8 +56,8 @@
 #define SET_PROBES 64
 #define FILTER_BITS (1u << 15)          /* the filter in front of the set: 4 KiB of bits */
 #define SET_TOMB ((uintptr_t)1)
-#define RING_SAMPLED (4u << 20)
-#define RING_FULL (16u << 20)          /* the writer drains at 25 %, looking every 2-6 ms */
+#define RING_SAMPLED CM_SMALL(4u << 20, 64u << 10)
+#define RING_FULL CM_SMALL(16u << 20, 64u << 10)          /* the writer drains at 25 %, looking every 2-6 ms */
 #define RING_AHEAD 1024                 /* producers and the writer prefetch this far ahead */
 #define REC_HDR 48                      /* ALLOC and SNAP records' header; FREE's is REC_FREE */
 #define REC_FREE 32
@@ -3314,7 +3314,7 @@ static void encode(const mrec *r, const uint8_t *tail)
 	}
 }
 
-#define EMIT_BYTES (1u << 20)    /* a chunk's body: larger ones compress better */
+#define EMIT_BYTES CM_SMALL(1u << 20, 16u << 10) /* a chunk's body: larger ones compress better */
 #define EMIT_NS 100000000u       /* ... but one is written at least this often */
 
 /*

@@ -64,7 +64,7 @@
 #define COL_SANITIZE_THREAD 0
 #endif
 
-#define RING_SIZE (8u << 20)     /* shared sample ring, bytes (power of two) */
+#define RING_SIZE CM_SMALL(8u << 20, 64u << 10) /* shared sample ring, bytes (power of two) */
 #define REC_HDR 40               /* record header bytes */
 #define MAX_TIDS 16384
 /* The value fennec's own signals carry (si_value): the wall sampler's (| 1 for a thread

@@ -15,6 +15,13 @@
 #define likely(x) __builtin_expect(!!(x), 1)
 #define unlikely(x) __builtin_expect(!!(x), 0)
 #define ARRAY_LEN(a) (sizeof(a) / sizeof((a)[0]))
+/* A buffer's size: `normal`, or `small` in the fault-injection build (make FAULT=1), which
+ * shrinks rings and buffers so that their full and wrapping paths run in every test. */
+#ifdef FENNEC_FAULT
+#define CM_SMALL(normal, small) (small)
+#else
+#define CM_SMALL(normal, small) (normal)
+#endif
 #define HIDDEN __attribute__((visibility("hidden")))
 
 /* A growable byte buffer. Owns `data`; cm_buf_free() releases it. On allocation failure

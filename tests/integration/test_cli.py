@@ -560,3 +560,74 @@ def test_collector_says_which_sampler_and_heap_values_it_cannot_use():
     if not SANITIZER:  # the sanitizer builds do not interpose malloc: no heap data
         scan = rep["memory"]["leak_scan"]
         assert_true(scan is not None and scan["processes"] == 1, "the leak scan made (not off): %r" % scan)
+
+
+# Where each command's usage errors are tried (test_usage_errors_exit_2_in_every_command):
+# arguments that make a valid command line, to which an option is added. Options whose
+# value is free text (a file to write, a name, a title) have no bad value to try.
+USAGE_BASE = {
+    "analyze": ["REC"],
+    "export": ["REC", "--format", "folded", "-o", "out.folded"],
+    "plot": ["REC", "--kind", "timing", "-o", "out.svg"],
+    "compare": ["REC", "REC"],
+    "view": ["REC"],
+    "calibrate": [],
+    "record": [],
+}
+FREE_TEXT = {"FILE", "LIST", "NAME", "TEXT", "A", "ADDR"}
+
+
+def help_options(cmd):
+    """The options `fennec CMD --help` lists: [(name, metavar or None)], an option whose
+    value is optional ('--view[=PORT]') given as having none."""
+    r = run([fennec_bin(), cmd, "--help"], check=True)
+    opts = []
+    for line in r.stdout.splitlines():
+        if not line.startswith("  -"):
+            continue
+        for item in line.strip().split("  ")[0].split(", "):
+            name, _, meta = item.partition(" ")
+            opts.append((name.split("[")[0], meta or None))
+    return opts
+
+
+def test_usage_errors_exit_2_in_every_command():
+    """cli.h: a usage error exits 2, in every subcommand. For each option of each command's
+    --help (so that a new option is held to it too): given last without its value, and
+    given a value it cannot take; an unknown option; a command without the recording it
+    needs. Each exits 2 with a message that names what was wrong, and runs nothing."""
+    r, rec = record("nested", 20, out="rec.fnc")
+    sub = lambda args: [rec if a == "REC" else a for a in args]
+    tried = 0
+
+    def usage_error(args, names):
+        nonlocal tried
+        tried += 1
+        r = run([fennec_bin()] + args, timeout_s=30)
+        assert_true(r.returncode == 2 and names in r.stderr,
+                    "fennec %s: expected exit 2 and a message naming %r, got %s"
+                    % (" ".join(args), names, r.describe()))
+        assert_true(not os.path.exists("out.folded") and not os.path.exists("out.svg"),
+                    "fennec %s: wrote its output" % " ".join(args))
+
+    for cmd, base in USAGE_BASE.items():
+        opts = help_options(cmd)
+        assert_true(len(opts) >= 3, "fennec %s --help lists its options: %r" % (cmd, opts))
+        tail = ["--", "/bin/true"] if cmd == "record" else []
+        usage_error([cmd] + sub(base) + ["--no-such-option"] + tail, "--no-such-option")
+        for name, meta in opts:
+            if meta is None:
+                continue
+            # record's options end where the program begins: its option goes last alone
+            usage_error([cmd] + sub(base) + [name], name.lstrip("-"))
+            if meta not in FREE_TEXT:
+                usage_error([cmd] + sub(base) + [name, "x@!"] + tail, "x@!")
+    for cmd in ("analyze", "export", "plot", "view"):
+        usage_error([cmd] + [a for a in USAGE_BASE[cmd] if a != "REC"], "which recording")
+    usage_error(["compare", rec], "which recordings")
+    usage_error(["record", "-q"], "no program")
+    usage_error(["calibrate", "extra"], "extra")
+    usage_error(["frobnicate"], "frobnicate")
+    r = run([fennec_bin()])
+    assert_true(r.returncode == 2 and "usage" in r.stderr, "fennec alone: %s" % r.describe())
+    assert_true(tried > 80, "usage errors tried: %d" % tried)

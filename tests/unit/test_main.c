@@ -1,7 +1,8 @@
 /*
- * test_main.c - unit tests of the format primitives, the chunk writer and the reader,
- * and the analysis statistics. Each test is a function; a failed check prints both
- * sides and the test goes on. Ends with the 'N passed, N failed' line.
+ * test_main.c - the unit test binary's main(), which runs every test registered with
+ * UNIT_TEST (unit.h) by the files of tests/unit/ and ends with the 'N passed, N failed'
+ * line; and the unit tests of the format primitives, the chunk writer and the reader, and
+ * the analysis statistics. A failed check prints both sides and the test goes on.
  */
 #include <math.h>
 #include <stdio.h>
@@ -11,26 +12,10 @@
 #include "format/reader.h"
 #include "unit.h"
 
-static int failures;
+#define CHECK_EQ UNIT_CHECK_EQ
+#define CHECK UNIT_CHECK
 
-#define CHECK_EQ(a, b)                                                                              \
-	do {                                                                                        \
-		long long a_ = (long long)(a), b_ = (long long)(b);      \
-		if (a_ != b_) {                                                                     \
-			printf("    %s:%d: %s == %s: got %lld, expected %lld\n", __FILE__, __LINE__, #a, \
-			       #b, a_, b_);                                                         \
-			failures++;                                                                 \
-		}                                                                                   \
-	} while (0)
-#define CHECK(c)                                                                      \
-	do {                                                                          \
-		if (!(c)) {                                                           \
-			printf("    %s:%d: check failed: %s\n", __FILE__, __LINE__, #c); \
-			failures++;                                                   \
-		}                                                                     \
-	} while (0)
-
-static void test_varint(void)
+UNIT_TEST(varint)
 {
 	uint64_t vals[] = {0, 1, 127, 128, 300, 16383, 16384, UINT32_MAX, (uint64_t)1 << 63, UINT64_MAX};
 	for (size_t i = 0; i < ARRAY_LEN(vals); i++) {
@@ -55,7 +40,7 @@ static void test_varint(void)
 		CHECK_EQ(cm_unzigzag(cm_zigzag(z[i])), z[i]);
 }
 
-static void test_crc32c(void)
+UNIT_TEST(crc32c)
 {
 	CHECK_EQ(cm_crc32c(0, "123456789", 9), 0xE3069283u); /* the standard check value */
 	CHECK_EQ(cm_crc32c(cm_crc32c(0, "1234", 4), "56789", 5), 0xE3069283u);
@@ -153,7 +138,7 @@ static int count_events(void *ctx, const fmt_file *f, const fmt_event *ev)
 	return 0;
 }
 
-static void test_roundtrip(void)
+UNIT_TEST(roundtrip)
 {
 	for (int level = 0; level <= 3; level += 3) {
 		cm_buf b = {0};
@@ -188,7 +173,7 @@ static int read_err(const uint8_t *d, size_t n, fmt_error *e)
 	return rc;
 }
 
-static void test_reader_errors(void)
+UNIT_TEST(reader_errors)
 {
 	cm_buf b = {0};
 	build_file(&b, 3, 1);
@@ -244,7 +229,7 @@ static int cmp_u64(const void *a, const void *b)
 	return (x > y) - (x < y);
 }
 
-static void test_percentiles(void)
+UNIT_TEST(percentiles)
 {
 	srand(7);
 	for (size_t n = 1; n < 400; n += 37) {
@@ -266,29 +251,7 @@ static void test_percentiles(void)
 
 int main(void)
 {
-	struct {
-		const char *name;
-		void (*fn)(void);
-	} tests[] = {
-		{"varint", test_varint},
-		{"crc32c", test_crc32c},
-		{"roundtrip", test_roundtrip},
-		{"reader_errors", test_reader_errors},
-		{"percentiles", test_percentiles},
-	};
 	int passed = 0, failed = 0;
-	for (size_t i = 0; i < ARRAY_LEN(tests); i++) {
-		int before = failures;
-		tests[i].fn();
-		if (failures == before) {
-			printf("ok unit/%s\n", tests[i].name);
-			passed++;
-		} else {
-			printf("FAIL unit/%s\n", tests[i].name);
-			failed++;
-		}
-	}
-	/* Tests registered by the other files (unit.h). */
 	for (const unit_test *t = __start_fennec_unit; t && t < __stop_fennec_unit; t++) {
 		int f = 0;
 		t->fn(&f);

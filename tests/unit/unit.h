@@ -1,10 +1,10 @@
 /*
- * unit.h - self-registering unit tests for files beside test_main.c. A file declares
+ * unit.h - self-registering unit tests, the one mechanism of tests/unit/. A file declares
  *
  *     UNIT_TEST(symbol_demangle) { UNIT_CHECK(...); UNIT_CHECK_STR(got, "want"); }
  *
- * and test_main.c's main() runs every registered test after its own table, printing
- * "ok unit/<name>" or "FAIL unit/<name>" and counting it in the final line. The tests
+ * and test_main.c's main() runs every registered test, printing "ok unit/<name>" or
+ * "FAIL unit/<name>" and counting it in the final line (docs/internals/testing.md). The tests
  * live in a linker section (fennec_unit); GCC and Clang leave such globals out of
  * AddressSanitizer's redzones, so the section stays a plain array.
  */
