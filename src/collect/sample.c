@@ -101,8 +101,8 @@ typedef struct blk {
 	uint32_t nf, nr;
 	uint64_t frames[BLK_FRAMES];
 	uint32_t regions[BLK_REGIONS];
-	pid_t owner;       /* the thread whose blk_tls it is, 0 when free; under P.lock */
-	struct blk *next;  /* every block made (blk_all), under P.lock */
+	_Atomic pid_t owner; /* the thread whose blk_tls it is, 0 when free (claimed with a CAS) */
+	struct blk *next;  /* every block made (P.blk_all), set before it is pushed there */
 	/* Odd while a sleeping-call wrapper has the sampling signal blocked (sig_block()), any
 	 * sampling mode: the mask is fennec's, not the program's (blocks_signal()), and a
 	 * sample delivered when it is lifted was taken in the call (on_signal()). */
@@ -113,7 +113,8 @@ static __thread blk *blk_tls;
 
 typedef struct tid_ent {
 	pid_t tid;
-	blk *blk;          /* wall mode, once the thread made a sleeping call */
+	blk *blk;          /* wall mode, once the thread made a sleeping call (its, lent) */
+	uint32_t blk_gen;  /* P.blk_gen when blk was last looked for */
 	col_pr *pr;        /* ring source */
 	int fd;            /* perf event raising the signal, -1 if none */
 	timer_t timer;
@@ -123,15 +124,18 @@ typedef struct tid_ent {
 } tid_ent;
 
 static struct {
-	int mode;          /* enum fmt_sample_mode, for this session */
-	int source;        /* enum fmt_sample_source */
-	int sig;
+	/* Atomic, as the handler and the wrappers of every thread read them at any time while
+	 * a session's start (col_sample_prepare()) writes them: a thread that sleeps while the
+	 * next API session starts (TSan's data race in sig_block). */
+	_Atomic int mode;        /* enum fmt_sample_mode, for this session */
+	int source;              /* enum fmt_sample_source */
+	_Atomic int sig;         /* set before handler_installed, then for good */
 	uint64_t period_ns;
 	uint32_t hz;
-	uint32_t depth;
+	_Atomic uint32_t depth;
 	int exclude_kernel;
 	_Atomic int active;      /* the handler records while set */
-	int handler_installed;
+	_Atomic int handler_installed;
 	_Atomic int signalling;  /* some thread has a signal source: sleeping calls block it */
 	col_pr_cfg prc;          /* ring source: the counters' settings */
 	/* the environment, read at every session's start (sample_env()) */
@@ -151,7 +155,11 @@ static struct {
 				      * order: flush lock, unwind_lock, lock) */
 	tid_ent *tids;
 	uint32_t ntids;
-	blk *blk_all;            /* wall mode's blocks, never freed; under lock */
+	/* Sleeping calls' blocks, never freed: a lock-free list (a thread takes one inside a
+	 * sanitizer's interceptor of the call, where TSan does not see our locks), and a
+	 * number that changes when one is taken (tid_ent.blk_gen). */
+	_Atomic(blk *) blk_all;
+	_Atomic uint32_t blk_gen;
 	int fd_budget;           /* perf fds we may still open */
 	pid_t wall_tid;
 	pthread_t wall_thread;
@@ -711,8 +719,8 @@ static void signals_begin(void)
 /* The sleeping-call block of thread `tid`, if it made one. Caller holds P.lock. */
 static blk *blk_of(pid_t tid)
 {
-	for (blk *b = P.blk_all; b; b = b->next)
-		if (b->owner == tid)
+	for (blk *b = atomic_load_explicit(&P.blk_all, memory_order_acquire); b; b = b->next)
+		if (atomic_load_explicit(&b->owner, memory_order_acquire) == tid)
 			return b;
 	return NULL;
 }
@@ -798,6 +806,7 @@ static void tid_add(pid_t tid)
 			return;
 		}
 		P.fd_budget -= 1 + (e.sys_fd >= 0);
+		e.blk_gen = atomic_load_explicit(&P.blk_gen, memory_order_acquire);
 		e.blk = blk_of(tid); /* a thread that slept in an earlier session, or before a release */
 	} else if (e.fd < 0 && !e.has_timer) {
 		return;
@@ -931,6 +940,11 @@ static int task_state(tid_ent *e, char *state, long *nr, long *arg0, uint64_t *p
 /* Record thread e's stack saved at the entry of the sleeping call it is in, if any. */
 static int blk_sample(tid_ent *e)
 {
+	uint32_t gen = atomic_load_explicit(&P.blk_gen, memory_order_acquire);
+	if (!e->blk && e->blk_gen != gen) { /* it took a block since it was last looked for */
+		e->blk_gen = gen;
+		e->blk = blk_of(e->tid);
+	}
 	blk *b = e->blk;
 	if (!b)
 		return 0;
@@ -1189,8 +1203,8 @@ void col_sample_atfork_child(void)
 	P.ntids = 0;
 	P.nrefused = 0;
 	P.last_scan_ns = 0;
-	for (blk *b = P.blk_all; b; b = b->next) /* the other owners are not in the child */
-		b->owner = b == blk_tls ? (pid_t)syscall(SYS_gettid) : 0;
+	for (blk *b = atomic_load(&P.blk_all); b; b = b->next) /* the other owners are not in the child */
+		atomic_store(&b->owner, b == blk_tls ? (pid_t)syscall(SYS_gettid) : 0);
 	atomic_store_explicit(&P.ring_min_bytes, 0, memory_order_relaxed);
 	for (size_t i = 0; i < P.nretired; i++)
 		col_pr_forget(P.retired[i]);
@@ -1648,7 +1662,7 @@ static void blk_gone(void *p)
 	for (uint32_t i = 0; i < P.ntids; i++)
 		if (P.tids[i].blk == b)
 			P.tids[i].blk = NULL;
-	b->owner = 0;
+	atomic_store_explicit(&b->owner, 0, memory_order_release);
 	pthread_mutex_unlock(&P.lock);
 }
 
@@ -1657,42 +1671,32 @@ static void blk_key_make(void)
 	blk_key_ok = pthread_key_create(&blk_key, blk_gone) == 0;
 }
 
-/* A block for this thread, lent to its entry (added if it has none and can be): a free
- * block, else a new one. NULL when out of memory or keys. */
+/* A block for this thread: a free block, else a new one. NULL when out of memory or keys.
+ * Its tid entry finds it (blk_of) when it is added, or at its next off-CPU sample. */
 static blk *blk_take(void)
 {
 	pthread_once(&blk_once, blk_key_make);
 	if (!blk_key_ok)
 		return NULL; /* no destructor: every thread would keep a block for good */
 	pid_t tid = (pid_t)syscall(SYS_gettid);
+	blk *b = atomic_load_explicit(&P.blk_all, memory_order_acquire);
+	for (; b; b = b->next) {
+		pid_t none = 0;
+		if (atomic_compare_exchange_strong(&b->owner, &none, tid))
+			break;
+	}
 	int was = col_mem_internal(1); /* fennec's own blocks, not the program's */
-	pthread_mutex_lock(&P.lock);
-	blk *b = P.blk_all;
-	while (b && b->owner)
-		b = b->next;
-	if (!b) {
-		pthread_mutex_unlock(&P.lock); /* the allocator is the program's: not under our lock */
-		b = calloc(1, sizeof *b);
-		pthread_mutex_lock(&P.lock);
-		if (b) {
-			b->next = P.blk_all;
-			P.blk_all = b;
-		}
+	if (!b && (b = calloc(1, sizeof *b))) {
+		atomic_store_explicit(&b->owner, tid, memory_order_relaxed);
+		b->next = atomic_load_explicit(&P.blk_all, memory_order_relaxed);
+		while (!atomic_compare_exchange_weak_explicit(&P.blk_all, &b->next, b, memory_order_release,
+							      memory_order_relaxed))
+			;
 	}
-	if (b) {
-		b->owner = tid;
-		tid_ent *e = tid_find(tid);
-		if (!e && atomic_load(&P.active)) {
-			tid_add(tid); /* lends it the block (blk_of) */
-			e = tid_find(tid);
-		}
-		if (e)
-			e->blk = b;
-	}
-	pthread_mutex_unlock(&P.lock);
 	if (b) {
 		blk_tls = b;
 		pthread_setspecific(blk_key, b);
+		atomic_fetch_add_explicit(&P.blk_gen, 1, memory_order_release);
 	}
 	col_mem_internal(was);
 	return b;
@@ -1734,10 +1738,17 @@ static inline void blk_leave(blk *b)
 		atomic_store_explicit(&b->seq, atomic_load_explicit(&b->seq, memory_order_relaxed) + 1, memory_order_release);
 }
 
+/* The next definition of `name`, looked up once (atomically: threads may race to it). */
+#define NEXT_SYM(var, name) \
+	static _Atomic(__typeof__(name) *) var##_; \
+	__typeof__(name) *var = atomic_load_explicit(&var##_, memory_order_relaxed); \
+	if (!var) { \
+		var = (__typeof__(name) *)dlsym(RTLD_NEXT, #name); \
+		atomic_store_explicit(&var##_, var, memory_order_relaxed); \
+	}
+
 #define REAL(name) \
-	static __typeof__(name) *real_##name; \
-	if (!real_##name) \
-		real_##name = (__typeof__(name) *)dlsym(RTLD_NEXT, #name); \
+	NEXT_SYM(real_##name, name) \
 	if (!real_##name) { \
 		errno = ENOSYS; \
 		return -1; \
@@ -1824,9 +1835,7 @@ FENNEC_API int nanosleep(const struct timespec *req, struct timespec *rem)
 
 FENNEC_API int clock_nanosleep(clockid_t clk, int flags, const struct timespec *req, struct timespec *rem)
 {
-	static __typeof__(clock_nanosleep) *real;
-	if (!real)
-		real = (__typeof__(clock_nanosleep) *)dlsym(RTLD_NEXT, "clock_nanosleep");
+	NEXT_SYM(real, clock_nanosleep)
 	if (!real)
 		return ENOSYS; /* returns the error, not -1 */
 	BLOCKING(real(clk, flags, req, rem), real, 1);
@@ -1840,9 +1849,7 @@ FENNEC_API int usleep(useconds_t us)
 
 FENNEC_API unsigned int sleep(unsigned int sec)
 {
-	static __typeof__(sleep) *real;
-	if (!real)
-		real = (__typeof__(sleep) *)dlsym(RTLD_NEXT, "sleep");
+	NEXT_SYM(real, sleep)
 	if (!real)
 		return sec;
 	BLOCKING(real(sec), real, sec > 0);
@@ -1979,12 +1986,35 @@ static pthread_create_fn real_create(void)
 	return f;
 }
 
-/* fennec's own threads (writer, sampler) are never sampled: they block every signal
- * and are created here, not through the wrapper below. */
+static __thread int creating_own; /* col_pthread_create_real() runs on this thread */
+
+/*
+ * fennec's own threads (writer, sampler) are never sampled: they block every signal and
+ * are created here, not as the program's are (the wrapper below passes them on as they
+ * come). A sanitizer's runtime must see them start: where the program links libfennec
+ * (an API session) the runtime comes before it in the search order, so the next
+ * pthread_create after libfennec is libc's, and under TSan the writer's first
+ * instrumented function crashed (__tsan_func_entry <- writer_main). The runtime's
+ * interceptor is then called by name; it calls the wrapper below, which passes it on.
+ */
 int col_pthread_create_real(pthread_t *th, void *(*fn)(void *), void *arg)
 {
-	pthread_create_fn real = real_create();
-	return real ? real(th, NULL, fn, arg) : EAGAIN;
+	static _Atomic(pthread_create_fn) san;
+	static _Atomic int looked;
+	if (!atomic_load_explicit(&looked, memory_order_acquire)) {
+		pthread_create_fn f = (pthread_create_fn)dlsym(RTLD_DEFAULT, "__interceptor_pthread_create");
+		atomic_store_explicit(&san, f, memory_order_relaxed);
+		atomic_store_explicit(&looked, 1, memory_order_release);
+	}
+	pthread_create_fn real = atomic_load_explicit(&san, memory_order_relaxed);
+	if (!real)
+		real = real_create();
+	if (!real)
+		return EAGAIN;
+	creating_own = 1;
+	int rc = real(th, NULL, fn, arg);
+	creating_own = 0;
+	return rc;
 }
 
 /* New threads start sampling at once instead of at the writer's next scan. */
@@ -1993,6 +2023,8 @@ FENNEC_API int pthread_create(pthread_t *th, const pthread_attr_t *attr, void *(
 	pthread_create_fn real = real_create();
 	if (!real)
 		return EAGAIN;
+	if (creating_own) /* fennec's own, through a sanitizer's interceptor */
+		return real(th, attr, fn, arg);
 	col_writer_needed(); /* a lazy session's writer starts before the program's first thread */
 	if (P.mode == FMT_SAMPLE_OFF || !atomic_load_explicit(&P.active, memory_order_relaxed))
 		return real(th, attr, fn, arg);

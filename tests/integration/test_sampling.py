@@ -28,7 +28,7 @@ import fncfile
 import fncwrite
 from helpers import (MS, SANITIZER, SLOW, TSAN_FORK, Skip, analyze, analyze_raw, assert_between,
                      assert_close, assert_eq, assert_rel, assert_true, base_env, collector,
-                     descendants, exe_of, fixture, record, record_command, region, run,
+                     descendants, exe_of, fixture, libfennec, record, record_command, region, run,
                      skip_under, statistical, status_text, timeout, wait_for)
 
 # Shares are compared in percentage points of the samples (docs: within 3 at 999 Hz).
@@ -249,6 +249,7 @@ def test_env_equivalents():
                 "a stack deeper than FENNEC_STACK_DEPTH=16")
 
 
+@collector
 def test_api_sessions_one_after_another():
     """api_sessions DIR: three sessions in one process through the API, each with CPU
     sampling on and 200 ms of CPU burnt in its own function. Each file reports its own CPU
@@ -286,6 +287,13 @@ def test_api_sessions_while_threads_record():
     os.makedirs(out, exist_ok=True)
     e = base_env()
     e["FENNEC_COMPRESSION"] = "0"
+    if SANITIZER == "tsan":
+        # Linked, libfennec comes after TSan's runtime: the workers' usleep reaches fennec's
+        # wrapper from inside TSan's, where TSan ignores every lock and atomic (its
+        # ignore_interceptors), and reports the blocks' hand-over as races. Preloaded,
+        # fennec's wrappers come first, as under fennec record; the program still starts
+        # and stops its own sessions.
+        e["LD_PRELOAD"] = libfennec()
     r = run([fixture("api_churn"), out], env=e)
     assert_eq(r.returncode, 0, "api_churn's exit status (%s)" % r.describe())
     truth = truth_of(r)
@@ -538,22 +546,26 @@ def test_program_takes_every_rt_signal():
                                   expect_rc=None)
         t = truth_of(r)
         assert_eq(t["foreign"], 0, "%s: signals the program's handlers got but did not send" % label)
+        short = [c for c in t["counts"] if c != 3]
         if SANITIZER == "tsan":
             # TSan's runtime defers handlers and keeps one pending signal per number and
             # thread: a program's signal that comes while one of fennec's (same number) is
             # pending there merges with it and is lost, as TSan loses any such pair. Not in
             # a plain build (CI at 55ff7e4: the sampling signal's handler got 2 of its 3).
-            short = [c for c in t["counts"] if c != 3]
             assert_true(len(short) <= 1 and all(c == 2 for c in short),
                         "%s: signals each sigaction handler got: %s" % (label, t["counts"]))
         else:
             assert_eq(t["counts"], [3] * t["signals"], "%s: signals each sigaction handler got" % label)
         assert_eq(t["plain_counts"], [1] * t["signals"], "%s: signals each signal() handler got" % label)
-        for k in ("bad_old", "bad_query", "bad_signal"):
+        for k in ("bad_old", "bad_query", "bad_signal", "send_failed"):
             assert_eq(t[k], 0, "%s: %s (dispositions read back unlike without fennec)" % (label, k))
         assert_eq([hex(f) for f in t["flags_read"]], [hex(f) for f in base["flags_read"]],
                   "%s: sa_flags read back, by signal" % label)
-        assert_eq(r.returncode, 0, "%s: the fixture's exit status (%s)" % (label, r.describe()))
+        # The fixture exits 1 when any of its checks fails, the counts among them: the one
+        # signal that TSan may lose (allowed above) makes it 1 (this test had allowed it,
+        # then asked for 0: the TSan stage failed whenever TSan lost it).
+        assert_eq(r.returncode, 1 if short else 0, "%s: the fixture's exit status, %d short counts (%s)" % (
+            label, len(short), r.describe()))
         assert_eq(dec["header"].get(24), source, "%s: header sampling source" % label)
         if SANITIZER == "tsan":
             continue  # samples hold where TSan ran the handler, not the interrupted code
