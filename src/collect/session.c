@@ -596,6 +596,8 @@ static int fd_is_ours(void)
  * size limit exceeded" instead of its own status, until 2026-12). One that was pending
  * before (the program's, which it blocks) is left for the program.
  */
+static __thread int all_blocked; /* fennec's writer thread: every signal blocked for good */
+
 typedef struct xfsz {
 	sigset_t old;
 	int blocked;     /* SIGXFSZ was blocked here: the old mask is restored */
@@ -604,6 +606,10 @@ typedef struct xfsz {
 
 static void xfsz_block(xfsz *x)
 {
+	if (all_blocked) { /* SIGXFSZ stays pending there, never delivered: nothing to do */
+		x->blocked = 0;
+		return;
+	}
 	sigset_t s;
 	sigemptyset(&s);
 	sigaddset(&s, SIGXFSZ);
@@ -1146,6 +1152,7 @@ static uint64_t writer_quiet_max(void)
 
 static void *writer_main(void *arg)
 {
+	all_blocked = 1; /* created with every signal blocked */
 	prctl(PR_SET_NAME, "fennec-writer");
 	col_mem_internal(1);
 	if (S.stall_ms) {
