@@ -582,6 +582,7 @@ int main(int argc, char **argv)
 		       hidden, hidden / 2 > 0 ? hidden / 2 : 1, N_TRAIN, N_TEST, batch, steps, 0,
 		       test_loss, acc0);
 
+	fennec_step(); /* the loop starts: what came before (data, model) is set-up, not a step */
 	for (int step = 0; step < steps; step++) {
 		int n = (int)batch, correct = 0;
 		float lr = lr_at(step, (int)steps, peak_lr);

@@ -150,9 +150,11 @@ FENNEC_API void fennec_region_begin_id(uint32_t id);
 
 /*
  * Steps. fennec_step() marks the end of one iteration (a batch); the interval between
- * consecutive marks (the first from fennec_start()) is one step. fennec_step_items()
- * does the same and says how many items (samples, tokens) the step processed, so
- * throughput can be reported. Call from one thread (usually the training loop's).
+ * consecutive marks is one step. The time before the first mark is set-up, never a step:
+ * call fennec_step() once where the loop starts so that its first iteration is a step.
+ * fennec_step_items() does the same and says how many items (samples, tokens) the step
+ * that it ends processed, so throughput can be reported. Call from one thread (usually
+ * the training loop's).
  */
 FENNEC_API void fennec_step(void);
 FENNEC_API void fennec_step_items(uint64_t items);

@@ -13,6 +13,7 @@
 #include "format/reader.h"
 
 #define ANA_NONE UINT32_MAX
+#define ANA_SETUP_STEP UINT64_MAX /* ana_step_node.step of the time before the first mark */
 
 typedef struct ana_u64vec {
 	uint64_t *v;
@@ -43,6 +44,11 @@ typedef struct ana_node {
 	uint32_t threads;     /* distinct threads */
 	uint64_t open;        /* calls still open at the end */
 	char *path;           /* "/"-joined names */
+	uint64_t base_ns;     /* what share_pct and self_pct are shares of: the wall time of the
+			       * processes it ran in, summed (the first process's when none) */
+	uint32_t processes;   /* processes it ran in */
+	uint32_t process;     /* p->procs index of one of them (the last met; its only one when
+			       * processes == 1), ANA_NONE when none */
 	double share_pct, self_pct;
 	double flops, bytes;  /* work annotated inside this region (fennec_region_work) */
 	double flops32;       /* of which single precision (fennec_region_work_fp32) */
@@ -55,7 +61,8 @@ typedef struct ana_thread {
 	const char *name;
 	uint64_t events, dropped;
 	uint64_t busy_ns, lifetime_ns;
-	uint64_t steps;
+	uint64_t marks;       /* its fennec_step() marks */
+	uint64_t steps;       /* the steps between them: marks - 1 (0 without marks) */
 } ana_thread;
 
 typedef struct ana_process {
@@ -66,7 +73,9 @@ typedef struct ana_process {
 	uint32_t threads;
 	uint32_t rank_index;  /* index into p->ranks: the recording it belongs to */
 	uint32_t step_thread; /* p->threads index of its stepping thread (most marks), or ANA_NONE */
-	ana_u64vec step_ns;   /* that thread's step durations, in order */
+	uint64_t marks;       /* that thread's fennec_step() marks */
+	uint64_t setup_ns;    /* from the process's start to its first mark: set-up, not a step */
+	ana_u64vec step_ns;   /* that thread's step durations (from one mark to the next), in order */
 	ana_dist step_dist;
 	uint64_t busy_ns;     /* time in top-level regions, its threads summed */
 	uint64_t work_ns;     /* busy_ns less the time in communication regions (ranks.c) */
@@ -87,7 +96,8 @@ typedef struct ana_tnode {
 typedef struct ana_step_node {
 	uint32_t thread;      /* p->threads index: the stepping thread of its process */
 	uint32_t node;
-	uint64_t step;        /* index into that process's step_ns (== its length: after the last mark) */
+	uint64_t step;        /* index into that process's step_ns (== its length: after the last mark;
+			       * ANA_SETUP_STEP: before the first mark, the set-up) */
 	uint64_t ns;
 } ana_step_node;
 
@@ -164,9 +174,16 @@ typedef struct ana_func {
 	uint32_t name;        /* names index: demangled name, or "module+0x1234" when unknown */
 	uint32_t module;      /* names index: module path ("[unknown]" when no module maps it) */
 	uint32_t file;        /* names index of its source file, or ANA_NONE */
-	uint32_t line;        /* line of its first sampled location (0 if unknown) */
+	uint32_t line;        /* line of its first sampled location (0 if unknown); Python: the def line */
 	uint64_t self[ANA_NKINDS], total[ANA_NKINDS]; /* sample weights (periods), overall */
+	unsigned lang;        /* enum ana_lang */
 } ana_func;
+
+/* The pseudo-function of a Python thread's samples inside CPython's take_gil() */
+#define ANA_GIL_WAIT "[waiting for the GIL]"
+
+/* The language of a function: native (C, C++, Rust, ...) or Python (a code object). */
+enum ana_lang { ANA_LANG_NATIVE = 0, ANA_LANG_PYTHON = 1 };
 
 /* A location: one symbolised frame. An address inside inlined code gives several
  * locations, the inlined ones first (innermost first). */
@@ -293,6 +310,13 @@ typedef struct ana_sampling {
 	uint32_t nmodules, modules_cap;
 	void *priv;           /* samples.c working state */
 	uint64_t unknown_frames; /* frames in no module and no perf map */
+	/* Python (docs/python.md): samples of threads running CPython, of them those whose
+	 * thread held the GIL, whose Python frames were cut, and whose Python frames had no
+	 * interpreter loop among the native frames to stand in for (placed outermost) */
+	uint64_t py_samples, py_gil, py_cut, py_unplaced;
+	uint64_t py_gil_wait; /* of py_samples, those waiting for the GIL (ANA_GIL_WAIT) */
+	uint64_t py_version;  /* PY_VERSION_HEX of the first Python process (0: none) */
+	uint64_t py_status;   /* its enum fmt_py_status */
 	struct { uint32_t *stack; uint32_t n; } *rawmap; /* per process: raw stack handle -> stacks index */
 	uint32_t nrawmap;
 	ana_sample_view all;  /* every sample */
@@ -359,6 +383,10 @@ typedef struct ana_mem_site {
 	int scanned;            /* its process's file has the reachability scan (sampled mode:
 				   of the sampled blocks, reach_* estimates from their shares) */
 	double reach_count, reach_bytes; /* ... of live_*: still reachable at the end (no leak) */
+	/* sampled mode: the variances of the estimates allocs, bytes, live_count, live_bytes
+	 * (Horvitz-Thompson: a sampled block of weight w adds w (w - 1), times its size^2 for
+	 * bytes); their square roots are the standard errors. 0 in full mode (exact) */
+	double allocs_var, bytes_var, live_count_var, live_bytes_var;
 	/* replay state */
 	uint64_t mod, at_peak_p;
 	double at_peak_count, at_peak_bytes;
@@ -383,6 +411,7 @@ typedef struct ana_memory {
 	uint64_t dropped_allocs, dropped_frees; /* of `dropped`: ALLOC and FREE records */
 	int drops_unknown;       /* a file did not say which records were dropped (older collector) */
 	double leaked_bytes, leaked_count;   /* unfreed at the end, runtime excluded */
+	double leaked_bytes_var, leaked_count_var; /* sampled mode: their variances (0 in full mode) */
 	double runtime_bytes, runtime_count; /* unfreed at the end by the runtime */
 	double cut_short_bytes, cut_short_count; /* live at the end of files cut short */
 	uint32_t cut_short_procs;           /* such processes with blocks live at the end */
@@ -414,6 +443,7 @@ typedef struct ana_memory {
 	double slope, intercept, r2;
 	double trend_span;        /* steps or seconds from the trend's first point to its last */
 	double trend_growth;      /* bytes gained over them: slope x span, at most the heap's rise */
+	double late_slope, late_r2; /* the same fit over the later half of the points */
 	uint32_t trend_points;
 	void *priv;              /* replay state while reading */
 } ana_memory;
@@ -451,6 +481,7 @@ typedef struct ana_options {
 	const char *data_regions; /* input_bound: comma-separated region names or globs; NULL: the default words */
 	const char *calibration;  /* roofline ceilings (docs/roofline.md); NULL: the default file */
 	double roofline_min_share_pct; /* memory_bound/compute_bound: regions from this share of wall (default 5) */
+	int native;               /* Python programs: keep the interpreter's own C frames (--native) */
 } ana_options;
 
 /*
@@ -498,12 +529,15 @@ typedef struct ana_profile {
 	uint32_t nfindings, findings_cap;
 	char **warnings;
 	uint32_t nwarnings, warnings_cap;
-	/* steps, on the stepping thread of the first process */
+	/* steps, on the stepping thread of the first process: a step runs from one fennec_step()
+	 * mark to the next, so `marks` marks make marks - 1 steps; the time from the process's
+	 * start to the first mark is set-up, never a step */
 	ana_u64vec step_ns;
-	ana_u64vec step_start_ns; /* each step's start: the previous mark, or the process start (CLOCK_MONOTONIC) */
-	ana_u64vec step_items;    /* each step's items (0 when none were given) */
-	ana_u64vec step_flags;    /* each step's mark flags (bit 0: its regions were recorded) */
-	uint64_t steps, steps_recorded, items;
+	ana_u64vec step_start_ns; /* each step's start: the mark before it (CLOCK_MONOTONIC) */
+	ana_u64vec step_items;    /* each step's items, given at the mark that ends it (0 when none) */
+	ana_u64vec step_flags;    /* the flags of the mark that ends it (bit 0: its regions were recorded) */
+	uint64_t steps, steps_recorded, items; /* items: of the steps (those given at the first mark are set-up's) */
+	uint64_t marks, setup_ns;
 	int has_items;
 	ana_dist step_dist;
 	ana_sampling smp;
@@ -612,11 +646,12 @@ uint32_t ana_node_find(const ana_profile *p, uint32_t parent, uint32_t name);
  */
 int ana_samples_event(ana_profile *p, uint32_t proc, const fmt_file *f, const fmt_event *ev);
 int ana_samples_finish(ana_profile *p);
-/* Intern a raw stack of process `proc` (return addresses, innermost first; heap stacks)
- * for symbolisation by ana_samples_finish, in *handle. After the finish,
- * ana_samples_stack_of() gives its index in p->smp.stacks (ANA_NONE if unknown). */
+/* Intern a raw stack of process `proc` (return addresses, innermost first; heap stacks;
+ * py, npy: its Python frames, fmt_pyframe values, or none) for symbolisation by
+ * ana_samples_finish, in *handle. After the finish, ana_samples_stack_of() gives its index
+ * in p->smp.stacks (ANA_NONE if unknown). */
 int ana_samples_intern_stack(ana_profile *p, uint32_t proc, const fmt_file *f, const uint64_t *frames, uint32_t n,
-			     int truncated, uint32_t *handle);
+			     const uint64_t *py, uint32_t npy, int truncated, uint32_t *handle);
 uint32_t ana_samples_stack_of(const ana_profile *p, uint32_t proc, uint32_t handle);
 /* The region node of a path of region site ids of file f (outermost first): the deepest
  * node found, ANA_NONE when the first is unknown. */
@@ -649,6 +684,9 @@ uint32_t ana_mem_top(const ana_profile *p, int by, uint32_t *idx, uint32_t max);
 /* A site's measure for `by` (bytes) and its count in *count. ANA_MEM_LIVE is what was lost
  * (unfreed and unreachable) when its process was scanned, else all that was unfreed. */
 double ana_mem_measure(const ana_mem_site *s, int by, double *count);
+/* The variance of ana_mem_measure()'s estimate (sampled mode; 0 when exact or unknown), of
+ * its count in *count_var. */
+double ana_mem_measure_var(const ana_mem_site *s, int by, double *count_var);
 /* Why a reachability scan was not made (enum fmt_reach_status), for people. */
 const char *ana_reach_why(uint64_t status);
 
@@ -660,6 +698,8 @@ const char *ana_reach_why(uint64_t status);
 typedef struct ana_mem_row {
 	uint32_t site;          /* the first site of the row: its stack, region and process */
 	double bytes, count;    /* summed over the row's sites */
+	double bytes_var, count_var; /* sampled mode: the variances of those estimates (ANA_MEM_LIVE
+				      * and ANA_MEM_BYTES; 0 otherwise and in full mode) */
 	uint32_t processes;     /* how many processes the row's sites are in */
 	uint32_t sites;         /* how many sites (allocation stacks) it has */
 } ana_mem_row;

@@ -519,6 +519,7 @@ static void side_of(const ana_profile *p, ana_cmp_side *s)
 			s->max_rss_bytes = rss;
 	}
 	/* As the analysis report defines them (docs/json.md summary). */
+	s->setup_ns = p->marks ? (double)p->setup_ns : NAN;
 	s->step_mean_ns = sd->count ? sd->mean : NAN;
 	s->step_p50_ns = sd->count ? sd->p50 : NAN;
 	s->steps_per_s = sd->total > 0 ? (double)p->steps / (sd->total / 1e9) : NAN;

@@ -80,6 +80,7 @@ typedef struct ana_cmp_finding {
 typedef struct ana_cmp_side {
 	const ana_profile *p;
 	uint64_t wall_ns, cpu_ns, steps, items;
+	double setup_ns;         /* before the first step mark (not a step); NaN without marks */
 	uint64_t max_rss_bytes;    /* the largest max RSS of the recording's processes (0 unknown) */
 	double step_mean_ns, step_p50_ns, steps_per_s, items_per_s; /* NaN when not available */
 	uint64_t cpu_weight;       /* on-CPU sample weight (0 without sampling) */

@@ -89,6 +89,30 @@ static int cmp_grouped(const void *a, const void *b)
 	return (x->idx > y->idx) - (x->idx < y->idx);
 }
 
+double ana_mem_measure_var(const ana_mem_site *s, int by, double *count_var)
+{
+	double c, b = ana_mem_measure(s, by, &c);
+	*count_var = 0;
+	switch (by) {
+	case ANA_MEM_LIVE:
+	case ANA_MEM_CUT:
+	case ANA_MEM_REACH:
+	case ANA_MEM_EXEC: {
+		/* the measured share of the live estimate carries that share of its error */
+		if (b <= 0 || s->live_bytes <= 0 || s->live_count <= 0)
+			return 0;
+		double ub = b / s->live_bytes, uc = c / s->live_count;
+		*count_var = s->live_count_var * uc * uc;
+		return s->live_bytes_var * ub * ub;
+	}
+	case ANA_MEM_BYTES:
+		*count_var = s->allocs_var;
+		return s->bytes_var;
+	default:
+		return 0;
+	}
+}
+
 uint32_t ana_mem_rows(const ana_profile *p, int by, ana_mem_row *rows, uint32_t max,
 		      uint64_t (*key)(const ana_profile *p, const ana_mem_site *s))
 {
@@ -111,14 +135,17 @@ uint32_t ana_mem_rows(const ana_profile *p, int by, ana_mem_row *rows, uint32_t 
 	}
 	qsort(g, n, sizeof *g, cmp_grouped);
 	for (uint32_t i = 0; i < n;) {
-		ana_mem_row r = {g[i].idx, 0, 0, 0, 0};
+		ana_mem_row r = {.site = g[i].idx};
 		uint32_t last_proc = UINT32_MAX;
 		uint32_t j = i;
 		for (; j < n && g[j].key == g[i].key; j++) {
 			const ana_mem_site *s = &m->sites[g[j].idx];
 			double c;
+			double cv;
 			r.bytes += ana_mem_measure(s, by, &c);
 			r.count += c;
+			r.bytes_var += ana_mem_measure_var(s, by, &cv);
+			r.count_var += cv;
 			r.sites++;
 			if (s->process != last_proc) {
 				r.processes++;

@@ -286,14 +286,24 @@ static uint32_t tnode_new(ana_profile *p, uint32_t thread, uint32_t node)
 	return p->ntnodes++;
 }
 
+/* The sum of a node's calls that ended after `cur_step` marks goes out as the time of
+ * step cur_step - 1 (the steps run from one mark to the next), or of the set-up. */
 static int step_node_push(ana_profile *p, const ana_tnode *tn)
 {
 	if (!tn->cur_ns)
 		return 0;
 	if (ana_grow(&p->step_nodes, &p->step_nodes_cap, p->nstep_nodes, sizeof *p->step_nodes) < 0)
 		return -1;
-	p->step_nodes[p->nstep_nodes++] = (ana_step_node){tn->thread, tn->node, tn->cur_step, tn->cur_ns};
+	uint64_t step = tn->cur_step ? tn->cur_step - 1 : ANA_SETUP_STEP;
+	p->step_nodes[p->nstep_nodes++] = (ana_step_node){tn->thread, tn->node, step, tn->cur_ns};
 	return 0;
+}
+
+/* The set-up of a stepping thread: from its process's start to its first mark. */
+static uint64_t setup_of(const fmt_file *f, const lthread *t)
+{
+	uint64_t tk = t->step_ticks.v[0];
+	return (uint64_t)llround(fmt_dticks_to_ns(f, tk > f->start_ticks ? tk - f->start_ticks : 0));
 }
 
 /* A call of a node ended on a thread that has marked `step` steps: its time per thread,
@@ -654,17 +664,20 @@ static int load_file(ana_profile *p, const char *path, fmt_error *err)
 			x->lifetime_ns = tend > r->start_ticks ? (uint64_t)llround(fmt_dticks_to_ns(f, tend - r->start_ticks)) : 0;
 			for (uint32_t d = 0; d < t->depth; d++)
 				p->nodes[t->stack[d].node].open++;
-			x->steps = t->step_ticks.n;
+			x->marks = t->step_ticks.n;
+			x->steps = x->marks ? x->marks - 1 : 0;
 		}
-		/* Steps: the thread with the most marks in the first process. */
+		/* Steps: the thread with the most marks in the first process. A step is the time
+		 * between two consecutive marks; the time before the first mark is set-up. */
 		if (pr == &p->procs[0]) {
 			lthread *best = NULL;
 			for (uint32_t i = 0; i < c.nth; i++)
 				if (c.th[i].g != ANA_NONE && c.th[i].step_ticks.n && (!best || c.th[i].step_ticks.n > best->step_ticks.n))
 					best = &c.th[i];
 			if (best) {
-				uint64_t prev = f->start_ticks;
-				for (size_t k = 0; k < best->step_ticks.n; k++) {
+				uint64_t prev = best->step_ticks.v[0];
+				p->setup_ns = setup_of(f, best);
+				for (size_t k = 1; k < best->step_ticks.n; k++) {
 					uint64_t tk = best->step_ticks.v[k];
 					u64_push(&p->step_ns, (uint64_t)llround(fmt_dticks_to_ns(f, tk > prev ? tk - prev : 0)));
 					u64_push(&p->step_start_ns, (uint64_t)llround(fmt_ticks_to_ns(f, prev)));
@@ -677,7 +690,8 @@ static int load_file(ana_profile *p, const char *path, fmt_error *err)
 					if (best->step_flags.v[k] & 1)
 						p->steps_recorded++;
 				}
-				p->steps = best->step_ticks.n;
+				p->marks = best->step_ticks.n;
+				p->steps = best->step_ticks.n - 1;
 			}
 		}
 		/* Every process's steps, on its thread with the most marks: ranks.c compares them. */
@@ -686,8 +700,10 @@ static int load_file(ana_profile *p, const char *path, fmt_error *err)
 			if (c.th[i].g != ANA_NONE && c.th[i].step_ticks.n && (!st || c.th[i].step_ticks.n > st->step_ticks.n))
 				st = &c.th[i];
 		pr->step_thread = st ? st->g : ANA_NONE;
-		for (size_t k = 0; st && k < st->step_ticks.n; k++) {
-			uint64_t prev = k ? st->step_ticks.v[k - 1] : f->start_ticks, tk = st->step_ticks.v[k];
+		pr->marks = st ? st->step_ticks.n : 0;
+		pr->setup_ns = st ? setup_of(f, st) : 0;
+		for (size_t k = 1; st && k < st->step_ticks.n; k++) {
+			uint64_t prev = st->step_ticks.v[k - 1], tk = st->step_ticks.v[k];
 			if (u64_push(&pr->step_ns, (uint64_t)llround(fmt_dticks_to_ns(f, tk > prev ? tk - prev : 0))) < 0)
 				rc = FENNEC_ENOMEM;
 		}
@@ -874,7 +890,26 @@ int ana_load_paths(const char *const *paths, size_t npaths, const ana_options *o
 		free(tmp);
 	}
 
-	/* Regions. */
+	/* Regions. A region's share is of the wall time of the processes it ran in: a region
+	 * of the workers is a share of the workers' time, not of the first process's (summed
+	 * over processes, those shares passed 100 %). A process's threads are contiguous in
+	 * p->tnodes (one file after another), so a change of process is a new one. */
+	for (uint32_t n = 0; n < p->nnodes; n++)
+		p->nodes[n].process = ANA_NONE;
+	for (uint32_t i = 0; i < p->ntnodes; i++) {
+		ana_node *x = &p->nodes[p->tnodes[i].node];
+		uint32_t proc = p->threads[p->tnodes[i].thread].process;
+		if (x->processes && x->process == proc)
+			continue;
+		x->process = proc;
+		x->processes++;
+		x->base_ns += p->procs[proc].wall_ns;
+	}
+	for (uint32_t n = 0; n < p->nnodes; n++) {
+		ana_node *x = &p->nodes[n];
+		if (!x->processes || !x->base_ns)
+			x->base_ns = p->wall_ns;
+	}
 	for (uint32_t n = 0; n < p->nnodes; n++) {
 		ana_node *x = &p->nodes[n];
 		x->self_ns = x->total_ns > x->child_ns ? x->total_ns - x->child_ns : 0;
@@ -884,8 +919,8 @@ int ana_load_paths(const char *const *paths, size_t npaths, const ana_options *o
 			x->durations.v = NULL;
 			x->durations.n = x->durations.cap = 0;
 		}
-		x->share_pct = p->wall_ns ? 100.0 * (double)x->total_ns / (double)p->wall_ns : 0;
-		x->self_pct = p->wall_ns ? 100.0 * (double)x->self_ns / (double)p->wall_ns : 0;
+		x->share_pct = x->base_ns ? 100.0 * (double)x->total_ns / (double)x->base_ns : 0;
+		x->self_pct = x->base_ns ? 100.0 * (double)x->self_ns / (double)x->base_ns : 0;
 		node_path(p, n);
 	}
 	for (uint32_t i = 0; i < p->nmetrics; i++) {

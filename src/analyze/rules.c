@@ -261,6 +261,15 @@ static int python_interpreter(const char *path)
  * _PyEval_EvalFrameDefault, pymalloc_pool_extend and others said to optimise those: one
  * now says what the time is and how to find which Python code it is.
  */
+/* Whether the program loaded PyTorch (its libtorch modules were sampled). */
+static int uses_torch(const ana_profile *p)
+{
+	for (uint32_t m = 0; m < p->smp.nmodules; m++)
+		if (strstr(base_name(p->names[p->smp.modules[m].path]), "libtorch"))
+			return 1;
+	return 0;
+}
+
 static void hot_python(ana_profile *p, double thr, double cpu_frac)
 {
 	const ana_sampling *s = &p->smp;
@@ -344,7 +353,9 @@ static void rule_hot_function(ana_profile *p)
 	double cpu_frac = p->wall_ns && cpu > 0 ? cpu / (double)p->wall_ns : 1;
 	if (cpu_frac > 1)
 		cpu_frac = 1;
-	hot_python(p, thr, cpu_frac);
+	/* Where the samples carry Python frames, the functions are named: no module finding */
+	if (!(s->py_samples && s->py_status == FMT_PY_OK && !p->opt.native))
+		hot_python(p, thr, cpu_frac);
 	int fired = 0;
 	for (uint32_t i = 0; i < v->nfuncs[ANA_CPU] && fired < HOT_FUNCTION_MAX; i++) {
 		const ana_hot_func *h = &v->funcs[ANA_CPU][i];
@@ -429,7 +440,21 @@ static void rule_hot_function(ana_profile *p)
 		 * itself (OpenBLAS's workers): no frame of the program is on those stacks */
 		int own_threads = entry && thread_root(entry);
 		const char *spinner = caller && yield_call(name) ? base_name(p->names[s->funcs[h->caller].module]) : NULL;
-		if (spinner) {
+		if (fn->lang == ANA_LANG_PYTHON) {
+			/* Python code, named by its frames: Python's remedies, never the C API's */
+			ana_finding_num(f, "python", 1);
+			f->recommendation = ana_strf("%s is Python code that the interpreter runs one bytecode at a time%s%s. Move its "
+						     "loop into whole-array calls (numpy, or torch tensor operations), use a "
+						     "builtin or library function that does the loop in C (sum, sorted, "
+						     "collections.Counter, str.join), cache what it recomputes "
+						     "(functools.lru_cache), or compile it (numba.njit, Cython)%s. Up to %.0f%% of "
+						     "the run is in its own code.",
+						     name, where[0] ? "; its hottest line is " : "", where,
+						     uses_torch(p) ? "; work done per batch on the input side belongs in the "
+								     "DataLoader's workers (num_workers > 0)"
+								   : "",
+						     f->expected_gain_pct);
+		} else if (spinner) {
 			/* a library's threads that yield in a loop while they wait for work */
 			ana_finding_num(f, "busy_wait", 1);
 			f->recommendation = ana_strf("Threads of %s call %s in a loop while they wait for work (busy waiting): the CPU "
@@ -585,21 +610,38 @@ static uint64_t leak_key_of(const ana_profile *p, const ana_mem_site *s)
  * Memory findings save memory, not time: their expected gain is in bytes (the growth over
  * the run; the bytes unfreed), in time 0.
  */
+static double leak_threshold(const ana_profile *p)
+{
+	return p->opt.leak_threshold_bytes > 0 ? p->opt.leak_threshold_bytes : 10e6;
+}
+
+/* A trend long enough to judge: on steps, or on seconds over one second or more (a run
+ * that short is start-up and loading, jq parsing its input, which reads as a leak). */
+static int trend_judged(const ana_memory *m)
+{
+	return m->has_trend && (m->trend_per_step || m->trend_span >= 1.0);
+}
+
+/* Whether the growth clears the threshold: steep growth, or slower growth that adds up to
+ * ten thresholds over the run on a close fit (2 MiB a step for 400 steps). */
+static int growth_over_threshold(const ana_profile *p)
+{
+	const ana_memory *m = &p->mem;
+	double thr = leak_threshold(p);
+	int steep = m->slope >= thr, adds_up = m->r2 >= 0.9 && m->trend_growth >= 10 * thr;
+	return trend_judged(m) && m->trend_points >= 3 && m->r2 >= 0.8 && (steep || adds_up);
+}
+
 static void rule_memory_leak(ana_profile *p)
 {
 	const ana_memory *m = &p->mem;
 	if (!m->present)
 		return;
 	char a[32], b[32], c[64], w[512];
-	double thr = p->opt.leak_threshold_bytes > 0 ? p->opt.leak_threshold_bytes : 10e6;
-	/* Steep growth fires; slower growth too once it adds up to ten thresholds over the run
-	 * on a close fit (2 MiB a step for 400 steps). A fit on seconds over less than one is
-	 * not judged: a run that short is start-up and loading (jq parsing its input), which
-	 * reads the same as a leak. */
+	double thr = leak_threshold(p);
 	double growth = m->trend_growth;
-	int steep = m->slope >= thr, adds_up = m->r2 >= 0.9 && growth >= 10 * thr;
-	int judged = m->trend_per_step || m->trend_span >= 1.0;
-	if (m->has_trend && m->trend_points >= 3 && judged && m->r2 >= 0.8 && (steep || adds_up)) {
+	int steep = m->slope >= thr;
+	if (growth_over_threshold(p)) {
 		ana_severity sev = m->r2 >= 0.9 && growth >= 0.5 * (double)m->peak_bytes ? ANA_HIGH : ANA_MEDIUM;
 		ana_finding *f = ana_finding_add(p, "memory_leak", sev);
 		if (!f)
@@ -668,17 +710,27 @@ static void rule_memory_leak(ana_profile *p)
 			snprintf(pr, sizeof pr, "in %u processes", g[i].processes);
 		if (st[0] || pr[0])
 			snprintf(from, sizeof from, " (%s%s%s)", st, st[0] && pr[0] ? ", " : "", pr);
-		f->evidence = ana_strf("%s%s in %.0f allocation%s made at %s%s %s never freed%s%s%s",
-				       full ? "" : "about ", ana_fmt_bytes(bytes, a, sizeof a), count, count >= 1.5 ? "s" : "", w,
-				       from, count >= 1.5 ? "were" : "was",
+		/* sampled: the estimate with its standard error, which a stack of few sampled blocks
+		 * makes as large as the estimate itself */
+		char eb[48] = "", ec[48] = "", xb[32];
+		if (!full) {
+			snprintf(eb, sizeof eb, " (+- %s)", ana_fmt_bytes(sqrt(g[i].bytes_var), xb, sizeof xb));
+			snprintf(ec, sizeof ec, " (+- %.0f)", sqrt(g[i].count_var));
+		}
+		f->evidence = ana_strf("%s%s%s in %.0f%s allocation%s made at %s%s %s never freed%s%s%s",
+				       full ? "" : "about ", ana_fmt_bytes(bytes, a, sizeof a), eb, count, ec, count >= 1.5 ? "s" : "",
+				       w, from, count >= 1.5 ? "were" : "was",
 				       s->scanned ? ", and no pointer to them was left at exit" : "",
-				       full ? "" : " (an estimate from sampled allocations; record with --memory=full for exact numbers)",
+				       full ? "" : " (an estimate from sampled allocations, +- one standard error, made to agree with the "
+				       "exact count of blocks live at the end; record with --memory=full for exact numbers)",
 				       lost);
 		if (m->dropped_frees)
 			ana_finding_num(f, "lost_frees", (double)m->dropped_frees);
 		ana_finding_num(f, "bytes", full ? bytes : round(bytes));
 		ana_finding_num(f, "count", full ? count : round(count));
 		ana_finding_num(f, "estimated", full ? 0 : 1);
+		ana_finding_num(f, "bytes_stderr", full ? 0 : sqrt(g[i].bytes_var));
+		ana_finding_num(f, "count_stderr", full ? 0 : sqrt(g[i].count_var));
 		ana_finding_num(f, "stacks", g[i].sites);
 		ana_finding_num(f, "processes", g[i].processes);
 		if (s->node != ANA_NONE)
@@ -691,6 +743,73 @@ static void rule_memory_leak(ana_profile *p)
 		f->expected_gain_pct = 0;
 		f->expected_gain_bytes = bytes;
 	}
+}
+
+/*
+ * memory_leak, steady growth: growth under the threshold that is still a leak by its
+ * shape, relative to the heap. The live heap's fit (on steps, or on seconds without them)
+ * holds over STEADY_MIN_POINTS points or more with r^2 >= STEADY_MIN_R2, the growth over
+ * them is at least STEADY_MIN_SHARE of the peak heap and STEADY_MIN_BYTES, and the later
+ * half of the points grows at least half as fast on a fit of r^2 >= 0.8: the heap still
+ * grows at the end. A flat heap has no growth; a warm-up then a plateau, or a cache that
+ * fills to its bound, has levelled off in the later half. HIGH, like the growth over the
+ * threshold with the same fit and share; it names the stack that grows.
+ */
+#define STEADY_MIN_POINTS 10
+#define STEADY_MIN_R2 0.95
+#define STEADY_MIN_SHARE 0.5
+#define STEADY_MIN_BYTES (4.0 * 1048576)
+
+static void rule_memory_steady_growth(ana_profile *p)
+{
+	const ana_memory *m = &p->mem;
+	if (!m->present || !trend_judged(m) || growth_over_threshold(p) || m->slope <= 0 || !m->peak_bytes)
+		return;
+	double growth = m->trend_growth, share = growth / (double)m->peak_bytes;
+	share = share > 1 ? 1 : share;
+	if (m->trend_points < STEADY_MIN_POINTS || m->r2 < STEADY_MIN_R2 || growth < STEADY_MIN_BYTES ||
+	    share < STEADY_MIN_SHARE || m->late_slope < 0.5 * m->slope || m->late_r2 < 0.8)
+		return;
+	ana_finding *f = ana_finding_add(p, "memory_leak", ANA_HIGH);
+	if (!f)
+		return;
+	char a[32], b[32], c[32], d[32], e[32], w[512];
+	const char *per = m->trend_per_step ? "step" : "second";
+	const ana_mem_series *g = growing_series(p);
+	const ana_mem_site *top = g ? &m->sites[g->site] : top_live_site(p);
+	char gs[200] = "";
+	if (g)
+		snprintf(gs, sizeof gs, "; the stack that grows most: %s (its live bytes grow %s per %s, r^2 = %.3f)",
+			 site_where(p, top, w, sizeof w), ana_fmt_bytes(g->slope, e, sizeof e), per, g->r2);
+	else if (top)
+		snprintf(gs, sizeof gs, "; most unfreed memory comes from %s", site_where(p, top, w, sizeof w));
+	f->subject = ana_strf("heap grows steadily, %s per %s", ana_fmt_bytes(m->slope, a, sizeof a), per);
+	f->evidence = ana_strf("live heap grows by %s per %s over %u %s (linear fit, r^2 = %.3f), %s in all: %.0f%% of the "
+			       "peak heap of %s, and as fast at the end (%s per %s over the later half, r^2 = %.3f). Under "
+			       "the threshold of %s per %s, but growth this steady and this large a share of the heap "
+			       "is a leak%s",
+			       ana_fmt_bytes(m->slope, a, sizeof a), per, m->trend_points, m->trend_per_step ? "steps" : "points",
+			       m->r2, ana_fmt_bytes(growth, b, sizeof b), 100 * share,
+			       ana_fmt_bytes((double)m->peak_bytes, c, sizeof c), ana_fmt_bytes(m->late_slope, d, sizeof d), per,
+			       m->late_r2, ana_fmt_bytes(leak_threshold(p), e, sizeof e), per, gs);
+	ana_finding_num(f, m->trend_per_step ? "slope_bytes_per_step" : "slope_bytes_per_s", m->slope);
+	ana_finding_num(f, m->trend_per_step ? "late_slope_bytes_per_step" : "late_slope_bytes_per_s", m->late_slope);
+	if (g)
+		ana_finding_num(f, m->trend_per_step ? "stack_slope_bytes_per_step" : "stack_slope_bytes_per_s", g->slope);
+	ana_finding_num(f, "r2", m->r2);
+	ana_finding_num(f, "late_r2", m->late_r2);
+	ana_finding_num(f, "points", m->trend_points);
+	ana_finding_num(f, "growth_bytes", growth);
+	ana_finding_num(f, "growth_share_pct", 100 * share);
+	ana_finding_num(f, "threshold_bytes", leak_threshold(p));
+	f->recommendation = ana_strf("Something keeps memory alive from one %s to the next%s%s: find what holds references "
+				     "across %ss (caches without a bound, lists that only grow, tensors or buffers kept for "
+				     "logging) and free or bound it.%s",
+				     per, top ? ", most of it allocated at " : "", top ? site_where(p, top, w, sizeof w) : "", per,
+				     m->mode == FMT_MEM_FULL ? "" : " Record with --memory=full to see every unfreed allocation "
+				     "with its stack.");
+	f->expected_gain_pct = 0;
+	f->expected_gain_bytes = growth;
 }
 
 /*
@@ -723,13 +842,19 @@ static void rule_allocation_churn(ana_profile *p)
 		site_where(p, top, w, sizeof w);
 	double top_pct = top && m->allocs ? 100.0 * top->allocs / (double)m->allocs : 0;
 	f->subject = ana_strf("%.0f allocations per %s", rate, per_step ? "step" : "second");
+	/* sampled: the stack's count is an estimate; its standard error says how far to trust it */
+	double top_err = top && m->allocs && m->mode != FMT_MEM_FULL ? 100.0 * sqrt(top->allocs_var) / (double)m->allocs : 0;
+	char est[160] = "";
+	if (top && m->mode != FMT_MEM_FULL)
+		snprintf(est, sizeof est, " (about %.0f of them, %.0f%% +- %.0f points: an estimate from sampled allocations)",
+			 top->allocs, top_pct, top_err);
 	f->evidence = ana_strf("%llu heap allocations (%s) in the run, %.0f per %s%s%s%s",
 			       (unsigned long long)m->allocs, ana_fmt_bytes((double)m->alloc_bytes, a, sizeof a), rate,
-			       per_step ? "step" : "second", top ? "; the most from " : "", w,
-			       top ? "" : "");
+			       per_step ? "step" : "second", top ? "; the most from " : "", w, est);
 	ana_finding_num(f, per_step ? "allocations_per_step" : "allocations_per_s", rate);
 	ana_finding_num(f, "allocations", (double)m->allocs);
 	ana_finding_num(f, "top_site_pct", top_pct);
+	ana_finding_num(f, "top_site_pct_stderr", top_err);
 	if (m->mode == FMT_MEM_FULL)
 		ana_finding_num(f, "temporary", (double)m->temporary);
 	f->recommendation = ana_strf("Allocate less often%s%s (%.0f%% of the allocations): reuse buffers across %ss, "
@@ -1101,7 +1226,7 @@ done:
 static int should_compute(const ana_profile *p, const ana_sample *s)
 {
 	const ana_process *pr = &p->procs[p->threads[s->thread].process];
-	return s->node != ANA_NONE || (pr->step_thread == s->thread && s->step < pr->step_ns.n);
+	return s->node != ANA_NONE || (pr->step_thread == s->thread && s->step < pr->marks);
 }
 
 /* What the blocking stack waits for, from its function names (innermost first). */
@@ -1290,7 +1415,24 @@ static void rule_off_cpu(ana_profile *p)
  * whose words begin with load, data, batch, fetch, read, or are io; --data-regions names
  * others), or, with wall-clock sampling, blocked in a function with such a name outside
  * them. Fires from 5 % of the wall time: LOW, MEDIUM from 10 %, HIGH above 30 %.
+ * Only per-batch loading counts: with steps, what ran inside the steps (a data set built
+ * once in the set-up, before the first mark, or after the last step is one-off work);
+ * without steps, the data-loading regions called more than once.
  */
+
+/* Per region node (p->nnodes entries): the time of its calls on stepping thread `thread`
+ * that ended inside one of its `steps` steps. NULL when out of memory. */
+static double *in_steps_ns(const ana_profile *p, uint32_t thread, uint64_t steps)
+{
+	double *ns = calloc(p->nnodes ? p->nnodes : 1, sizeof *ns);
+	for (size_t i = 0; ns && i < p->nstep_nodes; i++) {
+		const ana_step_node *s = &p->step_nodes[i];
+		if (s->thread == thread && s->step < steps)
+			ns[s->node] += (double)s->ns;
+	}
+	return ns;
+}
+
 static void rule_input_bound(ana_profile *p)
 {
 	const ana_process *pr = &p->procs[0];
@@ -1311,13 +1453,19 @@ static void rule_input_bound(ana_profile *p)
 			: ana_name_is_data(p->names[p->nodes[n].name], list) || (list && ana_name_is_data(p->nodes[n].path, list));
 	}
 	/* nodes are created parent first, so data[parent] is known */
-	double in_regions = 0, loader_ns = 0, loader_calls = 0, other_ns = 0;
-	uint32_t top = ANA_NONE, loaders = 0;
-	uint64_t top_ns = 0;
+	double in_regions = 0, loader_ns = 0, loader_calls = 0, other_ns = 0, once_ns = 0;
+	uint32_t top = ANA_NONE, loaders = 0, once_top = ANA_NONE;
+	double top_ns = 0, once_top_ns = 0;
+	uint64_t nsteps = main == pr->step_thread ? pr->step_ns.n : 0;
+	double *stepped = nsteps ? in_steps_ns(p, main, nsteps) : NULL;
+	if (nsteps && !stepped) {
+		free(data);
+		return;
+	}
 	for (uint32_t i = 0; i < p->ntnodes; i++) {
 		const ana_tnode *t = &p->tnodes[i];
 		if (!data[t->node] && t->thread == main && p->nodes[t->node].parent == ANA_NONE)
-			other_ns += (double)t->total_ns; /* its top-level regions that do not load */
+			other_ns += stepped ? stepped[t->node] : (double)t->total_ns; /* its top-level regions that do not load */
 		if (data[t->node] != 1)
 			continue;
 		if (t->thread != main) { /* a loader thread or process */
@@ -1326,9 +1474,19 @@ static void rule_input_bound(ana_profile *p)
 			loader_calls += (double)t->count;
 			continue;
 		}
-		in_regions += (double)t->total_ns;
-		if (t->total_ns > top_ns) {
-			top_ns = t->total_ns;
+		/* per-batch: inside the steps, or, without steps, a region called more than once */
+		double per = stepped ? stepped[t->node] : t->count > 1 ? (double)t->total_ns : 0;
+		double once = (double)t->total_ns - per;
+		if (once > 0) {
+			once_ns += once;
+			if (once > once_top_ns) {
+				once_top_ns = once;
+				once_top = t->node;
+			}
+		}
+		in_regions += per;
+		if (per > top_ns) {
+			top_ns = per;
 			top = t->node;
 		}
 	}
@@ -1340,6 +1498,8 @@ static void rule_input_bound(ana_profile *p)
 		const ana_sample *x = &s->samples[i];
 		if (x->thread != main || x->kind != ANA_OFFCPU || (x->node != ANA_NONE && data[x->node]))
 			continue;
+		if (nsteps && (x->step < 1 || x->step > nsteps))
+			continue; /* in the set-up or after the last step: not per-batch */
 		const ana_stack *st = &s->stacks[x->stack];
 		for (uint32_t k = st->n; k-- > 0;) {
 			const char *fn = p->names[s->funcs[s->locs[st->locs[k]].func].name];
@@ -1351,6 +1511,7 @@ static void rule_input_bound(ana_profile *p)
 		}
 	}
 	free(data);
+	free(stepped);
 	double share = 100 * (in_regions + in_stacks) / (double)pr->wall_ns;
 	if (share < 5)
 		return;
@@ -1362,8 +1523,8 @@ static void rule_input_bound(ana_profile *p)
 	char a[32], b[32], c[32];
 	uint64_t steps = pr->step_ns.n;
 	double per_step = steps ? (in_regions + in_stacks) / (double)steps : NAN;
-	/* compute per step: its other regions when it has some, else the median step (the
-	 * first holds the start-up) less the loading */
+	/* compute per step: its other regions in the steps when it has some, else the median
+	 * step less the loading */
 	double compute = !steps ? NAN : other_ns > 0 ? other_ns / (double)steps : pr->step_dist.p50 - per_step;
 	/* one batch's load: a loader's call when there are loaders, else the main loop's */
 	double load = loader_calls > 0 ? loader_ns / loader_calls : per_step;
@@ -1377,16 +1538,22 @@ static void rule_input_bound(ana_profile *p)
 	if (in_stacks > 0 && k < sizeof parts)
 		snprintf(parts + k, sizeof parts - k, "%sabout %s blocked in %s (wall-clock samples)", k ? ", and " : "",
 			 ana_fmt_ns(in_stacks, c, sizeof c), blocked_in);
-	f->evidence = ana_strf("thread %llu%s%s%s, which %s, spends %s (%.1f%% of the wall time) loading data: %s%s",
+	char once[400] = "";
+	if (once_ns > 0)
+		snprintf(once, sizeof once, "; not counted: %s of one-off loading (%s the largest) %s", ana_fmt_ns(once_ns, c, sizeof c),
+			 p->nodes[once_top].path, steps ? "outside the steps (set-up before the first mark, or after the last)"
+							: "in data-loading regions called once");
+	f->evidence = ana_strf("thread %llu%s%s%s, which %s, spends %s (%.1f%% of the wall time) loading data%s: %s%s%s",
 			       (unsigned long long)th->tid, th->name && *th->name ? " (" : "", th->name ? th->name : "",
 			       th->name && *th->name ? ")" : "", steps ? "marks the steps" : "is the busiest",
-			       ana_fmt_ns(in_regions + in_stacks, a, sizeof a), share, parts,
-			       loaders ? "; other threads or processes run data-loading regions too (loaders)" : "");
+			       ana_fmt_ns(in_regions + in_stacks, a, sizeof a), share, steps ? " in its steps" : " batch by batch",
+			       parts, loaders ? "; other threads or processes run data-loading regions too (loaders)" : "", once);
 	ana_finding_num(f, "share_pct", share);
 	ana_finding_num(f, "load_ns", in_regions + in_stacks);
 	ana_finding_num(f, "region_ns", in_regions);
 	ana_finding_num(f, "blocked_ns", in_stacks);
 	ana_finding_num(f, "loaders", loaders);
+	ana_finding_num(f, "one_off_ns", once_ns);
 	if (steps) {
 		ana_finding_num(f, "load_per_step_ns", per_step);
 		ana_finding_num(f, "compute_per_step_ns", compute);
@@ -1588,11 +1755,65 @@ out:
 	free(fw);
 }
 
+/*
+ * gil_wait (docs/bottlenecks.md): the samples of Python threads waiting for the GIL (inside
+ * CPython's take_gil without holding it: the [waiting for the GIL] frame), against all the
+ * samples of Python threads. The waiting functions are the Python frames that called.
+ */
+#define GIL_WAIT_MIN_PCT 10.0
+#define GIL_WAIT_MIN_SAMPLES 50
+static void rule_gil_wait(ana_profile *p)
+{
+	const ana_sampling *s = &p->smp;
+	if (!s->py_samples || s->py_gil_wait < GIL_WAIT_MIN_SAMPLES)
+		return;
+	double pct = 100.0 * (double)s->py_gil_wait / (double)s->py_samples;
+	if (pct < GIL_WAIT_MIN_PCT)
+		return;
+	/* who waits: the callers of the pseudo-function, in either view */
+	const ana_sample_view *v = &s->all;
+	const char *who = NULL;
+	double who_pct = 0;
+	for (unsigned k = 0; k < ANA_NKINDS && !who; k++)
+		for (uint32_t i = 0; i < v->nfuncs[k]; i++) {
+			const ana_hot_func *h = &v->funcs[k][i];
+			if (strcmp(p->names[s->funcs[h->func].name], ANA_GIL_WAIT) || h->caller == ANA_NONE)
+				continue;
+			who = p->names[s->funcs[h->caller].name];
+			who_pct = h->caller_pct;
+			break;
+		}
+	ana_finding *f = ana_finding_add(p, "gil_wait", pct >= 30 ? ANA_HIGH : ANA_MEDIUM);
+	if (!f)
+		return;
+	f->subject = strdup("the GIL");
+	f->evidence = ana_strf("%.1f%% of the samples of Python threads (%llu of %llu) wait for the GIL (in CPython's "
+			       "take_gil, not holding it)%s%s%s; %s",
+			       pct, (unsigned long long)s->py_gil_wait, (unsigned long long)s->py_samples,
+			       who ? "; most from " : "", who ? who : "", who ? "" : "",
+			       s->mode == FMT_SAMPLE_WALL ? "wall-clock samples: blocked waits included"
+							  : "CPU samples see only the waits that spin or hand over");
+	ana_finding_num(f, "wait_pct", pct);
+	ana_finding_num(f, "wait_samples", (double)s->py_gil_wait);
+	ana_finding_num(f, "python_samples", (double)s->py_samples);
+	if (who)
+		ana_finding_num(f, "caller_pct", who_pct);
+	f->recommendation = ana_strf("Python threads run Python code one at a time: the threads here take turns "
+				     "instead of running together. Run CPU-bound Python work in processes "
+				     "(multiprocessing, concurrent.futures.ProcessPoolExecutor; for input pipelines "
+				     "a DataLoader with num_workers > 0), or do the work in calls that release the "
+				     "GIL (numpy and torch operations on large arrays, file and socket I/O), so that "
+				     "threads overlap. Up to %.0f%% of the Python threads' time is waiting.",
+				     pct);
+	f->expected_gain_pct = NAN;
+}
+
 void ana_rules(ana_profile *p)
 {
 	rule_hot_operation(p);
 	rule_hot_function(p);
 	rule_memory_leak(p);
+	rule_memory_steady_growth(p);
 	rule_allocation_churn(p);
 	rule_roofline(p);
 	rule_rank_imbalance(p);
@@ -1600,6 +1821,7 @@ void ana_rules(ana_profile *p)
 	rule_off_cpu(p);
 	rule_parallel_wait(p);
 	rule_input_bound(p);
+	rule_gil_wait(p);
 	ana_gpu_rules(p);
 	if (p->nfindings > 1)
 		qsort(p->findings, p->nfindings, sizeof *p->findings, cmp_finding);

@@ -153,7 +153,7 @@ typedef struct rstack {
 	size_t off;           /* into pstate.frames */
 	uint32_t n;
 	uint32_t epoch;       /* module epoch of its samples (see below) */
-	uint8_t flags;        /* FMT_S_EXACT_PC | FMT_S_TRUNCATED */
+	uint8_t flags;        /* FMT_S_EXACT_PC | FMT_S_TRUNCATED | FMT_S_PYTHON | FMT_S_GIL | FMT_S_PYCUT */
 	uint32_t stack;       /* ana stack, once symbolised */
 	uint64_t count;       /* samples */
 } rstack;
@@ -274,13 +274,25 @@ static int intern_raw(pstate *ps, const fmt_file *f, const uint64_t *frames, uin
 	return 0;
 }
 
+static uint64_t py_tag(uint64_t v);
+
 int ana_samples_intern_stack(ana_profile *p, uint32_t proc, const fmt_file *f, const uint64_t *frames, uint32_t n,
-			     int truncated, uint32_t *handle)
+			     const uint64_t *py, uint32_t npy, int truncated, uint32_t *handle)
 {
 	pstate *ps = pstate_of(p, proc);
 	if (!ps)
 		return FENNEC_ENOMEM;
-	return intern_raw(ps, f, frames, n, truncated ? FMT_S_TRUNCATED : 0, handle);
+	if (!py || !npy)
+		return intern_raw(ps, f, frames, n, truncated ? FMT_S_TRUNCATED : 0, handle);
+	uint64_t *both = malloc((n + npy) * sizeof *both);
+	if (!both)
+		return FENNEC_ENOMEM;
+	memcpy(both, frames, n * sizeof *both);
+	for (uint32_t i = 0; i < npy; i++)
+		both[n + i] = py_tag(py[i]);
+	int rc = intern_raw(ps, f, both, n + npy, (truncated ? FMT_S_TRUNCATED : 0) | FMT_S_PYTHON, handle);
+	free(both);
+	return rc;
 }
 
 uint32_t ana_samples_stack_of(const ana_profile *p, uint32_t proc, uint32_t handle)
@@ -300,13 +312,42 @@ static int worth_warning(uint64_t n, uint64_t taken)
 	return n && n * 100 >= taken;
 }
 
+/*
+ * A Python frame in a raw stack: 0xfd in the top byte (no user or kernel address has it),
+ * bit 55 the entry mark, bits 24-54 the code id, bits 0-23 the line.
+ */
+#define PY_TAG 0xfd00000000000000ull
+static uint64_t py_tag(uint64_t v)
+{
+	uint64_t line = fmt_pyframe_line(v);
+	return PY_TAG | (uint64_t)fmt_pyframe_entry(v) << 55 | (uint64_t)(fmt_pyframe_code(v) & 0x7fffffffu) << 24 |
+	       (line < 0xffffff ? line : 0xffffff);
+}
+static int is_py(uint64_t a) { return (a >> 56) == 0xfd; }
+
 int ana_samples_event(ana_profile *p, uint32_t proc, const fmt_file *f, const fmt_event *ev)
 {
 	pstate *ps = pstate_of(p, proc);
 	if (!ps)
 		return FENNEC_ENOMEM;
 	uint32_t sid;
-	if (intern_raw(ps, f, ev->frames, ev->nframes, ev->flags & (FMT_S_EXACT_PC | FMT_S_TRUNCATED), &sid))
+	const uint64_t *frames = ev->frames;
+	uint32_t nframes = ev->nframes;
+	uint64_t both[2 * FMT_MAX_FRAMES];
+	if (ev->flags & FMT_S_PYTHON) {
+		/* the Python frames after the native ones, tagged (py_tag) */
+		memcpy(both, ev->frames, nframes * sizeof *both);
+		for (uint32_t i = 0; i < ev->npy && nframes < 2 * FMT_MAX_FRAMES; i++)
+			both[nframes++] = py_tag(ev->pyframes[i]);
+		frames = both;
+		p->smp.py_samples += (uint64_t)ev->i;
+		if (ev->flags & FMT_S_GIL)
+			p->smp.py_gil += (uint64_t)ev->i;
+		if (ev->flags & FMT_S_PYCUT)
+			p->smp.py_cut += (uint64_t)ev->i;
+	}
+	if (intern_raw(ps, f, frames, nframes,
+		       ev->flags & (FMT_S_EXACT_PC | FMT_S_TRUNCATED | FMT_S_PYTHON | FMT_S_GIL | FMT_S_PYCUT), &sid))
 		return FENNEC_ENOMEM;
 	ps->st[sid].count++;
 	if ((ev->flags & FMT_S_TRUNCATED) && ev->nframes < f->sample_depth)
@@ -393,6 +434,10 @@ typedef struct seg {
 typedef struct fin {
 	ana_profile *p;
 	sym_ctx *sym;
+	uint32_t eval_name;   /* names index of "_PyEval_EvalFrameDefault" */
+	uint32_t take_gil;    /* names index of "take_gil" (CPython's ceval_gil.c) */
+	uint32_t *py;         /* Python locations of a stack being built */
+	size_t py_cap;
 	itab ftab;            /* funcs by (name, module) */
 	itab stab;            /* ana stacks by locs */
 	uint32_t *tmp;        /* a stack being built */
@@ -576,6 +621,163 @@ typedef struct badmod {
 	uint64_t samples;
 } badmod;
 
+static int ld_so(const char *path)
+{
+	const char *b = strrchr(path, '/');
+	return !strncmp(b ? b + 1 : path, "ld-linux", 8);
+}
+
+/* The location of a tagged Python frame of process proc. */
+static uint32_t py_loc(fin *x, uint32_t proc, const fmt_file *f, kmap *cache, uint64_t v)
+{
+	ana_profile *p = x->p;
+	uint64_t key = v & ~(1ull << 55);
+	int isnew = 0;
+	uint64_t *slot = kmap_slot(cache, key, &isnew);
+	if (!slot)
+		return ANA_NONE;
+	if (!isnew && *slot)
+		return (uint32_t)(*slot - 1);
+	uint32_t code = (uint32_t)(v >> 24) & 0x7fffffffu, line = (uint32_t)(v & 0xffffff);
+	const fmt_pycode *pc = fmt_pycode_get(f, code);
+	char unk[48];
+	snprintf(unk, sizeof unk, "<python code %u>", code);
+	const char *qn = pc && pc->qualname && *pc->qualname ? pc->qualname : unk;
+	const char *fn = pc && pc->filename && *pc->filename ? pc->filename : "<unknown>";
+	uint32_t nm = ana_intern(p, qn), file = ana_intern(p, fn);
+	if (nm == ANA_NONE || file == ANA_NONE)
+		return ANA_NONE;
+	uint32_t fid = func_for(x, nm, file, file, pc ? pc->firstlineno : 0);
+	if (fid == ANA_NONE)
+		return ANA_NONE;
+	p->smp.funcs[fid].lang = ANA_LANG_PYTHON;
+	uint32_t l = new_loc(x, fid, file, line, proc, key, 0, 0);
+	if (l != ANA_NONE)
+		*slot = (uint64_t)l + 1;
+	return l;
+}
+
+/*
+ * Put a sample's Python frames (py, n, innermost first) into its native stack (x->tmp,
+ * *nl locations innermost first): each run of Python frames that one interpreter loop
+ * ran (up to and with a frame marked entry) takes the place of that loop's
+ * _PyEval_EvalFrameDefault frame, the k-th run from the inside the k-th such frame; runs
+ * beyond the outermost loop go with it. Without opt.native, the interpreter's other C
+ * frames (those of the module the loop is in) fold into the Python frame that runs them,
+ * and the native frames outside the outermost Python frame (the thread's start) go.
+ */
+/* The pseudo-function that stands for the interpreter's wait for the GIL, per process. */
+static uint32_t gil_loc(fin *x, uint32_t proc, kmap *cache)
+{
+	ana_profile *p = x->p;
+	uint64_t *slot = kmap_slot(cache, PY_TAG | 0x00ffffffffffffffull, NULL);
+	if (!slot)
+		return ANA_NONE;
+	if (*slot)
+		return (uint32_t)(*slot - 1);
+	uint32_t nm = ana_intern(p, ANA_GIL_WAIT), mod = ana_intern(p, "[python]");
+	if (nm == ANA_NONE || mod == ANA_NONE)
+		return ANA_NONE;
+	uint32_t fid = func_for(x, nm, mod, ANA_NONE, 0);
+	if (fid == ANA_NONE)
+		return ANA_NONE;
+	p->smp.funcs[fid].lang = ANA_LANG_PYTHON;
+	uint32_t l = new_loc(x, fid, ANA_NONE, 0, proc, 0, 0, 0);
+	if (l != ANA_NONE)
+		*slot = (uint64_t)l + 1;
+	return l;
+}
+
+static int py_merge(fin *x, uint32_t proc, const fmt_file *f, const uint64_t *py, uint32_t n, size_t *nl,
+		    kmap *cache, uint64_t count, unsigned flags)
+{
+	ana_profile *p = x->p;
+	if (!n)
+		return 0;
+	/* A thread without the GIL inside the interpreter's take_gil waits for it: its leaf
+	 * frames (the condition variable's wait, the futex) become one [waiting for the GIL] */
+	if (!(flags & FMT_S_GIL) && !p->opt.native) {
+		if (x->take_gil == ANA_NONE && (x->take_gil = ana_intern(p, "take_gil")) == ANA_NONE)
+			return -1;
+		for (size_t i = 0; i < *nl; i++) {
+			const ana_func *fn = &p->smp.funcs[p->smp.locs[x->tmp[i]].func];
+			const char *nm = p->names[fn->name];
+			if (fn->name == x->take_gil || !strncmp(nm, "take_gil.", 9)) {
+				uint32_t g = gil_loc(x, proc, cache);
+				if (g == ANA_NONE)
+					return -1;
+				x->tmp[i] = g;
+				memmove(x->tmp, x->tmp + i, (*nl - i) * sizeof *x->tmp);
+				*nl -= i;
+				p->smp.py_gil_wait += count;
+				break;
+			}
+		}
+	}
+	if (ana_grow(&x->py, &x->py_cap, n, sizeof *x->py) < 0)
+		return -1;
+	for (uint32_t i = 0; i < n; i++)
+		if ((x->py[i] = py_loc(x, proc, f, cache, py[i])) == ANA_NONE)
+			return -1;
+	if (x->eval_name == ANA_NONE && (x->eval_name = ana_intern(p, "_PyEval_EvalFrameDefault")) == ANA_NONE)
+		return -1;
+	uint32_t interp = ANA_NONE, evals = 0;
+	for (size_t i = 0; i < *nl; i++) {
+		const ana_func *fn = &p->smp.funcs[p->smp.locs[x->tmp[i]].func];
+		if (fn->name == x->eval_name) {
+			interp = fn->module;
+			evals++;
+		}
+	}
+	/* the result, built in a copy */
+	size_t cap = *nl + n + 1;
+	uint32_t *out = malloc(cap * sizeof *out);
+	if (!out)
+		return -1;
+	size_t k = 0, at = 0; /* at: next Python frame */
+	uint32_t seen = 0;
+	size_t last_py = SIZE_MAX;
+	for (size_t i = 0; i < *nl; i++) {
+		uint32_t loc = x->tmp[i];
+		const ana_func *fn = &p->smp.funcs[p->smp.locs[loc].func];
+		if (fn->name == x->eval_name) {
+			seen++;
+			size_t before = at;
+			/* this loop's run: to the next entry mark; the outermost loop takes the rest */
+			while (at < n) {
+				int entry = (py[at] >> 55) & 1;
+				out[k++] = x->py[at++];
+				last_py = k;
+				if (entry && seen < evals)
+					break;
+			}
+			if (p->opt.native && at == before)
+				out[k++] = loc;
+			continue;
+		}
+		if (!p->opt.native && interp != ANA_NONE && (fn->module == interp || ld_so(p->names[fn->module])))
+			continue; /* the interpreter, and the dynamic loader's TLS lookups it makes */
+		out[k++] = loc;
+	}
+	if (at < n) {
+		/* no interpreter loop to stand in for (an interpreter without symbols): outermost */
+		p->smp.py_unplaced += count;
+		while (at < n)
+			out[k++] = x->py[at++];
+		last_py = k;
+	}
+	if (!p->opt.native && last_py != SIZE_MAX)
+		k = last_py;
+	if (ana_grow(&x->tmp, &x->tmp_cap, k, sizeof *x->tmp) < 0) {
+		free(out);
+		return -1;
+	}
+	memcpy(x->tmp, out, k * sizeof *out);
+	*nl = k;
+	free(out);
+	return 0;
+}
+
 static int symbolise_process(fin *x, uint32_t proc, pstate *ps, badmod **bad, size_t *nbad, size_t *bad_cap)
 {
 	ana_profile *p = x->p;
@@ -585,6 +787,7 @@ static int symbolise_process(fin *x, uint32_t proc, pstate *ps, badmod **bad, si
 	seg **segs = calloc(ps->epoch + 1, sizeof *segs);
 	size_t *nsegs = calloc(ps->epoch + 1, sizeof *nsegs);
 	kmap addr_idx = {0};    /* address -> first cache entry + 1 */
+	kmap py_locs = {0};     /* Python frame (tagged, without the entry mark) -> location + 1 */
 	acache *ac = NULL;      /* entries, chained per address */
 	size_t nac = 0, ac_cap = 0;
 	uint32_t perf_sym = ANA_NONE, perf_ana = ANA_NONE, perf_path = ANA_NONE, unk_ana = ANA_NONE;
@@ -602,7 +805,10 @@ static int symbolise_process(fin *x, uint32_t proc, pstate *ps, badmod **bad, si
 				goto out;
 		}
 		size_t nl = 0;
-		for (uint32_t k = 0; k < r->n; k++) {
+		uint32_t nnat = r->n;
+		while (nnat && is_py(ps->frames[r->off + nnat - 1]))
+			nnat--;
+		for (uint32_t k = 0; k < nnat; k++) {
 			uint64_t addr = ps->frames[r->off + k];
 			int exact = k == 0 && (r->flags & FMT_S_EXACT_PC);
 			uint32_t mi = seg_find(segs[e], nsegs[e], addr);
@@ -709,6 +915,10 @@ static int symbolise_process(fin *x, uint32_t proc, pstate *ps, badmod **bad, si
 				x->tmp[nl++] = first + i;
 		}
 		nl = drop_outer_fennec(x, nl);
+		if (r->flags & FMT_S_PYTHON) {
+			if (py_merge(x, proc, f, ps->frames + r->off + nnat, r->n - nnat, &nl, &py_locs, r->count, r->flags) < 0)
+				goto out;
+		}
 		/* innermost first -> outermost first */
 		for (size_t a = 0, b = nl ? nl - 1 : 0; a < b; a++, b--) {
 			uint32_t t = x->tmp[a];
@@ -748,6 +958,7 @@ out:
 	free(nsegs);
 	free(pm);
 	kmap_free(&addr_idx);
+	kmap_free(&py_locs);
 	free(ac);
 	return rc;
 }
@@ -818,7 +1029,7 @@ int ana_samples_finish(ana_profile *p)
 	ana_sampling *s = &p->smp;
 	sstate *ss = s->priv;
 	int rc = FENNEC_ENOMEM;
-	fin x = {.p = p, .unknown_func = ANA_NONE, .kernel_func = ANA_NONE};
+	fin x = {.p = p, .unknown_func = ANA_NONE, .kernel_func = ANA_NONE, .eval_name = ANA_NONE, .take_gil = ANA_NONE};
 	badmod *bad = NULL;
 	size_t nbad = 0, bad_cap = 0;
 	kmap tids = {0};
@@ -838,6 +1049,31 @@ int ana_samples_finish(ana_profile *p)
 		s->taken += f->samples_taken > f->samples ? f->samples_taken : f->samples;
 		s->dropped += f->samples_dropped;
 		s->truncated += f->samples_truncated;
+	}
+	/* Python: the first Python process's interpreter, and one line for every one whose
+	 * frames could not be read */
+	uint64_t py_said = 0;
+	for (uint32_t i = 0; i < p->nprocs; i++) {
+		const fmt_file *f = &p->procs[i].file;
+		if (!f->py_version || f->sample_mode == FMT_SAMPLE_OFF)
+			continue;
+		if (!s->py_version) {
+			s->py_version = f->py_version;
+			s->py_status = f->py_status;
+		}
+		unsigned ma = (unsigned)(f->py_version >> 24), mi = (unsigned)(f->py_version >> 16) & 0xff;
+		uint64_t said = (uint64_t)1 << (f->py_status & 7);
+		if (f->py_status == FMT_PY_OK || (py_said & said))
+			continue;
+		py_said |= said;
+		if (f->py_status == FMT_PY_VERSION)
+			ana_warn(p, "CPython %u.%u: fennec cannot read this interpreter's frames (it reads 3.11, 3.12 and 3.13); "
+				    "the samples show its native frames only", ma, mi);
+		else if (f->py_status == FMT_PY_OFF)
+			ana_warn(p, "CPython %u.%u: Python frames were turned off (FENNEC_PYTHON=0); the samples show native frames only", ma, mi);
+		else if (f->py_status == FMT_PY_SOURCE && f->sample_mode)
+			ana_warn(p, "CPython %u.%u: FENNEC_SAMPLE_SOURCE=ring cannot take Python frames (they are read on the "
+				    "sampled thread); the samples show native frames only", ma, mi);
 	}
 	size_t raw = 0;
 	for (size_t i = 0; ss && i < ss->nps; i++)
@@ -968,6 +1204,7 @@ out:
 	itab_free(&x.ftab);
 	itab_free(&x.stab);
 	free(x.tmp);
+	free(x.py);
 	free(bad);
 	kmap_free(&tids);
 	sstate_free(p);

@@ -52,6 +52,8 @@ static const char help[] =
 	"  --timeline-max N       html: intervals on the thread timeline (default 50000; more\n"
 	"                         calls are merged into blocks, and the page says so)\n"
 	"  --force                analyse what precedes a corrupt chunk instead of failing\n"
+	"  --native               Python programs: keep the interpreter's C frames (default: folded into\n"
+	"                         the Python frames that run them)\n"
 	"  --color, --no-color    colour the text report (default: on a terminal, unless NO_COLOR is set)\n";
 
 /* A sample filter that names nothing in the recording is a usage error, not an empty
@@ -196,6 +198,8 @@ int cmd_analyze(int argc, char **argv)
 			i += cli_take(&x);
 		} else if (!strcmp(a, "--force"))
 			opt.force = 1;
+		else if (!strcmp(a, "--native"))
+			opt.native = 1;
 		else if (!strcmp(a, "--color"))
 			ro.color = 1;
 		else if (!strcmp(a, "--no-color"))

@@ -31,6 +31,8 @@ static const char help[] =
 	"  --max-regions N        rows in the text region table (default 40, 0 = all)\n"
 	"  --top N                rows in the text function table (default 20, 0 = all)\n"
 	"  --force                compare what precedes a corrupt chunk instead of failing\n"
+	"  --native               Python programs: keep the interpreter's C frames (default: folded into\n"
+	"                         the Python frames that run them)\n"
 	"  --color, --no-color    colour the text report (default: on a terminal, unless NO_COLOR is set)\n"
 	"\n"
 	"speedup = A / B: 2.00x means B takes half the time of A. A differential flame graph:\n"
@@ -151,6 +153,8 @@ int cmd_compare(int argc, char **argv)
 			i += cli_take(&x);
 		} else if (!strcmp(a, "--force"))
 			opt.force = 1;
+		else if (!strcmp(a, "--native"))
+			opt.native = 1;
 		else if (!strcmp(a, "--color"))
 			ro.color = 1;
 		else if (!strcmp(a, "--no-color"))

@@ -41,6 +41,8 @@ static const char help[] =
 	"                         bytes: allocated, peak (live at the peak), leaked (unfreed at exit,\n"
 	"                         the C runtime's left out) or live (unfreed at exit, all)\n"
 	"  --force                export what precedes a corrupt chunk instead of failing\n"
+	"  --native               Python programs: keep the interpreter's C frames (default: folded into\n"
+	"                         the Python frames that run them)\n"
 	"\n"
 	"Formats, options and what each consumer expects: docs/export.md.\n";
 
@@ -206,6 +208,8 @@ int cmd_export(int argc, char **argv)
 			i += cli_take(&x);
 		} else if (!strcmp(a, "--force"))
 			ao.force = 1;
+		else if (!strcmp(a, "--native"))
+			ao.native = 1;
 		else if (a[0] == '-' && a[1]) {
 			cli_error("export", "unknown option '%s' (see fennec export --help)", a);
 			return 2;

@@ -32,6 +32,7 @@
 #include <libunwind.h>
 #include <unwind.h>
 
+#include "collect/pyframes.h"
 #include "collect/cfi.h"
 #include "collect/collect.h"
 #include "collect/mmap_event.h"
@@ -1539,6 +1540,21 @@ static __attribute__((noinline)) void record_alloc(void *p, size_t size, void **
 	uint32_t nf = alloc_stack(slot, small, &frames, &flags, &e);
 	if (flags)
 		atomic_fetch_add_explicit(&M.truncated, 1, memory_order_relaxed);
+	/* A Python thread's Python frames follow the native ones, tagged (COL_PY_TAG): the
+	 * stack is then one of its own, never the cache entry's (docs/internals/python.md). */
+	uint64_t py[COL_PY_HEAP_FRAMES];
+	unsigned pyflags = 0;
+	uint32_t npy = col_py_on() ? col_py_walk_here(py, COL_PY_HEAP_FRAMES, &pyflags) : 0;
+	uint64_t both[npy ? nf + npy : 1];
+	if (npy) {
+		memcpy(both, e ? e->frames : frames, 8 * (size_t)nf);
+		for (uint32_t i = 0; i < npy; i++)
+			both[nf + i] = COL_PY_TAG | (uint64_t)fmt_pyframe_code(py[i]) << 24 | (uint64_t)fmt_pyframe_entry(py[i]) << 55 |
+				       (fmt_pyframe_line(py[i]) < 0xffffff ? fmt_pyframe_line(py[i]) : 0xffffff);
+		frames = both;
+		nf += npy;
+		e = NULL;
+	}
 	uint32_t regions[COL_MAX_DEPTH];
 	uint32_t nr = col_region_stack(regions, COL_MAX_DEPTH);
 	sc_cache *cache = T.stacks;
@@ -3183,6 +3199,33 @@ static void put_free(wthread *t, uint64_t ticks, uint64_t addr, wblock *b, const
 		live_del(addr);
 }
 
+/* The STACK record of a new stack: native frames, then (flag FMT_HS_PYTHON) the Python
+ * frames record_alloc() tagged after them. */
+static uint8_t *put_stack(uint8_t *w, uint32_t id, unsigned flags, const uint64_t *frames, uint32_t nf,
+			  const uint32_t *regions, uint32_t nr)
+{
+	uint32_t nat = 0;
+	while (nat < nf && (frames[nat] >> 56) != (COL_PY_TAG >> 56))
+		nat++;
+	*w++ = FMT_H2_STACK;
+	w = wr_varint(w, id);
+	*w++ = (uint8_t)((flags & 1) | (nat < nf ? FMT_HS_PYTHON : 0));
+	w = wr_varint(w, nr);
+	for (uint32_t i = 0; i < nr; i++)
+		w = wr_varint(w, regions[i]);
+	w = wr_varint(w, nat);
+	for (uint32_t i = 0; i < nat; i++)
+		w = wr_varint(w, i ? cm_zigzag((int64_t)(frames[i] - frames[i - 1])) : frames[i]);
+	if (nat < nf) {
+		w = wr_varint(w, nf - nat);
+		for (uint32_t i = nat; i < nf; i++) {
+			w = wr_varint(w, (frames[i] >> 24 & 0x7fffffffu) << 1 | (frames[i] >> 55 & 1));
+			w = wr_varint(w, frames[i] & 0xffffff);
+		}
+	}
+	return w;
+}
+
 static void put_alloc(const mrec *r, const uint64_t *frames, const uint32_t *regions)
 {
 	uint32_t nf = r->nframes, nr = r->nregions, id;
@@ -3204,15 +3247,7 @@ static void put_alloc(const mrec *r, const uint64_t *frames, const uint32_t *reg
 		uint8_t *w = wr_begin(32 + 5 * (size_t)nr + 10 * (size_t)nf);
 		if (!w)
 			return;
-		*w++ = FMT_H2_STACK;
-		w = wr_varint(w, id);
-		*w++ = r->flags & 1;
-		w = wr_varint(w, nr);
-		for (uint32_t i = 0; i < nr; i++)
-			w = wr_varint(w, regions[i]);
-		w = wr_varint(w, nf);
-		for (uint32_t i = 0; i < nf; i++)
-			w = wr_varint(w, i ? cm_zigzag((int64_t)(frames[i] - frames[i - 1])) : frames[i]);
+		w = put_stack(w, id, r->flags, frames, nf, regions, nr);
 		wr_end(w);
 	}
 	wblock *b = live_upsert(r->a);

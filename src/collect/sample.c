@@ -20,6 +20,7 @@
 #include "collect/cfi.h"
 #include "collect/collect.h"
 #include "collect/perfring.h"
+#include "collect/pyframes.h"
 #include "collect/ring.h"
 #include "collect/sigchain.h"
 
@@ -64,7 +65,7 @@
 #endif
 
 #define RING_SIZE (8u << 20)     /* shared sample ring, bytes (power of two) */
-#define REC_HDR 32               /* record header bytes */
+#define REC_HDR 40               /* record header bytes */
 #define MAX_TIDS 16384
 /* The value fennec's own signals carry (si_value): the wall sampler's (| 1 for a thread
  * seen blocked) and the CPU timers' (| 2). The program's signals on the same number go
@@ -73,7 +74,8 @@
 #define SIG_MAGIC 0x66656e6e65630000ull
 #define SIG_MAGIC_TIMER (SIG_MAGIC | 2)
 
-/* One sample as it sits in the ring (host byte order), followed by frames and regions. */
+/* One sample as it sits in the ring (host byte order), followed by frames, Python frames
+ * (fmt_pyframe values) and regions. */
 typedef struct rec {
 	uint32_t len;      /* whole record, a multiple of 8; COL_RING_READY once complete */
 	uint32_t tid;
@@ -83,6 +85,8 @@ typedef struct rec {
 	uint16_t flags;
 	uint16_t nframes;
 	uint16_t nregions;
+	uint16_t npy;
+	uint16_t pad[3];
 } rec;
 _Static_assert(sizeof(rec) == REC_HDR, "record header");
 
@@ -96,11 +100,13 @@ _Static_assert(sizeof(rec) == REC_HDR, "record header");
  * pointed at it, and its next sleeping call wrote into fennec's freed memory. */
 #define BLK_FRAMES 64
 #define BLK_REGIONS 32
+#define BLK_PY 64
 typedef struct blk {
 	_Atomic uint32_t seq;
-	uint32_t nf, nr;
+	uint32_t nf, nr, npy, pyflags;
 	uint64_t frames[BLK_FRAMES];
 	uint32_t regions[BLK_REGIONS];
+	uint64_t py[BLK_PY];  /* the thread's Python frames at the call (pyframes.c) */
 	_Atomic pid_t owner; /* the thread whose blk_tls it is, 0 when free (claimed with a CAS) */
 	struct blk *next;  /* every block made (P.blk_all), set before it is pushed there */
 	/* Odd while a sleeping-call wrapper has the sampling signal blocked (sig_block()), any
@@ -364,7 +370,9 @@ static void sample_env(uint32_t depth)
 		}
 	}
 	e = getenv("FENNEC_SAMPLE_SOURCE");
-	P.want_source = FMT_SRC_RING;
+	/* A Python program's samples carry its Python frames, read on the sampled thread in
+	 * the signal's handler: a source with a signal by default (docs/python.md). */
+	P.want_source = col_py_on() ? FMT_SRC_PERF : FMT_SRC_RING;
 	if (e && !strcmp(e, "timer"))
 		P.want_source = FMT_SRC_TIMER;
 	else if (e && (!strcmp(e, "signal") || !strcmp(e, "perf")))
@@ -389,6 +397,7 @@ void col_sample_prepare(int mode, uint32_t hz, uint32_t depth, col_sample_info *
 		depth = 4;
 	if (depth > COL_SAMPLE_MAX_DEPTH)
 		depth = COL_SAMPLE_MAX_DEPTH;
+	col_py_prepare();
 	sample_env(depth);
 	if (mode == FMT_SAMPLE_OFF)
 		return;
@@ -418,19 +427,21 @@ void col_sample_prepare(int mode, uint32_t hz, uint32_t depth, col_sample_info *
 /* Reserve, fill and publish one record. Async-signal-safe (atomics and memcpy only).
  * `ticks` 0: now. */
 static void ring_write_at(pid_t tid, unsigned flags, uint32_t weight, uint64_t ticks, uint64_t step,
-			  const uint64_t *frames, uint32_t nf, const uint32_t *regions, uint32_t nr)
+			  const uint64_t *frames, uint32_t nf, const uint32_t *regions, uint32_t nr,
+			  const uint64_t *py, uint32_t npy)
 {
-	uint32_t len = (uint32_t)((REC_HDR + 8 * nf + 4 * nr + 7) & ~7u);
+	uint32_t len = (uint32_t)((REC_HDR + 8 * nf + 8 * npy + 4 * nr + 7) & ~7u);
 	uint64_t pos;
 	if (col_ring_reserve(&P.ring, len, &pos) < 0) {
 		atomic_fetch_add_explicit(&P.dropped, 1, memory_order_relaxed);
 		return;
 	}
 	rec r = {0, (uint32_t)tid, ticks ? ticks : col_ticks(), step, (uint16_t)(weight < 65535 ? weight : 65535),
-		 (uint16_t)flags, (uint16_t)nf, (uint16_t)nr};
+		 (uint16_t)flags, (uint16_t)nf, (uint16_t)nr, (uint16_t)npy, {0, 0, 0}};
 	col_ring_put(&P.ring, pos + 4, (const uint8_t *)&r + 4, REC_HDR - 4);
 	col_ring_put(&P.ring, pos + REC_HDR, frames, 8 * (size_t)nf);
-	col_ring_put(&P.ring, pos + REC_HDR + 8 * (uint64_t)nf, regions, 4 * (size_t)nr);
+	col_ring_put(&P.ring, pos + REC_HDR + 8 * (uint64_t)nf, py, 8 * (size_t)npy);
+	col_ring_put(&P.ring, pos + REC_HDR + 8 * (uint64_t)(nf + npy), regions, 4 * (size_t)nr);
 	col_ring_publish(&P.ring, pos, len);
 	atomic_fetch_add_explicit(&P.taken, 1, memory_order_relaxed);
 	if (flags & FMT_S_TRUNCATED)
@@ -438,9 +449,9 @@ static void ring_write_at(pid_t tid, unsigned flags, uint32_t weight, uint64_t t
 }
 
 static void ring_write(pid_t tid, unsigned flags, uint32_t weight, const uint64_t *frames, uint32_t nf,
-		       const uint32_t *regions, uint32_t nr)
+		       const uint32_t *regions, uint32_t nr, const uint64_t *py, uint32_t npy)
 {
-	ring_write_at(tid, flags, weight, 0, col_step_index(), frames, nf, regions, nr);
+	ring_write_at(tid, flags, weight, 0, col_step_index(), frames, nf, regions, nr, py, npy);
 }
 
 /* ---- the handler ---- */
@@ -583,7 +594,9 @@ static void on_signal(int sig, siginfo_t *si, void *ucv)
 	}
 	uint32_t regions[COL_MAX_DEPTH];
 	uint32_t nr = region_stack(regions);
-	ring_write((pid_t)syscall(SYS_gettid), flags, weight, frames, nf, regions, nr);
+	uint64_t py[COL_PY_MAX_FRAMES];
+	uint32_t npy = col_py_walk(py, COL_PY_MAX_FRAMES, &flags);
+	ring_write((pid_t)syscall(SYS_gettid), flags, weight, frames, nf, regions, nr, py, npy);
 out:
 	errno = saved;
 }
@@ -951,20 +964,24 @@ static int blk_sample(tid_ent *e)
 	uint32_t s1 = atomic_load_explicit(&b->seq, memory_order_acquire);
 	if (!(s1 & 1))
 		return 0;
-	uint64_t f[BLK_FRAMES];
+	uint64_t f[BLK_FRAMES], py[BLK_PY];
 	uint32_t r[BLK_REGIONS];
 	/* Acquire loads keep the check of seq below after them (a plain load on x86-64), as an
 	 * acquire fence before it would; TSan understands these and not a fence. */
 	uint32_t nf = __atomic_load_n(&b->nf, __ATOMIC_ACQUIRE), nr = __atomic_load_n(&b->nr, __ATOMIC_ACQUIRE);
-	if (nf > BLK_FRAMES || nr > BLK_REGIONS)
+	uint32_t npy = __atomic_load_n(&b->npy, __ATOMIC_ACQUIRE), pyflags = __atomic_load_n(&b->pyflags, __ATOMIC_ACQUIRE);
+	if (nf > BLK_FRAMES || nr > BLK_REGIONS || npy > BLK_PY)
 		return 0;
 	for (uint32_t i = 0; i < nf; i++)
 		f[i] = __atomic_load_n(&b->frames[i], __ATOMIC_ACQUIRE);
 	for (uint32_t i = 0; i < nr; i++)
 		r[i] = __atomic_load_n(&b->regions[i], __ATOMIC_ACQUIRE);
+	for (uint32_t i = 0; i < npy; i++)
+		py[i] = __atomic_load_n(&b->py[i], __ATOMIC_ACQUIRE);
 	if (atomic_load_explicit(&b->seq, memory_order_relaxed) != s1)
 		return 0; /* it returned meanwhile */
-	ring_write(e->tid, FMT_S_OFFCPU | FMT_S_EXACT_PC | (nf == BLK_FRAMES ? FMT_S_TRUNCATED : 0), 1, f, nf, r, nr);
+	ring_write(e->tid, FMT_S_OFFCPU | FMT_S_EXACT_PC | (nf == BLK_FRAMES ? FMT_S_TRUNCATED : 0) | pyflags, 1, f, nf,
+		   r, nr, py, npy);
 	return 1;
 }
 
@@ -1018,7 +1035,7 @@ static void *wall_main(void *arg)
 			}
 			if (off && !blk_sample(e)) {
 				uint64_t f[1] = {pc};
-				ring_write(e->tid, FMT_S_OFFCPU | FMT_S_EXACT_PC | FMT_S_TRUNCATED, 1, f, pc ? 1 : 0, NULL, 0);
+				ring_write(e->tid, FMT_S_OFFCPU | FMT_S_EXACT_PC | FMT_S_TRUNCATED, 1, f, pc ? 1 : 0, NULL, 0, NULL, 0);
 			}
 		}
 		pthread_mutex_unlock(&P.lock);
@@ -1190,6 +1207,7 @@ int col_sample_stop(const struct timespec *deadline)
 void col_sample_atfork_child(void)
 {
 	atomic_store(&P.active, 0);
+	col_py_atfork_child();
 	pthread_mutex_init(&P.lock, NULL);
 	for (uint32_t i = 0; i < P.ntids; i++) {
 		col_pr_forget(P.tids[i].pr);
@@ -1465,7 +1483,7 @@ static void ring_emit(void *ctx, pid_t tid, uint64_t mono, unsigned flags, const
 	if (col_use_tsc)
 		ticks = c->ticks - (uint64_t)(int64_t)((double)(int64_t)(c->mono - mono) * c->rate);
 	/* No regions, step 0: the analysis takes them from the thread's events by time. */
-	ring_write_at(tid, flags | FMT_S_BY_TIME, 1, ticks ? ticks : 1, 0, frames, nf, NULL, 0);
+	ring_write_at(tid, flags | FMT_S_BY_TIME, 1, ticks ? ticks : 1, 0, frames, nf, NULL, 0, NULL, 0);
 }
 
 /*
@@ -1601,9 +1619,10 @@ void col_sample_drain(void (*emit)(unsigned type, cm_buf *raw), void (*before)(v
 	uint64_t head = atomic_load_explicit(&P.ring.head, memory_order_relaxed);
 	uint64_t prev = 0;
 	int any = 0;
-	uint64_t frames[COL_SAMPLE_MAX_DEPTH];
+	uint64_t frames[COL_SAMPLE_MAX_DEPTH], py[COL_PY_MAX_FRAMES];
 	uint32_t regions[COL_MAX_DEPTH];
 	cm_buf body = {0};
+	col_py_drain(emit); /* the code objects the samples below name, or most of them */
 	for (;;) {
 		uint32_t len = col_ring_ready(&P.ring, head);
 		if (!len)
@@ -1615,8 +1634,10 @@ void col_sample_drain(void (*emit)(unsigned type, cm_buf *raw), void (*before)(v
 		uint64_t step = r.step;
 		uint32_t nf = r.nframes <= COL_SAMPLE_MAX_DEPTH ? r.nframes : 0;
 		uint32_t nr = r.nregions <= COL_MAX_DEPTH ? r.nregions : 0;
+		uint32_t npy = r.npy <= COL_PY_MAX_FRAMES ? r.npy : 0;
 		col_ring_get(&P.ring, head + REC_HDR, frames, 8 * (size_t)nf);
-		col_ring_get(&P.ring, head + REC_HDR + 8 * (uint64_t)nf, regions, 4 * (size_t)nr);
+		col_ring_get(&P.ring, head + REC_HDR + 8 * (uint64_t)nf, py, 8 * (size_t)npy);
+		col_ring_get(&P.ring, head + REC_HDR + 8 * (uint64_t)(nf + r.npy), regions, 4 * (size_t)nr);
 		col_ring_consume(&P.ring, &head, len);
 		name_task((pid_t)r.tid);
 		cm_buf_u8(&body, (uint8_t)r.flags);
@@ -1631,6 +1652,13 @@ void col_sample_drain(void (*emit)(unsigned type, cm_buf *raw), void (*before)(v
 		cm_buf_varint(&body, nf);
 		for (uint32_t i = 0; i < nf; i++)
 			cm_buf_varint(&body, i ? cm_zigzag((int64_t)(frames[i] - frames[i - 1])) : frames[i]);
+		if (r.flags & FMT_S_PYTHON) {
+			cm_buf_varint(&body, npy);
+			for (uint32_t i = 0; i < npy; i++) {
+				cm_buf_varint(&body, (uint64_t)fmt_pyframe_code(py[i]) << 1 | fmt_pyframe_entry(py[i]));
+				cm_buf_varint(&body, fmt_pyframe_line(py[i]));
+			}
+		}
 		any = 1;
 		if (body.len > (4u << 20)) {
 			emit_samples(emit, before, &body);
@@ -1726,8 +1754,15 @@ static __attribute__((noinline)) blk *blk_enter(void *fn)
 	uint32_t nr = col_region_stack(r, BLK_REGIONS);
 	for (uint32_t i = 0; i < nr; i++)
 		__atomic_store_n(&b->regions[i], r[i], __ATOMIC_RELAXED);
+	uint64_t py[BLK_PY];
+	unsigned pyflags = 0;
+	uint32_t npy = col_py_walk_here(py, BLK_PY, &pyflags);
+	for (uint32_t i = 0; i < npy; i++)
+		__atomic_store_n(&b->py[i], py[i], __ATOMIC_RELAXED);
 	__atomic_store_n(&b->nf, nf, __ATOMIC_RELAXED);
 	__atomic_store_n(&b->nr, nr, __ATOMIC_RELAXED);
+	__atomic_store_n(&b->npy, npy, __ATOMIC_RELAXED);
+	__atomic_store_n(&b->pyflags, pyflags, __ATOMIC_RELAXED);
 	atomic_store_explicit(&b->seq, atomic_load_explicit(&b->seq, memory_order_relaxed) + 1, memory_order_release);
 	return b;
 }

@@ -7,6 +7,7 @@
  */
 #include "collect/collect.h"
 #include "collect/gpu.h"
+#include "collect/pyframes.h"
 
 #include <ctype.h>
 #include <dlfcn.h>
@@ -724,6 +725,14 @@ static void write_header(uint64_t start_mono, uint64_t start_ticks, uint64_t sta
 		fmt_hdr_varint(&h, FMT_H_SAMPLE_SOURCE, S.sample.source);
 		fmt_hdr_varint(&h, FMT_H_SAMPLE_DEPTH, S.sample.depth);
 		fmt_hdr_varint(&h, FMT_H_SAMPLE_HZ, S.sample.hz);
+	}
+	if (col_py_version()) {
+		/* the source must be one with a signal for Python frames */
+		unsigned st = col_py_status();
+		if (st == FMT_PY_OK && S.sample.mode && S.sample.source == FMT_SRC_RING)
+			st = FMT_PY_SOURCE;
+		fmt_hdr_varint(&h, FMT_H_PY_VERSION, col_py_version());
+		fmt_hdr_varint(&h, FMT_H_PY_STATUS, st);
 	}
 	if (S.mem.mode) {
 		fmt_hdr_varint(&h, FMT_H_MEM_MODE, S.mem.mode);

@@ -9,7 +9,7 @@
 
 #define FMT_MAGIC "\x89" "FNC\r\n\x1a\n"
 #define FMT_MAJOR 1
-#define FMT_MINOR 6
+#define FMT_MINOR 7
 #define FMT_PREAMBLE_LEN 16
 #define FMT_CHUNK_HDR_LEN 16
 #define FMT_MAX_RAW (64u << 20)
@@ -30,6 +30,7 @@ enum fmt_chunk_type {
 	FMT_HEAP2 = 13,
 	FMT_GPUX = 14,
 	FMT_REACH = 15, /* what the program could still reach at the end (1.6) */
+	FMT_PYCODE = 16, /* Python code objects that samples name (1.7) */
 };
 
 enum fmt_codec { FMT_RAW = 0, FMT_ZSTD = 1 };
@@ -58,6 +59,9 @@ enum fmt_sample_flag {
 	FMT_S_TRUNCATED = 4,
 	FMT_S_EXACT_PC = 8,
 	FMT_S_BY_TIME = 16, /* regions and step from the thread's events by time (1.3) */
+	FMT_S_PYTHON = 32,  /* Python frames follow the native ones (1.7) */
+	FMT_S_GIL = 64,     /* the thread held the GIL (1.7) */
+	FMT_S_PYCUT = 128,  /* the Python frames were cut (1.7) */
 };
 
 enum fmt_sample_mode { FMT_SAMPLE_OFF = 0, FMT_SAMPLE_CPU = 1, FMT_SAMPLE_WALL = 2 };
@@ -76,7 +80,26 @@ enum fmt_hkey {
 	FMT_H_SAMPLE_DEPTH, FMT_H_SAMPLE_HZ, FMT_H_MEM_MODE, FMT_H_MEM_RATE, FMT_H_MEM_INTERVAL,
 	FMT_H_CPU_START_USER, FMT_H_CPU_START_SYS, FMT_H_MEM_MMAP,
 	FMT_H_CONFIG_WARNINGS, /* 33: FENNEC_* values the collector could not use, one a line */
+	FMT_H_PY_VERSION = 38, /* the CPython interpreter's PY_VERSION_HEX (1.7) */
+	FMT_H_PY_STATUS = 39,  /* enum fmt_py_status (1.7) */
 };
+
+/* HEAP2 STACK flags (docs/format.md) */
+enum fmt_heap_stack_flag { FMT_HS_TRUNCATED = 1, FMT_HS_PYTHON = 2 /* Python frames follow (1.7) */ };
+
+/* Why a Python process's samples have (no) Python frames (header key 39). */
+enum fmt_py_status { FMT_PY_OK = 0, FMT_PY_VERSION = 1, FMT_PY_OFF = 2, FMT_PY_SOURCE = 3 };
+
+/* One Python frame as the collector and the reader hold it: the code object's id in the
+ * PYCODE records, the line running, and whether the frame is the first one an interpreter
+ * loop (_PyEval_EvalFrameDefault) runs. */
+static inline uint64_t fmt_pyframe(uint32_t code, uint32_t line, unsigned entry)
+{
+	return (uint64_t)code << 32 | (uint64_t)(line & 0x7fffffffu) << 1 | (entry & 1u);
+}
+static inline uint32_t fmt_pyframe_code(uint64_t v) { return (uint32_t)(v >> 32); }
+static inline uint32_t fmt_pyframe_line(uint64_t v) { return (uint32_t)(v >> 1) & 0x7fffffffu; }
+static inline unsigned fmt_pyframe_entry(uint64_t v) { return (unsigned)(v & 1); }
 
 /* HEAP records (docs/format.md, "Heap (1.2)") */
 enum fmt_heap_rec { FMT_HR_STACK = 1, FMT_HR_ALLOC = 2, FMT_HR_FREE = 3, FMT_HR_SNAP = 4 };

@@ -212,6 +212,8 @@ static int decode_header(rd *r, cur *c)
 		case FMT_H_MEM_RATE: f->mem_rate = v; break;
 		case FMT_H_MEM_INTERVAL: f->mem_interval_ns = v; break;
 		case FMT_H_MEM_MMAP: f->mem_mmap_min = v; break;
+		case FMT_H_PY_VERSION: f->py_version = v; break;
+		case FMT_H_PY_STATUS: f->py_status = v; break;
 		case FMT_H_CONFIG_WARNINGS:
 			for (size_t i = 0; s && i < slen; i++)
 				if (s[i] == 0 || (s[i] != '\n' && (unsigned char)s[i] < 0x20))
@@ -808,7 +810,7 @@ static int decode_events(rd *r, cur *c)
 static int decode_samples(rd *r, cur *c)
 {
 	fmt_file *f = r->f;
-	uint64_t frames[FMT_MAX_FRAMES];
+	uint64_t frames[FMT_MAX_FRAMES], py[FMT_MAX_FRAMES];
 	uint32_t regions[FMT_MAX_REGIONS];
 	f->samples_taken = cur_varint(c);
 	f->samples_dropped = cur_varint(c);
@@ -825,7 +827,7 @@ static int decode_samples(rd *r, cur *c)
 		ev.i = (int64_t)cur_varint(c);
 		ev.u = cur_varint(c);
 		uint64_t nr = cur_varint(c);
-		if (c->bad || nr > FMT_MAX_REGIONS || (ev.flags & ~31u) || (ev.flags & FMT_S_KIND_MASK) > FMT_S_OFFCPU ||
+		if (c->bad || nr > FMT_MAX_REGIONS || (ev.flags & ~255u) || (ev.flags & FMT_S_KIND_MASK) > FMT_S_OFFCPU ||
 		    ev.i < 1 || (int64_t)ev.ticks < 0 || ((ev.flags & FMT_S_BY_TIME) && (nr || ev.u)))
 			return fail(r, FENNEC_ECORRUPT, r->chunk_off, "SAMPLES: bad sample at payload byte %td", at - base);
 		for (uint64_t k = 0; k < nr; k++) {
@@ -843,8 +845,24 @@ static int decode_samples(rd *r, cur *c)
 			a = k ? a + (uint64_t)cm_unzigzag(v) : v;
 			frames[k] = a;
 		}
+		uint64_t npy = 0;
+		if (ev.flags & FMT_S_PYTHON) {
+			npy = cur_varint(c);
+			if (c->bad || npy > FMT_MAX_FRAMES || (ev.flags & FMT_S_BY_TIME))
+				return fail(r, FENNEC_ECORRUPT, r->chunk_off, "SAMPLES: bad Python frame count in the sample at payload byte %td", at - base);
+			for (uint64_t k = 0; k < npy; k++) {
+				uint64_t code = cur_varint(c), line = cur_varint(c);
+				if (code >> 33 || line > 0x7fffffff)
+					c->bad = 1;
+				py[k] = fmt_pyframe((uint32_t)(code >> 1), (uint32_t)line, (unsigned)(code & 1));
+			}
+		} else if (ev.flags & (FMT_S_GIL | FMT_S_PYCUT)) {
+			return fail(r, FENNEC_ECORRUPT, r->chunk_off, "SAMPLES: Python flags without Python frames in the sample at payload byte %td", at - base);
+		}
 		if (c->bad)
 			return fail(r, FENNEC_ECORRUPT, r->chunk_off, "SAMPLES: sample at payload byte %td runs past the end of the chunk", at - base);
+		ev.pyframes = py;
+		ev.npy = (uint32_t)npy;
 		ev.regions = regions;
 		ev.nregions = (uint32_t)nr;
 		ev.frames = frames;
@@ -861,6 +879,41 @@ static int decode_samples(rd *r, cur *c)
 		}
 	}
 	return c->bad ? fail(r, FENNEC_ECORRUPT, r->chunk_off, "SAMPLES: counters run past the end of the chunk") : 0;
+}
+
+/* PYCODE (1.7): varint id, string qualname, string filename, varint firstlineno. */
+static int decode_pycode(rd *r, cur *c)
+{
+	fmt_file *f = r->f;
+	while (c->p < c->end && !c->bad) {
+		uint64_t id = cur_varint(c);
+		char *q = cur_string(c), *fn = cur_string(c);
+		uint64_t first = cur_varint(c);
+		if (c->bad || id == 0 || id > (1u << 24) || first > 0x7fffffff) {
+			free(q);
+			free(fn);
+			return fail(r, FENNEC_ECORRUPT, r->chunk_off, "PYCODE: bad code object record");
+		}
+		if (id >= f->npycode) {
+			uint32_t n = f->npycode ? f->npycode : 256;
+			while (n <= id)
+				n *= 2;
+			fmt_pycode *t = realloc(f->pycode, n * sizeof *t);
+			if (!t) {
+				free(q);
+				free(fn);
+				return fail(r, FENNEC_ENOMEM, r->chunk_off, "out of memory");
+			}
+			memset(t + f->npycode, 0, (n - f->npycode) * sizeof *t);
+			f->pycode = t;
+			f->npycode = n;
+		}
+		fmt_pycode *pc = &f->pycode[id];
+		free(pc->qualname);
+		free(pc->filename);
+		*pc = (fmt_pycode){q, fn, (uint32_t)first, 1};
+	}
+	return c->bad ? fail(r, FENNEC_ECORRUPT, r->chunk_off, "PYCODE: record runs past the end of the chunk") : 0;
 }
 
 static int decode_modules(rd *r, cur *c)
@@ -948,7 +1001,7 @@ static int heap_stack(rd *r, cur *c, const uint8_t *at, const uint8_t *base)
 	uint64_t id = cur_varint(c);
 	unsigned trunc = cur_u8(c);
 	uint64_t nr = cur_varint(c);
-	if (c->bad || id == 0 || id >= MAX_HEAP_STACKS || trunc > 1 || nr > FMT_MAX_REGIONS)
+	if (c->bad || id == 0 || id >= MAX_HEAP_STACKS || (trunc & ~3u) || nr > FMT_MAX_REGIONS)
 		return fail(r, FENNEC_ECORRUPT, r->chunk_off, "HEAP: bad stack record at payload byte %td", at - base);
 	if (grow((void **)&f->heap_stacks, &f->nheap_stacks, (uint32_t)id + 1, sizeof *f->heap_stacks, MAX_HEAP_STACKS) < 0)
 		return fail(r, FENNEC_ENOMEM, r->chunk_off, "out of memory");
@@ -978,7 +1031,22 @@ static int heap_stack(rd *r, cur *c, const uint8_t *at, const uint8_t *base)
 		st->frames[k] = a;
 	}
 	st->nframes = (uint32_t)nf;
-	st->truncated = (int)trunc;
+	if (trunc & FMT_HS_PYTHON) {
+		uint64_t npy = cur_varint(c);
+		if (c->bad || npy > FMT_MAX_FRAMES)
+			return fail(r, FENNEC_ECORRUPT, r->chunk_off, "HEAP: bad Python frame count in the stack at payload byte %td", at - base);
+		st->pyframes = malloc(sizeof *st->pyframes * (npy ? npy : 1));
+		if (!st->pyframes)
+			return fail(r, FENNEC_ENOMEM, r->chunk_off, "out of memory");
+		for (uint64_t k = 0; k < npy; k++) {
+			uint64_t code = cur_varint(c), line = cur_varint(c);
+			if (code >> 33 || line > 0x7fffffff)
+				c->bad = 1;
+			st->pyframes[k] = fmt_pyframe((uint32_t)(code >> 1), (uint32_t)line, (unsigned)(code & 1));
+		}
+		st->npy = (uint32_t)npy;
+	}
+	st->truncated = (int)(trunc & FMT_HS_TRUNCATED);
 	st->defined = 1;
 	return c->bad ? fail(r, FENNEC_ECORRUPT, r->chunk_off, "HEAP: stack at payload byte %td runs past the end of the chunk", at - base) : 0;
 }
@@ -1694,6 +1762,7 @@ static int read_chunks(rd *r, const uint8_t *data, size_t len)
 		case FMT_GPU: rc = decode_gpu(r, &c); break;
 		case FMT_GPUX: rc = decode_gpux(r, &c); break;
 		case FMT_REACH: rc = decode_reach(r, &c); break;
+		case FMT_PYCODE: rc = decode_pycode(r, &c); break;
 		default: break; /* newer chunk type */
 		}
 		if (rc)
@@ -1834,6 +1903,13 @@ int fmt_read_header(const char *path, fmt_file *f, fmt_error *err)
 /* Free what decoding allocated, except path and calib. */
 static void fmt_file_free_records(fmt_file *f)
 {
+	for (uint32_t i = 0; i < f->npycode; i++) {
+		free(f->pycode[i].qualname);
+		free(f->pycode[i].filename);
+	}
+	free(f->pycode);
+	f->pycode = NULL;
+	f->npycode = 0;
 	for (uint32_t i = 0; i < f->nsites; i++) {
 		free(f->sites[i].name);
 		free(f->sites[i].file);
@@ -1850,6 +1926,7 @@ static void fmt_file_free_records(fmt_file *f)
 	for (uint32_t i = 0; i < f->nheap_stacks; i++) {
 		free(f->heap_stacks[i].frames);
 		free(f->heap_stacks[i].regions);
+		free(f->heap_stacks[i].pyframes);
 	}
 	free(f->heap_stacks);
 	free(f->reach);

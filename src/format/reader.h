@@ -65,6 +65,8 @@ typedef struct fmt_heap_stack {
 	uint32_t nframes;
 	uint32_t *regions;     /* open region site ids, outermost first */
 	uint32_t nregions;
+	uint64_t *pyframes;    /* Python frames (1.7), innermost first: fmt_pyframe values; NULL: none */
+	uint32_t npy;
 	int truncated;
 	int defined;
 } fmt_heap_stack;
@@ -80,6 +82,13 @@ typedef struct fmt_heap_counters {
 	uint64_t peak_ticks, peak_step, peak_site, largest_bytes;
 	uint64_t records, dropped, truncated, untracked;
 } fmt_heap_counters;
+
+/* A Python code object named by samples (PYCODE). */
+typedef struct fmt_pycode {
+	char *qualname, *filename;
+	uint32_t firstlineno;
+	int defined;
+} fmt_pycode;
 
 typedef struct fmt_file {
 	char *path;
@@ -122,6 +131,11 @@ typedef struct fmt_file {
 	uint64_t samples;       /* sample records read */
 	fmt_module *modules;    /* in file order */
 	size_t nmodules, modules_cap;
+	/* Python (1.7): header keys 38-39, PYCODE records */
+	uint64_t py_version;    /* PY_VERSION_HEX of the process's CPython; 0: none */
+	uint64_t py_status;     /* enum fmt_py_status */
+	fmt_pycode *pycode;     /* indexed by code id; `defined` marks real entries */
+	uint32_t npycode;       /* size of the table */
 	fmt_task *tasks;
 	size_t ntasks, tasks_cap;
 	/* heap profiling (header keys 27-29, HEAP chunks) */
@@ -173,7 +187,15 @@ typedef struct fmt_event {
 	uint32_t nframes;
 	const uint32_t *regions; /* open region site ids, outermost first */
 	uint32_t nregions;
+	const uint64_t *pyframes; /* Python frames (flag FMT_S_PYTHON), innermost first: fmt_pyframe values */
+	uint32_t npy;
 } fmt_event;
+
+/* The code object `id` of f, or NULL when no PYCODE record described it. */
+static inline const fmt_pycode *fmt_pycode_get(const fmt_file *f, uint32_t id)
+{
+	return id < f->npycode && f->pycode[id].defined ? &f->pycode[id] : NULL;
+}
 
 /* The stack of HEAP stack id `id`, or NULL when no STACK record defined it. */
 static inline const fmt_heap_stack *fmt_heap_stack_get(const fmt_file *f, uint64_t id)

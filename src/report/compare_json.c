@@ -92,6 +92,7 @@ static void side(jw *w, const char *k, const ana_cmp_side *s)
 	num(w, "wall_ns", (double)s->wall_ns);
 	num(w, "cpu_ns", (double)s->cpu_ns);
 	num(w, "steps", (double)s->steps);
+	num(w, "setup_ns", s->setup_ns);
 	num(w, "step_mean_ns", s->step_mean_ns);
 	num(w, "step_p50_ns", s->step_p50_ns);
 	num(w, "steps_per_s", s->steps_per_s);

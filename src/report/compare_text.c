@@ -114,6 +114,8 @@ static void summary(FILE *out, const ana_compare_result *r, const paint *c)
 	snprintf(y, sizeof y, "%llu", (unsigned long long)b->steps);
 	row(out, "steps", x, y, NULL);
 	if (a->steps || b->steps) {
+		row(out, "set-up (before step 1)", ana_fmt_ns(a->setup_ns, x, sizeof x), ana_fmt_ns(b->setup_ns, y, sizeof y),
+		    time_change(a->setup_ns, b->setup_ns, z, sizeof z));
 		row(out, "step mean", ana_fmt_ns(a->step_mean_ns, x, sizeof x), ana_fmt_ns(b->step_mean_ns, y, sizeof y),
 		    time_change(a->step_mean_ns, b->step_mean_ns, z, sizeof z));
 		row(out, "step median", ana_fmt_ns(a->step_p50_ns, x, sizeof x), ana_fmt_ns(b->step_p50_ns, y, sizeof y),

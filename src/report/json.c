@@ -66,6 +66,7 @@ static void functions(FILE *out, const ana_profile *p, const ana_sample_view *v,
 		fputs(i ? ",\n   {" : "\n   {", out);
 		kstr(out, "name", p->names[fn->name], &f1);
 		kstr(out, "module", p->names[fn->module], &f1);
+		kstr(out, "language", fn->lang == ANA_LANG_PYTHON ? "python" : "native", &f1);
 		kfile(out, p, "file", h->file, &f1);
 		knum(out, "line", h->file == ANA_NONE || !h->line ? NAN : h->line, &f1);
 		knum(out, "self_samples", (double)h->self, &f1);
@@ -105,6 +106,27 @@ static void samples_json(FILE *out, const ana_profile *p)
 	knum(out, "cpu_weight", (double)s->weight[ANA_CPU], &f1);
 	knum(out, "offcpu_weight", (double)s->weight[ANA_OFFCPU], &f1);
 	knum(out, "unknown_frames", (double)s->unknown_frames, &f1);
+	key(out, "python", &f1);
+	if (!s->py_version) {
+		fputs("null", out);
+	} else {
+		char ver[32];
+		snprintf(ver, sizeof ver, "%u.%u.%u", (unsigned)(s->py_version >> 24), (unsigned)(s->py_version >> 16) & 0xff,
+			 (unsigned)(s->py_version >> 8) & 0xff);
+		static const char *st[] = {"ok", "unsupported_version", "off", "ring_source"};
+		int g = 1;
+		fputc('{', out);
+		kstr(out, "version", ver, &g);
+		kstr(out, "frames", s->py_status < 4 ? st[s->py_status] : "unknown", &g);
+		knum(out, "samples", (double)s->py_samples, &g);
+		knum(out, "gil_held_samples", (double)s->py_gil, &g);
+		knum(out, "gil_wait_samples", (double)s->py_gil_wait, &g);
+		knum(out, "cut_samples", (double)s->py_cut, &g);
+		knum(out, "unplaced_samples", (double)s->py_unplaced, &g);
+		key(out, "native", &g);
+		fputs(p->opt.native ? "true" : "false", out);
+		fputc('}', out);
+	}
 	key(out, "selection", &f1);
 	const ana_sample_filter *f = &v->filter;
 	if (!f->pid && !f->tid && !f->region)
@@ -166,6 +188,41 @@ static void samples_json(FILE *out, const ana_profile *p)
 }
 
 /* The region's samples and top functions (on-CPU), from the selected view. */
+/* A region's time and share per process, when the recording has several: its share of
+ * that process's wall time. */
+static void share_by_process(FILE *out, const ana_profile *p, uint32_t node, int *first)
+{
+	key(out, "by_process", first);
+	if (p->nprocs < 2) {
+		fputs("null", out);
+		return;
+	}
+	fputc('[', out);
+	uint32_t last = ANA_NONE;
+	uint64_t ns = 0;
+	int f1 = 1;
+	for (uint32_t i = 0; i <= p->ntnodes; i++) {
+		uint32_t proc = i < p->ntnodes ? p->threads[p->tnodes[i].thread].process : ANA_NONE;
+		if (i < p->ntnodes && p->tnodes[i].node != node)
+			continue;
+		if (proc != last && last != ANA_NONE && ns) {
+			const ana_process *pr = &p->procs[last];
+			int f2 = 1;
+			fputs(f1 ? "{" : ", {", out);
+			f1 = 0;
+			knum(out, "pid", (double)pr->file.pid, &f2);
+			knum(out, "total_ns", (double)ns, &f2);
+			knum(out, "share_pct", pr->wall_ns ? 100.0 * (double)ns / (double)pr->wall_ns : NAN, &f2);
+			fputc('}', out);
+			ns = 0;
+		}
+		last = proc;
+		if (i < p->ntnodes)
+			ns += p->tnodes[i].total_ns;
+	}
+	fputc(']', out);
+}
+
 static void region_samples(FILE *out, const ana_profile *p, uint32_t node, int *f1)
 {
 	const ana_sample_view *v = &p->smp.sel;
@@ -233,9 +290,12 @@ static void mem_sites(FILE *out, const ana_profile *p, const char *name, int by,
 		const ana_mem_site *s = &p->mem.sites[idx[i]];
 		int f1 = 1;
 		fputs(i ? ",\n    {" : "\n    {", out);
-		double count, bytes = ana_mem_measure(s, by, &count);
-		knum(out, "bytes", p->mem.mode == FMT_MEM_FULL ? bytes : round(bytes), &f1);
-		knum(out, "count", p->mem.mode == FMT_MEM_FULL ? count : round(count), &f1);
+		double count, bytes = ana_mem_measure(s, by, &count), cv, bv = ana_mem_measure_var(s, by, &cv);
+		int full = p->mem.mode == FMT_MEM_FULL, err = !full && by != ANA_MEM_PEAK && by != ANA_MEM_TEMP;
+		knum(out, "bytes", full ? bytes : round(bytes), &f1);
+		knum(out, "count", full ? count : round(count), &f1);
+		knum(out, "bytes_stderr", full ? 0 : err ? sqrt(bv) : NAN, &f1);
+		knum(out, "count_stderr", full ? 0 : err ? sqrt(cv) : NAN, &f1);
 		site_keys(out, p, s, &f1);
 		key(out, "stack", &f1);
 		mem_stack(out, p, s);
@@ -322,6 +382,8 @@ static void memory_json(FILE *out, const ana_profile *p)
 	knum(out, "sampled_allocations", m->mode == FMT_MEM_SAMPLED ? (double)m->sampled_allocs : NAN, &f1);
 	knum(out, "leaked_bytes", full ? m->leaked_bytes : round(m->leaked_bytes), &f1);
 	knum(out, "leaked_count", full ? m->leaked_count : round(m->leaked_count), &f1);
+	knum(out, "leaked_bytes_stderr", full ? 0 : sqrt(m->leaked_bytes_var), &f1);
+	knum(out, "leaked_count_stderr", full ? 0 : sqrt(m->leaked_count_var), &f1);
 	key(out, "leaks_estimated", &f1);
 	fputs(full ? "false" : "true", out);
 	knum(out, "reachable_bytes", m->reach_procs ? m->reach_bytes : NAN, &f1);
@@ -369,6 +431,8 @@ static void memory_json(FILE *out, const ana_profile *p)
 		knum(out, "points", m->trend_points, &f2);
 		knum(out, m->trend_per_step ? "span_steps" : "span_s", m->trend_span, &f2);
 		knum(out, "growth_bytes", m->trend_growth, &f2);
+		knum(out, m->trend_per_step ? "late_slope_bytes_per_step" : "late_slope_bytes_per_s", m->late_slope, &f2);
+		knum(out, "late_r2", m->late_r2, &f2);
 		knum(out, "threshold_bytes", p->opt.leak_threshold_bytes > 0 ? p->opt.leak_threshold_bytes : 10e6, &f2);
 		fputs("}", out);
 	}
@@ -644,6 +708,8 @@ int rep_json(FILE *out, const ana_profile *p, const rep_options *o)
 		knum(out, "collector_cpu_pct", all && cpu > 0 ? 100 * (double)p->collector_cpu_ns / cpu : NAN, &f1);
 	}
 	knum(out, "steps", (double)p->steps, &f1);
+	knum(out, "marks", (double)p->marks, &f1);
+	knum(out, "setup_ns", p->marks ? (double)p->setup_ns : NAN, &f1);
 	const ana_dist *sd = &p->step_dist;
 	knum(out, "step_mean_ns", sd->count ? sd->mean : NAN, &f1);
 	knum(out, "step_p50_ns", sd->count ? sd->p50 : NAN, &f1);
@@ -681,6 +747,9 @@ int rep_json(FILE *out, const ana_profile *p, const rep_options *o)
 		dist_keys(out, &n->dist, "_ns", &f1);
 		knum(out, "share_pct", n->share_pct, &f1);
 		knum(out, "self_pct", n->self_pct, &f1);
+		knum(out, "share_base_ns", (double)n->base_ns, &f1);
+		knum(out, "processes", n->processes, &f1);
+		share_by_process(out, p, order[r], &f1);
 		knum(out, "threads", n->threads, &f1);
 		knum(out, "open", (double)n->open, &f1);
 		region_samples(out, p, order[r], &f1);
@@ -692,6 +761,8 @@ int rep_json(FILE *out, const ana_profile *p, const rep_options *o)
 	fputs("  \"steps\": {", out);
 	f1 = 1;
 	knum(out, "count", (double)p->steps, &f1);
+	knum(out, "marks", (double)p->marks, &f1);
+	knum(out, "setup_ns", p->marks ? (double)p->setup_ns : NAN, &f1);
 	knum(out, "recorded", (double)p->steps_recorded, &f1);
 	knum(out, "items", (double)p->items, &f1);
 	size_t ns = p->step_ns.n, stride = ns > 10000 ? (ns + 9999) / 10000 : 1;
@@ -717,6 +788,7 @@ int rep_json(FILE *out, const ana_profile *p, const rep_options *o)
 		knum(out, "busy_ns", (double)t->busy_ns, &f1);
 		knum(out, "lifetime_ns", (double)t->lifetime_ns, &f1);
 		knum(out, "steps", (double)t->steps, &f1);
+		knum(out, "marks", (double)t->marks, &f1);
 		const ana_sample_view *sv = &p->smp.all;
 		knum(out, "samples", sv->thread_samples ? (double)sv->thread_samples[(size_t)i * ANA_NKINDS + ANA_CPU] : 0, &f1);
 		knum(out, "offcpu_samples", sv->thread_samples ? (double)sv->thread_samples[(size_t)i * ANA_NKINDS + ANA_OFFCPU] : 0, &f1);
@@ -754,6 +826,7 @@ int rep_json(FILE *out, const ana_profile *p, const rep_options *o)
 		knum(out, "busy_ns", (double)pr->busy_ns, &f1);
 		knum(out, "work_ns", (double)pr->work_ns, &f1);
 		knum(out, "steps", (double)pr->step_ns.n, &f1);
+		knum(out, "setup_ns", pr->marks ? (double)pr->setup_ns : NAN, &f1);
 		step_keys(out, &pr->step_dist, &f1);
 		top_region(out, p, pr->top_node, pr->top_self_ns, &f1);
 		fputs("}", out);

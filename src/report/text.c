@@ -181,6 +181,14 @@ static void samples_text(FILE *out, const ana_profile *p, const char *bold, cons
 		(unsigned long long)s->nsamples, (unsigned long long)s->all.samples[ANA_CPU],
 		(unsigned long long)s->all.samples[ANA_OFFCPU], (unsigned long long)s->dropped,
 		(unsigned long long)s->truncated);
+	if (s->py_version && s->py_status == FMT_PY_OK) {
+		uint64_t all = s->weight[ANA_CPU] + s->weight[ANA_OFFCPU];
+		fprintf(out, "  python       CPython %u.%u.%u: Python frames in %.0f%% of samples; the GIL held in %.0f%% of those%s\n",
+			(unsigned)(s->py_version >> 24), (unsigned)(s->py_version >> 16) & 0xff,
+			(unsigned)(s->py_version >> 8) & 0xff, all ? 100.0 * (double)s->py_samples / (double)all : 0.0,
+			s->py_samples ? 100.0 * (double)s->py_gil / (double)s->py_samples : 0.0,
+			p->opt.native ? "; the interpreter's C frames shown (--native)" : "; the interpreter's C frames folded into them (--native shows them)");
+	}
 	const ana_sample_filter *f = &v->filter;
 	if (f->pid || f->tid || f->region) {
 		fprintf(out, "  selection   ");
@@ -640,7 +648,12 @@ int rep_text(FILE *out, const ana_profile *p, const rep_options *o)
 				fprintf(out, "   %.1f items/s", (double)p->items / secs);
 			fputc('\n', out);
 		}
-	} else
+		fprintf(out, "  set-up       %s before the first step mark (not a step)\n",
+			ana_fmt_ns((double)p->setup_ns, a, sizeof a));
+	} else if (p->marks)
+		fprintf(out, "  steps        none: one fennec_step() mark, after %s of set-up (a step runs from one mark to "
+			"the next)\n", ana_fmt_ns((double)p->setup_ns, a, sizeof a));
+	else
 		fprintf(out, "  steps        none (call fennec_step() once per iteration for step statistics)\n");
 
 	heading(out, &s, "Regions (by total time; share of wall time)");
@@ -666,6 +679,9 @@ int rep_text(FILE *out, const ana_profile *p, const rep_options *o)
 		}
 		if (rows < p->nnodes)
 			fprintf(out, "  ... %u more (--max-regions 0 shows all)\n", p->nnodes - rows);
+		if (p->nprocs > 1)
+			fprintf(out, "  share: of the wall time of the processes a region ran in, summed (%u processes here; "
+				"--format json gives each process's share, by_process)\n", p->nprocs);
 
 		heading(out, &s, "Region tree");
 		for (uint32_t r = 0; r < p->nnodes; r++)

@@ -17,6 +17,9 @@ SAMPLE_KIND_MASK = 3        # 0 = on CPU, 1 = off CPU
 SAMPLE_TRUNCATED = 4        # the stack was cut: at the depth limit, or where the stack copy ended
 SAMPLE_EXACT_PC = 8         # frame_0 is the interrupted instruction, not a return address
 SAMPLE_BY_TIME = 16         # regions and step come from the thread's events by time (1.3)
+SAMPLE_PYTHON = 32          # Python frames follow the native ones (1.7)
+SAMPLE_GIL = 64             # the thread held the GIL (1.7)
+SAMPLE_PYCUT = 128          # the Python frames were cut (1.7)
 
 # A minimal PNG: signature + IHDR of a 1x1 image + IEND.
 PNG_BYTES = bytes.fromhex(
@@ -358,8 +361,10 @@ def _samples(p, out):
     while pos < len(p):
         flags = p[pos]
         pos += 1
-        if flags & ~31:
+        if flags & ~255:
             raise ValueError("sample flags 0x%x: reserved bits set" % flags)
+        if flags & (SAMPLE_GIL | SAMPLE_PYCUT) and not flags & SAMPLE_PYTHON:
+            raise ValueError("sample flags 0x%x: Python flags without Python frames" % flags)
         tid, pos = _varint(p, pos)
         dt, pos = _varint(p, pos)
         t += _unzigzag(dt)
@@ -378,11 +383,18 @@ def _samples(p, out):
                 frames.append(v)
             else:
                 frames.append((frames[-1] + _unzigzag(v)) & 0xFFFFFFFFFFFFFFFF)
+        py = []
+        if flags & SAMPLE_PYTHON:
+            n, pos = _varint(p, pos)
+            for _ in range(n):
+                code, pos = _varint(p, pos)
+                line, pos = _varint(p, pos)
+                py.append((code >> 1, line, code & 1))  # (code id, line, entry)
         if flags & SAMPLE_BY_TIME and (regions or step):
             raise ValueError("sample attributed by time carries regions or a step")
         out.append({"kind": flags & SAMPLE_KIND_MASK, "flags": flags, "tid": tid,
                     "ticks": t, "weight": weight, "step": step, "regions": regions,
-                    "frames": frames})
+                    "frames": frames, "python": py})
     return taken, dropped, truncated
 
 

@@ -42,7 +42,7 @@ def test_raw_nested():
         assert_close(st[path][1], 3 * share * MS, 3 * share * MS * 0.02 + 10 * MS,
                      "%s total ns" % path, "ns")
     steps = [e for evs in dec["events"].values() for e in evs if e[0] == "S"]
-    assert_eq(len(steps), 10, "STEP events")
+    assert_eq(len(steps), 11, "STEP events (the loop's start marked too)")
     assert_true(all(e[2] for e in steps), "every step should be marked recorded")
 
 
@@ -65,7 +65,7 @@ def test_raw_metrics():
 def test_raw_step_schedule():
     dec = raw_record("steps", 50, 2, 8, extra={"FENNEC_STEP_SCHEDULE": "5,5,10,2"})
     steps = [e for evs in dec["events"].values() for e in evs if e[0] == "S"]
-    assert_eq(len(steps), 50, "STEP events")
+    assert_eq(len(steps), 51, "STEP events (the loop's start marked too)")
     assert_eq([i for i, e in enumerate(steps) if e[2]], list(range(10, 20)) +
               list(range(30, 40)), "steps marked recorded")
     assert_eq(sum(e[3] or 0 for e in steps), 50 * 8, "items")

@@ -93,7 +93,7 @@ NUM = (int, float)
 OPT_NUM = (int, float, type(None))
 TEST_KEYS = {"speedup": OPT_NUM, "ci_low": OPT_NUM, "ci_high": OPT_NUM, "p_value": OPT_NUM,
              "tested": bool, "significant": bool, "verdict": str}
-SIDE_KEYS = {"wall_ns": int, "cpu_ns": int, "steps": int, "step_mean_ns": OPT_NUM,
+SIDE_KEYS = {"wall_ns": int, "cpu_ns": int, "steps": int, "setup_ns": OPT_NUM, "step_mean_ns": OPT_NUM,
              "step_p50_ns": OPT_NUM, "steps_per_s": OPT_NUM, "items": int, "items_per_s": OPT_NUM,
              "max_rss_bytes": (int, type(None)), "cpu_samples": int}
 REGION_KEYS = dict(TEST_KEYS, name=str, path=str, status=str, a_total_ns=int, b_total_ns=int,
@@ -166,6 +166,32 @@ def test_compare_known_2x():
                 "text: same no significant change:\n" + text)
     assert_true(text_line(text, "Verdict:").startswith("Verdict: 1 region faster, 0 slower"),
                 "text verdict:\n" + text)
+
+
+@timing
+def test_compare_steps_after_setup():
+    """Both runs spend 400 ms in set-up before a loop of 40 steps, 6 ms against 4 ms: the
+    steps compare as 1.5x (the set-up, the same in both, is no step), and the set-up is
+    shown beside them."""
+    a, b = record_pair([2, 40, 2000, 0, 400], [1, 40, 2000, 0, 400])
+    doc = compare_json(a, b)
+    st = doc["steps"]
+    try:
+        assert_eq((st["a_count"], st["b_count"]), (40, 40), "steps A, B")
+        assert_between(st["speedup"], 1.35, 1.65, "step speedup (6 ms against 4 ms after 400 ms of set-up)")
+        assert_true(st["significant"], "the steps are significantly faster: %r" % st)
+        for k in ("a", "b"):
+            side = doc["summary"][k]
+            assert_between(side["setup_ns"], 400e6, 550e6, "%s: setup_ns (400 ms)" % k.upper())
+            assert_between(side["step_mean_ns"], (6e6, 4e6)[k == "b"] * 0.95, (6e6, 4e6)[k == "b"] * 1.15,
+                           "%s: step_mean_ns" % k.upper())
+    except AssertionError as e:
+        why = starved(doc)
+        if why:
+            raise Skip("%s; the check failed: %s" % (why, e))
+        raise
+    text = compare_text(a, b)
+    assert_true(text_line(text, "set-up (before step 1)"), "text: the set-up row:\n" + text)
 
 
 def check_known_2x(doc):

@@ -218,6 +218,7 @@ def gpu_steps(shape, steps=6):
     m = w.thread(100, MAIN)
     recs, chains = [], []
     t = w.start_mono_ns
+    w.step(m, t)  # the loop starts here: a step runs from one mark to the next
     for k in range(steps):
         g = 28 if shape == "sync" and k == 3 else 18
         if shape == "parallel":

@@ -241,7 +241,7 @@ def test_chrome_trace_regions_match_analysis():
     want = {r["path"]: r["count"] + r["open"] for r in rep["regions"]}
     assert_eq(counts, want, "region calls per path in the trace vs fennec analyze")
     steps = sum(th["steps"] for th in threads.values())
-    assert_eq(steps, rep["summary"]["steps"], "step events vs summary.steps")
+    assert_eq(steps, rep["summary"]["marks"], "step events vs summary.marks")
     for t in rep["threads"]:
         assert_true(("thread_name", t["pid"], t["tid"]) in names,
                     "no thread_name metadata for pid %s tid %s" % (t["pid"], t["tid"]))

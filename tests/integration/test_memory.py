@@ -792,7 +792,8 @@ def test_growth_in_under_a_second_is_not_judged():
 def test_slow_growth_that_adds_up_is_a_leak():
     """2 MiB a step is under the 10 MB-per-step threshold, but over 60 steps it is 120 MiB:
     ten thresholds or more over the run on a close fit make a finding. Over 20 steps (40
-    MiB) it does not."""
+    MiB) it is under ten thresholds, and still a leak by its shape: the steady growth rule
+    fires (the whole heap is growth, r^2 = 1, as fast at the end)."""
     plain_only()
     r, path = record("mem_growth", "grow", 2, 60, out="slow.fnc")
     rep = analyze(path)
@@ -803,7 +804,44 @@ def test_slow_growth_that_adds_up_is_a_leak():
     assert_rel(ev["growth_bytes"], 59 * 2 * MIB, 0.05, "the finding's growth over the run")
     assert_true("ten times that over the run" in ev["text"], "the evidence says why: %s" % ev["text"])
     r, path = record("mem_growth", "grow", 2, 20, out="slow20.fnc")
-    assert_eq([f["subject"] for f in growth_findings(analyze(path))], [], "growth findings for 40 MiB over 20 steps")
+    growth = growth_findings(analyze(path))
+    assert_eq([f["subject"] for f in growth], ["heap grows steadily, 2.0 MiB per step"],
+              "growth findings for 40 MiB over 20 steps")
+    assert_true("ten times" not in growth[0]["evidence"]["text"], "not by the threshold: %s" % growth[0]["evidence"]["text"])
+
+
+@collector
+def test_steady_growth_under_the_threshold():
+    """Growth under --leak-threshold that is a leak by its shape, relative to the heap, and
+    shapes that are not (tests/fixtures/mem_growth.c, known by construction): grow 1 30
+    keeps 1 MiB a step for 30 steps (r^2 = 1, the whole heap); drip 2 3 keeps 2 MiB a
+    second for 3 s without steps. flat, plateau (a warm-up then a plateau) and cache (filling
+    to a bound) grow no more at the end: silent."""
+    plain_only()
+    for args, basis, slope in ((("grow", 1, 30), "step", MIB), (("drip", 2, 3), "second", 2 * MIB)):
+        r, path = record("mem_growth", *args, opts=["--sample=off"], out="%s.fnc" % args[0])
+        rep = analyze(path)
+        growth = growth_findings(rep)
+        what = "mem_growth %s %d %d" % args
+        assert_eq(len(growth), 1, "%s: one growth finding (%s)" % (what, [f["subject"] for f in leak_findings(rep)]))
+        f = growth[0]
+        ev = f["evidence"]
+        key = "slope_bytes_per_" + ("step" if basis == "step" else "s")
+        assert_rel(ev[key], slope, 0.1, "%s: the slope per %s" % (what, basis))
+        assert_true(ev["r2"] > 0.99 and ev["late_r2"] > 0.9, "%s: the fits: %r" % (what, ev))
+        assert_rel(ev["late_" + key], slope, 0.15, "%s: as fast in the later half" % what)
+        assert_true(ev["growth_share_pct"] >= 80, "%s: the growth's share of the peak: %r" % (what, ev))
+        assert_true(ev["points"] >= 10, "%s: points observed: %r" % (what, ev))
+        assert_true("the stack that grows most: block (mem_growth.c:" in ev["text"],
+                    "%s: names the growing stack: %s" % (what, ev["text"]))
+        assert_eq(f["severity"], "HIGH", "%s: severity" % what)
+    for args in (("flat", 1, 30), ("plateau", 1, 40), ("cache", 1, 40)):
+        r, path = record("mem_growth", *args, opts=["--sample=off"], out="%s.fnc" % args[0])
+        rep = analyze(path)
+        assert_eq([f["subject"] for f in leak_findings(rep)], [], "memory_leak findings of mem_growth %s %d %d" % args)
+    # and a threshold of its own does not silence the steady rule for a leak under it
+    rep = analyze("grow.fnc", "--leak-threshold", "1G")
+    assert_eq(len(growth_findings(rep)), 1, "grow 1 30 with --leak-threshold 1G: the steady rule")
 
 
 @collector
@@ -1800,7 +1838,8 @@ def test_a_single_threaded_program_keeps_glibc_single_threaded():
     assert_eq(r.stdout.split("\n")[:2], ["single=1 writers=0", "with a thread: writers=1"],
               "glibc's view of the process, fennec's writer threads, before and after its first thread")
     rep = analyze(path)
-    assert_eq((rep["steps"]["count"], rep["summary"]["cut_short"]), (400, False), "steps, cut short")
+    assert_eq((rep["steps"]["marks"], rep["steps"]["count"], rep["summary"]["cut_short"]), (400, 399, False),
+              "step marks, steps (from one mark to the next), cut short")
     m = mem(rep)
     assert_rel(m["trend"]["slope_bytes_per_step"], 65544, 0.05, "live bytes per step (a 64 KiB block)")
     own = rep["processes"][0]["collector_cpu_ns"]
@@ -1808,7 +1847,7 @@ def test_a_single_threaded_program_keeps_glibc_single_threaded():
 
     r, path = record(os.path.abspath("lazy"), opts=opts, out="thread.fnc", env=base_env({"FENNEC_WRITER": "thread"}))
     assert_eq(r.stdout.split("\n")[0], "single=0 writers=1", "FENNEC_WRITER=thread: a writer from the start")
-    assert_eq(analyze(path)["steps"]["count"], 400, "FENNEC_WRITER=thread: steps")
+    assert_eq(analyze(path)["steps"]["marks"], 400, "FENNEC_WRITER=thread: step marks")
 
     # Killed: no end, no final flush. What the looks flushed, every 100 ms, stays.
     r, path = record(os.path.abspath("lazy"), "kill", opts=opts, out="kill.fnc", expect_rc=None)
@@ -1816,3 +1855,38 @@ def test_a_single_threaded_program_keeps_glibc_single_threaded():
     rep = analyze(path)
     assert_true(rep["summary"]["cut_short"], "the killed run's file is cut short")
     assert_between(rep["steps"]["count"], 120, 200, "steps of the killed run written by the looks")
+
+
+@collector
+@statistical
+def test_sampled_estimates_agree_with_the_exact_counters():
+    """mem_leaks 20000 leaks 27000 bytes in 13 blocks (known by construction) among 20,000
+    freed ones; sampled at 8 KiB most of those blocks are not sampled and each sampled one
+    stands for others. The counters give the blocks live at the end exactly: the estimates
+    are scaled to them (the leaks never count more blocks than were live), and each carries
+    its standard error, within which (three of them) the truth lies. (Before: an estimate of
+    17 blocks beside 10 live, with no error given.)"""
+    plain_only()
+    r, path = record("mem_leaks", 20000, opts=["--memory=sampled", "--memory-rate", "8K", "--sample=off"])
+    rep = analyze(path)
+    m = mem(rep)
+    assert_true(m["leaked_count"] <= m["live_at_end_count"] + 0.5,
+                "leaked blocks %r within the %r live at the end (exact)" % (m["leaked_count"], m["live_at_end_count"]))
+    assert_true(m["leaked_bytes_stderr"] > 0 and m["leaked_count_stderr"] > 0, "standard errors given: %r" % m)
+    assert_true(abs(m["leaked_bytes"] - 27000) <= 3 * m["leaked_bytes_stderr"] + 1000,
+                "leaked bytes %r +- %r against 27000" % (m["leaked_bytes"], m["leaked_bytes_stderr"]))
+    assert_true(abs(m["leaked_count"] - 13) <= 3 * m["leaked_count_stderr"] + 2,
+                "leaked blocks %r +- %r against 13" % (m["leaked_count"], m["leaked_count_stderr"]))
+    for x in m["leaks"] + m["top_allocators"]:
+        assert_true(x["bytes_stderr"] is not None and x["count_stderr"] is not None, "errors of %r" % x)
+    assert_true(sum(x["bytes"] for x in m["top_allocators"]) <= m["allocated_bytes"] * 1.001 + 1,
+                "the allocators' estimated bytes within the exact total")
+    leaks = [f for f in leak_findings(rep) if f["subject"].startswith("unfreed")]
+    assert_true(leaks, "unfreed-at-exit findings")
+    for f in leaks:
+        assert_true("+-" in f["evidence"]["text"] and f["evidence"]["bytes_stderr"] > 0,
+                    "the finding's estimate carries its error: %r" % f["evidence"])
+    # full mode: exact, no error
+    r, path = record("mem_leaks", 20000, opts=["--memory=full", "--sample=off"], out="full.fnc")
+    m = mem(analyze(path))
+    assert_eq((m["leaked_bytes"], m["leaked_count"], m["leaked_bytes_stderr"]), (27000, 13, 0), "full mode: exact")

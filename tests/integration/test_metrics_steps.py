@@ -1,8 +1,14 @@
 """Metrics (exact totals) and steps (counts, durations, throughput, step sampling).
 Fixtures: metrics.c, steps.c."""
 
-from helpers import (timing, MS, assert_close, assert_duration, assert_eq, assert_rel, assert_true,
-                     collector, metric, record_and_analyze, region)
+from helpers import (timing, MS, analyze_raw, assert_between, assert_close, assert_duration, assert_eq, assert_rel,
+                     assert_true, collector, metric, record_and_analyze, region)
+
+
+def analyze_text(rep_path):
+    r = analyze_raw(rep_path, "--format", "text")
+    assert_eq(r.returncode, 0, "fennec analyze --format text: " + r.describe())
+    return r.stdout
 
 
 @collector
@@ -54,12 +60,12 @@ def _check_steps(rep, n=50, step_ms=10, items=32):
                     s[k] for k in ("step_min_ns", "step_p50_ns", "step_p95_ns",
                                    "step_max_ns")])
     st = rep["steps"]
-    assert_eq(st["count"], n, "steps.count")
+    assert_eq((st["count"], st["marks"]), (n, n + 1), "steps.count, steps.marks (the loop's start marked)")
     assert_eq(st["items"], n * items, "steps.items")
     assert_eq(len(st["durations_ns"]), n, "len(steps.durations_ns)")
-    # every step but the first (which includes the start-up before main) is step_ms long,
-    # give or take a preemption at its end (the deadlines are chained): most of them
-    off = [(i, d) for i, d in enumerate(st["durations_ns"][1:], 1)
+    # the start-up before main and the loop's start are set-up, no step: every step is
+    # step_ms long, give or take a preemption at its end (the deadlines are chained): most
+    off = [(i, d) for i, d in enumerate(st["durations_ns"])
            if abs(d - step_ms * MS) > 0.10 * step_ms * MS]
     assert_true(len(off) <= n // 5, "steps.durations_ns: expected at most %d of %d steps "
                 "off %d ms by more than 10%%, got %d: %s" % (n // 5, n, step_ms, len(off),
@@ -79,6 +85,29 @@ def test_steps_stats():
     assert_close(fwd["share_pct"], 40, 2, "fwd share_pct", "%")
     assert_close(bwd["share_pct"], 50, 2, "bwd share_pct", "%")
     assert_eq(metric(rep, "tokens")["total"], 50 * 32, "tokens total")
+
+
+@timing
+def test_steps_after_setup():
+    """400 ms of set-up, then 30 steps of 10 ms: the set-up is reported as such and is no
+    step; the step statistics and throughput are the loop's. Without the mark at the loop's
+    start the first iteration is set-up too (it ends at the first mark): 29 steps."""
+    rep, _ = record_and_analyze("steps", 30, 10, 32, 400, opts=["--sample", "off"])
+    _check_steps(rep, n=30)
+    s = rep["summary"]
+    assert_between(s["setup_ns"], 400 * MS, 400 * MS + 150 * MS, "summary.setup_ns (400 ms of set-up)", "ns")
+    assert_eq(rep["steps"]["setup_ns"], s["setup_ns"], "steps.setup_ns")
+    assert_duration(region(rep, "setup")["total_ns"], 400 * MS, "the set-up region")
+    assert_true(s["step_max_ns"] < 2 * 10 * MS, "no step holds the set-up: max %d ns" % s["step_max_ns"])
+    rep, _ = record_and_analyze("steps", 30, 10, 32, 400, 0, opts=["--sample", "off"])
+    s = rep["summary"]
+    assert_eq((s["steps"], s["marks"], s["items"]), (29, 30, 29 * 32), "without the start mark: steps, marks, items")
+    assert_rel(s["step_mean_ns"], 10 * MS, 0.05, "step_mean_ns without the start mark", "ns")
+    assert_rel(s["steps_per_s"], 100, 0.05, "steps_per_s without the start mark")
+    assert_between(s["setup_ns"], 410 * MS, 410 * MS + 150 * MS, "setup_ns: 400 ms and the first iteration", "ns")
+    text = analyze_text(rep_path="run.fnc")
+    line = [l for l in text.splitlines() if l.strip().startswith("set-up")]
+    assert_true(line and "not a step" in line[0], "the text report's set-up line: %r" % line)
 
 
 @timing

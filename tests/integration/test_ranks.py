@@ -187,9 +187,24 @@ def test_pool_processes():
         assert_between(p["step_mean_ns"], item_ms * MS * 0.97, item_ms * MS * 4 + 40 * MS * SLOW,
                        "worker %d step_mean_ns" % i, "ns")
     assert_eq(findings(rep, "rank_imbalance"), [], "no rank_imbalance inside one recording")
+    # "work" runs in the three workers only: its share is of their wall times, summed, and
+    # per process of each one's (before: of the parent's wall, over 200 % for the three)
+    work = [x for x in rep["regions"] if x["path"] == "work"][0]
+    walls = {pid: procs[pid]["wall_ns"] for pid in truth["workers"]}
+    assert_eq((work["processes"], work["share_base_ns"]), (3, sum(walls.values())), "work: processes, share base")
+    assert_close(work["share_pct"], 100.0 * work["total_ns"] / work["share_base_ns"], 1e-6, "work: share_pct", " %")
+    assert_true(work["share_pct"] <= 100, "work's share of the workers' time: %r" % work["share_pct"])
+    by = {x["pid"]: x for x in work["by_process"]}
+    assert_eq(sorted(by), sorted(truth["workers"]), "work: by_process pids")
+    assert_eq(sum(x["total_ns"] for x in by.values()), work["total_ns"], "work: by_process totals add up")
+    for pid, x in by.items():
+        assert_close(x["share_pct"], 100.0 * x["total_ns"] / walls[pid], 1e-6, "pid %d: share of its wall" % pid, " %")
+        assert_true(x["share_pct"] <= 100, "pid %d: a share of its own wall time: %r" % (pid, x))
     r = analyze_raw(path)
     for pid in truth["workers"]:
         assert_true(str(pid) in r.stdout, "the text Processes table lists worker %d" % pid)
+    assert_true("share: of the wall time of the processes a region ran in" in r.stdout,
+                "the text report says what the shares are of")
 
 
 # --- Open MPI ------------------------------------------------------------------------------

@@ -91,14 +91,14 @@ def test_nested_steps():
 
 
 SCHEMA = {
-    "summary": ["command", "wall_ns", "cpu_user_ns", "cpu_sys_ns", "steps", "step_mean_ns",
+    "summary": ["command", "wall_ns", "cpu_user_ns", "cpu_sys_ns", "steps", "marks", "setup_ns", "step_mean_ns",
                 "step_p50_ns", "step_p95_ns", "step_min_ns", "step_max_ns", "steps_per_s",
                 "items_per_s", "items", "dropped_events", "processes", "threads",
                 "cut_short", "events"],
     "regions": ["name", "path", "depth", "count", "total_ns", "self_ns", "mean_ns", "std_ns",
                 "min_ns", "max_ns", "p50_ns", "p95_ns", "p99_ns", "share_pct", "self_pct",
                 "threads", "open"],
-    "steps": ["count", "recorded", "durations_ns", "items"],
+    "steps": ["count", "marks", "setup_ns", "recorded", "durations_ns", "items"],
     "threads": ["pid", "tid", "index", "name", "events", "dropped_events", "busy_ns",
                 "lifetime_ns"],
     "processes": ["pid", "ppid", "parent_pid", "origin", "rank", "command", "file", "wall_ns",
@@ -244,7 +244,8 @@ def test_reference_decoder_agrees():
             assert_close(got[p][1], ticks, 1000 * count,
                          "%s: %s total_ns (analysis vs reference)" % (prog, p), "ns")
         steps = sum(1 for evs in dec["events"].values() for e in evs if e[0] == "S")
-        assert_eq(rep["summary"]["steps"], steps, "%s: steps (analysis vs reference)" % prog)
+        assert_eq(rep["summary"]["marks"], steps, "%s: step marks (analysis vs reference)" % prog)
+        assert_eq(rep["summary"]["steps"], max(steps - 1, 0), "%s: steps, from one mark to the next" % prog)
         events = sum(len(evs) for evs in dec["events"].values())
         assert_true(abs(rep["summary"]["events"] - events) <= events * 0.05 + 10,
                     "%s: summary.events %r vs %d events decoded by the reference"

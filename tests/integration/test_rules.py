@@ -139,6 +139,26 @@ def test_input_bound_on_main_thread():
 
 
 @timing
+def test_input_bound_leaves_one_off_work_out():
+    """rules loader 30 6 14 600: a one-time make_dataset of 600 ms in the set-up, then 30
+    steps that load 6 ms and compute 14 ms each: the per-batch loading is the 180 ms of
+    load_batch, not 780 ms; make_dataset is reported as one-off, not as batch loading."""
+    steps, load_ms, compute_ms, dataset_ms = 30, 6, 14, 600
+    _, path = record("rules", "loader", steps, load_ms, compute_ms, dataset_ms)
+    rep = analyze(path)
+    f = one(rep, "input_bound")
+    e = f["evidence"]
+    load = steps * load_ms * MS
+    assert_between(e["region_ns"], load * 0.98, load * 1.6 + 30 * MS * SLOW, "per-batch loading (load_batch only)", "ns")
+    assert_between(e["one_off_ns"], dataset_ms * MS * 0.98, dataset_ms * MS * 1.3, "one-off loading (make_dataset)", "ns")
+    assert_between(e["load_per_step_ns"], load_ms * MS * 0.98, load_ms * MS * 1.6, "loading per step", "ns")
+    assert_between(e["compute_per_step_ns"], compute_ms * MS * 0.98, compute_ms * MS * 1.6, "compute per step", "ns")
+    assert_true(f["subject"].startswith("load_batch"), "the subject is the per-batch region: %r" % f["subject"])
+    assert_true("make_dataset" not in f["recommendation"], "no advice to prefetch make_dataset: %r" % f["recommendation"])
+    assert_close(e["share_pct"], 100.0 * e["load_ns"] / wall_of(rep), 0.01, "share = per-batch load / wall", " %")
+
+
+@timing
 def test_input_bound_slow_loader():
     """rules prefetch 30 25 10 with wall-clock sampling: a loader thread takes 25 ms a
     batch, the main loop computes 10 ms and waits the other 15 ms in wait_batch."""

@@ -67,16 +67,16 @@ static void fixture_init(fixture *x)
 	static const char *names[NNAMES] = {"main", "work", "inl", "leaf", "sleep", "/usr/bin/prog",
 					    "/usr/lib/libm.so.6", "/usr/lib/libc.so.6", "prog.c", "outer", "inner"};
 	static ana_func funcs[NFUNCS] = {
-		{N_MAIN, N_PROG, N_PROGC, 10, {0}, {0}}, {N_WORK, N_PROG, N_PROGC, 20, {0}, {0}},
-		{N_INL, N_PROG, N_PROGC, 30, {0}, {0}},  {N_LEAF, N_LIBM, ANA_NONE, 0, {0}, {0}},
-		{N_SLEEP, N_LIBC, ANA_NONE, 0, {0}, {0}},
+		{N_MAIN, N_PROG, N_PROGC, 10, {0}, {0}, 0}, {N_WORK, N_PROG, N_PROGC, 20, {0}, {0}, 0},
+		{N_INL, N_PROG, N_PROGC, 30, {0}, {0}, 0},  {N_LEAF, N_LIBM, ANA_NONE, 0, {0}, {0}, 0},
+		{N_SLEEP, N_LIBC, ANA_NONE, 0, {0}, {0}, 0},
 	};
 	static ana_loc locs[5] = {
 		{F_MAIN, N_PROGC, 11, 0, 0x1100, 0x1100, 0}, {F_WORK, N_PROGC, 21, 0, 0x2000, 0x2000, 0},
 		{F_INL, N_PROGC, 31, 0, 0x2000, 0x2000, 1},  {F_LEAF, ANA_NONE, 0, 0, 0x7f0000001000, 0x1000, 0},
 		{F_SLEEP, ANA_NONE, 0, 0, 0x7f1000002000, 0x2000, 0},
 	};
-	static ana_thread threads[2] = {{0, 0, 100, "main", 0, 0, 0, 0, 0}, {0, 1, 101, "worker", 0, 0, 0, 0, 0}};
+	static ana_thread threads[2] = {{0, 0, 100, "main", 0, 0, 0, 0, 0, 0}, {0, 1, 101, "worker", 0, 0, 0, 0, 0, 0}};
 	static ana_node nodes[2];
 	static char path_outer[] = "outer", path_inner[] = "outer/inner";
 	static ana_process proc;

@@ -1,0 +1,210 @@
+"""Python frames in samples (docs/python.md, "Python frames"): unmodified Python programs
+recorded with `fennec record`, whose profiles must name their Python functions, files and
+lines, with the shares the programs measured themselves.
+
+Fixtures: tests/fixtures/python/shares.py (three functions of known CPU shares, measured
+with the thread's CPU clock around every call), shapes.py (a thread, a generator, fork and
+spawn workers, numpy called from Python, a sleeping thread).
+"""
+
+import glob
+import json
+import os
+
+from helpers import (SANITIZER, Skip, analyze, analyze_raw, assert_close, assert_true, base_env, fennec_bin,
+                     record, run, statistical, timeout)
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+PYFIX = os.path.normpath(os.path.join(HERE, "..", "fixtures", "python"))
+SHARE_TOL = 3.0  # percentage points, at the default 999 Hz (docs/python.md)
+
+
+def interpreters():
+    """CPython builds fennec reads, that this machine has: Debian's, and pyenv's 3.12 and
+    3.13 when installed."""
+    out = []
+    if os.path.exists("/usr/bin/python3"):
+        out.append("/usr/bin/python3")
+    for v in ("3.12", "3.13"):
+        out += sorted(glob.glob(os.path.expanduser("~/.pyenv/versions/%s.*/bin/python%s" % (v, v))))[-1:]
+    return out
+
+
+def need_plain():
+    if SANITIZER:
+        raise Skip("the interpreter is not built with the sanitizer's runtime")
+
+
+def py_version(exe):
+    r = run([exe, "-c", "import sys; print('%d.%d' % sys.version_info[:2])"])
+    return r.stdout.strip()
+
+
+def funcs(report):
+    return report.get("functions", [])
+
+
+def func(report, name):
+    for f in funcs(report):
+        if f["name"] == name:
+            return f
+    raise AssertionError("no function %r in the report; top ones: %s" % (
+        name, [(f["name"], f.get("language")) for f in funcs(report)[:15]]))
+
+
+def check_shares(exe):
+    r, path = record(exe, os.path.join(PYFIX, "shares.py"), 3, "truth.json", timeout_s=180)
+    truth = json.load(open("truth.json"))
+    rep = analyze(path)
+    py = rep["samples"]["python"]
+    assert_true(py and py["frames"] == "ok", "samples.python: %r" % (py,))
+    assert_true(py["samples"] >= 0.95 * rep["samples"]["cpu_weight"],
+                "Python frames in %s of %s samples" % (py["samples"], rep["samples"]["cpu_weight"]))
+    main = func(rep, "main")
+    assert_true(main["language"] == "python" and main["file"].endswith("shares.py"), "main: %r" % (main,))
+    bodies = {"leaf_a": (10, 14), "leaf_b": (17, 21), "Worker.leaf_c": (25, 29)}
+    for name, spent in truth["spent_ns"].items():
+        f = func(rep, name)
+        assert_true(f["language"] == "python", "%s: language %r" % (name, f.get("language")))
+        assert_true(f["file"].endswith("tests/fixtures/python/shares.py"), "%s: file %r" % (name, f["file"]))
+        lo, hi = bodies[name]
+        assert_true(lo <= f["line"] <= hi, "%s: line %s outside its body %s-%s" % (name, f["line"], lo, hi))
+        # a share of what main() ran, against the share the fixture measured
+        got = 100.0 * f["total_samples"] / main["total_samples"]
+        want = 100.0 * spent / truth["total_ns"]
+        assert_close(got, want, SHARE_TOL, "%s's share of main() (%s)" % (name, exe), "%")
+    # the interpreter's C code is folded into the Python frames
+    for f in funcs(rep)[:20]:
+        assert_true(f["name"] != "_PyEval_EvalFrameDefault", "the interpreter loop is in the table: %r" % (f,))
+
+
+@statistical
+@timeout(240)
+def test_python_shares_every_interpreter():
+    need_plain()
+    exes = interpreters()
+    if not exes:
+        raise Skip("no CPython 3.11+ here")
+    for exe in exes:
+        check_shares(exe)
+
+
+def test_python_native_keeps_the_interpreter():
+    need_plain()
+    r, path = record("/usr/bin/python3", os.path.join(PYFIX, "shares.py"), 1, "truth.json")
+    rep = analyze(path, "--native")
+    names = [f["name"] for f in funcs(rep)]
+    assert_true("leaf_a" in names, "--native: leaf_a missing: %s" % names[:20])
+    assert_true(any(f["language"] == "native" and f["module"].split("/")[-1].startswith(("python3", "libpython3"))
+                    for f in funcs(rep)), "--native shows no interpreter frame: %s" % names[:20])
+    assert_true(rep["samples"]["python"]["native"] is True, "samples.python.native")
+
+
+def test_python_callee_in_c_extension():
+    """numpy's sort, called from use_numpy(): one stack holds both, the Python caller
+    above the native callee."""
+    need_plain()
+    r = run(["/usr/bin/python3", "-c", "import numpy"])
+    if r.returncode != 0:
+        raise Skip("numpy is not installed (Debian: python3-numpy)")
+    r, path = record("/usr/bin/python3", os.path.join(PYFIX, "shapes.py"), "numpy", 1.5)
+    rep = analyze(path)
+    use = func(rep, "use_numpy")
+    native = [f for f in funcs(rep) if f["language"] == "native" and "numpy" in f["module"]]
+    assert_true(native, "no numpy frame: %s" % [(f["name"], f["module"]) for f in funcs(rep)[:15]])
+    assert_true(use["total_samples"] >= 0.6 * rep["samples"]["cpu_weight"], "use_numpy: %r" % (use,))
+    fold = run([fennec_bin(), "export", path, "--format", "folded", "-o", "f.txt"])
+    assert_true(fold.returncode == 0, fold.describe())
+    below = 0
+    nat = {f["name"] for f in native}
+    for line in open("f.txt"):
+        stack, _, n = line.rstrip("\n").rpartition(" ")
+        frames = stack.split(";")
+        if "use_numpy" in frames and any(x in nat for x in frames[frames.index("use_numpy") + 1:]):
+            below += int(n)
+    assert_true(below >= 0.5 * use["total_samples"],
+                "numpy frames below use_numpy in %d of its %d samples" % (below, use["total_samples"]))
+
+
+@timeout(180)
+def test_python_threads_generators_fork_spawn():
+    need_plain()
+    r, path = record("/usr/bin/python3", os.path.join(PYFIX, "shapes.py"), "all", 1, timeout_s=150)
+    files = sorted(glob.glob("run.fnc*"))
+    assert_true(len(files) >= 3, "process files: %s" % files)
+    rep = analyze(".")
+    for name in ("thread_work", "gen_work", "fork_work", "spawn_work", "burn"):
+        f = func(rep, name)
+        assert_true(f["language"] == "python" and f["file"].endswith("shapes.py"), "%s: %r" % (name, f))
+    # each worker's time is its own burn(): callers are the right functions
+    assert_true(func(rep, "gen_work")["total_samples"] >= 30, "gen_work: %r" % (func(rep, "gen_work"),))
+    unknown = [f["name"] for f in funcs(rep) if f["name"].startswith("<python code")]
+    assert_true(not unknown, "code objects without a name: %s" % unknown)
+
+
+def test_python_wall_mode_sleeping_thread():
+    need_plain()
+    r, path = record("/usr/bin/python3", os.path.join(PYFIX, "shapes.py"), "sleep", 1.5, opts=("--sample", "wall"))
+    rep = analyze(path)
+    sl = [f for f in rep.get("offcpu_functions", funcs(rep)) if f["name"] == "sleeper"]
+    txt = analyze_raw(path).stdout
+    assert_true(sl or "sleeper" in txt, "no sleeper in the off-CPU view:\n" + txt[:3000])
+
+
+def test_python_unknown_version_and_off():
+    need_plain()
+    env = base_env({"FENNEC_TEST_PY_VERSION": "0x030e00f0"})
+    r, path = record("/usr/bin/python3", os.path.join(PYFIX, "shares.py"), 0.5, "truth.json", env=env)
+    txt = analyze_raw(path)
+    assert_true(txt.returncode == 0, txt.describe())
+    lines = [l for l in txt.stdout.splitlines() + txt.stderr.splitlines() if "CPython 3.14" in l]
+    assert_true(len(lines) == 1 and "native frames only" in lines[0], "the line about 3.14: %s" % lines)
+    rep = analyze(path)
+    assert_true(rep["samples"]["python"]["frames"] == "unsupported_version", repr(rep["samples"]["python"]))
+    assert_true(all(f["language"] == "native" for f in funcs(rep)), "Python frames from an unknown layout")
+    assert_true(any(f["name"] == "_PyEval_EvalFrameDefault" for f in funcs(rep)), "native frames missing")
+    env = base_env({"FENNEC_PYTHON": "0"})
+    r, path = record("/usr/bin/python3", os.path.join(PYFIX, "shares.py"), 0.5, "truth.json", env=env, out="off.fnc")
+    rep = analyze(path)
+    assert_true(rep["samples"]["python"]["frames"] == "off", repr(rep["samples"]["python"]))
+    assert_true(all(f["language"] == "native" for f in funcs(rep)), "Python frames while off")
+
+
+def test_python_leak_named_by_line():
+    """A list that keeps a 256 KiB bytearray every step (leak.py:12): the heap's stacks
+    carry Python frames, so the growing memory is named by that line, in sampled mode with
+    a memory_leak finding, in full mode (PYTHONMALLOC=malloc set by fennec record) as the
+    stack live at the peak."""
+    need_plain()
+    line = [i for i, l in enumerate(open(os.path.join(PYFIX, "leak.py")), 1) if "the leak: this line" in l][0]
+    r, path = record("/usr/bin/python3", os.path.join(PYFIX, "leak.py"), 60, opts=("--memory", "sampled"))
+    rep = analyze(path)
+    leaks = [f for f in rep["findings"] if f["type"] == "memory_leak"]
+    assert_true(any("leak.py:%d" % line in json.dumps(f) for f in leaks),
+                "memory_leak naming leak.py:%d: %s" % (line, leaks))
+    for mode in ("sampled", "full"):
+        r, path = record("/usr/bin/python3", os.path.join(PYFIX, "leak.py"), 60, opts=("--memory", mode),
+                         out=mode + ".fnc")
+        rep = analyze(path)
+        top = rep["memory"]["at_peak"][0]
+        assert_true(top["function"] == "step" and top["stack"][0].endswith("leak.py:%d" % line),
+                    "%s: the stack live at the peak: %r" % (mode, top))
+        assert_close(top["bytes"], 60 * 262144, 0.25 * 60 * 262144, "%s: bytes live at the peak at leak.py:%d" % (mode, line))
+
+
+def test_python_gil_wait():
+    """Three CPU-bound Python threads in wall mode take turns for the GIL (about two thirds
+    of their samples wait): a gil_wait finding; a single-threaded program has none."""
+    need_plain()
+    r, path = record("/usr/bin/python3", os.path.join(PYFIX, "shapes.py"), "gil", 1.5, opts=("--sample", "wall"))
+    rep = analyze(path)
+    py = rep["samples"]["python"]
+    assert_true(py["gil_wait_samples"] >= 0.3 * py["samples"], "waiting for the GIL: %r" % (py,))
+    g = [f for f in rep["findings"] if f["type"] == "gil_wait"]
+    assert_true(len(g) == 1 and "ProcessPoolExecutor" in g[0]["recommendation"], "gil_wait: %s" % g)
+    w = func(rep, "[waiting for the GIL]")
+    assert_true(w["caller"] == "burn", "who waits: %r" % (w,))
+    r, path = record("/usr/bin/python3", os.path.join(PYFIX, "shares.py"), 1, "truth.json", opts=("--sample", "wall"),
+                     out="one.fnc")
+    rep = analyze(path)
+    assert_true(not [f for f in rep["findings"] if f["type"] == "gil_wait"], "gil_wait on one thread")
