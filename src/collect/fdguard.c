@@ -19,6 +19,11 @@
  * own copy. Moving the recording away from its dup2 there set the parent's writer on a
  * number open only in the child, and the parent's recording was lost.
  *
+ * libunwind opens a pipe when it first runs (to check addresses by writing them, where
+ * mincore() cannot), which took the program's lowest free numbers (3 and 4, and 5 and 6
+ * for the remote unwinder): pipe() and pipe2() called from libunwind's code are moved
+ * high and marked like the others.
+ *
  * Everything here is async-signal-safe: programs close descriptors in signal handlers and
  * in fork children before exec.
  */
@@ -27,6 +32,8 @@
 #include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <link.h>
+#include <string.h>
 #include <sys/resource.h>
 #include <stdint.h>
 #include <sys/syscall.h>
@@ -41,11 +48,46 @@ static _Atomic pid_t owner; /* whose descriptor table the marks describe (above)
 typedef int (*close_fn)(int);
 typedef int (*dup2_fn)(int, int);
 typedef int (*dup3_fn)(int, int, int);
+typedef int (*pipe2_fn)(int *, int);
 static struct {
 	_Atomic(close_fn) close;
 	_Atomic(dup2_fn) dup2;
 	_Atomic(dup3_fn) dup3;
+	_Atomic(pipe2_fn) pipe2;
 } R;
+
+/* libunwind's code (local and remote unwinders), found by col_fd_init(): set before the
+ * program's code runs, read only after. */
+#define UNW_RANGES 8
+static struct { uintptr_t lo, hi; } unw_code[UNW_RANGES];
+static int n_unw_code;
+
+static int unw_segments(struct dl_phdr_info *info, size_t size, void *data)
+{
+	(void)size;
+	(void)data;
+	const char *slash = info->dlpi_name ? strrchr(info->dlpi_name, '/') : NULL;
+	if (!slash || strncmp(slash + 1, "libunwind", 9))
+		return 0;
+	for (int i = 0; i < info->dlpi_phnum && n_unw_code < UNW_RANGES; i++) {
+		const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
+		if (ph->p_type == PT_LOAD && (ph->p_flags & PF_X)) {
+			unw_code[n_unw_code].lo = info->dlpi_addr + ph->p_vaddr;
+			unw_code[n_unw_code].hi = info->dlpi_addr + ph->p_vaddr + ph->p_memsz;
+			n_unw_code++;
+		}
+	}
+	return 0;
+}
+
+static int from_unwinder(const void *ret)
+{
+	uintptr_t a = (uintptr_t)ret;
+	for (int i = 0; i < n_unw_code; i++)
+		if (a >= unw_code[i].lo && a < unw_code[i].hi)
+			return 1;
+	return 0;
+}
 
 /* The next definitions, looked up before the program's code runs (col_fd_init, from the
  * constructor): dlsym is not async-signal-safe. Until then, the system calls. */
@@ -55,6 +97,9 @@ void col_fd_init(void)
 	atomic_store(&R.close, (close_fn)dlsym(RTLD_NEXT, "close"));
 	atomic_store(&R.dup2, (dup2_fn)dlsym(RTLD_NEXT, "dup2"));
 	atomic_store(&R.dup3, (dup3_fn)dlsym(RTLD_NEXT, "dup3"));
+	atomic_store(&R.pipe2, (pipe2_fn)dlsym(RTLD_NEXT, "pipe2"));
+	n_unw_code = 0;
+	dl_iterate_phdr(unw_segments, NULL);
 }
 
 /* In a fork child, from its handler: the marks describe its table now, a copy of the
@@ -209,4 +254,26 @@ API int dup3(int oldfd, int newfd, int flags)
 		make_way(newfd);
 	dup3_fn f = atomic_load_explicit(&R.dup3, memory_order_relaxed);
 	return f ? f(oldfd, newfd, flags) : (int)syscall(SYS_dup3, oldfd, newfd, flags);
+}
+
+/* The pipe libunwind opens when it first runs (above), and any it opens again. */
+static int pipe_of(int fds[2], int flags, const void *caller)
+{
+	pipe2_fn f = atomic_load_explicit(&R.pipe2, memory_order_relaxed);
+	int rc = f ? f(fds, flags) : (int)syscall(SYS_pipe2, fds, flags);
+	if (rc == 0 && from_unwinder(caller)) {
+		fds[0] = col_fd_keep(fds[0]);
+		fds[1] = col_fd_keep(fds[1]);
+	}
+	return rc;
+}
+
+API int pipe2(int fds[2], int flags)
+{
+	return pipe_of(fds, flags, __builtin_return_address(0));
+}
+
+API int pipe(int fds[2])
+{
+	return pipe_of(fds, 0, __builtin_return_address(0));
 }

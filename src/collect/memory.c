@@ -110,8 +110,13 @@ static struct {
        stub_posix_memalign, stub_valloc, stub_pvalloc, NULL};
 static _Atomic int resolved; /* 0: not yet, 1: resolving, 2: done */
 enum { HEAP_NONE, HEAP_GLIBC, HEAP_OTHER };
-static int heap_kind;        /* NONE: no counters (FENNEC_MEMORY=none); GLIBC: the next
-				allocator is glibc's, read its chunk headers; OTHER: ask it */
+/* NONE: no counters (FENNEC_MEMORY=none) or not known yet; GLIBC: the next allocator is
+ * glibc's, read its chunk headers; OTHER: ask it. Written once by resolve(), read by every
+ * thread's gate_update() (fennec_intern on a thread that never allocated reads it while
+ * fennec_start resolves: a data race under TSan), so atomic; relaxed: resolved's release
+ * store publishes it, and a thread that reads NONE early has its gate closed. */
+static _Atomic int heap_kind_;
+#define HEAP_KIND() atomic_load_explicit(&heap_kind_, memory_order_relaxed)
 
 /* Counters of one thread: written by their owner only (plain load + store), summed by
  * readers. Threads beyond MEM_SLOTS, and threads after their exit, use `shared`
@@ -167,10 +172,10 @@ typedef struct mem_tls {
 } mem_tls;
 static __thread mem_tls T;
 
-/* Open or close the wrappers' gate after T.own, T.slot or heap_kind changed. */
+/* Open or close the wrappers' gate after T.own, T.slot or the heap kind changed. */
 static inline void gate_update(void)
 {
-	T.fast = !T.own && heap_kind == HEAP_GLIBC ? T.slot : NULL;
+	T.fast = !T.own && HEAP_KIND() == HEAP_GLIBC ? T.slot : NULL;
 }
 
 /* Leave a recording path: clear T.busy and update the gate. The other flags are read
@@ -182,7 +187,7 @@ static inline void busy_end(void)
 	int others = T.internal | T.resolving;
 	__asm__ volatile("" ::: "memory"); /* the loads stay before the store */
 	T.busy = 0;
-	T.fast = !others && heap_kind == HEAP_GLIBC ? T.slot : NULL;
+	T.fast = !others && HEAP_KIND() == HEAP_GLIBC ? T.slot : NULL;
 }
 
 static inline uint32_t my_tid(void)
@@ -553,12 +558,14 @@ static void resolve(void)
 	R.pvalloc = (valloc_fn)sym("pvalloc", (void *)__libc_pvalloc);
 	R.usable = (usable_fn)sym("malloc_usable_size", NULL);
 	const char *e = getenv("FENNEC_MEMORY");
+	int kind;
 	if (!R.usable || (e && !strcmp(e, "none")))
-		heap_kind = HEAP_NONE;
+		kind = HEAP_NONE;
 	else if (in_glibc((void *)R.malloc) && in_glibc((void *)R.free))
-		heap_kind = HEAP_GLIBC;
+		kind = HEAP_GLIBC;
 	else
-		heap_kind = HEAP_OTHER;
+		kind = HEAP_OTHER;
+	atomic_store_explicit(&heap_kind_, kind, memory_order_relaxed);
 	T.resolving = 0;
 	gate_update();
 	atomic_store(&resolved, 2);
@@ -605,7 +612,7 @@ static inline size_t glibc_usable(const void *p)
 
 static inline size_t usable_size(void *p)
 {
-	return likely(heap_kind == HEAP_GLIBC) ? glibc_usable(p) : R.usable(p);
+	return likely(HEAP_KIND() == HEAP_GLIBC) ? glibc_usable(p) : R.usable(p);
 }
 
 static void slot_release(void *arg)
@@ -1717,7 +1724,7 @@ static inline __attribute__((always_inline)) int free_fast(void *p)
 /* The general path of an allocation by the program (T.own clear): returns p. */
 static __attribute__((noinline)) void *alloc_slow(void *p, size_t size, void **slot)
 {
-	if (p && heap_kind != HEAP_NONE)
+	if (p && HEAP_KIND() != HEAP_NONE)
 		after_alloc(p, size, slot, count(1, 0, size, (int64_t)usable_size(p)));
 	col_lazy_point(); /* a safe point: the program's thread, no fennec code in progress */
 	return p;
@@ -1733,7 +1740,7 @@ static inline __attribute__((always_inline)) void *on_alloc(void *p, size_t size
 /* The general path of the program's free of p (not NULL, not ours, T.own clear). */
 static __attribute__((noinline)) void free_slow(void *p)
 {
-	if (heap_kind != HEAP_NONE) {
+	if (HEAP_KIND() != HEAP_NONE) {
 		count(0, 1, 0, -(int64_t)usable_size(p));
 		before_free(p);
 	}
@@ -1885,7 +1892,7 @@ static __attribute__((noinline)) void *realloc_slow(void *p, size_t n, void **sl
 	}
 	if (!p)
 		return alloc_slow(R.malloc(n), n, slot);
-	if (heap_kind == HEAP_NONE)
+	if (HEAP_KIND() == HEAP_NONE)
 		return R.realloc(p, n);
 	/* The old block's FREE is recorded before the call: once realloc returns, another
 	 * thread may already have been given its address. The counters take the free and the
@@ -2197,7 +2204,7 @@ API int fennec_memory_stats(fennec_mem_stats *out)
 	memset(&s, 0, sizeof s);
 	s.size = sizeof s;
 	int was = col_mem_internal(1);
-	s.tracking = atomic_load(&resolved) == 2 && heap_kind != HEAP_NONE;
+	s.tracking = atomic_load(&resolved) == 2 && HEAP_KIND() != HEAP_NONE;
 	if (s.tracking) {
 		totals t;
 		sum_totals(&t);
@@ -2252,7 +2259,7 @@ int col_mem_busy(void)
 
 int col_mem_lazy_ok(void)
 {
-	return !MEM_SANITIZER && heap_kind == HEAP_GLIBC;
+	return !MEM_SANITIZER && HEAP_KIND() == HEAP_GLIBC;
 }
 
 void col_mem_dropped(uint64_t *allocs, uint64_t *frees)
@@ -2303,7 +2310,7 @@ void col_mem_prepare(int mode, uint64_t rate, uint32_t interval_ms, uint32_t dep
 	static pthread_once_t fork_once = PTHREAD_ONCE_INIT;
 	pthread_once(&fork_once, own_atfork);
 #endif
-	if (MEM_SANITIZER || heap_kind == HEAP_NONE)
+	if (MEM_SANITIZER || HEAP_KIND() == HEAP_NONE)
 		mode = FMT_MEM_OFF; /* nothing interposed: no heap data */
 	M.session_mode = mode;
 	if (mode != FMT_MEM_OFF) { /* the segments the reachability scan leaves out */
@@ -4032,7 +4039,7 @@ static void reach_mark(rscan *s)
 	for (uint32_t i = 0; !s->heap_root && i < M.pages_cap + M.over_cap; i++) {
 		uint64_t a = i < M.pages_cap ? M.pages[i].page << WP_SHIFT : M.over[i - M.pages_cap].addr;
 		rmap *r = a ? map_of(maps, nmaps, a) : NULL;
-		if (r && (heap_kind != HEAP_GLIBC || !(r->lo & ((64ull << 20) - 1))))
+		if (r && (HEAP_KIND() != HEAP_GLIBC || !(r->lo & ((64ull << 20) - 1))))
 			r->root = 0;
 	}
 	reach_excl(s, maps, nmaps);

@@ -93,7 +93,7 @@ typedef struct code_slot {
 } code_slot;
 
 static struct {
-	int on;
+	_Atomic int on;           /* read by every thread's handler and sleeping calls while a session starts */
 	unsigned status;
 	uint64_t version;
 	const py_layout *L;

@@ -92,7 +92,12 @@ _Static_assert(sizeof(rec) == REC_HDR, "record header");
 
 /* Wall mode: the stack of a thread at the entry of a sleeping call (nanosleep, poll, ...),
  * which the sampler may not interrupt. A sequence lock: odd while the thread is inside
- * the call and the stack is valid. */
+ * the call and the stack is valid. A block belongs to its thread (blk_tls) from the
+ * thread's first sleeping call until it exits, across sessions; it is never freed, only
+ * handed to another thread after its owner's exit (blk_gone()). A tid entry of a session
+ * borrows it (tid_ent.blk). Until 2026-12 the entry owned it: a session's stop, or a
+ * release of a thread that blocks the signal, freed it while the thread's blk_tls still
+ * pointed at it, and its next sleeping call wrote into fennec's freed memory. */
 #define BLK_FRAMES 64
 #define BLK_REGIONS 32
 #define BLK_PY 64
@@ -102,11 +107,20 @@ typedef struct blk {
 	uint64_t frames[BLK_FRAMES];
 	uint32_t regions[BLK_REGIONS];
 	uint64_t py[BLK_PY];  /* the thread's Python frames at the call (pyframes.c) */
+	_Atomic pid_t owner; /* the thread whose blk_tls it is, 0 when free (claimed with a CAS) */
+	struct blk *next;  /* every block made (P.blk_all), set before it is pushed there */
+	/* Odd while a sleeping-call wrapper has the sampling signal blocked (sig_block()), any
+	 * sampling mode: the mask is fennec's, not the program's (blocks_signal()), and a
+	 * sample delivered when it is lifted was taken in the call (on_signal()). */
+	_Atomic uint32_t mask_seq;
+	void *fn, *ret;    /* the owner's: the call's real function and the wrapper's return address */
 } blk;
+static __thread blk *blk_tls;
 
 typedef struct tid_ent {
 	pid_t tid;
-	blk *blk;          /* wall mode, once the thread made a sleeping call */
+	blk *blk;          /* wall mode, once the thread made a sleeping call (its, lent) */
+	uint32_t blk_gen;  /* P.blk_gen when blk was last looked for */
 	col_pr *pr;        /* ring source */
 	int fd;            /* perf event raising the signal, -1 if none */
 	timer_t timer;
@@ -116,15 +130,18 @@ typedef struct tid_ent {
 } tid_ent;
 
 static struct {
-	int mode;          /* enum fmt_sample_mode, for this session */
-	int source;        /* enum fmt_sample_source */
-	int sig;
+	/* Atomic, as the handler and the wrappers of every thread read them at any time while
+	 * a session's start (col_sample_prepare()) writes them: a thread that sleeps while the
+	 * next API session starts (TSan's data race in sig_block). */
+	_Atomic int mode;        /* enum fmt_sample_mode, for this session */
+	int source;              /* enum fmt_sample_source */
+	_Atomic int sig;         /* set before handler_installed, then for good */
 	uint64_t period_ns;
 	uint32_t hz;
-	uint32_t depth;
+	_Atomic uint32_t depth;
 	int exclude_kernel;
 	_Atomic int active;      /* the handler records while set */
-	int handler_installed;
+	_Atomic int handler_installed;
 	_Atomic int signalling;  /* some thread has a signal source: sleeping calls block it */
 	col_pr_cfg prc;          /* ring source: the counters' settings */
 	/* the environment, read at every session's start (sample_env()) */
@@ -144,6 +161,11 @@ static struct {
 				      * order: flush lock, unwind_lock, lock) */
 	tid_ent *tids;
 	uint32_t ntids;
+	/* Sleeping calls' blocks, never freed: a lock-free list (a thread takes one inside a
+	 * sanitizer's interceptor of the call, where TSan does not see our locks), and a
+	 * number that changes when one is taken (tid_ent.blk_gen). */
+	_Atomic(blk *) blk_all;
+	_Atomic uint32_t blk_gen;
 	int fd_budget;           /* perf fds we may still open */
 	pid_t wall_tid;
 	pthread_t wall_thread;
@@ -516,6 +538,14 @@ static void on_signal(int sig, siginfo_t *si, void *ucv)
 		goto out;
 	if (si->si_code == SI_QUEUE && kind == FMT_S_CPU && at_restart(ucv))
 		kind = FMT_S_OFFCPU;
+	/* Delivered as a sleeping-call wrapper lifts its mask (sig_block()): the sample fell
+	 * due while the thread was in the call, or in fennec's code around it. It goes to the
+	 * call (its function over the wrapper's caller; off-CPU in wall mode), never to
+	 * pthread_sigmask, where 10-17 % of a sleeping program's wall-mode samples landed. */
+	blk *mb = blk_tls;
+	int in_call = mb && (atomic_load_explicit(&mb->mask_seq, memory_order_acquire) & 1);
+	if (in_call && P.mode == FMT_SAMPLE_WALL)
+		kind = FMT_S_OFFCPU;
 	/* void * and uint64_t have the same size here: one buffer, shifted in place. */
 	_Static_assert(sizeof(void *) == sizeof(uint64_t), "64-bit addresses");
 	uint64_t frames[COL_SAMPLE_MAX_DEPTH + 16];
@@ -546,6 +576,21 @@ static void on_signal(int sig, siginfo_t *si, void *ucv)
 		/* The unwinder did not get through the signal frame: keep the pc. */
 		flags |= FMT_S_EXACT_PC | FMT_S_TRUNCATED;
 		frames[nf++] = pc;
+	}
+	if (in_call) {
+		uint64_t ret = (uintptr_t)mb->ret;
+		uint32_t j = 1;
+		while (j < nf && frames[j] != ret)
+			j++;
+		if (j < nf) { /* [fn, caller, ...]: the frames above the caller are fennec's and libc's mask */
+			memmove(&frames[1], &frames[j], (nf - j) * sizeof *frames);
+			nf -= j - 1;
+		} else { /* the unwinder did not reach the caller: the call and where it was made */
+			frames[1] = ret;
+			nf = P.depth > 1 ? 2 : 1;
+			flags |= FMT_S_TRUNCATED;
+		}
+		frames[0] = (uintptr_t)mb->fn;
 	}
 	uint32_t regions[COL_MAX_DEPTH];
 	uint32_t nr = region_stack(regions);
@@ -620,7 +665,7 @@ static void tid_release(tid_ent *e)
 		col_fd_close(e->sys_fd);
 		P.fd_budget++;
 	}
-	free(e->blk);
+	e->blk = NULL; /* its thread's, not the entry's */
 	*e = P.tids[--P.ntids];
 }
 
@@ -637,8 +682,15 @@ static int open_task_file(pid_t tid, const char *what)
 
 /* Whether thread `tid` blocks our signal (fennec's own threads block every signal). A
  * signal sent to it would stay queued, using up the user's real-time signal queue. */
+static blk *blk_of(pid_t tid);
+
 static int blocks_signal(pid_t tid)
 {
+	/* A thread in a sleeping call blocks it for the call's time (sig_block()): that mask is
+	 * fennec's. Refused for it, a thread that sleeps often went unsampled (a second at a
+	 * time) at the scan that found it asleep. */
+	blk *b = blk_of(tid);
+	uint32_t s1 = b ? atomic_load_explicit(&b->mask_seq, memory_order_acquire) : 0;
 	char path[64], buf[2048];
 	snprintf(path, sizeof path, "/proc/self/task/%d/status", (int)tid);
 	int fd = open(path, O_RDONLY | O_CLOEXEC);
@@ -653,7 +705,9 @@ static int blocks_signal(pid_t tid)
 	if (!p)
 		return 0;
 	unsigned long long mask = strtoull(p + 7, NULL, 16);
-	return (mask >> (P.sig - 1)) & 1;
+	if (!((mask >> (P.sig - 1)) & 1))
+		return 0;
+	return !b || !((s1 & 1) || atomic_load_explicit(&b->mask_seq, memory_order_acquire) != s1);
 }
 
 /*
@@ -673,6 +727,15 @@ static void signals_begin(void)
 		unw_backtrace(warm, 8);
 	}
 #endif
+}
+
+/* The sleeping-call block of thread `tid`, if it made one. Caller holds P.lock. */
+static blk *blk_of(pid_t tid)
+{
+	for (blk *b = atomic_load_explicit(&P.blk_all, memory_order_acquire); b; b = b->next)
+		if (atomic_load_explicit(&b->owner, memory_order_acquire) == tid)
+			return b;
+	return NULL;
 }
 
 /* Start sampling thread `tid` of this process. Caller holds P.lock. */
@@ -756,6 +819,8 @@ static void tid_add(pid_t tid)
 			return;
 		}
 		P.fd_budget -= 1 + (e.sys_fd >= 0);
+		e.blk_gen = atomic_load_explicit(&P.blk_gen, memory_order_acquire);
+		e.blk = blk_of(tid); /* a thread that slept in an earlier session, or before a release */
 	} else if (e.fd < 0 && !e.has_timer) {
 		return;
 	}
@@ -820,11 +885,8 @@ void col_sample_thread_begin(void)
 	pthread_mutex_unlock(&P.lock);
 }
 
-static __thread blk *blk_tls;
-
 void col_sample_thread_end(void)
 {
-	blk_tls = NULL; /* freed with the thread's entry below */
 	if (P.mode == FMT_SAMPLE_OFF)
 		return;
 	pthread_mutex_lock(&P.lock);
@@ -891,6 +953,11 @@ static int task_state(tid_ent *e, char *state, long *nr, long *arg0, uint64_t *p
 /* Record thread e's stack saved at the entry of the sleeping call it is in, if any. */
 static int blk_sample(tid_ent *e)
 {
+	uint32_t gen = atomic_load_explicit(&P.blk_gen, memory_order_acquire);
+	if (!e->blk && e->blk_gen != gen) { /* it took a block since it was last looked for */
+		e->blk_gen = gen;
+		e->blk = blk_of(e->tid);
+	}
 	blk *b = e->blk;
 	if (!b)
 		return 0;
@@ -1011,6 +1078,10 @@ void col_sample_start(void)
 	}
 	if (P.mode == FMT_SAMPLE_OFF)
 		return;
+	/* This session's sources say whether sleeping calls mask the signal: a wall session's
+	 * signalling had made them mask it in every later session (and so the ring source's
+	 * scans refused threads found asleep: no samples at all in a CPU session after one). */
+	atomic_store(&P.signalling, 0);
 	if (col_ring_init(&P.ring, RING_SIZE) < 0) {
 		P.mode = FMT_SAMPLE_OFF;
 		return;
@@ -1150,6 +1221,8 @@ void col_sample_atfork_child(void)
 	P.ntids = 0;
 	P.nrefused = 0;
 	P.last_scan_ns = 0;
+	for (blk *b = atomic_load(&P.blk_all); b; b = b->next) /* the other owners are not in the child */
+		atomic_store(&b->owner, b == blk_tls ? (pid_t)syscall(SYS_gettid) : 0);
 	atomic_store_explicit(&P.ring_min_bytes, 0, memory_order_relaxed);
 	for (size_t i = 0; i < P.nretired; i++)
 		col_pr_forget(P.retired[i]);
@@ -1603,6 +1676,60 @@ void col_sample_drain(void (*emit)(unsigned type, cm_buf *raw), void (*before)(v
 
 /* ---- sleeping calls (wall mode) ---- */
 
+static pthread_key_t blk_key;
+static pthread_once_t blk_once = PTHREAD_ONCE_INIT;
+static int blk_key_ok;
+
+/* The key's destructor: thread `p`'s block is free for another thread. A later destructor
+ * that sleeps takes a block again, and the key's value brings this destructor back. */
+static void blk_gone(void *p)
+{
+	blk *b = p;
+	blk_tls = NULL;
+	pthread_mutex_lock(&P.lock);
+	for (uint32_t i = 0; i < P.ntids; i++)
+		if (P.tids[i].blk == b)
+			P.tids[i].blk = NULL;
+	atomic_store_explicit(&b->owner, 0, memory_order_release);
+	pthread_mutex_unlock(&P.lock);
+}
+
+static void blk_key_make(void)
+{
+	blk_key_ok = pthread_key_create(&blk_key, blk_gone) == 0;
+}
+
+/* A block for this thread: a free block, else a new one. NULL when out of memory or keys.
+ * Its tid entry finds it (blk_of) when it is added, or at its next off-CPU sample. */
+static blk *blk_take(void)
+{
+	pthread_once(&blk_once, blk_key_make);
+	if (!blk_key_ok)
+		return NULL; /* no destructor: every thread would keep a block for good */
+	pid_t tid = (pid_t)syscall(SYS_gettid);
+	blk *b = atomic_load_explicit(&P.blk_all, memory_order_acquire);
+	for (; b; b = b->next) {
+		pid_t none = 0;
+		if (atomic_compare_exchange_strong(&b->owner, &none, tid))
+			break;
+	}
+	int was = col_mem_internal(1); /* fennec's own blocks, not the program's */
+	if (!b && (b = calloc(1, sizeof *b))) {
+		atomic_store_explicit(&b->owner, tid, memory_order_relaxed);
+		b->next = atomic_load_explicit(&P.blk_all, memory_order_relaxed);
+		while (!atomic_compare_exchange_weak_explicit(&P.blk_all, &b->next, b, memory_order_release,
+							      memory_order_relaxed))
+			;
+	}
+	if (b) {
+		blk_tls = b;
+		pthread_setspecific(blk_key, b);
+		atomic_fetch_add_explicit(&P.blk_gen, 1, memory_order_release);
+	}
+	col_mem_internal(was);
+	return b;
+}
+
 /* Save the caller's stack before a call the sampler must not interrupt. Returns the block
  * to close with blk_leave(), or NULL when nothing was saved. `fn` is the real function:
  * it becomes the innermost frame. */
@@ -1611,30 +1738,8 @@ static __attribute__((noinline)) blk *blk_enter(void *fn)
 	if (P.mode != FMT_SAMPLE_WALL || in_sampler || !atomic_load_explicit(&P.active, memory_order_relaxed))
 		return NULL;
 	blk *b = blk_tls;
-	if (!b) {
-		int was = col_mem_internal(1); /* fennec's own blocks, not the program's */
-		b = calloc(1, sizeof *b);
-		if (b) {
-			pid_t tid = (pid_t)syscall(SYS_gettid);
-			pthread_mutex_lock(&P.lock);
-			tid_ent *e = tid_find(tid);
-			if (!e && atomic_load(&P.active)) {
-				tid_add(tid);
-				e = tid_find(tid);
-			}
-			if (e && !e->blk)
-				e->blk = b;
-			else {
-				free(b);
-				b = NULL;
-			}
-			pthread_mutex_unlock(&P.lock);
-		}
-		col_mem_internal(was);
-		if (!b)
-			return NULL;
-		blk_tls = b;
-	}
+	if (!b && !(b = blk_take()))
+		return NULL;
 	uint64_t f[BLK_FRAMES + 2];
 #if COL_SANITIZE_THREAD
 	int n = 0; /* as in the handler: under TSan libunwind crashes at thread exit */
@@ -1668,10 +1773,17 @@ static inline void blk_leave(blk *b)
 		atomic_store_explicit(&b->seq, atomic_load_explicit(&b->seq, memory_order_relaxed) + 1, memory_order_release);
 }
 
+/* The next definition of `name`, looked up once (atomically: threads may race to it). */
+#define NEXT_SYM(var, name) \
+	static _Atomic(__typeof__(name) *) var##_; \
+	__typeof__(name) *var = atomic_load_explicit(&var##_, memory_order_relaxed); \
+	if (!var) { \
+		var = (__typeof__(name) *)dlsym(RTLD_NEXT, #name); \
+		atomic_store_explicit(&var##_, var, memory_order_relaxed); \
+	}
+
 #define REAL(name) \
-	static __typeof__(name) *real_##name; \
-	if (!real_##name) \
-		real_##name = (__typeof__(name) *)dlsym(RTLD_NEXT, #name); \
+	NEXT_SYM(real_##name, name) \
 	if (!real_##name) { \
 		errno = ENOSYS; \
 		return -1; \
@@ -1682,16 +1794,45 @@ static inline void blk_leave(blk *b)
  * while the thread is on its way into one (a CPU-time overflow in the system call's entry,
  * a wall-mode signal sent while it still ran) would make it fail with EINTR. So the
  * sampling signal is blocked for the duration of the call; a sample that comes meanwhile
- * is delivered when it returns. The program's own signals interrupt it as before.
+ * is delivered when it returns. The program's own signals interrupt it as before. The
+ * thread's block says so meanwhile (mask_seq odd, with the call's function and its
+ * caller), so that such a sample is put in the call and the mask is not taken for the
+ * program's. Returns the block to close with sig_unblock() (*bp NULL when it has none),
+ * 0 when nothing was masked.
  */
-static int sig_block(sigset_t *old)
+static int sig_block(sigset_t *old, blk **bp, void *fn, void *ret)
 {
+	*bp = NULL;
 	if (P.mode == FMT_SAMPLE_OFF || !P.handler_installed || !atomic_load_explicit(&P.signalling, memory_order_relaxed))
 		return 0;
+	blk *b = blk_tls;
+	if (!b)
+		b = blk_take();
+	if (b) {
+		b->fn = fn;
+		b->ret = ret;
+		atomic_store_explicit(&b->mask_seq, atomic_load_explicit(&b->mask_seq, memory_order_relaxed) + 1,
+				      memory_order_release);
+	}
 	sigset_t s;
 	sigemptyset(&s);
 	sigaddset(&s, P.sig);
-	return pthread_sigmask(SIG_BLOCK, &s, old) == 0;
+	if (pthread_sigmask(SIG_BLOCK, &s, old)) {
+		if (b)
+			atomic_store_explicit(&b->mask_seq, atomic_load_explicit(&b->mask_seq, memory_order_relaxed) + 1,
+					      memory_order_release);
+		return 0;
+	}
+	*bp = b;
+	return 1;
+}
+
+static void sig_unblock(const sigset_t *old, blk *b)
+{
+	pthread_sigmask(SIG_SETMASK, old, NULL); /* a sample due meanwhile is taken here */
+	if (b)
+		atomic_store_explicit(&b->mask_seq, atomic_load_explicit(&b->mask_seq, memory_order_relaxed) + 1,
+				      memory_order_release);
 }
 
 /* For calls that install a signal mask themselves: that mask, plus the sampling signal. */
@@ -1709,13 +1850,14 @@ static const sigset_t *with_sig(const sigset_t *mask, sigset_t *copy)
 	do { \
 		int saved_errno, sleeps_ = (may_sleep); \
 		sigset_t old_; \
-		int masked_ = sleeps_ && sig_block(&old_); \
+		blk *m_; \
+		int masked_ = sleeps_ && sig_block(&old_, &m_, (void *)(fn), __builtin_return_address(0)); \
 		blk *b_ = sleeps_ ? blk_enter((void *)(fn)) : NULL; \
 		__typeof__(call) r_ = (call); \
 		saved_errno = errno; \
 		blk_leave(b_); \
 		if (masked_) \
-			pthread_sigmask(SIG_SETMASK, &old_, NULL); \
+			sig_unblock(&old_, m_); \
 		errno = saved_errno; \
 		return r_; \
 	} while (0)
@@ -1728,9 +1870,7 @@ FENNEC_API int nanosleep(const struct timespec *req, struct timespec *rem)
 
 FENNEC_API int clock_nanosleep(clockid_t clk, int flags, const struct timespec *req, struct timespec *rem)
 {
-	static __typeof__(clock_nanosleep) *real;
-	if (!real)
-		real = (__typeof__(clock_nanosleep) *)dlsym(RTLD_NEXT, "clock_nanosleep");
+	NEXT_SYM(real, clock_nanosleep)
 	if (!real)
 		return ENOSYS; /* returns the error, not -1 */
 	BLOCKING(real(clk, flags, req, rem), real, 1);
@@ -1744,9 +1884,7 @@ FENNEC_API int usleep(useconds_t us)
 
 FENNEC_API unsigned int sleep(unsigned int sec)
 {
-	static __typeof__(sleep) *real;
-	if (!real)
-		real = (__typeof__(sleep) *)dlsym(RTLD_NEXT, "sleep");
+	NEXT_SYM(real, sleep)
 	if (!real)
 		return sec;
 	BLOCKING(real(sec), real, sec > 0);
@@ -1883,12 +2021,35 @@ static pthread_create_fn real_create(void)
 	return f;
 }
 
-/* fennec's own threads (writer, sampler) are never sampled: they block every signal
- * and are created here, not through the wrapper below. */
+static __thread int creating_own; /* col_pthread_create_real() runs on this thread */
+
+/*
+ * fennec's own threads (writer, sampler) are never sampled: they block every signal and
+ * are created here, not as the program's are (the wrapper below passes them on as they
+ * come). A sanitizer's runtime must see them start: where the program links libfennec
+ * (an API session) the runtime comes before it in the search order, so the next
+ * pthread_create after libfennec is libc's, and under TSan the writer's first
+ * instrumented function crashed (__tsan_func_entry <- writer_main). The runtime's
+ * interceptor is then called by name; it calls the wrapper below, which passes it on.
+ */
 int col_pthread_create_real(pthread_t *th, void *(*fn)(void *), void *arg)
 {
-	pthread_create_fn real = real_create();
-	return real ? real(th, NULL, fn, arg) : EAGAIN;
+	static _Atomic(pthread_create_fn) san;
+	static _Atomic int looked;
+	if (!atomic_load_explicit(&looked, memory_order_acquire)) {
+		pthread_create_fn f = (pthread_create_fn)dlsym(RTLD_DEFAULT, "__interceptor_pthread_create");
+		atomic_store_explicit(&san, f, memory_order_relaxed);
+		atomic_store_explicit(&looked, 1, memory_order_release);
+	}
+	pthread_create_fn real = atomic_load_explicit(&san, memory_order_relaxed);
+	if (!real)
+		real = real_create();
+	if (!real)
+		return EAGAIN;
+	creating_own = 1;
+	int rc = real(th, NULL, fn, arg);
+	creating_own = 0;
+	return rc;
 }
 
 /* New threads start sampling at once instead of at the writer's next scan. */
@@ -1897,6 +2058,8 @@ FENNEC_API int pthread_create(pthread_t *th, const pthread_attr_t *attr, void *(
 	pthread_create_fn real = real_create();
 	if (!real)
 		return EAGAIN;
+	if (creating_own) /* fennec's own, through a sanitizer's interceptor */
+		return real(th, attr, fn, arg);
 	col_writer_needed(); /* a lazy session's writer starts before the program's first thread */
 	if (P.mode == FMT_SAMPLE_OFF || !atomic_load_explicit(&P.active, memory_order_relaxed))
 		return real(th, attr, fn, arg);

@@ -588,6 +588,55 @@ static int fd_is_ours(void)
 	return fstat(S.fd, &st) == 0 && st.st_dev == S.dev && st.st_ino == S.ino;
 }
 
+/*
+ * A write beyond RLIMIT_FSIZE fails with EFBIG and sends the writing thread SIGXFSZ, whose
+ * default action ends the process. The writer thread blocks every signal, so there it is
+ * only EFBIG; a flush on the program's thread (the lazy writer, fennec_start's header,
+ * the final flush of a stop, an exit or an exec) blocks SIGXFSZ around its writes, and
+ * takes back the signal its own write raised, so that the program goes on (exit 153 "File
+ * size limit exceeded" instead of its own status, until 2026-12). One that was pending
+ * before (the program's, which it blocks) is left for the program.
+ */
+static __thread int all_blocked; /* fennec's writer thread: every signal blocked for good */
+
+typedef struct xfsz {
+	sigset_t old;
+	int blocked;     /* SIGXFSZ was blocked here: the old mask is restored */
+	int pending;     /* one was pending already: not ours to take */
+} xfsz;
+
+static void xfsz_block(xfsz *x)
+{
+	if (all_blocked) { /* SIGXFSZ stays pending there, never delivered: nothing to do */
+		x->blocked = 0;
+		return;
+	}
+	sigset_t s;
+	sigemptyset(&s);
+	sigaddset(&s, SIGXFSZ);
+	x->blocked = pthread_sigmask(SIG_BLOCK, &s, &x->old) == 0;
+	x->pending = 0;
+	if (x->blocked && sigismember(&x->old, SIGXFSZ)) { /* the program's mask already */
+		sigset_t p;
+		x->pending = sigpending(&p) == 0 && sigismember(&p, SIGXFSZ);
+	}
+}
+
+static void xfsz_unblock(xfsz *x, int efbig)
+{
+	if (!x->blocked)
+		return;
+	if (efbig && !x->pending) {
+		sigset_t s;
+		sigemptyset(&s);
+		sigaddset(&s, SIGXFSZ);
+		struct timespec zero = {0, 0};
+		/* The system call: sigtimedwait is one of fennec's wrappers (sample.c). */
+		syscall(SYS_rt_sigtimedwait, &s, NULL, &zero, (size_t)(_NSIG / 8));
+	}
+	pthread_sigmask(SIG_SETMASK, &x->old, NULL);
+}
+
 static void file_write(const uint8_t *buf, size_t n)
 {
 	if (S.fd < 0 || S.write_failed || !fd_is_ours()) {
@@ -596,20 +645,25 @@ static void file_write(const uint8_t *buf, size_t n)
 		return;
 	}
 	size_t done = 0;
-	int fail = S.fail_write && ++S.writes == S.fail_write;
+	int fail = S.fail_write && ++S.writes == S.fail_write, efbig = 0;
+	xfsz x;
+	xfsz_block(&x);
 	while (done < n) {
 		ssize_t w = fail ? (errno = ENOSPC, -1) : write(S.fd, buf + done, n - done);
 		if (w < 0 && errno == EINTR)
 			continue;
 		if (w <= 0) {
+			efbig = w < 0 && errno == EFBIG;
 			if (ftruncate(S.fd, (off_t)S.file_off) == 0)
 				lseek(S.fd, (off_t)S.file_off, SEEK_SET);
 			S.lost_bytes += n;
 			S.write_failed = 1;
+			xfsz_unblock(&x, efbig);
 			return;
 		}
 		done += (size_t)w;
 	}
+	xfsz_unblock(&x, 0);
 	S.file_off += n;
 }
 
@@ -1109,6 +1163,7 @@ static uint64_t writer_quiet_max(void)
 
 static void *writer_main(void *arg)
 {
+	all_blocked = 1; /* created with every signal blocked */
 	prctl(PR_SET_NAME, "fennec-writer");
 	col_mem_internal(1);
 	if (S.stall_ms) {

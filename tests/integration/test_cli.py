@@ -157,6 +157,26 @@ def test_failed_write_ends_the_file():
 
 
 @collector
+def test_file_size_limit_keeps_the_exit_status():
+    """Under `ulimit -f` (RLIMIT_FSIZE, 640 KiB) that the recording reaches: a write past it
+    fails with EFBIG and raises SIGXFSZ, whose default action ends the process. The writer
+    thread blocks it; the lazy writer (--sample off, a single thread: fennec writes on the
+    program's thread) let it through, and the program died "File size limit exceeded"
+    (exit 153) instead of exiting 13. Now every mode keeps the program's status, and the
+    file is a prefix that reads whole, cut short."""
+    for opts in (("--sample=off", "--memory=off"), ("--sample=off",), ("--memory=off",)):
+        what = " ".join(opts)
+        out = "fsize%d.fnc" % len(opts)
+        cmd, env = record_command(fixture("flood"), (2000000, 13), out=out, opts=opts)
+        r = run(["sh", "-c", 'ulimit -f 640 && exec "$@"', "sh"] + cmd, env=env)
+        assert_eq(r.returncode, 13, "%s: the program's exit status under ulimit -f (%s)" % (what, r.describe()))
+        rep = analyze(out)
+        assert_eq(rep["summary"]["cut_short"], True, "%s: summary.cut_short" % what)
+        n = sum(x["count"] for x in rep["regions"] if x["name"] == "flood")
+        assert_true(0 < n < 2000000, "%s: flood pairs in what fitted: %d" % (what, n))
+
+
+@collector
 def test_full_disk():
     """A recording on a filesystem that fills (a 128 KiB tmpfs): the program runs and exits
     as it would; the collector stops writing at the first chunk that does not fit, so the

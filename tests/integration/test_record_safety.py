@@ -1,15 +1,17 @@
 """fennec record and what it must not destroy or lose: the file at its output path (an
 earlier recording kept when the program cannot run; the program itself or any other file
-that is not a recording refused), and signals meant for the program (passed on once, never
-the death of fennec record). Fixtures: forker.c, empty.c; a signal counter built here."""
+that is not a recording refused), signals meant for the program (passed on once, never
+the death of fennec record), and the low descriptor numbers. Fixtures: forker.c, empty.c,
+fd_census.c; a signal counter built here."""
 
 import filecmp
+import json
 import os
 import shutil
 import signal
 import stat
 
-from helpers import (SLOW, assert_eq, assert_true, base_env, fennec_bin, fixture, libfennec, record, run,
+from helpers import (SANITIZER, SLOW, assert_eq, assert_true, base_env, collector, fennec_bin, fixture, libfennec, record, run,
                      wait_for)
 
 
@@ -296,3 +298,29 @@ def test_program_follows_fennec_record_stopped_continued_or_killed():
         c.kill()
         if state(c.pid) not in (None, "Z"):
             os.kill(c.pid, signal.SIGKILL)
+
+
+@collector
+def test_fennecs_descriptors_are_placed_high():
+    """Every descriptor a recording adds to the program is at or above three quarters of
+    RLIMIT_NOFILE (docs/api.md, "What recording costs a program"), in every mode, with
+    three threads: the file, statm, the perf counters or the wall sampler's /proc files,
+    and libunwind's pipe. That pipe took the program's lowest free numbers (3 and 4, then
+    5 and 6 for the remote unwinder) until 2026-12."""
+    bare = json.loads(run([fixture("fd_census"), "3"], check=True).stdout)
+    have = {fd for fd, _ in bare["fds"]}
+    base = bare["nofile"] * 3 // 4
+    for opts in (("--sample=off", "--memory=off"), ("--sample=off",), (), ("--sample=wall",),
+                 ("--memory=full",)):
+        what = " ".join(opts) or "the default"
+        r, path = record("fd_census", 3, out="fd.fnc", opts=opts)
+        got = json.loads(r.stdout.strip().splitlines()[-1])
+        ours = [(fd, t) for fd, t in got["fds"] if fd not in have]
+        low = [(fd, t) for fd, t in ours if fd < base]
+        assert_eq(low, [], "%s: fennec's descriptors below %d (all of them: %s)" % (what, base, ours))
+        assert_true(any(t.endswith(".fnc") for _, t in ours), "%s: the recording is not among %s" % (what, ours))
+        # the unwinder ran (the heap profile's, or the sampler's): its pipe is there, high;
+        # the sanitizer builds have no heap profile, and no unwinding in their handlers
+        if not SANITIZER and opts != ("--sample=off", "--memory=off"):
+            assert_true(sum(t.startswith("pipe:") for _, t in ours) >= 2,
+                        "%s: libunwind's pipe is not among fennec's descriptors %s" % (what, ours))

@@ -28,7 +28,7 @@ import fncfile
 import fncwrite
 from helpers import (MS, SANITIZER, SLOW, TSAN_FORK, Skip, analyze, analyze_raw, assert_between,
                      assert_close, assert_eq, assert_rel, assert_true, base_env, collector,
-                     descendants, exe_of, fixture, record, record_command, region, run,
+                     descendants, exe_of, fixture, libfennec, record, record_command, region, run,
                      skip_under, statistical, status_text, timeout, wait_for)
 
 # Shares are compared in percentage points of the samples (docs: within 3 at 999 Hz).
@@ -249,6 +249,7 @@ def test_env_equivalents():
                 "a stack deeper than FENNEC_STACK_DEPTH=16")
 
 
+@collector
 def test_api_sessions_one_after_another():
     """api_sessions DIR: three sessions in one process through the API, each with CPU
     sampling on and 200 ms of CPU burnt in its own function. Each file reports its own CPU
@@ -269,6 +270,53 @@ def test_api_sessions_one_after_another():
         top = rep["functions"][0]
         assert_eq(top["name"], "burn_%d" % i, "session %d's hottest function" % i)
         assert_true(top["self_pct"] > 90, "burn_%d holds %.1f %% of the samples" % (i, top["self_pct"]))
+
+
+@collector
+@timeout(180)
+def test_api_sessions_while_threads_record():
+    """api_churn DIR: four threads make regions, interned names and sleeping calls while main
+    records nine sessions through the API, wall and CPU sampling by turns, the fourth thread
+    now and then running with every signal blocked. Until 2026-12 a session's stop (and the
+    release of a thread that blocked the sampling signal) freed the wall sampler's record of
+    a thread's sleeping call while the thread still wrote there at its next usleep: SIGSEGV
+    in fennec's allocator, or ASan's heap-use-after-free in blk_enter. Now the program exits
+    0 and every session's file is whole, holds the workers' regions (no more than they
+    made) and its samples."""
+    out = os.path.abspath("churn")
+    os.makedirs(out, exist_ok=True)
+    e = base_env()
+    e["FENNEC_COMPRESSION"] = "0"
+    if SANITIZER == "tsan":
+        # Linked, libfennec comes after TSan's runtime: the workers' usleep reaches fennec's
+        # wrapper from inside TSan's, where TSan ignores every lock and atomic (its
+        # ignore_interceptors), and reports the blocks' hand-over as races. Preloaded,
+        # fennec's wrappers come first, as under fennec record; the program still starts
+        # and stops its own sessions.
+        e["LD_PRELOAD"] = libfennec()
+    r = run([fixture("api_churn"), out], env=e)
+    assert_eq(r.returncode, 0, "api_churn's exit status (%s)" % r.describe())
+    truth = truth_of(r)
+    assert_eq((truth["sessions"], truth["failed"]), (9, 0), "sessions run, start or stop calls failed")
+    assert_true(truth["sigblocks"] > 0, "the fourth worker never blocked every signal: %r" % truth)
+    calls = 0
+    for i in range(1, 10):
+        path = os.path.join(out, "c%d.fnc" % i)
+        dec = decode(path)
+        assert_true(dec["end"], "c%d.fnc has no END chunk" % i)
+        mode = "wall" if i % 2 else "cpu"
+        assert_eq(dec["header"].get(22), 2 if i % 2 else 1, "c%d.fnc's sampling mode" % i)
+        assert_true(len(dec["samples"]) > 0, "c%d.fnc (%s) has no samples" % (i, mode))
+        if mode == "wall":
+            assert_true(any(s["kind"] == 1 for s in dec["samples"]),
+                        "c%d.fnc (wall) has no off-CPU sample of the sleeping workers" % i)
+        rep = analyze(path)
+        assert_true(not rep["summary"]["cut_short"], "c%d.fnc is cut short" % i)
+        n = region(rep, "churn.work")["count"]
+        assert_true(n > 0, "c%d.fnc holds no churn.work region" % i)
+        calls += n
+    assert_between(calls, 1, truth["regions"] + 4 * 9, "churn.work regions in the nine files "
+                   "(the workers opened %d, a session may hold one open per worker)" % truth["regions"])
 
 
 def test_sample_off():
@@ -498,22 +546,26 @@ def test_program_takes_every_rt_signal():
                                   expect_rc=None)
         t = truth_of(r)
         assert_eq(t["foreign"], 0, "%s: signals the program's handlers got but did not send" % label)
+        short = [c for c in t["counts"] if c != 3]
         if SANITIZER == "tsan":
             # TSan's runtime defers handlers and keeps one pending signal per number and
             # thread: a program's signal that comes while one of fennec's (same number) is
             # pending there merges with it and is lost, as TSan loses any such pair. Not in
             # a plain build (CI at 55ff7e4: the sampling signal's handler got 2 of its 3).
-            short = [c for c in t["counts"] if c != 3]
             assert_true(len(short) <= 1 and all(c == 2 for c in short),
                         "%s: signals each sigaction handler got: %s" % (label, t["counts"]))
         else:
             assert_eq(t["counts"], [3] * t["signals"], "%s: signals each sigaction handler got" % label)
         assert_eq(t["plain_counts"], [1] * t["signals"], "%s: signals each signal() handler got" % label)
-        for k in ("bad_old", "bad_query", "bad_signal"):
+        for k in ("bad_old", "bad_query", "bad_signal", "send_failed"):
             assert_eq(t[k], 0, "%s: %s (dispositions read back unlike without fennec)" % (label, k))
         assert_eq([hex(f) for f in t["flags_read"]], [hex(f) for f in base["flags_read"]],
                   "%s: sa_flags read back, by signal" % label)
-        assert_eq(r.returncode, 0, "%s: the fixture's exit status (%s)" % (label, r.describe()))
+        # The fixture exits 1 when any of its checks fails, the counts among them: the one
+        # signal that TSan may lose (allowed above) makes it 1 (this test had allowed it,
+        # then asked for 0: the TSan stage failed whenever TSan lost it).
+        assert_eq(r.returncode, 1 if short else 0, "%s: the fixture's exit status, %d short counts (%s)" % (
+            label, len(short), r.describe()))
         assert_eq(dec["header"].get(24), source, "%s: header sampling source" % label)
         if SANITIZER == "tsan":
             continue  # samples hold where TSan ran the handler, not the interrupted code
@@ -624,6 +676,41 @@ def test_wall_offcpu_shares():
     comp = sum(s["weight"] for s, names in stacks if "compute_part" in names)
     assert_close(pct(comp, allw), pct(t["compute_ns"], t["wall_ns"]), SHARE_TOL,
                  "main thread: samples in compute_part", " %")
+
+
+@collector
+@statistical
+def test_wall_samples_never_in_fennecs_signal_mask():
+    """--sample=wall on sleep_lock, which computes a tenth of the time, sleeps in short
+    usleep() calls half of it and waits on a lock the rest, and never calls pthread_sigmask.
+    fennec blocks its signal around sleeping calls, and a sample that fell due meanwhile
+    was delivered as the mask was lifted: 70 % of the on-CPU samples (270 of 384) landed
+    in __pthread_sigmask, with a hot_function finding telling the user to call it less.
+    Now no sample is in pthread_sigmask or in libfennec's code (its thread trampoline stays
+    an outer frame), none of the findings names them,
+    and the samples are where the thread was: in sleep_part as long as it slept."""
+    r, path, dec = record_raw("sleep_lock", 60, 10, opts=("--sample=wall",))
+    t = truth_of(r)
+    sy = Symbols(dec)
+    stacks = [(s, sy.frames(s)) for s in dec["samples"]]
+    assert_true(len(stacks) > 0, "no samples")
+    ours = [(s["kind"], names[:4]) for s, names in stacks
+            if names and (names[0][0] == "libfennec.so" or any(f and "sigmask" in f for _, f in names))]
+    assert_eq(ours[:5], [], "samples in pthread_sigmask or in libfennec's code (of %d)" % len(stacks))
+    rep = analyze(path)
+    named = [(f["type"], f["subject"]) for f in rep["findings"]
+             if "sigmask" in str(f["subject"]) or "fennec" in str(f["subject"]).lower()]
+    assert_eq(named, [], "findings on fennec's own code")
+    if SANITIZER == "tsan":
+        return  # stacks are cut to the interrupted pc under TSan (docs/sampling.md)
+    tid = dec["header"][2]  # the process id: the main thread's (the holder has its name too)
+    mine = [(s, [f for _, f in names]) for s, names in stacks if s["tid"] == tid]
+    allw = sum(s["weight"] for s, _ in mine)
+    slept = sum(s["weight"] for s, names in mine if "sleep_part" in names)
+    # A sleep's samples are the saved stack at its start (exact) and those of the sampler's
+    # signals delayed to its end; the run's wall time has the set-up besides the cycles.
+    assert_close(pct(slept, allw), pct(t["sleep_ns"], t["wall_ns"]), OFFCPU_TOL,
+                 "main thread: samples with sleep_part on the stack", " %")
 
 
 @collector
