@@ -7,7 +7,10 @@ CPU clock, start-up left out) as a ratio to the unprofiled run's, and the attrib
 error: the largest difference, in percentage points, between a function's share of the
 loop as the profile says it and as the workload measured it.
 
-usage: bench/python_frames.py [-r ROUNDS] [-n CALL_ROUNDS] [--python /usr/bin/python3]
+With --torch, the workload is examples/torch_train.py (PyTorch on the CPU): the cost is the
+training loop's wall time as the example measures it, and no share error is computed.
+
+usage: bench/python_frames.py [-r ROUNDS] [-n CALL_ROUNDS] [--python /usr/bin/python3] [--torch]
 """
 import argparse
 import json
@@ -62,8 +65,11 @@ def main():
     ap.add_argument("-r", type=int, default=5)
     ap.add_argument("-n", type=int, default=150)
     ap.add_argument("--python", default="/usr/bin/python3")
+    ap.add_argument("--torch", action="store_true")
     a = ap.parse_args()
     py = a.python
+    if a.torch:
+        return torch_bench(a)
     has_scalene = subprocess.run([py, "-c", "import scalene"], capture_output=True).returncode == 0
     tmp = tempfile.mkdtemp(prefix="fennec-bench-py-")
     env = dict(os.environ)
@@ -114,6 +120,40 @@ def main():
             print("%-24s %12.1f %9.2fx %22s" % (name, m / 1e6, m / base, e))
             tsv.write("%s\t%.3f\t%.4f\t%s\n" % (name, m / 1e6, m / base,
                                                  "%.2f" % statistics.median(err[name]) if err[name] else ""))
+    shutil.rmtree(tmp, ignore_errors=True)
+
+
+def torch_bench(a):
+    import re
+    py = a.python
+    ex = os.path.join(ROOT, "examples", "torch_train.py")
+    tmp = tempfile.mkdtemp(prefix="fennec-bench-torch-")
+    out = os.path.join(tmp, "t.fnc")
+    variants = [("unprofiled", [py, ex], {}),
+                ("fennec, native frames", [FENNEC, "record", "-o", out, "--", py, ex], {"FENNEC_PYTHON": "0"}),
+                ("fennec, Python frames", [FENNEC, "record", "-o", out, "--", py, ex], {})]
+    if subprocess.run([py, "-c", "import scalene"], capture_output=True).returncode == 0:
+        variants.append(("scalene --cpu", [py, "-m", "scalene", "--cli", "--json", "--cpu", "--outfile",
+                                          os.path.join(tmp, "s.json"), ex], {}))
+    variants.append(("cProfile", [py, "-m", "cProfile", "-o", os.path.join(tmp, "c.prof"), ex], {}))
+    secs = {v[0]: [] for v in variants}
+    for r in range(a.r + 1):
+        for name, cmd, extra in variants:
+            e = dict(os.environ)
+            e.pop("FENNEC_PYTHON", None)
+            e.update(extra)
+            p = subprocess.run(cmd, env=e, capture_output=True, text=True)
+            m = re.search(r"trained \d+ steps in ([0-9.]+) s", p.stdout)
+            if p.returncode != 0 or not m:
+                sys.exit("%s: exit %d\n%s" % (name, p.returncode, (p.stdout + p.stderr)[-2000:]))
+            if r:
+                secs[name].append(float(m.group(1)))
+    base = statistics.median(secs["unprofiled"])
+    print("bench/python_frames.py --torch: %s examples/torch_train.py, %d rounds, medians of the training loop's wall time" % (py, a.r))
+    print("%-24s %12s %10s" % ("variant", "loop s", "ratio"))
+    for name, *_ in variants:
+        m = statistics.median(secs[name])
+        print("%-24s %12.2f %9.2fx" % (name, m, m / base))
     shutil.rmtree(tmp, ignore_errors=True)
 
 

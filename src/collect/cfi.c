@@ -704,7 +704,53 @@ __attribute__((noinline)) uint32_t cfi_walk_local(uint64_t stack_hi, uint64_t *i
 		look = ip - 1;
 	}
 }
+
+uint32_t cfi_walk_regs(uint64_t ip, uint64_t sp, uint64_t bp, uint64_t stack_hi, uint64_t *ips, uint32_t max,
+		       int *full)
+{
+	*full = 0;
+	uint32_t n = 0;
+	uint64_t look = ip; /* the interrupted instruction; then the call's, before its return address */
+	for (;;) {
+		if (n == max) {
+			*full = 1;
+			return n;
+		}
+		ips[n++] = ip;
+		cfi_rule r;
+		local_rule_of(look, &r);
+		if (r.kind == RULE_END)
+			return n;
+		if (r.kind != RULE_RSP && (r.kind != RULE_RBP || (n == 1 && !bp)))
+			return 0;
+		uint64_t cfa = (r.kind == RULE_RSP ? sp : bp) + (uint64_t)(int64_t)r.cfa_off;
+		uint64_t ra = cfa + (uint64_t)(int64_t)r.ra * 8;
+		if (cfa <= sp || ra < sp)
+			return 0; /* no progress: the caller's other unwinder judges */
+		if (ra + 8 > stack_hi)
+			return n; /* the thread's stack ends here (its start, above which fennec's frames are) */
+		memcpy(&ip, (const void *)(uintptr_t)ra, 8);
+		if (r.bp) {
+			uint64_t at = cfa + (uint64_t)(int64_t)r.bp * 8;
+			if (at < sp || at + 8 > stack_hi)
+				return 0;
+			memcpy(&bp, (const void *)(uintptr_t)at, 8);
+		}
+		sp = cfa;
+		if (!ip)
+			return n;
+		look = ip - 1;
+	}
+}
 #else
+uint32_t cfi_walk_regs(uint64_t ip, uint64_t sp, uint64_t bp, uint64_t stack_hi, uint64_t *ips, uint32_t max,
+		       int *full)
+{
+	(void)ip, (void)sp, (void)bp, (void)stack_hi, (void)ips, (void)max;
+	*full = 0;
+	return 0;
+}
+
 uint32_t cfi_walk_local(uint64_t stack_hi, uint64_t *ips, uint64_t *sps, uint32_t max, int *full,
 			const cfi_join *join)
 {

@@ -65,6 +65,15 @@ typedef struct cfi_join {
 uint32_t cfi_walk_local(uint64_t stack_hi, uint64_t *ips, uint64_t *sps, uint32_t max, int *full,
 			const cfi_join *join);
 
+/*
+ * The same rules from a signal handler, for the interrupted code of the handler's thread:
+ * from its registers (ip exact, sp, bp), reading the stack in [sp, stack_hi) only (the
+ * thread's stack: the caller checks sp is on it). ips[0] is ip. Returns how many frames, or
+ * 0 when a frame needs what these rules do not do. Async-signal-safe (_dl_find_object, the
+ * lock-free rule cache).
+ */
+uint32_t cfi_walk_regs(uint64_t ip, uint64_t sp, uint64_t bp, uint64_t stack_hi, uint64_t *ips, uint32_t max,
+		       int *full);
 /* Counters for tests and the check mode: rules computed, and of those not taken. */
 typedef struct cfi_stats {
 	uint64_t computed, refused;

@@ -1,6 +1,6 @@
 /*
  * sample.c - the sampling profiler inside the collector: a signal per sampling period on
- * each thread, a call stack taken with libunwind in the handler, and the writer's side
+ * each thread, a call stack taken in the handler, and the writer's side
  * (modules, thread names, SAMPLES chunks). Design: docs/internals/sampling.md.
  *
  * Sources, best first:
@@ -14,7 +14,8 @@
  *   wall     a sampler thread that, every period, signals the threads that run or are
  *            blocked in a restartable system call, and records the others itself.
  * The handler does not allocate, lock or call anything that is not async-signal-safe
- * besides libunwind's local unwinder (documented as safe for this use); it writes the
+ * besides libunwind's local unwinder (documented as safe for this use; the handler's walk
+ * is cfi.c's rules first, libunwind where they stop); it writes the
  * sample into one shared lock-free ring that the writer drains.
  */
 #include "collect/cfi.h"
@@ -456,6 +457,53 @@ static void ring_write(pid_t tid, unsigned flags, uint32_t weight, const uint64_
 
 /* ---- the handler ---- */
 
+/* The thread's stack, for the handler's walk with cfi.c's rules (note_stack()): 0 until
+ * known, and then the walk reads [sp, smp_stack_hi) when sp is in [smp_stack_lo, hi). */
+static __thread uintptr_t smp_stack_lo, smp_stack_hi;
+extern void *__libc_stack_end;
+
+/* The loader's code (ld.so): a sample there may have interrupted it holding the lock that
+ * libunwind's dl_iterate_phdr takes; the handler leaves libunwind out there. */
+static uintptr_t ld_lo, ld_hi;
+
+static int ld_cb(struct dl_phdr_info *info, size_t size, void *arg)
+{
+	(void)size, (void)arg;
+	const char *b = strrchr(info->dlpi_name, '/');
+	if (strncmp(b ? b + 1 : info->dlpi_name, "ld-linux", 8))
+		return 0;
+	for (int i = 0; i < info->dlpi_phnum; i++) {
+		const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
+		if (ph->p_type != PT_LOAD)
+			continue;
+		uintptr_t a = info->dlpi_addr + ph->p_vaddr;
+		if (!ld_lo || a < ld_lo)
+			ld_lo = a;
+		if (a + ph->p_memsz > ld_hi)
+			ld_hi = a + ph->p_memsz;
+	}
+	return 1;
+}
+
+static void note_stack(void)
+{
+	if ((pid_t)syscall(SYS_gettid) == getpid()) {
+		smp_stack_hi = (uintptr_t)__libc_stack_end;
+		smp_stack_lo = smp_stack_hi > (64u << 20) ? smp_stack_hi - (64u << 20) : 0;
+		return;
+	}
+	pthread_attr_t a;
+	void *addr;
+	size_t size;
+	if (pthread_getattr_np(pthread_self(), &a) != 0)
+		return;
+	if (pthread_attr_getstack(&a, &addr, &size) == 0) {
+		smp_stack_lo = (uintptr_t)addr;
+		smp_stack_hi = (uintptr_t)addr + size;
+	}
+	pthread_attr_destroy(&a);
+}
+
 uint32_t col_region_stack(uint32_t *out, uint32_t max)
 {
 	col_thread *t = col_tls;
@@ -549,15 +597,24 @@ static void on_signal(int sig, siginfo_t *si, void *ucv)
 	/* void * and uint64_t have the same size here: one buffer, shifted in place. */
 	_Static_assert(sizeof(void *) == sizeof(uint64_t), "64-bit addresses");
 	uint64_t frames[COL_SAMPLE_MAX_DEPTH + 16];
+	ucontext_t *uc = ucv;
+	uintptr_t pc = (uintptr_t)uc->uc_mcontext.gregs[REG_RIP];
 #if COL_SANITIZE_THREAD
 	/* TSan delivers signals late, from inside its runtime, whose frames libunwind cannot
 	 * walk: under TSan a sample holds the interrupted pc only. */
 	int n = 0;
 #else
-	int n = unw_backtrace((void **)frames, (int)P.depth + 16);
+	/* cfi.c's rules from the interrupted registers where the thread's stack is known (a
+	 * frame costs a cached lookup and a load; libunwind's step took a lock and two
+	 * sigprocmask calls); libunwind where they cannot go on, except in the loader */
+	int n = 0, full = 0;
+	uintptr_t sp = (uintptr_t)uc->uc_mcontext.gregs[REG_RSP];
+	if (smp_stack_hi && sp >= smp_stack_lo && sp < smp_stack_hi)
+		n = (int)cfi_walk_regs(pc, sp, (uint64_t)uc->uc_mcontext.gregs[REG_RBP], smp_stack_hi, frames,
+				       P.depth + 1, &full);
+	if (!n && !(pc >= ld_lo && pc < ld_hi))
+		n = unw_backtrace((void **)frames, (int)P.depth + 16);
 #endif
-	ucontext_t *uc = ucv;
-	uintptr_t pc = (uintptr_t)uc->uc_mcontext.gregs[REG_RIP];
 	int from = -1;
 	for (int i = 0; i < n && i < 16; i++)
 		if (frames[i] == pc) {
@@ -1082,6 +1139,11 @@ void col_sample_start(void)
 	 * signalling had made them mask it in every later session (and so the ring source's
 	 * scans refused threads found asleep: no samples at all in a CPU session after one). */
 	atomic_store(&P.signalling, 0);
+	if (!ld_hi)
+		dl_iterate_phdr(ld_cb, NULL);
+	int was = col_mem_internal(1);
+	note_stack(); /* the thread starting the session; others at their start (tramp_main) */
+	col_mem_internal(was);
 	if (col_ring_init(&P.ring, RING_SIZE) < 0) {
 		P.mode = FMT_SAMPLE_OFF;
 		return;
@@ -1999,6 +2061,7 @@ static void *tramp_main(void *p)
 	tramp t = *(tramp *)p;
 	int was = col_mem_internal(1); /* fennec's own: the trampoline, the thread's perf ring */
 	free(p);
+	note_stack();
 	col_sample_thread_begin();
 	col_mem_internal(was);
 	void *ret;
