@@ -625,7 +625,7 @@ static int load_file(ana_profile *p, const char *path, fmt_error *err)
 		 .cp = p->nprocs == 0};
 	if (c.cp && ana_cp_begin(p))
 		return FENNEC_ENOMEM;
-	int rc = fmt_read(path, &pr->file, on_event, &c, err);
+	int rc = fmt_read_ex(path, p->opt.force ? FMT_READ_RESYNC : 0, &pr->file, on_event, &c, err);
 	if (rc && rc != FENNEC_ENOMEM && p->opt.force && pr->file.recording_id) {
 		ana_warn(p, "%s (analysed up to that point because of --force)", err->msg);
 		pr->file.cut_short = 1;
@@ -712,6 +712,21 @@ static int load_file(ana_profile *p, const char *path, fmt_error *err)
 		if (f->torn_offset)
 			ana_warn(p, "%s: byte %llu: partial chunk at the end of the file ignored", f->path,
 				 (unsigned long long)f->torn_offset);
+		static const char *const skip_why[] = {
+			[FMT_SKIP_HEADER] = "a chunk header with impossible fields",
+			[FMT_SKIP_LENGTH] = "a chunk claiming more bytes than the file holds",
+			[FMT_SKIP_CHECKSUM] = "a chunk whose checksum fails",
+		};
+		for (uint32_t k = 0; k < f->nskips && k < FMT_MAX_SKIPS; k++) {
+			const fmt_skip *sk = &f->skips[k];
+			ana_warn(p, "%s: byte %llu: %s (type %u, stored length %u): skipped %llu bytes to the next whole "
+				    "chunk, at byte %llu (--force); what they held is missing",
+				 f->path, (unsigned long long)sk->offset, skip_why[sk->why], sk->type, sk->stored,
+				 (unsigned long long)sk->bytes, (unsigned long long)(sk->offset + sk->bytes));
+		}
+		if (f->nskips > FMT_MAX_SKIPS)
+			ana_warn(p, "%s: %u damaged places skipped in all (--force), %llu bytes", f->path, f->nskips,
+				 (unsigned long long)f->skipped_bytes);
 		if (f->bad_ends)
 			ana_warn(p, "%s: %llu region ends without a matching begin were ignored", f->path,
 				 (unsigned long long)f->bad_ends);

@@ -335,7 +335,8 @@ int ana_samples_event(ana_profile *p, uint32_t proc, const fmt_file *f, const fm
 				return FENNEC_ENOMEM;
 			pid = (uint32_t)ps->nrp++;
 			ps->rp[pid] = (rpath){ps->nsites, ev->nregions, ANA_NONE};
-			memcpy(ps->sites + ps->nsites, ev->regions, ev->nregions * sizeof *ev->regions);
+			if (ev->nregions) /* ps->sites and ev->regions may be NULL then */
+				memcpy(ps->sites + ps->nsites, ev->regions, ev->nregions * sizeof *ev->regions);
 			ps->nsites += ev->nregions;
 			ps->ptab.id[slot] = pid;
 			ps->ptab.h[slot] = ph;

@@ -40,7 +40,7 @@ static const char help[] =
 	"  --memory WHAT          folded, svg, pprof, speedscope: allocation stacks weighted by heap\n"
 	"                         bytes: allocated, peak (live at the peak), leaked (unfreed at exit,\n"
 	"                         the C runtime's left out) or live (unfreed at exit, all)\n"
-	"  --force                export what precedes a corrupt chunk instead of failing\n"
+	"  --force                skip a damaged chunk to the next whole one, as analyze --force\n"
 	"\n"
 	"Formats, options and what each consumer expects: docs/export.md.\n";
 

@@ -30,7 +30,8 @@ static const char help[] =
 	"  --port N               port to listen on (default 8051; 0 = any free port)\n"
 	"  --host ADDR            address to bind (default 127.0.0.1: this machine only; the\n"
 	"                         dashboard has no authentication, bind elsewhere with care)\n"
-	"  --force                analyse what precedes a corrupt chunk instead of failing\n";
+	"  --force                skip a damaged chunk to the next whole one (bytes and offset\n"
+	"                         reported); analyse what precedes damage that cannot be skipped\n";
 
 /*
  * Signals. The server stands for the recording as `fennec record` stands for the program

@@ -34,6 +34,8 @@ typedef struct rd {
 	int header_only; /* stop after the HEADER chunk */
 	int calib_pass;  /* first pass: only clock points from HEADER, STATS and END */
 	struct bytime *bt; /* samples waiting for their regions and step (bytime_*) */
+	unsigned flags;    /* FMT_READ_* */
+	uint64_t scan_budget; /* payload bytes the search for a whole chunk may still checksum */
 } rd;
 
 static void fmt_file_free_records(fmt_file *f);
@@ -610,7 +612,8 @@ static void bt_add(rd *r, const fmt_event *ev)
 	}
 	uint32_t i = b->npend++;
 	b->pend[i] = (bt_pend){ev->ticks, ev->tid, ev->i, ev->flags, b->nframes, ev->nframes, 0, 0, BT_NONE, 0};
-	memcpy(b->frames + b->nframes, ev->frames, ev->nframes * sizeof *ev->frames);
+	if (ev->nframes) /* b->frames may still be NULL: no NULL + 0, no memcpy from NULL */
+		memcpy(b->frames + b->nframes, ev->frames, ev->nframes * sizeof *ev->frames);
 	b->nframes += ev->nframes;
 	bt_tid *t = &b->tids[e];
 	if (t->last != BT_NONE)
@@ -647,7 +650,7 @@ static int bt_flush(rd *r)
 		ev.ticks = p->ticks;
 		ev.i = p->weight;
 		ev.u = bt_steps_before(b, p->ticks);
-		ev.frames = b->frames + p->frames;
+		ev.frames = p->nframes ? b->frames + p->frames : NULL;
 		ev.nframes = p->nframes;
 		ev.regions = p->nregions ? b->regions + p->regions : NULL;
 		ev.nregions = p->nregions;
@@ -1603,6 +1606,54 @@ static void fit_clock(fmt_file *f)
 	f->fit_a = (double)f->start_mono_ns - b * (double)f->start_ticks;
 }
 
+/* Whether a whole chunk starts at `off`: plausible header fields (a zstd payload opens
+ * with the zstd magic), its payload inside the file and its checksum right. The search
+ * is bounded by r->scan_budget, so that a file crafted full of near-headers costs a few
+ * times its size, not its square. */
+static int whole_chunk_at(rd *r, const uint8_t *data, size_t len, uint64_t off)
+{
+	if (len - off < FMT_CHUNK_HDR_LEN)
+		return 0;
+	const uint8_t *h = data + off;
+	unsigned codec = h[1];
+	uint32_t stored = cm_le32(h + 4), raw = cm_le32(h + 8);
+	if (h[0] == 0 || h[2] || h[3] || codec > FMT_ZSTD || raw > FMT_MAX_RAW ||
+	    stored > len - off - FMT_CHUNK_HDR_LEN)
+		return 0;
+	if (codec == FMT_RAW ? stored != raw : stored < 4 || memcmp(h + FMT_CHUNK_HDR_LEN, "\x28\xb5\x2f\xfd", 4) != 0)
+		return 0;
+	if (r->scan_budget < stored)
+		return 0;
+	r->scan_budget -= stored;
+	return cm_crc32c(cm_crc32c(0, h, 12), h + FMT_CHUNK_HDR_LEN, stored) == cm_le32(h + 12);
+}
+
+/* The offset of the first whole chunk after byte `off`, or 0 when none follows. */
+static uint64_t next_whole_chunk(rd *r, const uint8_t *data, size_t len, uint64_t off)
+{
+	for (uint64_t q = off + 1; q < len && len - q >= FMT_CHUNK_HDR_LEN; q++)
+		if (whole_chunk_at(r, data, len, q))
+			return q;
+	return 0;
+}
+
+/* FMT_READ_RESYNC, after the HEADER: the damaged chunk at `off` is skipped to the next whole
+ * chunk (`next`, found by the caller or here), recorded in f->skips. Returns where reading
+ * goes on, or 0 when it cannot (no resync, no HEADER yet, no whole chunk after). */
+static uint64_t skip_damage(rd *r, const uint8_t *data, size_t len, uint64_t off, uint64_t next, unsigned why)
+{
+	fmt_file *f = r->f;
+	if (!(r->flags & FMT_READ_RESYNC) || !r->seen_header)
+		return 0;
+	if (!next && !(next = next_whole_chunk(r, data, len, off)))
+		return 0;
+	if (f->nskips < FMT_MAX_SKIPS)
+		f->skips[f->nskips] = (fmt_skip){off, next - off, why, data[off], cm_le32(data + off + 4)};
+	f->nskips++;
+	f->skipped_bytes += next - off;
+	return next;
+}
+
 static int read_chunks(rd *r, const uint8_t *data, size_t len)
 {
 	fmt_file *f = r->f;
@@ -1622,6 +1673,7 @@ static int read_chunks(rd *r, const uint8_t *data, size_t len)
 	if (f->major == 0)
 		return fail(r, FENNEC_ECORRUPT, 8, "format version 0 is invalid");
 	uint64_t off = FMT_PREAMBLE_LEN;
+	r->scan_budget = 4 * (uint64_t)len + (1u << 20);
 	while (off < len) {
 		r->chunk_off = off;
 		if (len - off < FMT_CHUNK_HDR_LEN) {
@@ -1634,22 +1686,54 @@ static int read_chunks(rd *r, const uint8_t *data, size_t len)
 		unsigned type = h[0], codec = h[1];
 		uint32_t stored = cm_le32(h + 4), raw = cm_le32(h + 8), crc = cm_le32(h + 12);
 		if (codec > FMT_ZSTD || raw > FMT_MAX_RAW || stored > FMT_MAX_RAW + (FMT_MAX_RAW >> 7) + 1024 ||
-		    (codec == FMT_RAW && stored != raw) || cm_le16(h + 2) != 0)
+		    (codec == FMT_RAW && stored != raw) || cm_le16(h + 2) != 0) {
+			uint64_t next = skip_damage(r, data, len, off, 0, FMT_SKIP_HEADER);
+			if (next) {
+				off = next;
+				continue;
+			}
 			return fail(r, FENNEC_ECORRUPT, off, "bad chunk header (type %u, codec %u, stored %u, raw %u)", type, codec, stored, raw);
+		}
 		if (stored > len - off - FMT_CHUNK_HDR_LEN) {
 			if (!r->seen_header)
 				return fail(r, FENNEC_ETRUNCATED, off, "file ends inside the HEADER chunk");
-			f->torn_offset = off; /* a partial chunk: the run was cut mid-write */
-			break;
+			/* A torn tail has nothing whole after it. A chunk that claims more than the
+			 * file holds while a whole chunk follows has a corrupt length instead. */
+			uint64_t next = next_whole_chunk(r, data, len, off);
+			if (!next) {
+				f->torn_offset = off; /* a partial chunk: the run was cut mid-write */
+				break;
+			}
+			if (skip_damage(r, data, len, off, next, FMT_SKIP_LENGTH)) {
+				off = next;
+				continue;
+			}
+			return fail(r, FENNEC_ECORRUPT, off,
+				    "chunk (type %u) claims %u bytes, more than the %llu left in the file, yet a whole chunk "
+				    "follows at byte %llu: its length is corrupt, not a torn tail (--force skips the %llu bytes to it)",
+				    type, stored, (unsigned long long)(len - off - FMT_CHUNK_HDR_LEN), (unsigned long long)next,
+				    (unsigned long long)(next - off));
 		}
 		const uint8_t *payload = h + FMT_CHUNK_HDR_LEN;
-		if (r->calib_pass && r->seen_header && type != FMT_STATS && type != FMT_END) {
+		int clock_chunk = !r->seen_header || type == FMT_STATS || type == FMT_END;
+		if (r->calib_pass && !clock_chunk && !(r->flags & FMT_READ_RESYNC)) {
 			off += FMT_CHUNK_HDR_LEN + stored;
 			continue;
 		}
+		/* With FMT_READ_RESYNC the first pass checks every chunk, to skip what the second will. */
 		uint32_t got = cm_crc32c(cm_crc32c(0, h, 12), payload, stored);
-		if (got != crc)
+		if (got != crc) {
+			uint64_t next = skip_damage(r, data, len, off, 0, FMT_SKIP_CHECKSUM);
+			if (next) {
+				off = next;
+				continue;
+			}
 			return fail(r, FENNEC_ECHECKSUM, off, "chunk checksum mismatch (type %u, stored crc %08x, computed %08x)", type, crc, got);
+		}
+		if (r->calib_pass && !clock_chunk) {
+			off += FMT_CHUNK_HDR_LEN + stored;
+			continue;
+		}
 		if (!r->seen_header && type != FMT_HEADER)
 			return fail(r, FENNEC_ECORRUPT, off, "first chunk is type %u, not HEADER", type);
 		const uint8_t *p = payload;
@@ -1667,7 +1751,7 @@ static int read_chunks(rd *r, const uint8_t *data, size_t len)
 			if (ZSTD_isError(z) || z != raw)
 				return fail(r, FENNEC_ECOMPRESS, off, "chunk does not decompress to its %u bytes (%s)", raw,
 					    ZSTD_isError(z) ? ZSTD_getErrorName(z) : "size differs");
-			p = r->buf;
+			p = raw ? r->buf : payload; /* r->buf is NULL before the first chunk with a payload */
 		}
 		cur c = {p, p + raw, 0};
 		int rc = 0;
@@ -1759,15 +1843,16 @@ static int read_two_pass(rd *r, const uint8_t *data, size_t len)
 	return rc;
 }
 
-static int read_mem(const uint8_t *data, size_t len, const char *name, fmt_file *f, fmt_event_fn fn,
-		    void *ctx, fmt_error *err, int header_only)
+static int read_mem(const uint8_t *data, size_t len, const char *name, unsigned flags, fmt_file *f,
+		    fmt_event_fn fn, void *ctx, fmt_error *err, int header_only)
 {
 	memset(f, 0, sizeof *f);
 	memset(err, 0, sizeof *err);
 	f->path = strdup(name ? name : "<memory>");
 	rd r = {.f = f, .name = f->path ? f->path : "<memory>", .err = err, .fn = fn, .ctx = ctx,
-		.header_only = header_only};
+		.header_only = header_only, .flags = flags};
 	int rc = header_only ? read_chunks(&r, data, len) : read_two_pass(&r, data, len);
+	f->read_flags = flags;
 	bt_free(r.bt);
 	ZSTD_freeDCtx(r.dctx);
 	free(r.buf);
@@ -1777,10 +1862,17 @@ static int read_mem(const uint8_t *data, size_t len, const char *name, fmt_file 
 int fmt_read_mem(const uint8_t *data, size_t len, const char *name, fmt_file *f, fmt_event_fn fn,
 		 void *ctx, fmt_error *err)
 {
-	return read_mem(data, len, name, f, fn, ctx, err, 0);
+	return read_mem(data, len, name, 0, f, fn, ctx, err, 0);
 }
 
-static int read_path(const char *path, fmt_file *f, fmt_event_fn fn, void *ctx, fmt_error *err, int header_only)
+int fmt_read_mem_ex(const uint8_t *data, size_t len, const char *name, unsigned flags, fmt_file *f,
+		    fmt_event_fn fn, void *ctx, fmt_error *err)
+{
+	return read_mem(data, len, name, flags, f, fn, ctx, err, 0);
+}
+
+static int read_path(const char *path, unsigned flags, fmt_file *f, fmt_event_fn fn, void *ctx, fmt_error *err,
+		     int header_only)
 {
 	int fd = open(path, O_RDONLY | O_CLOEXEC);
 	struct stat st;
@@ -1815,7 +1907,7 @@ static int read_path(const char *path, fmt_file *f, fmt_event_fn fn, void *ctx, 
 		madvise((void *)data, len, MADV_SEQUENTIAL);
 	}
 	close(fd);
-	int rc = read_mem(data ? data : (const uint8_t *)"", len, path, f, fn, ctx, err, header_only);
+	int rc = read_mem(data ? data : (const uint8_t *)"", len, path, flags, f, fn, ctx, err, header_only);
 	if (data)
 		munmap((void *)data, len);
 	return rc;
@@ -1823,12 +1915,17 @@ static int read_path(const char *path, fmt_file *f, fmt_event_fn fn, void *ctx, 
 
 int fmt_read(const char *path, fmt_file *f, fmt_event_fn fn, void *ctx, fmt_error *err)
 {
-	return read_path(path, f, fn, ctx, err, 0);
+	return read_path(path, 0, f, fn, ctx, err, 0);
+}
+
+int fmt_read_ex(const char *path, unsigned flags, fmt_file *f, fmt_event_fn fn, void *ctx, fmt_error *err)
+{
+	return read_path(path, flags, f, fn, ctx, err, 0);
 }
 
 int fmt_read_header(const char *path, fmt_file *f, fmt_error *err)
 {
-	return read_path(path, f, NULL, NULL, err, 1);
+	return read_path(path, 0, f, NULL, NULL, err, 1);
 }
 
 /* Free what decoding allocated, except path and calib. */
