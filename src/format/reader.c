@@ -1871,10 +1871,56 @@ int fmt_read_mem_ex(const uint8_t *data, size_t len, const char *name, unsigned 
 	return read_mem(data, len, name, flags, f, fn, ctx, err, 0);
 }
 
+/* What a file that stats as empty holds: /proc and /sys files give st_size 0 and have
+ * content. Reads at most `cap` bytes (more is not a profile of this kind: *len = cap + 1).
+ * Returns a malloc'd buffer (NULL with *len 0: truly empty) or NULL with errno set. */
+static uint8_t *read_small(int fd, size_t cap, size_t *len)
+{
+	uint8_t *b = NULL;
+	size_t n = 0, bcap = 0;
+	*len = 0;
+	for (;;) {
+		if (n == bcap) {
+			if (bcap > cap) {
+				*len = cap + 1;
+				return b;
+			}
+			uint8_t *nb = realloc(b, bcap = bcap ? bcap * 2 : 4096);
+			if (!nb) {
+				free(b);
+				errno = ENOMEM;
+				return NULL;
+			}
+			b = nb;
+		}
+		ssize_t k = read(fd, b + n, bcap - n);
+		if (k < 0 && errno == EINTR)
+			continue;
+		if (k < 0) {
+			int e = errno;
+			free(b);
+			errno = e;
+			return NULL;
+		}
+		if (k == 0)
+			break;
+		n += (size_t)k;
+	}
+	if (!n) {
+		free(b);
+		b = NULL;
+	}
+	*len = n;
+	errno = 0;
+	return b;
+}
+
 static int read_path(const char *path, unsigned flags, fmt_file *f, fmt_event_fn fn, void *ctx, fmt_error *err,
 		     int header_only)
 {
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	/* O_NONBLOCK: opening a FIFO for reading blocks until a writer comes, before the
+	 * check below could refuse it; on a regular file it changes nothing. */
+	int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
 	struct stat st;
 	if (fd < 0 || fstat(fd, &st) < 0) {
 		int e = errno;
@@ -1895,7 +1941,27 @@ static int read_path(const char *path, unsigned flags, fmt_file *f, fmt_event_fn
 	}
 	size_t len = (size_t)st.st_size;
 	const uint8_t *data = NULL;
-	if (len) {
+	uint8_t *copy = NULL;
+	if (!len) {
+		copy = read_small(fd, 1u << 20, &len);
+		if (!copy && errno) {
+			int e = errno;
+			close(fd);
+			memset(f, 0, sizeof *f);
+			err->code = e == ENOMEM ? FENNEC_ENOMEM : FENNEC_EIO;
+			snprintf(err->msg, sizeof err->msg, "%s: %s", path, strerror(e));
+			return err->code;
+		}
+		if (len > (1u << 20)) { /* a pseudo-file: no recording is written there */
+			free(copy);
+			close(fd);
+			memset(f, 0, sizeof *f);
+			err->code = FENNEC_EFOREIGN;
+			snprintf(err->msg, sizeof err->msg, "%s: not a fennec profile (its size is not known ahead)", path);
+			return err->code;
+		}
+		data = copy;
+	} else {
 		data = mmap(NULL, len, PROT_READ, MAP_PRIVATE, fd, 0);
 		if (data == MAP_FAILED) {
 			close(fd);
@@ -1908,7 +1974,9 @@ static int read_path(const char *path, unsigned flags, fmt_file *f, fmt_event_fn
 	}
 	close(fd);
 	int rc = read_mem(data ? data : (const uint8_t *)"", len, path, flags, f, fn, ctx, err, header_only);
-	if (data)
+	if (copy)
+		free(copy);
+	else if (data)
 		munmap((void *)data, len);
 	return rc;
 }

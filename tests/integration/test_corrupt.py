@@ -278,3 +278,22 @@ def test_empty_folder():
     for cmd in (("analyze",), ("export", "--format", "folded", "-o", "out.folded")):
         r = run([fennec_bin()] + list(cmd[:1]) + ["nothing"] + list(cmd[1:]))
         assert_clean_error(r, "nothing", "no fennec profiles")
+
+
+def test_fifo_is_refused_not_waited_on():
+    """A FIFO named as a recording: analyze, export, view and compare refuse it at once
+    ("not a regular file"). They used to block in open() for a writer that never came,
+    before the check could run. No writer is ever opened here: a hang is the failure."""
+    os.mkfifo("pipe.fnc")
+    for cmd in (["analyze", "pipe.fnc"], ["export", "pipe.fnc", "--format", "folded", "-o", "o.folded"],
+                ["view", "pipe.fnc", "--port", "0"], ["compare", "pipe.fnc", "pipe.fnc"]):
+        r = run([fennec_bin()] + cmd, timeout_s=60)
+        assert_clean_error(r, "pipe.fnc", "not a regular file")
+
+
+def test_pseudo_file_is_read_not_called_empty():
+    """/proc/self/maps stats as 0 bytes but is not empty: it is read and refused as not a
+    profile, not reported as an "empty file"."""
+    r = analyze_raw("/proc/self/maps")
+    msg = assert_clean_error(r, "maps", "not a fennec profile")
+    assert_true("empty" not in msg, "called empty: %s" % msg)
