@@ -20,7 +20,7 @@
 #define COL_HAVE_TSC 0
 #endif
 
-#define COL_MAX_DEPTH 128        /* region nesting tracked per thread */
+#define COL_MAX_DEPTH FMT_MAX_DEPTH /* region nesting tracked per thread */
 #define COL_MAX_THREADS 16384    /* thread slots (recycled when threads exit) */
 #define COL_MAX_SITES 65536      /* distinct region and metric names per process */
 #define COL_SITE_HASH (1u << 17) /* open-addressing table for name addresses */

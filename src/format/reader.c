@@ -250,6 +250,19 @@ static int decode_sites(rd *r, cur *c)
 			free(file);
 			return fail(r, FENNEC_ECORRUPT, r->chunk_off, "SITES: bad site record (id %llu, kind %u)", (unsigned long long)id, kind);
 		}
+		size_t n = name ? strlen(name) : 0;
+		if (n > FMT_MAX_NAME) {
+			/* A name of a megabyte made a report of megabytes: cut it, on a character
+			 * boundary of UTF-8, and say so (the analysis warns). */
+			size_t k = FMT_MAX_NAME - 3; /* with the 3 bytes of "…": FMT_MAX_NAME in all */
+			while (k > 0 && ((unsigned char)name[k] & 0xc0) == 0x80)
+				k--;
+			memcpy(name + k, "\xe2\x80\xa6", 4); /* "…" and the NUL: k + 4 <= n + 1 bytes */
+			if (!f->long_names++) {
+				f->long_name_site = (uint32_t)id;
+				f->long_name_bytes = n;
+			}
+		}
 		fmt_site_rec *s = &f->sites[id];
 		free(s->name);
 		free(s->file);

@@ -139,6 +139,9 @@ typedef struct fmt_file {
 	uint64_t torn_offset;   /* nonzero: a partial chunk starts here */
 	uint64_t events;
 	uint64_t bad_ends;      /* END events with no open region (dropped) */
+	uint64_t long_names;    /* site names longer than FMT_MAX_NAME bytes, cut to it */
+	uint32_t long_name_site; /* the first of them */
+	uint64_t long_name_bytes; /* its length in the file */
 	/* sampling (header keys 22-26; SAMPLES counters as of the last chunk) */
 	uint64_t sample_mode, sample_period_ns, sample_source, sample_depth, sample_hz;
 	uint64_t samples_taken, samples_dropped, samples_truncated;
