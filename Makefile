@@ -249,16 +249,23 @@ test-tsan:
 	$(Q)$(MAKE) --no-print-directory TSAN=1 lib fixtures
 	$(Q)FENNEC_BUILD=build-tsan FENNEC_SANITIZER=tsan python3 tests/run.py --collector-only
 
-FUZZ := build-fuzz/reader_fuzz
-$(FUZZ): tests/fuzz/reader_fuzz.c $(ANALYZE_SRC) $(COMMON_SRC) $(wildcard src/*/*.h)
+# Two harnesses (tests/fuzz/): the reader alone, and the whole analysis (load, rules, JSON,
+# text). Both recompute chunk CRCs in their mutator (fuzz_crc.h). fuzz-run gives each
+# FUZZ_SECONDS, seeded with tests/corpus/ and its regression corpus, tests/corpus/regress/.
+FUZZ := build-fuzz/reader_fuzz build-fuzz/analysis_fuzz
+build-fuzz/%: tests/fuzz/%.c tests/fuzz/fuzz_crc.h $(ANALYZE_SRC) $(COMMON_SRC) $(wildcard src/*/*.h)
 	@mkdir -p $(dir $@)
 	$(Q)clang -std=gnu11 -g -O1 -D_GNU_SOURCE -Iinclude -Isrc -fsanitize=fuzzer,address,undefined \
 		$(filter %.c,$^) -o $@ $(LIBS_ANA)
 fuzz: $(FUZZ)
 FUZZ_SECONDS ?= 30
 fuzz-run: $(FUZZ)
-	@mkdir -p build-fuzz/corpus
-	$(Q)$(FUZZ) -max_total_time=$(FUZZ_SECONDS) -max_len=65536 -print_final_stats=1 build-fuzz/corpus tests/corpus
+	@for h in $(FUZZ); do \
+		n=$$(basename $$h); mkdir -p build-fuzz/corpus-$$n; \
+		echo "== $$n, $(FUZZ_SECONDS) s"; \
+		$$h -max_total_time=$(FUZZ_SECONDS) -max_len=65536 -print_final_stats=1 \
+			build-fuzz/corpus-$$n tests/corpus tests/corpus/regress || exit 1; \
+	done
 
 clean:
 	rm -rf build build-asan build-tsan build-fuzz

@@ -297,3 +297,25 @@ def test_pseudo_file_is_read_not_called_empty():
     r = analyze_raw("/proc/self/maps")
     msg = assert_clean_error(r, "maps", "not a fennec profile")
     assert_true("empty" not in msg, "called empty: %s" % msg)
+
+
+def test_regression_corpus():
+    """tests/corpus/regress/: inputs that once broke fennec, each with its expected exit
+    status and message (EXPECTED, written by make_regress.py). Also the fuzzers' seeds."""
+    here = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "corpus", "regress")
+    cases = []
+    with open(os.path.join(here, "EXPECTED")) as f:
+        for line in f:
+            if line.strip() and not line.startswith("#"):
+                cases.append(line.rstrip("\n").split("\t"))
+    assert_true(len(cases) >= 5, "cases in EXPECTED: %s" % cases)
+    for name, opts, rc, msg in cases:
+        path = os.path.join(here, name)
+        r = analyze_raw(path, *([] if opts == "-" else opts.split()))
+        what = "%s %s" % (name, opts)
+        if int(rc):
+            assert_clean_error(r, name, *([] if msg == "-" else [msg]))
+        else:
+            assert_eq(r.returncode, 0, "%s: exit status (stderr %r)" % (what, r.stderr))
+            if msg != "-":
+                assert_true(msg in r.stderr + r.stdout, "%s: warning %r in %r" % (what, msg, r.stderr + r.stdout[:2000]))
