@@ -17,7 +17,7 @@
 #include <unistd.h>
 #include <zstd.h>
 
-#define MAX_SITES (1u << 24)
+#define MAX_SITES FMT_MAX_SITE_ID /* a 24-byte record with id 2^23 made a 512 MB table */
 #define MAX_THREADS (1u << 24)
 
 typedef struct rd {

@@ -52,6 +52,12 @@ def main():
     empty = fncfile.make_chunk(2, ZSTD_EMPTY, codec=1, raw_len=0)
     put("empty_zstd_chunk.fnc", base[:chunks[1].offset] + empty + base[chunks[1].offset:], "-", 0, "-")
 
+    # found by analysis_fuzz once CRCs were fixed up: a 24-byte SITES record with id
+    # 8,236,070 made the reader allocate a 512 MB table (3 s under ASan)
+    sites = bytes([0xa6, 0xd8, 0xf6, 0x03, 0x00, 0x01, 0x61, 0x00, 0x00])  # id, kind 0, "a", "", line 0
+    put("huge_site_id.fnc", base[:chunks[1].offset] + fncfile.make_chunk(2, sites) + base[chunks[1].offset:],
+        "-", 1, "bad site record (id 8236070")
+
     seen = set()
     with open(os.path.join(HERE, "EXPECTED"), "w") as f:
         f.write("# file\toptions\texit\tmessage (make_regress.py; checked by test_corrupt.py)\n")
