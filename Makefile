@@ -269,22 +269,32 @@ test-tsan:
 	$(Q)$(MAKE) --no-print-directory TSAN=1 lib fixtures
 	$(Q)FENNEC_BUILD=build-tsan FENNEC_SANITIZER=tsan python3 tests/run.py --collector-only
 
-# The reader's fuzzer: its objects in build-fuzz/obj, instrumented for coverage
-# (fuzzer-no-link); libFuzzer's main comes at the link.
-FUZZ     := build-fuzz/reader_fuzz
-FUZZ_OBJ := $(patsubst %.c,build-fuzz/obj/%.o,tests/fuzz/reader_fuzz.c $(ANALYZE_SRC) $(COMMON_SRC))
+# Two fuzzers (tests/fuzz/): the reader alone, and the whole analysis (load, rules, JSON,
+# text). Both recompute chunk CRCs in their mutator (fuzz_crc.h). Their objects are in
+# build-fuzz/obj, instrumented for coverage (fuzzer-no-link); libFuzzer's main comes at the
+# link. fuzz-run gives each FUZZ_SECONDS, seeded with tests/corpus/ and its regression
+# corpus, tests/corpus/regress/.
+FUZZ     := build-fuzz/reader_fuzz build-fuzz/analysis_fuzz
+FUZZ_LIB_OBJ := $(patsubst %.c,build-fuzz/obj/%.o,$(ANALYZE_SRC) $(COMMON_SRC))
+FUZZ_OBJ := $(FUZZ_LIB_OBJ) build-fuzz/obj/tests/fuzz/reader_fuzz.o build-fuzz/obj/tests/fuzz/analysis_fuzz.o
 build-fuzz/obj/%.o: %.c
 	@mkdir -p $(dir $@)
 	$(Q)clang -std=gnu11 -g -O1 -D_GNU_SOURCE -Iinclude -Isrc $(DEPFLAGS) \
 		-fsanitize=fuzzer-no-link,address,undefined -c $< -o $@
-$(FUZZ): $(FUZZ_OBJ)
+build-fuzz/reader_fuzz: build-fuzz/obj/tests/fuzz/reader_fuzz.o $(FUZZ_LIB_OBJ)
+build-fuzz/analysis_fuzz: build-fuzz/obj/tests/fuzz/analysis_fuzz.o $(FUZZ_LIB_OBJ)
+$(FUZZ):
 	@mkdir -p $(dir $@)
 	$(Q)clang -fsanitize=fuzzer,address,undefined $^ -o $@ $(LIBS_ANA)
 fuzz: $(FUZZ)
 FUZZ_SECONDS ?= 30
 fuzz-run: $(FUZZ)
-	@mkdir -p build-fuzz/corpus
-	$(Q)$(FUZZ) -max_total_time=$(FUZZ_SECONDS) -max_len=65536 -print_final_stats=1 build-fuzz/corpus tests/corpus
+	@for h in $(FUZZ); do \
+		n=$$(basename $$h); mkdir -p build-fuzz/corpus-$$n; \
+		echo "== $$n, $(FUZZ_SECONDS) s"; \
+		$$h -max_total_time=$(FUZZ_SECONDS) -max_len=65536 -print_final_stats=1 \
+			build-fuzz/corpus-$$n tests/corpus tests/corpus/regress || exit 1; \
+	done
 
 clean:
 	rm -rf build build-asan build-tsan build-fault build-fuzz

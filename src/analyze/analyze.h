@@ -314,6 +314,7 @@ typedef struct ana_sampling {
 				     the depth limit: cut where the copy of the stack ended */
 	uint64_t weight[ANA_NKINDS];         /* summed sample weights per kind */
 	double achieved_hz;   /* on-CPU samples per second of CPU time */
+	const char *none_why; /* sampling was on and took no sample: the likely reason, else NULL */
 	ana_sample *samples;
 	size_t nsamples, samples_cap;
 	ana_stack *stacks;
@@ -560,6 +561,10 @@ typedef struct ana_profile {
 	uint64_t steps, steps_recorded, items; /* items: of the steps (those given at the first mark are set-up's) */
 	uint64_t marks, setup_ns;
 	int has_items;
+	uint32_t step_threads;    /* threads of the first process that marked steps; the step
+				   * statistics are of the one with the most marks (steps_tid) */
+	uint64_t steps_tid;
+	uint32_t deep_threads;    /* threads that reached FMT_MAX_DEPTH open regions */
 	ana_dist step_dist;
 	ana_sampling smp;
 	ana_memory mem;

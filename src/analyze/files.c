@@ -337,7 +337,8 @@ int ana_list_files(const char *const *paths, size_t npaths, char ***out, size_t 
 			if (c.v[i].ok)
 				c.v[k++] = c.v[i];
 		c.n = k;
-		qsort(c.v, c.n, sizeof *c.v, cmp_cand);
+		if (c.n) /* c.v is NULL for an empty folder: qsort(NULL, 0) is undefined */
+			qsort(c.v, c.n, sizeof *c.v, cmp_cand);
 		if (!c.n) {
 			err->code = FENNEC_ENODATA;
 			snprintf(err->msg, sizeof err->msg, "%s%s: no fennec profiles found", npaths ? paths[0] : "",

@@ -573,7 +573,7 @@ static int regions_at(ana_profile *p, const fmt_file *f, query *qs, size_t n, ui
 	}
 	fmt_file again;
 	fmt_error err;
-	fmt_read(f->path, &again, on_replay, &r, &err); /* a file that changed since: what it gives */
+	fmt_read_ex(f->path, f->read_flags, &again, on_replay, &r, &err); /* a file that changed since: what it gives */
 	fmt_file_free(&again);
 	for (size_t i = 0; i < r.nth; i++) {
 		answer_until(&r, &r.th[i], UINT64_MAX);

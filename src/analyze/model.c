@@ -141,6 +141,7 @@ typedef struct lthread {
 	uint32_t g;          /* index into p->threads, ANA_NONE until first event */
 	frame *stack;
 	uint32_t depth, cap;
+	uint32_t max_depth;  /* the deepest nesting its events reached */
 	uint64_t busy_ticks;
 	struct { uint32_t parent, site, node, tn; } cache[CACHE];
 	ana_u64vec step_ticks, step_items, step_flags;
@@ -390,6 +391,8 @@ static int on_event(void *vc, const fmt_file *f, const fmt_event *ev)
 			t->cap = cap;
 		}
 		t->stack[t->depth++] = (frame){node, tn, ev->ticks, 0};
+		if (t->depth > t->max_depth)
+			t->max_depth = t->depth;
 		if (c->cp && ana_cp_collecting(p) && ana_cp_region(p, t->g, ev->ticks, node))
 			goto oom;
 		break;
@@ -638,7 +641,7 @@ static int load_file(ana_profile *p, const char *path, fmt_error *err)
 		 .cp = p->nprocs == 0};
 	if (c.cp && ana_cp_begin(p))
 		return FENNEC_ENOMEM;
-	int rc = fmt_read(path, &pr->file, on_event, &c, err);
+	int rc = fmt_read_ex(path, p->opt.force ? FMT_READ_RESYNC : 0, &pr->file, on_event, &c, err);
 	if (rc && rc != FENNEC_ENOMEM && p->opt.force && pr->file.recording_id) {
 		ana_warn(p, "%s (analysed up to that point because of --force)", err->msg);
 		pr->file.cut_short = 1;
@@ -670,14 +673,31 @@ static int load_file(ana_profile *p, const char *path, fmt_error *err)
 			x->marks = t->step_ticks.n;
 			x->steps = x->marks ? x->marks - 1 : 0;
 		}
+		for (uint32_t i = 0; i < c.nth; i++)
+			if (c.th[i].g != ANA_NONE && c.th[i].max_depth >= FMT_MAX_DEPTH)
+				p->deep_threads++;
 		/* Steps: the thread with the most marks in the first process. A step is the time
 		 * between two consecutive marks; the time before the first mark is set-up. */
 		if (pr == &p->procs[0]) {
 			lthread *best = NULL;
+			uint64_t other_marks = 0;
 			for (uint32_t i = 0; i < c.nth; i++)
-				if (c.th[i].g != ANA_NONE && c.th[i].step_ticks.n && (!best || c.th[i].step_ticks.n > best->step_ticks.n))
-					best = &c.th[i];
+				if (c.th[i].g != ANA_NONE && c.th[i].step_ticks.n) {
+					p->step_threads++;
+					other_marks += c.th[i].step_ticks.n;
+					if (!best || c.th[i].step_ticks.n > best->step_ticks.n)
+						best = &c.th[i];
+				}
+			if (best && p->step_threads > 1) {
+				other_marks -= best->step_ticks.n;
+				ana_warn(p, "%s: steps were marked on %u threads; the step statistics count only those of "
+					    "thread %llu (%zu steps, the most), not the other threads' %llu: mark steps on one "
+					    "thread (the training loop's)",
+					 f->path, p->step_threads, (unsigned long long)p->threads[best->g].tid,
+					 best->step_ticks.n, (unsigned long long)other_marks);
+			}
 			if (best) {
+				p->steps_tid = p->threads[best->g].tid;
 				uint64_t prev = best->step_ticks.v[0];
 				p->setup_ns = setup_of(f, best);
 				for (size_t k = 1; k < best->step_ticks.n; k++) {
@@ -731,6 +751,28 @@ static int load_file(ana_profile *p, const char *path, fmt_error *err)
 		if (f->torn_offset)
 			ana_warn(p, "%s: byte %llu: partial chunk at the end of the file ignored", f->path,
 				 (unsigned long long)f->torn_offset);
+		static const char *const skip_why[] = {
+			[FMT_SKIP_HEADER] = "a chunk header with impossible fields",
+			[FMT_SKIP_LENGTH] = "a chunk claiming more bytes than the file holds",
+			[FMT_SKIP_CHECKSUM] = "a chunk whose checksum fails",
+		};
+		for (uint32_t k = 0; k < f->nskips && k < FMT_MAX_SKIPS; k++) {
+			const fmt_skip *sk = &f->skips[k];
+			ana_warn(p, "%s: byte %llu: %s (type %u, stored length %u): skipped %llu bytes to the next whole "
+				    "chunk, at byte %llu (--force); what they held is missing",
+				 f->path, (unsigned long long)sk->offset, skip_why[sk->why], sk->type, sk->stored,
+				 (unsigned long long)sk->bytes, (unsigned long long)(sk->offset + sk->bytes));
+		}
+		if (f->nskips > FMT_MAX_SKIPS)
+			ana_warn(p, "%s: %u damaged places skipped in all (--force), %llu bytes", f->path, f->nskips,
+				 (unsigned long long)f->skipped_bytes);
+		if (f->long_names) {
+			const char *nm = f->long_name_site < f->nsites ? f->sites[f->long_name_site].name : NULL;
+			ana_warn(p, "%s: %llu region or metric name%s longer than %u bytes cut to that (the first, of %llu "
+				    "bytes: \"%.60s…\")",
+				 f->path, (unsigned long long)f->long_names, f->long_names == 1 ? "" : "s", FMT_MAX_NAME,
+				 (unsigned long long)f->long_name_bytes, nm ? nm : "");
+		}
 		if (f->bad_ends)
 			ana_warn(p, "%s: %llu region ends without a matching begin were ignored", f->path,
 				 (unsigned long long)f->bad_ends);
@@ -876,7 +918,16 @@ int ana_load_paths(const char *const *paths, size_t npaths, const ana_options *o
 		p->events += p->procs[i].file.events;
 		p->cut_short |= p->procs[i].file.cut_short;
 	}
-	if (p->dropped) {
+	if (p->dropped && p->deep_threads) {
+		/* The collector counts a begin nested deeper than it tracks as dropped, and its end:
+		 * a larger buffer does not bring them back. */
+		ana_warn(p, "%llu events were dropped, and %u thread%s reached %u open regions, the deepest nesting "
+			    "the collector tracks: regions begun deeper are not recorded (their begins and ends count as "
+			    "dropped) whatever the buffer size, so the counts and totals of the deepest regions are low; "
+			    "keep region nesting under %u (regions in a recursive function are the usual cause)",
+			 (unsigned long long)p->dropped, p->deep_threads, p->deep_threads == 1 ? "" : "s", FMT_MAX_DEPTH,
+			 FMT_MAX_DEPTH);
+	} else if (p->dropped) {
 		uint64_t buf = p->procs[0].file.buffer_bytes;
 		ana_warn(p, "%llu events were dropped: a thread filled its %llu KiB buffer faster than the "
 			    "writer drained it, so counts and totals of the regions involved are low; record "

@@ -377,7 +377,8 @@ int ana_samples_event(ana_profile *p, uint32_t proc, const fmt_file *f, const fm
 				return FENNEC_ENOMEM;
 			pid = (uint32_t)ps->nrp++;
 			ps->rp[pid] = (rpath){ps->nsites, ev->nregions, ANA_NONE};
-			memcpy(ps->sites + ps->nsites, ev->regions, ev->nregions * sizeof *ev->regions);
+			if (ev->nregions) /* ps->sites and ev->regions may be NULL then */
+				memcpy(ps->sites + ps->nsites, ev->regions, ev->nregions * sizeof *ev->regions);
 			ps->nsites += ev->nregions;
 			ps->ptab.id[slot] = pid;
 			ps->ptab.h[slot] = ph;
@@ -1232,6 +1233,21 @@ int ana_samples_finish(ana_profile *p)
 		goto out;
 
 	/* Warnings. */
+	if (s->mode != FMT_SAMPLE_OFF && !s->taken && !s->nsamples && s->period_ns) {
+		/* Sampling was on and nothing came: say why, not just "0 Hz". */
+		double basis = s->mode == FMT_SAMPLE_WALL ? (double)p->wall_ns : (double)(p->cpu_user_ns + p->cpu_sys_ns);
+		double due = basis / (double)s->period_ns;
+		char a[32], b[32];
+		if (due >= 10) {
+			s->none_why = "the sampling signal reached no thread (a thread that blocks every signal is never sampled)";
+			ana_warn(p, "no samples where about %.0f were due (%s mode, one every %s of %s time, %s of it): the "
+				    "sampling signal reached no thread; a thread that blocks every signal (sigprocmask or "
+				    "pthread_sigmask of a full set) cannot be sampled, so only its regions are reported",
+				 due, ana_sample_mode_name(s->mode), ana_fmt_ns((double)s->period_ns, a, sizeof a),
+				 s->mode == FMT_SAMPLE_WALL ? "wall" : "CPU", ana_fmt_ns(basis, b, sizeof b));
+		} else
+			s->none_why = "the run was shorter than ten sample periods";
+	}
 	if (s->dropped)
 		ana_warn(p, "%llu of %llu samples were dropped (the sample buffer was full): shares are computed "
 			    "from the samples kept; record again with a lower -F or a smaller --flush-ms",

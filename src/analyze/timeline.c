@@ -487,7 +487,7 @@ int ana_timeline_build(const ana_profile *p, size_t max_intervals, uint32_t max_
 		fmt_file f;
 		fmt_error err;
 		c.proc = i;
-		int r = fmt_read(p->procs[i].file.path, &f, on_event, &c, &err);
+		int r = fmt_read_ex(p->procs[i].file.path, p->procs[i].file.read_flags, &f, on_event, &c, &err);
 		if (c.oom || r == FENNEC_ENOMEM)
 			rc = FENNEC_ENOMEM;
 		else {

@@ -55,7 +55,8 @@ static const char help[] =
 	"                         path such as train/forward; nested regions included)\n"
 	"  --timeline-max N       html: intervals on the thread timeline (default 50000; more\n"
 	"                         calls are merged into blocks, and the page says so)\n"
-	"  --force                analyse what precedes a corrupt chunk instead of failing\n"
+	"  --force                skip a damaged chunk to the next whole one (bytes and offset\n"
+	"                         reported); analyse what precedes damage that cannot be skipped\n"
 	"  --native               Python programs: keep the interpreter's C frames (default: folded into\n"
 	"                         the Python frames that run them)\n"
 	"  --color, --no-color    colour the text report (default: on a terminal, unless NO_COLOR is set)\n";

@@ -30,7 +30,7 @@ static const char help[] =
 	"  --resamples N          bootstrap resamples (default 2000)\n"
 	"  --max-regions N        rows in the text region table (default 40, 0 = all)\n"
 	"  --top N                rows in the text function table (default 20, 0 = all)\n"
-	"  --force                compare what precedes a corrupt chunk instead of failing\n"
+	"  --force                skip a damaged chunk to the next whole one, as analyze --force\n"
 	"  --native               Python programs: keep the interpreter's C frames (default: folded into\n"
 	"                         the Python frames that run them)\n"
 	"  --color, --no-color    colour the text report (default: on a terminal, unless NO_COLOR is set)\n"

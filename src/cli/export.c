@@ -42,7 +42,7 @@ static const char help[] =
 	"  --memory WHAT          folded, svg, pprof, speedscope: allocation stacks weighted by heap\n"
 	"                         bytes: allocated, peak (live at the peak), leaked (unfreed at exit,\n"
 	"                         the C runtime's left out) or live (unfreed at exit, all)\n"
-	"  --force                export what precedes a corrupt chunk instead of failing\n"
+	"  --force                skip a damaged chunk to the next whole one, as analyze --force\n"
 	"  --native               Python programs: keep the interpreter's C frames (default: folded into\n"
 	"                         the Python frames that run them)\n"
 	"\n"

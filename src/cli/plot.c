@@ -26,7 +26,7 @@ static const char help[] =
 	"  --width W, --height H  size in pixels (default 960 x 540; from 320 x 240 to 8192 x 8192)\n"
 	"  --metric NAME          --kind metrics: which metric (needed when there are several)\n"
 	"  --title TEXT           the chart's title (default: the file and what is shown)\n"
-	"  --force                plot what precedes a corrupt chunk instead of failing\n"
+	"  --force                skip a damaged chunk to the next whole one, as analyze --force\n"
 	"\n"
 	"Charts, their units and how they are drawn: docs/plot.md.\n";
 

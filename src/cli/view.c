@@ -29,8 +29,10 @@ static const char help[] =
 	"\n"
 	"  --port N               port to listen on (default 8051; 0 = any free port)\n"
 	"  --host ADDR            address to bind (default 127.0.0.1: this machine only; the\n"
-	"                         dashboard has no authentication, bind elsewhere with care)\n"
-	"  --force                analyse what precedes a corrupt chunk instead of failing\n";
+	"                         URL printed carries a random token that every request needs;\n"
+	"                         another address is warned about: the token travels unencrypted)\n"
+	"  --force                skip a damaged chunk to the next whole one (bytes and offset\n"
+	"                         reported); analyse what precedes damage that cannot be skipped\n";
 
 /*
  * Signals. The server stands for the recording as `fennec record` stands for the program
@@ -104,8 +106,12 @@ static int serve(view_options *o, pid_t child, const sigset_t *fwd, int own_grou
 	}
 	const char *h = o->host;
 	int v6 = strchr(h, ':') != NULL;
-	printf("fennec %s: serving %s at http://%s%s%s:%u/ (Ctrl-C to stop)\n", cmd, o->path, v6 ? "[" : "", h,
-	       v6 ? "]" : "", view_port(s));
+	if (!view_loopback(s))
+		cli_error(cmd, "warning: %s is not a loopback address: other machines can reach the dashboard, and only the "
+			 "URL's token keeps the profile (command line, paths, host name) from them; the token "
+			 "travels unencrypted. The default, 127.0.0.1, with an SSH tunnel is safer", h);
+	printf("fennec %s: serving %s at http://%s%s%s:%u/?token=%s (Ctrl-C to stop)\n", cmd, o->path, v6 ? "[" : "",
+	       h, v6 ? "]" : "", view_port(s), view_token(s));
 	fflush(stdout);
 	for (;;) {
 		struct timespec ts = {0, 500 * 1000 * 1000};
@@ -118,7 +124,8 @@ static int serve(view_options *o, pid_t child, const sigset_t *fwd, int own_grou
 				status = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
 				view_refresh(s, NULL);
 				printf("fennec record: the recording ended (exit status %d); still serving it at "
-				       "http://%s%s%s:%u/ (Ctrl-C to stop)\n", status, v6 ? "[" : "", h, v6 ? "]" : "", view_port(s));
+				       "http://%s%s%s:%u/?token=%s (Ctrl-C to stop)\n", status, v6 ? "[" : "", h, v6 ? "]" : "",
+				       view_port(s), view_token(s));
 				fflush(stdout);
 			}
 		} else if (sig > 0) {

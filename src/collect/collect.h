@@ -20,9 +20,10 @@
 #define COL_HAVE_TSC 0
 #endif
 
-#define COL_MAX_DEPTH 128        /* region nesting tracked per thread */
+#define COL_MAX_DEPTH FMT_MAX_DEPTH /* region nesting tracked per thread */
 #define COL_MAX_THREADS 16384    /* thread slots (recycled when threads exit) */
 #define COL_MAX_SITES 65536      /* distinct region and metric names per process */
+_Static_assert(COL_MAX_SITES <= FMT_MAX_SITE_ID, "site ids must stay below what readers accept");
 #define COL_SITE_HASH (1u << 17) /* open-addressing table for name addresses */
 #define COL_UNREC_GATED (1u << 31)   /* stack entry: begin skipped by step sampling */
 #define COL_UNREC_DROPPED (1u << 30) /* stack entry: begin dropped (ring full) */

@@ -527,7 +527,7 @@ static int nvtx_gather(cctx *c, uint32_t i)
 	nvtx *nv = &c->nv;
 	fmt_file f;
 	fmt_error err;
-	int rc = fmt_read(c->p->procs[i].file.path, &f, nvtx_gather_event, c, &err);
+	int rc = fmt_read_ex(c->p->procs[i].file.path, c->p->procs[i].file.read_flags, &f, nvtx_gather_event, c, &err);
 	fmt_file_free(&f);
 	if (c->rc || rc == FENNEC_ENOMEM)
 		return c->rc ? c->rc : rc; /* other errors: the replay's read reports them */
@@ -603,7 +603,7 @@ static int replay(cctx *c, uint32_t i, fmt_error *err)
 			return c->rc = nrc;
 		}
 	}
-	int rc = fmt_read(p->procs[i].file.path, &f, on_event, c, err);
+	int rc = fmt_read_ex(p->procs[i].file.path, p->procs[i].file.read_flags, &f, on_event, c, err);
 	if (rc == FENNEC_ENOMEM || c->rc)
 		rc = c->rc ? c->rc : rc;
 	else if (rc && p->opt.force)

@@ -196,7 +196,7 @@ static int spool_file(sctx *c, uint32_t proc, fmt_error *err)
 		if (p->threads[t].process == proc && p->threads[t].index < c->ntmap)
 			c->tmap[p->threads[t].index] = t;
 	fmt_file f;
-	int rc = fmt_read(c->f->path, &f, on_event, c, err);
+	int rc = fmt_read_ex(c->f->path, c->f->read_flags, &f, on_event, c, err);
 	if (c->rc)
 		rc = c->rc;
 	else if (rc && rc != FENNEC_ENOMEM && p->opt.force)

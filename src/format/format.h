@@ -73,6 +73,10 @@ enum fmt_sample_mode { FMT_SAMPLE_OFF = 0, FMT_SAMPLE_CPU = 1, FMT_SAMPLE_WALL =
 enum fmt_sample_source { FMT_SRC_PERF = 0, FMT_SRC_TIMER = 1, FMT_SRC_WALL = 2, FMT_SRC_RING = 3 };
 #define FMT_MAX_FRAMES 1024  /* readers reject deeper stacks */
 #define FMT_MAX_REGIONS 4096
+#define FMT_MAX_DEPTH 128      /* open regions a collector tracks per thread: deeper begins (and
+				* their ends) are not written, and count as dropped */
+#define FMT_MAX_SITE_ID (1u << 17) /* site ids are below this; a reader sizes its table by them */
+#define FMT_MAX_NAME 1024      /* readers keep this many bytes of a site's name, and count longer ones */
 
 enum fmt_site_kind { FMT_SITE_REGION = 0, FMT_SITE_COUNTER = 1, FMT_SITE_GAUGE = 2, FMT_SITE_VALUE = 3 };
 

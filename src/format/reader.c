@@ -17,7 +17,7 @@
 #include <unistd.h>
 #include <zstd.h>
 
-#define MAX_SITES (1u << 24)
+#define MAX_SITES FMT_MAX_SITE_ID /* a 24-byte record with id 2^23 made a 512 MB table */
 #define MAX_THREADS (1u << 24)
 
 typedef struct rd {
@@ -34,6 +34,8 @@ typedef struct rd {
 	int header_only; /* stop after the HEADER chunk */
 	int calib_pass;  /* first pass: only clock points from HEADER, STATS and END */
 	struct bytime *bt; /* samples waiting for their regions and step (bytime_*) */
+	unsigned flags;    /* FMT_READ_* */
+	uint64_t scan_budget; /* payload bytes the search for a whole chunk may still checksum */
 } rd;
 
 static void fmt_file_free_records(fmt_file *f);
@@ -253,6 +255,19 @@ static int decode_sites(rd *r, cur *c)
 			free(name);
 			free(file);
 			return fail(r, FENNEC_ECORRUPT, r->chunk_off, "SITES: bad site record (id %llu, kind %u)", (unsigned long long)id, kind);
+		}
+		size_t n = name ? strlen(name) : 0;
+		if (n > FMT_MAX_NAME) {
+			/* A name of a megabyte made a report of megabytes: cut it, on a character
+			 * boundary of UTF-8, and say so (the analysis warns). */
+			size_t k = FMT_MAX_NAME - 3; /* with the 3 bytes of "…": FMT_MAX_NAME in all */
+			while (k > 0 && ((unsigned char)name[k] & 0xc0) == 0x80)
+				k--;
+			memcpy(name + k, "\xe2\x80\xa6", 4); /* "…" and the NUL: k + 4 <= n + 1 bytes */
+			if (!f->long_names++) {
+				f->long_name_site = (uint32_t)id;
+				f->long_name_bytes = n;
+			}
 		}
 		fmt_site_rec *s = &f->sites[id];
 		free(s->name);
@@ -616,7 +631,8 @@ static void bt_add(rd *r, const fmt_event *ev)
 	}
 	uint32_t i = b->npend++;
 	b->pend[i] = (bt_pend){ev->ticks, ev->tid, ev->i, ev->flags, b->nframes, ev->nframes, 0, 0, BT_NONE, 0};
-	memcpy(b->frames + b->nframes, ev->frames, ev->nframes * sizeof *ev->frames);
+	if (ev->nframes) /* b->frames may still be NULL: no NULL + 0, no memcpy from NULL */
+		memcpy(b->frames + b->nframes, ev->frames, ev->nframes * sizeof *ev->frames);
 	b->nframes += ev->nframes;
 	bt_tid *t = &b->tids[e];
 	if (t->last != BT_NONE)
@@ -653,7 +669,7 @@ static int bt_flush(rd *r)
 		ev.ticks = p->ticks;
 		ev.i = p->weight;
 		ev.u = bt_steps_before(b, p->ticks);
-		ev.frames = b->frames + p->frames;
+		ev.frames = p->nframes ? b->frames + p->frames : NULL;
 		ev.nframes = p->nframes;
 		ev.regions = p->nregions ? b->regions + p->regions : NULL;
 		ev.nregions = p->nregions;
@@ -1763,6 +1779,53 @@ static int decode_energy(rd *r, cur *c)
 			return rc;
 	}
 	return 0;
+
+/* Whether a whole chunk starts at `off`: plausible header fields (a zstd payload opens
+ * with the zstd magic), its payload inside the file and its checksum right. The search
+ * is bounded by r->scan_budget, so that a file crafted full of near-headers costs a few
+ * times its size, not its square. */
+static int whole_chunk_at(rd *r, const uint8_t *data, size_t len, uint64_t off)
+{
+	if (len - off < FMT_CHUNK_HDR_LEN)
+		return 0;
+	const uint8_t *h = data + off;
+	unsigned codec = h[1];
+	uint32_t stored = cm_le32(h + 4), raw = cm_le32(h + 8);
+	if (h[0] == 0 || h[2] || h[3] || codec > FMT_ZSTD || raw > FMT_MAX_RAW ||
+	    stored > len - off - FMT_CHUNK_HDR_LEN)
+		return 0;
+	if (codec == FMT_RAW ? stored != raw : stored < 4 || memcmp(h + FMT_CHUNK_HDR_LEN, "\x28\xb5\x2f\xfd", 4) != 0)
+		return 0;
+	if (r->scan_budget < stored)
+		return 0;
+	r->scan_budget -= stored;
+	return cm_crc32c(cm_crc32c(0, h, 12), h + FMT_CHUNK_HDR_LEN, stored) == cm_le32(h + 12);
+}
+
+/* The offset of the first whole chunk after byte `off`, or 0 when none follows. */
+static uint64_t next_whole_chunk(rd *r, const uint8_t *data, size_t len, uint64_t off)
+{
+	for (uint64_t q = off + 1; q < len && len - q >= FMT_CHUNK_HDR_LEN; q++)
+		if (whole_chunk_at(r, data, len, q))
+			return q;
+	return 0;
+}
+
+/* FMT_READ_RESYNC, after the HEADER: the damaged chunk at `off` is skipped to the next whole
+ * chunk (`next`, found by the caller or here), recorded in f->skips. Returns where reading
+ * goes on, or 0 when it cannot (no resync, no HEADER yet, no whole chunk after). */
+static uint64_t skip_damage(rd *r, const uint8_t *data, size_t len, uint64_t off, uint64_t next, unsigned why)
+{
+	fmt_file *f = r->f;
+	if (!(r->flags & FMT_READ_RESYNC) || !r->seen_header)
+		return 0;
+	if (!next && !(next = next_whole_chunk(r, data, len, off)))
+		return 0;
+	if (f->nskips < FMT_MAX_SKIPS)
+		f->skips[f->nskips] = (fmt_skip){off, next - off, why, data[off], cm_le32(data + off + 4)};
+	f->nskips++;
+	f->skipped_bytes += next - off;
+	return next;
 }
 
 static int read_chunks(rd *r, const uint8_t *data, size_t len)
@@ -1784,6 +1847,7 @@ static int read_chunks(rd *r, const uint8_t *data, size_t len)
 	if (f->major == 0)
 		return fail(r, FENNEC_ECORRUPT, 8, "format version 0 is invalid");
 	uint64_t off = FMT_PREAMBLE_LEN;
+	r->scan_budget = 4 * (uint64_t)len + (1u << 20);
 	while (off < len) {
 		r->chunk_off = off;
 		if (len - off < FMT_CHUNK_HDR_LEN) {
@@ -1796,22 +1860,54 @@ static int read_chunks(rd *r, const uint8_t *data, size_t len)
 		unsigned type = h[0], codec = h[1];
 		uint32_t stored = cm_le32(h + 4), raw = cm_le32(h + 8), crc = cm_le32(h + 12);
 		if (codec > FMT_ZSTD || raw > FMT_MAX_RAW || stored > FMT_MAX_RAW + (FMT_MAX_RAW >> 7) + 1024 ||
-		    (codec == FMT_RAW && stored != raw) || cm_le16(h + 2) != 0)
+		    (codec == FMT_RAW && stored != raw) || cm_le16(h + 2) != 0) {
+			uint64_t next = skip_damage(r, data, len, off, 0, FMT_SKIP_HEADER);
+			if (next) {
+				off = next;
+				continue;
+			}
 			return fail(r, FENNEC_ECORRUPT, off, "bad chunk header (type %u, codec %u, stored %u, raw %u)", type, codec, stored, raw);
+		}
 		if (stored > len - off - FMT_CHUNK_HDR_LEN) {
 			if (!r->seen_header)
 				return fail(r, FENNEC_ETRUNCATED, off, "file ends inside the HEADER chunk");
-			f->torn_offset = off; /* a partial chunk: the run was cut mid-write */
-			break;
+			/* A torn tail has nothing whole after it. A chunk that claims more than the
+			 * file holds while a whole chunk follows has a corrupt length instead. */
+			uint64_t next = next_whole_chunk(r, data, len, off);
+			if (!next) {
+				f->torn_offset = off; /* a partial chunk: the run was cut mid-write */
+				break;
+			}
+			if (skip_damage(r, data, len, off, next, FMT_SKIP_LENGTH)) {
+				off = next;
+				continue;
+			}
+			return fail(r, FENNEC_ECORRUPT, off,
+				    "chunk (type %u) claims %u bytes, more than the %llu left in the file, yet a whole chunk "
+				    "follows at byte %llu: its length is corrupt, not a torn tail (--force skips the %llu bytes to it)",
+				    type, stored, (unsigned long long)(len - off - FMT_CHUNK_HDR_LEN), (unsigned long long)next,
+				    (unsigned long long)(next - off));
 		}
 		const uint8_t *payload = h + FMT_CHUNK_HDR_LEN;
-		if (r->calib_pass && r->seen_header && type != FMT_STATS && type != FMT_END) {
+		int clock_chunk = !r->seen_header || type == FMT_STATS || type == FMT_END;
+		if (r->calib_pass && !clock_chunk && !(r->flags & FMT_READ_RESYNC)) {
 			off += FMT_CHUNK_HDR_LEN + stored;
 			continue;
 		}
+		/* With FMT_READ_RESYNC the first pass checks every chunk, to skip what the second will. */
 		uint32_t got = cm_crc32c(cm_crc32c(0, h, 12), payload, stored);
-		if (got != crc)
+		if (got != crc) {
+			uint64_t next = skip_damage(r, data, len, off, 0, FMT_SKIP_CHECKSUM);
+			if (next) {
+				off = next;
+				continue;
+			}
 			return fail(r, FENNEC_ECHECKSUM, off, "chunk checksum mismatch (type %u, stored crc %08x, computed %08x)", type, crc, got);
+		}
+		if (r->calib_pass && !clock_chunk) {
+			off += FMT_CHUNK_HDR_LEN + stored;
+			continue;
+		}
 		if (!r->seen_header && type != FMT_HEADER)
 			return fail(r, FENNEC_ECORRUPT, off, "first chunk is type %u, not HEADER", type);
 		const uint8_t *p = payload;
@@ -1829,7 +1925,7 @@ static int read_chunks(rd *r, const uint8_t *data, size_t len)
 			if (ZSTD_isError(z) || z != raw)
 				return fail(r, FENNEC_ECOMPRESS, off, "chunk does not decompress to its %u bytes (%s)", raw,
 					    ZSTD_isError(z) ? ZSTD_getErrorName(z) : "size differs");
-			p = r->buf;
+			p = raw ? r->buf : payload; /* r->buf is NULL before the first chunk with a payload */
 		}
 		cur c = {p, p + raw, 0};
 		int rc = 0;
@@ -1924,15 +2020,16 @@ static int read_two_pass(rd *r, const uint8_t *data, size_t len)
 	return rc;
 }
 
-static int read_mem(const uint8_t *data, size_t len, const char *name, fmt_file *f, fmt_event_fn fn,
-		    void *ctx, fmt_error *err, int header_only)
+static int read_mem(const uint8_t *data, size_t len, const char *name, unsigned flags, fmt_file *f,
+		    fmt_event_fn fn, void *ctx, fmt_error *err, int header_only)
 {
 	memset(f, 0, sizeof *f);
 	memset(err, 0, sizeof *err);
 	f->path = strdup(name ? name : "<memory>");
 	rd r = {.f = f, .name = f->path ? f->path : "<memory>", .err = err, .fn = fn, .ctx = ctx,
-		.header_only = header_only};
+		.header_only = header_only, .flags = flags};
 	int rc = header_only ? read_chunks(&r, data, len) : read_two_pass(&r, data, len);
+	f->read_flags = flags;
 	bt_free(r.bt);
 	ZSTD_freeDCtx(r.dctx);
 	free(r.buf);
@@ -1942,12 +2039,65 @@ static int read_mem(const uint8_t *data, size_t len, const char *name, fmt_file 
 int fmt_read_mem(const uint8_t *data, size_t len, const char *name, fmt_file *f, fmt_event_fn fn,
 		 void *ctx, fmt_error *err)
 {
-	return read_mem(data, len, name, f, fn, ctx, err, 0);
+	return read_mem(data, len, name, 0, f, fn, ctx, err, 0);
 }
 
-static int read_path(const char *path, fmt_file *f, fmt_event_fn fn, void *ctx, fmt_error *err, int header_only)
+int fmt_read_mem_ex(const uint8_t *data, size_t len, const char *name, unsigned flags, fmt_file *f,
+		    fmt_event_fn fn, void *ctx, fmt_error *err)
 {
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	return read_mem(data, len, name, flags, f, fn, ctx, err, 0);
+}
+
+/* What a file that stats as empty holds: /proc and /sys files give st_size 0 and have
+ * content. Reads at most `cap` bytes (more is not a profile of this kind: *len = cap + 1).
+ * Returns a malloc'd buffer (NULL with *len 0: truly empty) or NULL with errno set. */
+static uint8_t *read_small(int fd, size_t cap, size_t *len)
+{
+	uint8_t *b = NULL;
+	size_t n = 0, bcap = 0;
+	*len = 0;
+	for (;;) {
+		if (n == bcap) {
+			if (bcap > cap) {
+				*len = cap + 1;
+				return b;
+			}
+			uint8_t *nb = realloc(b, bcap = bcap ? bcap * 2 : 4096);
+			if (!nb) {
+				free(b);
+				errno = ENOMEM;
+				return NULL;
+			}
+			b = nb;
+		}
+		ssize_t k = read(fd, b + n, bcap - n);
+		if (k < 0 && errno == EINTR)
+			continue;
+		if (k < 0) {
+			int e = errno;
+			free(b);
+			errno = e;
+			return NULL;
+		}
+		if (k == 0)
+			break;
+		n += (size_t)k;
+	}
+	if (!n) {
+		free(b);
+		b = NULL;
+	}
+	*len = n;
+	errno = 0;
+	return b;
+}
+
+static int read_path(const char *path, unsigned flags, fmt_file *f, fmt_event_fn fn, void *ctx, fmt_error *err,
+		     int header_only)
+{
+	/* O_NONBLOCK: opening a FIFO for reading blocks until a writer comes, before the
+	 * check below could refuse it; on a regular file it changes nothing. */
+	int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
 	struct stat st;
 	if (fd < 0 || fstat(fd, &st) < 0) {
 		int e = errno;
@@ -1968,7 +2118,27 @@ static int read_path(const char *path, fmt_file *f, fmt_event_fn fn, void *ctx, 
 	}
 	size_t len = (size_t)st.st_size;
 	const uint8_t *data = NULL;
-	if (len) {
+	uint8_t *copy = NULL;
+	if (!len) {
+		copy = read_small(fd, 1u << 20, &len);
+		if (!copy && errno) {
+			int e = errno;
+			close(fd);
+			memset(f, 0, sizeof *f);
+			err->code = e == ENOMEM ? FENNEC_ENOMEM : FENNEC_EIO;
+			snprintf(err->msg, sizeof err->msg, "%s: %s", path, strerror(e));
+			return err->code;
+		}
+		if (len > (1u << 20)) { /* a pseudo-file: no recording is written there */
+			free(copy);
+			close(fd);
+			memset(f, 0, sizeof *f);
+			err->code = FENNEC_EFOREIGN;
+			snprintf(err->msg, sizeof err->msg, "%s: not a fennec profile (its size is not known ahead)", path);
+			return err->code;
+		}
+		data = copy;
+	} else {
 		data = mmap(NULL, len, PROT_READ, MAP_PRIVATE, fd, 0);
 		if (data == MAP_FAILED) {
 			close(fd);
@@ -1980,20 +2150,27 @@ static int read_path(const char *path, fmt_file *f, fmt_event_fn fn, void *ctx, 
 		madvise((void *)data, len, MADV_SEQUENTIAL);
 	}
 	close(fd);
-	int rc = read_mem(data ? data : (const uint8_t *)"", len, path, f, fn, ctx, err, header_only);
-	if (data)
+	int rc = read_mem(data ? data : (const uint8_t *)"", len, path, flags, f, fn, ctx, err, header_only);
+	if (copy)
+		free(copy);
+	else if (data)
 		munmap((void *)data, len);
 	return rc;
 }
 
 int fmt_read(const char *path, fmt_file *f, fmt_event_fn fn, void *ctx, fmt_error *err)
 {
-	return read_path(path, f, fn, ctx, err, 0);
+	return read_path(path, 0, f, fn, ctx, err, 0);
+}
+
+int fmt_read_ex(const char *path, unsigned flags, fmt_file *f, fmt_event_fn fn, void *ctx, fmt_error *err)
+{
+	return read_path(path, flags, f, fn, ctx, err, 0);
 }
 
 int fmt_read_header(const char *path, fmt_file *f, fmt_error *err)
 {
-	return read_path(path, f, NULL, NULL, err, 1);
+	return read_path(path, 0, f, NULL, NULL, err, 1);
 }
 
 /* Free what decoding allocated, except path and calib. */

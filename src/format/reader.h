@@ -96,9 +96,32 @@ typedef struct fmt_energy_domain {
 	int defined;
 } fmt_energy_domain;
 
+/* Damage a reader with FMT_READ_RESYNC skipped: bytes [offset, offset + bytes) held no
+ * whole chunk (why: enum fmt_skip_why), and reading went on at the next one. */
+enum fmt_skip_why {
+	FMT_SKIP_HEADER = 1,   /* a chunk header with impossible fields */
+	FMT_SKIP_LENGTH = 2,   /* a chunk claiming more than the file holds, a whole chunk after it */
+	FMT_SKIP_CHECKSUM = 3, /* a chunk whose checksum fails */
+};
+#define FMT_MAX_SKIPS 8 /* damage kept in detail; the totals count all of it */
+
+typedef struct fmt_skip {
+	uint64_t offset, bytes;
+	unsigned why;          /* enum fmt_skip_why */
+	unsigned type;         /* the damaged chunk's type field (as stored) */
+	uint32_t stored;       /* its stored_len field (as stored) */
+} fmt_skip;
+
+/* fmt_read_ex() flags */
+#define FMT_READ_RESYNC 1u /* skip a damaged chunk to the next whole one instead of failing */
+
 typedef struct fmt_file {
 	char *path;
 	uint64_t size;
+	unsigned read_flags;   /* the flags it was read with (to read it again alike) */
+	fmt_skip skips[FMT_MAX_SKIPS]; /* FMT_READ_RESYNC: the first damage skipped */
+	uint32_t nskips;       /* damage skipped, all of it */
+	uint64_t skipped_bytes;
 	unsigned major, minor;
 	/* header */
 	uint64_t recording_id, pid, ppid, parent_pid, origin, clock, buffer_bytes, version;
@@ -131,6 +154,9 @@ typedef struct fmt_file {
 	uint64_t torn_offset;   /* nonzero: a partial chunk starts here */
 	uint64_t events;
 	uint64_t bad_ends;      /* END events with no open region (dropped) */
+	uint64_t long_names;    /* site names longer than FMT_MAX_NAME bytes, cut to it */
+	uint32_t long_name_site; /* the first of them */
+	uint64_t long_name_bytes; /* its length in the file */
 	/* sampling (header keys 22-26; SAMPLES counters as of the last chunk) */
 	uint64_t sample_mode, sample_period_ns, sample_source, sample_depth, sample_hz;
 	uint64_t samples_taken, samples_dropped, samples_truncated;
@@ -236,9 +262,18 @@ typedef struct fmt_error {
  */
 int fmt_read(const char *path, fmt_file *f, fmt_event_fn fn, void *ctx, fmt_error *err);
 
+/* The same, with FMT_READ_* flags. With FMT_READ_RESYNC a damaged chunk after the HEADER
+ * (a header with impossible fields, a checksum that fails, or a length past the end of the
+ * file while a whole chunk follows) is skipped to the next whole chunk, and recorded in
+ * f->skips; without it such damage is an error. A chunk past the end of the file with no
+ * whole chunk after it is a torn tail either way (f->torn_offset). */
+int fmt_read_ex(const char *path, unsigned flags, fmt_file *f, fmt_event_fn fn, void *ctx, fmt_error *err);
+
 /* The same, on a buffer (used by the fuzzer); `name` labels messages. */
 int fmt_read_mem(const uint8_t *data, size_t len, const char *name, fmt_file *f, fmt_event_fn fn,
 		 void *ctx, fmt_error *err);
+int fmt_read_mem_ex(const uint8_t *data, size_t len, const char *name, unsigned flags, fmt_file *f,
+		    fmt_event_fn fn, void *ctx, fmt_error *err);
 
 /* Read only the HEADER chunk (to match siblings of a recording). */
 int fmt_read_header(const char *path, fmt_file *f, fmt_error *err);

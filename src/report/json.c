@@ -792,6 +792,8 @@ int rep_json(FILE *out, const ana_profile *p, const rep_options *o)
 	knum(out, "setup_ns", p->marks ? (double)p->setup_ns : NAN, &f1);
 	knum(out, "recorded", (double)p->steps_recorded, &f1);
 	knum(out, "items", (double)p->items, &f1);
+	knum(out, "threads", (double)p->step_threads, &f1);
+	knum(out, "tid", (double)p->steps_tid, &f1);
 	size_t ns = p->step_ns.n, stride = ns > 10000 ? (ns + 9999) / 10000 : 1;
 	key(out, "thinned", &f1);
 	fputs(stride > 1 ? "true" : "false", out);

@@ -255,7 +255,8 @@ static void samples_text(FILE *out, const ana_profile *p, const char *bold, cons
 		}
 		free(order);
 	} else if (!v->samples[ANA_OFFCPU])
-		fprintf(out, "  no samples%s\n", f->pid || f->tid || f->region ? " in the selection" : "");
+		fprintf(out, "  no samples%s%s%s\n", f->pid || f->tid || f->region ? " in the selection" : "",
+			p->smp.none_why ? ": " : "", p->smp.none_why ? p->smp.none_why : "");
 	if (v->samples[ANA_OFFCPU]) {
 		fprintf(out, "\n%sOff-CPU functions%s (wall mode: where threads waited, blocked; %llu samples)\n", bold,
 			reset, (unsigned long long)v->samples[ANA_OFFCPU]);

@@ -2,8 +2,10 @@
  * server.c - `fennec view`'s HTTP server (view.h). The page is rendered once (it loads its
  * data from the API); the API's answers are rendered after each analysis into
  * reference-counted buffers that responses share, so a request costs no rendering and no
- * copy. Every request is checked before it is answered: method, size, path and, when bound
- * to loopback, the Host header (a page elsewhere cannot read the profile by DNS rebinding).
+ * copy. Every request is checked before it is answered: method, size, path, when bound to
+ * loopback the Host header (a page elsewhere cannot read the profile by DNS rebinding),
+ * and the token of the printed URL (other users of the machine cannot read it either):
+ * `?token=` once, which sets a cookie, or that cookie.
  */
 #include "view/view.h"
 
@@ -17,6 +19,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <time.h>
@@ -25,6 +28,9 @@
 #include "common/lib.h"
 
 #define MAX_URL 1024
+#define MAX_CONNECTIONS 256
+#define MAX_PER_CLIENT 32 /* connections from one address: one client cannot hold them all */
+#define TOKEN_BYTES 16
 
 /* libmicrohttpd is loaded by the first server (common/lib.h says why it is not linked);
  * its functions are called through mhd. */
@@ -63,6 +69,9 @@ struct view_server {
 	int fd;
 	unsigned port;
 	int loopback;             /* bound to a loopback address: check Host */
+	char bound[INET6_ADDRSTRLEN + 2]; /* the address bound, as a Host names it ("[::1]") */
+	char token[2 * TOKEN_BYTES + 1];  /* of the printed URL: hex */
+	char cookie[32];          /* the cookie's name: fennec_token_<port> */
 	char *path;
 	ana_options ana;
 	size_t max_body;
@@ -369,14 +378,47 @@ static int host_ok(view_server *s, const char *host)
 {
 	if (!host || !s->loopback)
 		return 1;
-	char want[64];
-	const char *names[] = {"127.0.0.1", "localhost", "[::1]"};
+	char want[96];
+	const char *names[] = {"127.0.0.1", "localhost", "[::1]", s->bound};
 	for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
 		snprintf(want, sizeof want, "%s:%u", names[i], s->port);
 		if (!strcasecmp(host, want) || (s->port == 80 && !strcasecmp(host, names[i])))
 			return 1;
 	}
 	return 0;
+}
+
+/* Equal strings, in a time that does not depend on where they differ. */
+static int same_secret(const char *a, const char *b)
+{
+	size_t n = strlen(b);
+	if (strlen(a) != n)
+		return 0;
+	unsigned char d = 0;
+	for (size_t i = 0; i < n; i++)
+		d |= (unsigned char)(a[i] ^ b[i]);
+	return d == 0;
+}
+
+/* The request carries the token: 2 in ?token= (the cookie is to be set), 1 in the cookie,
+ * 0 not at all. */
+static int token_ok(view_server *s, struct MHD_Connection *c)
+{
+	const char *q = mhd.MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, "token");
+	if (q && same_secret(q, s->token))
+		return 2;
+	const char *k = mhd.MHD_lookup_connection_value(c, MHD_COOKIE_KIND, s->cookie);
+	return k && same_secret(k, s->token);
+}
+
+/* The raw request URI, before libmicrohttpd decodes it: a %00 would end the decoded path
+ * early, out of sight of the checks on it. Its return value starts the request's state. */
+static char bad_uri;
+static void *on_uri(void *cls, const char *uri, struct MHD_Connection *c)
+{
+	(void)cls;
+	(void)c;
+	return uri && strstr(uri, "%00") ? &bad_uri : NULL;
 }
 
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const char *url, const char *method,
@@ -386,6 +428,8 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
 	view_server *s = cls;
 	(void)version;
 	(void)upload_data;
+	if (*req_cls == &bad_uri)
+		return send_error(s, c, MHD_HTTP_BAD_REQUEST, "bad path");
 	if (*req_cls) {
 		/* A body we accepted (small): read and ignore it. */
 		*upload_data_size = 0;
@@ -410,6 +454,9 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
 	for (const unsigned char *p = (const unsigned char *)url; *p; p++)
 		if (*p < 0x20 || *p == 0x7f)
 			return send_error(s, c, MHD_HTTP_BAD_REQUEST, "bad path");
+	int tok = token_ok(s, c);
+	if (!tok)
+		return send_error(s, c, MHD_HTTP_FORBIDDEN, "missing or wrong token: open the URL fennec view printed");
 	if (cl && strtoull(cl, NULL, 10) > 0)
 		*req_cls = s; /* let MHD read the small body; the next call answers */
 	if (!strcmp(url, "/") || !strcmp(url, "/index.html")) {
@@ -417,6 +464,11 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
 		struct MHD_Response *r = mhd.MHD_create_response_from_buffer(s->page_len, s->page, MHD_RESPMEM_PERSISTENT);
 		if (!r)
 			return MHD_NO;
+		if (tok == 2) { /* the page's own requests carry the token as this cookie */
+			char set[128];
+			snprintf(set, sizeof set, "%s=%s; Path=/; HttpOnly; SameSite=Strict", s->cookie, s->token);
+			mhd.MHD_add_response_header(r, MHD_HTTP_HEADER_SET_COOKIE, set);
+		}
 		mhd.MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, "text/html; charset=utf-8");
 		mhd.MHD_add_response_header(r, MHD_HTTP_HEADER_CACHE_CONTROL, "no-store");
 		mhd.MHD_add_response_header(r, "X-Content-Type-Options", "nosniff");
@@ -442,7 +494,8 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
 
 /* ---- life cycle ---- */
 
-static int listen_on(const char *host, unsigned port, int *loopback, view_error *err)
+static int listen_on(const char *host, unsigned port, int *loopback, char *bound, size_t bound_size,
+		     view_error *err)
 {
 	struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM, .ai_flags = AI_PASSIVE | AI_NUMERICSERV};
 	struct addrinfo *ai = NULL;
@@ -464,10 +517,18 @@ static int listen_on(const char *host, unsigned port, int *loopback, view_error 
 		int one = 1;
 		setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
 		if (bind(fd, a->ai_addr, a->ai_addrlen) == 0 && listen(fd, 128) == 0) {
-			if (a->ai_family == AF_INET)
+			char num[INET6_ADDRSTRLEN] = "";
+			if (a->ai_family == AF_INET) {
 				*loopback = (ntohl(((struct sockaddr_in *)a->ai_addr)->sin_addr.s_addr) >> 24) == 127;
-			else if (a->ai_family == AF_INET6)
-				*loopback = IN6_IS_ADDR_LOOPBACK(&((struct sockaddr_in6 *)a->ai_addr)->sin6_addr);
+				inet_ntop(AF_INET, &((struct sockaddr_in *)a->ai_addr)->sin_addr, num, sizeof num);
+				snprintf(bound, bound_size, "%s", num);
+			} else if (a->ai_family == AF_INET6) {
+				const struct in6_addr *in6 = &((struct sockaddr_in6 *)a->ai_addr)->sin6_addr;
+				/* ::ffff:127.x.y.z is IPv4 loopback, reached through an IPv6 socket */
+				*loopback = IN6_IS_ADDR_LOOPBACK(in6) || (IN6_IS_ADDR_V4MAPPED(in6) && in6->s6_addr[12] == 127);
+				inet_ntop(AF_INET6, in6, num, sizeof num);
+				snprintf(bound, bound_size, "[%s]", num);
+			}
 			break;
 		}
 		e = errno;
@@ -521,12 +582,21 @@ int view_open(const view_options *o, view_server **out, view_error *err)
 		goto fail;
 	}
 	/* Listen first: a port that is taken is said before any long analysis. */
-	s->fd = listen_on(o->host ? o->host : "127.0.0.1", o->port, &s->loopback, err);
+	s->fd = listen_on(o->host ? o->host : "127.0.0.1", o->port, &s->loopback, s->bound, sizeof s->bound, err);
 	if (s->fd < 0) {
 		rc = err->code;
 		goto fail;
 	}
 	s->port = bound_port(s->fd);
+	snprintf(s->cookie, sizeof s->cookie, "fennec_token_%u", s->port);
+	uint8_t rnd[TOKEN_BYTES];
+	if (getrandom(rnd, sizeof rnd, 0) != (ssize_t)sizeof rnd) {
+		rc = err->code = FENNEC_EIO;
+		snprintf(err->msg, sizeof err->msg, "cannot make a token: %s", strerror(errno));
+		goto fail;
+	}
+	for (int i = 0; i < TOKEN_BYTES; i++)
+		snprintf(s->token + 2 * i, 3, "%02x", rnd[i]);
 	s->sig = files_sig(s);
 	s->changed_at = mono_s();
 	rc = analyse(s, err);
@@ -546,7 +616,9 @@ int view_open(const view_options *o, view_server **out, view_error *err)
 	s->d = mhd.MHD_start_daemon(MHD_USE_AUTO_INTERNAL_THREAD, 0, NULL, NULL, on_request, s,
 				MHD_OPTION_LISTEN_SOCKET, s->fd,
 				MHD_OPTION_THREAD_POOL_SIZE, (unsigned)2,
-				MHD_OPTION_CONNECTION_LIMIT, (unsigned)256,
+				MHD_OPTION_CONNECTION_LIMIT, (unsigned)MAX_CONNECTIONS,
+				MHD_OPTION_PER_IP_CONNECTION_LIMIT, (unsigned)MAX_PER_CLIENT,
+				MHD_OPTION_URI_LOG_CALLBACK, on_uri, (void *)NULL,
 				MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)15,
 				MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)32768,
 				MHD_OPTION_END);
@@ -564,6 +636,10 @@ fail:
 }
 
 unsigned view_port(const view_server *s) { return s->port; }
+
+const char *view_token(const view_server *s) { return s->token; }
+
+int view_loopback(const view_server *s) { return s->loopback; }
 
 int view_refresh(view_server *s, int *changed)
 {

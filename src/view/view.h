@@ -46,6 +46,13 @@ int view_open(const view_options *o, view_server **out, view_error *err);
 /* The port the server listens on. */
 unsigned view_port(const view_server *s);
 
+/* The random token every request must carry (docs/html.md): in the URL to print,
+ * `http://HOST:PORT/?token=TOKEN`; lives as long as the server. */
+const char *view_token(const view_server *s);
+
+/* Whether the server is bound to a loopback address (else other machines can reach it). */
+int view_loopback(const view_server *s);
+
 /*
  * Analyse the recording again if any of its files changed since the last analysis.
  * *changed (may be NULL) says whether new results were swapped in. A failed analysis

@@ -1,9 +1,11 @@
 #!/usr/bin/env python3
 """Regenerates the sample profiles in tests/corpus/ from real recordings of the fixtures.
 
-They are small valid and damaged files: the seed corpus of the reader fuzzer
-(`make fuzz-run` passes tests/corpus to tests/fuzz/reader_fuzz) and samples for reading
-by hand. Needs a build (make all): records its fixtures with `fennec record`.
+They are small valid and damaged files: the seed corpus of the fuzzers (`make fuzz-run`
+passes tests/corpus and tests/corpus/regress to tests/fuzz/reader_fuzz and
+analysis_fuzz, whose mutator recomputes chunk CRCs; the raw-chunk files let mutations
+reach the decoders) and samples for reading by hand. Inputs that once broke fennec live
+in tests/corpus/regress/ with their expected messages (make_regress.py). Needs a build (make all): records its fixtures with `fennec record`.
 
 Usage: python3 tests/corpus/make_corpus.py [--build DIR] [NAME...]
   --build: default $FENNEC_BUILD or build; NAMEs: write only these files

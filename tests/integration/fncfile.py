@@ -131,6 +131,24 @@ def flip_payload_byte(data, chunk_index=None):
     return bytes(b), c
 
 
+def set_stored_len(data, chunk_index, stored_len):
+    """The chunk's stored_len field set to stored_len (its CRC left as it was, so wrong).
+    Returns (new_data, chunk)."""
+    _, _, chunks = parse(data)
+    c = chunks[chunk_index]
+    b = bytearray(data)
+    struct.pack_into("<I", b, c.offset + 4, stored_len)
+    return bytes(b), c
+
+
+def fix_crc(data, chunk):
+    """The CRC of `chunk` (a Chunk of data's layout) recomputed over what data holds."""
+    b = bytearray(data)
+    h12 = bytes(b[chunk.offset:chunk.offset + 12])
+    struct.pack_into("<I", b, chunk.offset + 12, chunk_crc(h12, bytes(b[chunk.payload_offset:chunk.end])))
+    return bytes(b)
+
+
 def set_major(data, major):
     b = bytearray(data)
     struct.pack_into("<H", b, 8, major)

@@ -7,6 +7,7 @@ import http.client
 import json
 import os
 import re
+import select
 import shutil
 import signal
 import socket
@@ -19,8 +20,12 @@ from helpers import (SLOW, Skip, analyze, assert_eq, assert_true, base_env, fenn
 from test_html import assert_charts_drawn, assert_clean_page, assert_escaped, browse, gpu_recording, record_ranks
 
 
+URL_RE = r"http://(\[[0-9a-f:.]+\]|[0-9.]+):(\d+)/\?token=([0-9a-f]{32}) "
+
+
 class Viewer:
-    """`fennec view PATH --port 0` in the background; .port once it serves."""
+    """`fennec view PATH --port 0` in the background; .port, .token and .url (the printed
+    URL, with its token) once it serves."""
 
     def __init__(self, path, *opts):
         self.cmd = [fennec_bin(), "view", str(path), "--port", "0"] + list(opts)
@@ -28,12 +33,22 @@ class Viewer:
         self.p = subprocess.Popen(self.cmd, stdout=subprocess.PIPE, stderr=self.err, env=base_env(),
                                   start_new_session=True)
         line = self.p.stdout.readline().decode()
-        m = re.search(r"http://127\.0\.0\.1:(\d+)/", line)
+        m = re.search(URL_RE, line)
         if not m:
             self.stop()
             raise AssertionError("fennec view did not say where it serves: %r\n  stderr: %s" % (line, self.stderr()))
-        self.port = int(m.group(1))
-        self.url = "http://127.0.0.1:%d/" % self.port
+        self.set_url(m)
+
+    def set_url(self, m):
+        """From a match of URL_RE."""
+        self.host = m.group(1).strip("[]")
+        if self.host == "0.0.0.0":
+            self.host = "127.0.0.1"
+        self.port, self.token = int(m.group(2)), m.group(3)
+        self.url = "http://%s:%d/?token=%s" % (m.group(1), self.port, self.token)
+
+    def with_token(self, path):
+        return path + ("&" if "?" in path else "?") + "token=" + self.token
 
     def stderr(self):
         self.err.seek(0)
@@ -54,11 +69,13 @@ class Viewer:
             assert_true(marker not in err, "sanitizer report from fennec view:\n" + err[-3000:])
         return self.p.returncode
 
-    def get(self, path, method="GET", headers=None, body=None):
-        """(status, headers dict, body bytes); no proxy, whatever the environment says."""
-        c = http.client.HTTPConnection("127.0.0.1", self.port, timeout=30 * SLOW)
+    def get(self, path, method="GET", headers=None, body=None, token=True, source=None):
+        """(status, headers dict, body bytes); the path with the token unless token is
+        False; from address `source` if given; no proxy, whatever the environment says."""
+        c = http.client.HTTPConnection(self.host, self.port, timeout=30 * SLOW,
+                                       source_address=(source, 0) if source else None)
         try:
-            c.request(method, path, body=body, headers=headers or {})
+            c.request(method, self.with_token(path) if token else path, body=body, headers=headers or {})
             r = c.getresponse()
             return r.status, dict(r.getheaders()), r.read()
         finally:
@@ -135,9 +152,10 @@ def test_refusals():
             assert_eq(code, 400, "GET %s" % p)
             assert_true(b"root:" not in body, "GET %s leaked a file" % p)
             assert_eq(json.loads(body)["error"], "bad path", "GET %s body" % p)
-        # A decoded NUL ends the path early: whatever it names, nothing from disk.
-        code, _, body = v.get("/api/%00/../../etc/passwd")
-        assert_true(code in (400, 404) and b"root:" not in body, "GET with %%00: %d %r" % (code, body[:100]))
+        # A NUL would end the decoded path early: refused before it is decoded.
+        for p in ("/api/%00/../../etc/passwd", "/api/status%00", "/api/status%00.html"):
+            code, _, body = v.get(p)
+            assert_eq(code, 400, "GET %s (%r)" % (p, body[:100]))
         code, _, _ = v.get("/" + "a" * 5000)
         assert_eq(code, 414, "a 5000-byte URL")
         code, _, body = v.get("/api/status", method="POST", body=b"x" * 200000)
@@ -157,6 +175,106 @@ def test_refusals():
         assert_eq(code, 200, "Host localhost")
         # Still serving after all that.
         assert_eq(v.json("/api/status")["schema"], "fennec.view/1", "status after the refusals")
+    finally:
+        assert_eq(v.stop(), 0, "exit status")
+
+
+def test_token():
+    """Every request needs the printed URL's random token (other users of the machine can
+    reach a loopback port too): none or a wrong one gets 403 and nothing of the profile;
+    the URL's ?token= sets an HttpOnly cookie for the page's own requests, which then
+    need no token in the URL. Two servers have different tokens."""
+    _, path = record("nested", 100)
+    v, w = Viewer(path), Viewer(path)
+    try:
+        assert_true(v.token != w.token, "two servers, two tokens: %s" % v.token)
+        for p in ("/", "/api/status", "/api/analysis", "/api/page", "/api/timeline?from_ns=0&to_ns=9"):
+            for q in ("", "?token=" + "0" * 32, "?token=" + w.token, "?token=" + v.token[:-1]):
+                code, _, body = v.get(p + (q if "?" not in p else q.replace("?", "&")), token=False)
+                assert_eq(code, 403, "GET %s%s without the token" % (p, q))
+                assert_true(b"nested" not in body and b"phase_a" not in body, "403 body leaks: %r" % body[:200])
+        code, hd, _ = v.get("/")
+        assert_eq(code, 200, "GET / with the token")
+        cookie = hd.get("Set-Cookie", "")
+        assert_true(cookie.startswith("fennec_token_%d=%s;" % (v.port, v.token)) and "HttpOnly" in cookie
+                    and "SameSite=Strict" in cookie, "the page sets its cookie: %r" % cookie)
+        code, _, body = v.get("/api/analysis", token=False, headers={"Cookie": cookie.split(";")[0]})
+        assert_eq(code, 200, "GET /api/analysis with the cookie")
+        assert_true(b"phase_a" in body, "the analysis with the cookie")
+        code, _, _ = v.get("/api/analysis", token=False, headers={"Cookie": "fennec_token_%d=%s" % (v.port, w.token)})
+        assert_eq(code, 403, "another server's token as the cookie")
+    finally:
+        assert_eq(v.stop(), 0, "exit status")
+        assert_eq(w.stop(), 0, "exit status")
+
+
+def test_host_check_follows_the_bound_address():
+    """--host 127.0.0.5 accepts a Host naming 127.0.0.5 (it answered 403); --host
+    ::ffff:127.0.0.1 is loopback, so a foreign Host is refused there too (the check was
+    off). Binding 0.0.0.0 is warned about: other machines can reach it."""
+    _, path = record("nested", 100)
+    v = Viewer(path, "--host", "127.0.0.5")
+    try:
+        assert_eq(v.host, "127.0.0.5", "the URL names the address bound")
+        assert_eq(v.get("/api/status", headers={"Host": "127.0.0.5:%d" % v.port})[0], 200, "Host 127.0.0.5")
+        assert_eq(v.get("/api/status", headers={"Host": "localhost:%d" % v.port})[0], 200, "Host localhost")
+        assert_eq(v.get("/api/status", headers={"Host": "evil.example:%d" % v.port})[0], 403, "a foreign Host")
+        assert_true("not a loopback" not in v.stderr(), "no warning on loopback: %s" % v.stderr())
+    finally:
+        assert_eq(v.stop(), 0, "exit status")
+    try:
+        socket.create_connection(("::ffff:127.0.0.1", 9), timeout=1).close()
+    except ConnectionRefusedError:
+        pass
+    except OSError as e:
+        raise Skip("no IPv6 sockets here: %s" % e)
+    v = Viewer(path, "--host", "::ffff:127.0.0.1")
+    try:
+        assert_eq(v.get("/api/status", headers={"Host": "evil.example:%d" % v.port})[0], 403, "a foreign Host")
+        assert_eq(v.get("/api/status")[0], 200, "Host [::ffff:127.0.0.1]")
+    finally:
+        assert_eq(v.stop(), 0, "exit status")
+    v = Viewer(path, "--host", "0.0.0.0")
+    try:
+        assert_true("warning" in v.stderr() and "not a loopback address" in v.stderr(), "warned: %r" % v.stderr())
+        assert_eq(v.get("/api/status", headers={"Host": "evil.example:%d" % v.port})[0], 200,
+                  "no Host check off loopback (the token guards it)")
+        assert_eq(v.get("/api/status", token=False)[0], 403, "no token off loopback either")
+    finally:
+        assert_eq(v.stop(), 0, "exit status")
+
+
+def test_connections_per_client_are_capped():
+    """One client address cannot hold every connection with idle sockets: past 32 of its
+    own, its new connections are closed at once, while another address (127.0.0.2) is
+    still answered; once it lets go, it is answered again."""
+    _, path = record("nested", 100)
+    v = Viewer(path)
+    idle = []
+    try:
+        for _ in range(40):
+            idle.append(socket.create_connection(("127.0.0.1", v.port), timeout=30 * SLOW))
+        # Every earlier connection is accepted before this one (one listen queue).
+        assert_eq(v.get("/api/status", source="127.0.0.2")[0], 200, "another client while one holds 40 sockets")
+        readable, _, _ = select.select(idle, [], [], 1.0)  # a closed socket reads as such
+        closed = 0
+        for s in readable:
+            try:
+                closed += s.recv(1) == b""
+            except ConnectionResetError:
+                closed += 1
+        assert_eq(closed, 8, "idle connections closed beyond the 32 of one client")
+    finally:
+        for s in idle:
+            s.close()
+
+    def answered():
+        try:
+            return v.get("/api/status")[0] == 200
+        except (OSError, http.client.HTTPException):
+            return False
+    try:
+        wait_for(answered, 30, "the client answered once it let go")
     finally:
         assert_eq(v.stop(), 0, "exit status")
 
@@ -274,7 +392,8 @@ def test_wrk_load():
     v = Viewer(path)
     try:
         for ep in ("/api/status", "/api/analysis", "/api/page", "/"):
-            r = subprocess.run([wrk, "-t2", "-c16", "-d3s", "--timeout", "10s", "http://127.0.0.1:%d%s" % (v.port, ep)],
+            r = subprocess.run([wrk, "-t2", "-c16", "-d3s", "--timeout", "10s",
+                                "http://127.0.0.1:%d%s" % (v.port, v.with_token(ep))],
                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=60 * SLOW, env=base_env())
             out = r.stdout.decode()
             assert_eq(r.returncode, 0, "wrk on %s: %s %s" % (ep, out, r.stderr.decode()))
@@ -335,10 +454,10 @@ def test_record_view():
     p = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
     try:
         line = p.stdout.readline().decode()
-        m = re.search(r"fennec record: serving .*rv\.fnc at http://127\.0\.0\.1:(\d+)/", line)
+        m = re.search(r"fennec record: serving .*rv\.fnc at " + URL_RE, line)
         assert_true(m, "fennec record --view did not say where it serves: %r" % line)
         v = Viewer.__new__(Viewer)
-        v.port = int(m.group(1))
+        v.set_url(m)
         seen = []
 
         def status():
@@ -349,8 +468,8 @@ def test_record_view():
         shown_old = [s for s in seen if s["generation"] and not s["cut_short"] and s["events"] == old_events]
         assert_eq(shown_old, [], "statuses showing the older, finished recording at the same path")
         line = p.stdout.readline().decode()
-        assert_true("the recording ended (exit status 0)" in line and "still serving" in line,
-                    "the end of the recording is said: %r" % line)
+        assert_true("the recording ended (exit status 0)" in line and "still serving" in line and v.url in line,
+                    "the end of the recording is said, with the same URL (%s): %r" % (v.url, line))
         st = wait_for(lambda: (lambda s: s if not s["cut_short"] else None)(status()), 30, "the finished recording")
         rep = analyze("rv.fnc")
         assert_eq(st["events"], rep["summary"]["events"], "events of the finished recording")
