@@ -1779,6 +1779,7 @@ static int decode_energy(rd *r, cur *c)
 			return rc;
 	}
 	return 0;
+}
 
 /* Whether a whole chunk starts at `off`: plausible header fields (a zstd payload opens
  * with the zstd magic), its payload inside the file and its checksum right. The search
