@@ -684,17 +684,17 @@ static int load_file(ana_profile *p, const char *path, fmt_error *err)
 			for (uint32_t i = 0; i < c.nth; i++)
 				if (c.th[i].g != ANA_NONE && c.th[i].step_ticks.n) {
 					p->step_threads++;
-					other_marks += c.th[i].step_ticks.n;
+					other_marks += c.th[i].step_ticks.n - 1; /* steps: from mark to mark */
 					if (!best || c.th[i].step_ticks.n > best->step_ticks.n)
 						best = &c.th[i];
 				}
 			if (best && p->step_threads > 1) {
-				other_marks -= best->step_ticks.n;
+				other_marks -= best->step_ticks.n - 1;
 				ana_warn(p, "%s: steps were marked on %u threads; the step statistics count only those of "
 					    "thread %llu (%zu steps, the most), not the other threads' %llu: mark steps on one "
 					    "thread (the training loop's)",
 					 f->path, p->step_threads, (unsigned long long)p->threads[best->g].tid,
-					 best->step_ticks.n, (unsigned long long)other_marks);
+					 best->step_ticks.n - 1, (unsigned long long)other_marks);
 			}
 			if (best) {
 				p->steps_tid = p->threads[best->g].tid;

@@ -140,6 +140,8 @@ def _synthetic(points, energy=None, steps=()):
     main = w.thread(4242, "main")
     t0 = w.start_mono_ns
     for k, (a, b) in enumerate(steps):
+        if k == 0:
+            w.step(main, t0 + a)  # the loop starts here: a step runs from mark to mark
         w.region(main, "work", t0 + a, t0 + b)
         w.step(main, t0 + b)
     w.system([dict(p, t_ns=t0 + p["t_ns"]) for p in points],

@@ -128,6 +128,7 @@ def test_tensorboard_known_values():
     w = fncwrite.Writer()
     main = w.thread(4242, "main")
     t = w.start_mono_ns
+    w.step(main, t)  # the loop starts here: a step runs from mark to mark
     for k, ms in enumerate(STEPS_MS):
         w.region(main, "work", t, t + ms * MS // 2)
         w.value(main, "loss", t + ms * MS // 2, 1.0 / (k + 1))
