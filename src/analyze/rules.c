@@ -274,6 +274,14 @@ static int thread_root(const char *name)
 	       !strcmp(name, "__clone") || !strcmp(name, "__clone3") || !strcmp(name, "thread_start");
 }
 
+/* The dynamic loader's work of loading and relocating a library (dlopen, and the start of a
+ * program): glibc's _dl_* functions and the dlopen worker, wherever they are linked. */
+static int loader_call(const char *name)
+{
+	return !strncmp(name, "_dl_", 4) || !strcmp(name, "dlopen_doit") || !strcmp(name, "dl_open_worker") ||
+	       !strcmp(name, "dl_open_worker_begin") || !strcmp(name, "do_lookup_x") || !strcmp(name, "_dlerror_run");
+}
+
 /* A call that gives the CPU up for a moment: a thread that waits by calling it in a loop
  * busy-waits. */
 static int yield_call(const char *name)
@@ -565,7 +573,17 @@ static void rule_hot_function(ana_profile *p)
 		 * itself (OpenBLAS's workers): no frame of the program is on those stacks */
 		int own_threads = entry && thread_root(entry);
 		const char *spinner = caller && yield_call(name) ? base_name(p->names[s->funcs[h->caller].module]) : NULL;
-		if (fn->lang == ANA_LANG_PYTHON) {
+		if (loader_call(name) || (caller && loader_call(caller) && system_module(p->names[fn->module]))) {
+			/* loading libraries: a cost of the start, not code to optimise */
+			ana_finding_num(f, "loading_libraries", 1);
+			f->recommendation = ana_strf("%s is the dynamic loader loading and relocating shared libraries (dlopen%s%s): "
+						     "a cost paid once, when the program starts or first imports a C extension "
+						     "(a large one such as libtorch takes seconds), not code to optimise. It "
+						     "weighs %.0f%% here because the run is short: a longer run spreads it; to cut "
+						     "it, import only what is used, and late (inside the function that needs it), "
+						     "or keep one long-lived process for many jobs instead of starting one each time.",
+						     name, entry ? ", reached from " : "", entry ? entry : "", h->self_pct);
+		} else if (fn->lang == ANA_LANG_PYTHON) {
 			/* Python code, named by its frames: Python's remedies, never the C API's */
 			ana_finding_num(f, "python", 1);
 			f->recommendation = ana_strf("%s is Python code that the interpreter runs one bytecode at a time%s%s. Move its "

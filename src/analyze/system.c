@@ -452,6 +452,7 @@ int ana_sys_finish(ana_profile *p)
 #define IO_SHARE_PCT 20.0         /* io_bound from this share of the process's time */
 #define STARVED_SHARE_PCT 25.0    /* cpu_starved: waits from this share of the runnable time */
 #define STARVED_MIN_CORES 0.1     /* ... and at least a tenth of a core's worth of waiting */
+#define STARVED_MIN_NS 50e6       /* ... and 50 ms of it: a 2 ms shell fork's 1 ms wait is no finding */
 
 static const char *proc_label(const ana_profile *p, uint32_t proc, char *buf, size_t n)
 {
@@ -513,7 +514,7 @@ static void rule_cpu_starved(ana_profile *p, const ana_sys_proc *sp)
 	/* of the time its threads were runnable, the share they waited for a CPU */
 	double want = sp->run_delay_ns + sp->cpu_ns, share = want > 0 ? 100 * sp->run_delay_ns / want : 0;
 	double wait_cores = sp->run_delay_ns / sp->span_ns;
-	if (share < STARVED_SHARE_PCT || wait_cores < STARVED_MIN_CORES)
+	if (share < STARVED_SHARE_PCT || wait_cores < STARVED_MIN_CORES || sp->run_delay_ns < STARVED_MIN_NS)
 		return;
 	ana_finding *f = ana_finding_add(p, "cpu_starved", share >= 50 ? ANA_HIGH : ANA_MEDIUM);
 	if (!f)

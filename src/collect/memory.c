@@ -1505,6 +1505,19 @@ static uint32_t alloc_stack(void **slot, uint64_t *small, uint64_t **frames_out,
 			*truncated = more > 0;
 			return (uint32_t)nw;
 		}
+		/* Then libgcc's unwinder, as sc_fill() does: libunwind's validates memory by
+		 * writing to a pipe of its own, and a program that closed every descriptor by
+		 * system call and put its file on the pipe's number got those bytes in its file
+		 * (test_process.test_a_program_that_closes_every_descriptor). */
+		if (G.rules && __atomic_load_n(&G.backtrace, __ATOMIC_ACQUIRE)) {
+			more = 0;
+			nw = sc_walk_gcc(&cache->once, slot, sc_depth(), &more);
+			if (nw > 0 && sc_whole(nw, more)) {
+				*frames_out = cache->once.frames;
+				*truncated = more > 0;
+				return (uint32_t)nw;
+			}
+		}
 	}
 	int n = unw_backtrace((void **)frames, room);
 #else
@@ -3471,8 +3484,13 @@ static void note_stop_sp(int unwind)
 {
 	uintptr_t sp = (uintptr_t)__builtin_frame_address(0);
 	stop_walk w = {sp, 0};
-	if (unwind && RT.n)
-		_Unwind_Backtrace(stop_frame, &w);
+	/* libgcc's unwinder (G.backtrace), not the _Unwind_Backtrace libunwind exports, which
+	 * validates memory by writing to a pipe of its own: at exit, after a program closed every
+	 * descriptor by system call and put its file on the pipe's number, its file got the
+	 * bytes (test_process.test_a_program_that_closes_every_descriptor) */
+	_Unwind_Reason_Code (*bt)(_Unwind_Trace_Fn, void *) = __atomic_load_n(&G.backtrace, __ATOMIC_ACQUIRE);
+	if (unwind && RT.n && bt)
+		bt(stop_frame, &w);
 	reach_stop_sp = w.found && w.cfa > sp ? w.cfa : sp;
 }
 
