@@ -3494,11 +3494,13 @@ static _Unwind_Reason_Code stop_step(stop_walk *w, uintptr_t pc, uintptr_t cfa)
 	return _URC_NO_REASON;
 }
 
+#if !MEM_SANITIZER
 /* A frame of libgcc's walk (G.backtrace): its context read with libgcc's accessors. */
 static _Unwind_Reason_Code stop_frame(struct _Unwind_Context *ctx, void *arg)
 {
 	return stop_step(arg, G.get_ip(ctx), G.get_cfa(ctx));
 }
+#endif
 
 /* The same for the _Unwind_Backtrace libunwind exports (no libgcc: the sanitizer builds). */
 static _Unwind_Reason_Code stop_frame_unw(struct _Unwind_Context *ctx, void *arg)
@@ -3523,10 +3525,13 @@ static void note_stop_sp(int unwind)
 	 * validates memory by writing to a pipe of its own: at exit, after a program closed every
 	 * descriptor by system call and put its file on the pipe's number, its file got the
 	 * bytes (test_process.test_a_program_that_closes_every_descriptor) */
+#if !MEM_SANITIZER
 	_Unwind_Reason_Code (*bt)(_Unwind_Trace_Fn, void *) = __atomic_load_n(&G.backtrace, __ATOMIC_ACQUIRE);
 	if (unwind && RT.n && bt && G.get_ip && G.get_cfa)
 		bt(stop_frame, &w);
-	else if (unwind && RT.n)
+	else
+#endif
+	if (unwind && RT.n)
 		_Unwind_Backtrace(stop_frame_unw, &w);
 	reach_stop_sp = w.found && w.cfa > sp ? w.cfa : sp;
 }
