@@ -907,10 +907,6 @@ int cmd_record(int argc, char **argv)
 		/* --memory, else FENNEC_MEMORY from the environment, else sampled */
 		if (memory || !getenv("FENNEC_MEMORY") || !*getenv("FENNEC_MEMORY"))
 			setenv("FENNEC_MEMORY", memory ? memory : "sampled", 1);
-		/* Full mode: a Python program's objects as blocks of their own, not pymalloc's
-		 * 256 KiB arenas (docs/python.md), unless the user chose an allocator */
-		if (!strcmp(getenv("FENNEC_MEMORY"), "full") && !getenv("PYTHONMALLOC"))
-			setenv("PYTHONMALLOC", "malloc", 1);
 		if (mem_rate)
 			setenv("FENNEC_MEMORY_RATE", mem_rate, 1);
 		if (mem_interval)

@@ -1270,6 +1270,21 @@ static int sc_take(sc_entry *e, void **slot, uint32_t depth, const sc_walk *w, i
 	}
 }
 
+/* A walk's return addresses into an array, with libgcc's accessors (alloc_stack()). */
+typedef struct gcc_ips {
+	uint64_t *f;
+	int n, max;
+} gcc_ips;
+
+static _Unwind_Reason_Code gcc_ip(struct _Unwind_Context *ctx, void *arg)
+{
+	gcc_ips *g = arg;
+	if (g->n >= g->max)
+		return _URC_END_OF_STACK;
+	g->f[g->n++] = (uint64_t)G.get_ip(ctx);
+	return _URC_NO_REASON;
+}
+
 /* libgcc's walk (G.backtrace set). */
 static int sc_walk_gcc(sc_entry *e, void **slot, uint32_t depth, int *more)
 {
@@ -1519,7 +1534,17 @@ static uint32_t alloc_stack(void **slot, uint64_t *small, uint64_t **frames_out,
 			}
 		}
 	}
-	int n = unw_backtrace((void **)frames, room);
+	/* libgcc's unwinder where it was loaded (libunwind's validates memory through a pipe:
+	 * see above); libunwind otherwise (FENNEC_HEAP_UNWIND=0) */
+	int n;
+	_Unwind_Reason_Code (*bt)(_Unwind_Trace_Fn, void *) = __atomic_load_n(&G.backtrace, __ATOMIC_ACQUIRE);
+	if (G.rules && bt) {
+		gcc_ips g = {frames, 0, room};
+		bt(gcc_ip, &g);
+		n = g.n;
+	} else {
+		n = unw_backtrace((void **)frames, room);
+	}
 #else
 	int n = 0;
 #endif
@@ -3457,18 +3482,30 @@ typedef struct stop_walk {
 	int found;                /* a frame of the program's was reached */
 } stop_walk;
 
-static _Unwind_Reason_Code stop_frame(struct _Unwind_Context *ctx, void *arg)
+static _Unwind_Reason_Code stop_step(stop_walk *w, uintptr_t pc, uintptr_t cfa)
 {
-	stop_walk *w = arg;
-	uintptr_t pc = _Unwind_GetIP(ctx);
 	if (!pc)
 		return _URC_END_OF_STACK;
 	if (!in_runtime(pc - 1)) {
 		w->found = 1;
 		return _URC_END_OF_STACK;
 	}
-	w->cfa = _Unwind_GetCFA(ctx);
+	w->cfa = cfa;
 	return _URC_NO_REASON;
+}
+
+#if !MEM_SANITIZER
+/* A frame of libgcc's walk (G.backtrace): its context read with libgcc's accessors. */
+static _Unwind_Reason_Code stop_frame(struct _Unwind_Context *ctx, void *arg)
+{
+	return stop_step(arg, G.get_ip(ctx), G.get_cfa(ctx));
+}
+#endif
+
+/* The same for the _Unwind_Backtrace libunwind exports (no libgcc: the sanitizer builds). */
+static _Unwind_Reason_Code stop_frame_unw(struct _Unwind_Context *ctx, void *arg)
+{
+	return stop_step(arg, _Unwind_GetIP(ctx), _Unwind_GetCFA(ctx));
 }
 
 /*
@@ -3488,9 +3525,14 @@ static void note_stop_sp(int unwind)
 	 * validates memory by writing to a pipe of its own: at exit, after a program closed every
 	 * descriptor by system call and put its file on the pipe's number, its file got the
 	 * bytes (test_process.test_a_program_that_closes_every_descriptor) */
+#if !MEM_SANITIZER
 	_Unwind_Reason_Code (*bt)(_Unwind_Trace_Fn, void *) = __atomic_load_n(&G.backtrace, __ATOMIC_ACQUIRE);
-	if (unwind && RT.n && bt)
+	if (unwind && RT.n && bt && G.get_ip && G.get_cfa)
 		bt(stop_frame, &w);
+	else
+#endif
+	if (unwind && RT.n)
+		_Unwind_Backtrace(stop_frame_unw, &w);
 	reach_stop_sp = w.found && w.cfa > sp ? w.cfa : sp;
 }
 

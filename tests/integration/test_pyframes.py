@@ -173,8 +173,8 @@ def test_python_unknown_version_and_off():
 def test_python_leak_named_by_line():
     """A list that keeps a 256 KiB bytearray every step (leak.py:12): the heap's stacks
     carry Python frames, so the growing memory is named by that line, in sampled mode with
-    a memory_leak finding, in full mode (PYTHONMALLOC=malloc set by fennec record) as the
-    stack live at the peak."""
+    a memory_leak finding, in full mode as the stack live at the peak (a 256 KiB bytearray
+    is a block of malloc's, pymalloc or not)."""
     need_plain()
     line = [i for i, l in enumerate(open(os.path.join(PYFIX, "leak.py")), 1) if "the leak: this line" in l][0]
     r, path = record("/usr/bin/python3", os.path.join(PYFIX, "leak.py"), 60, opts=("--memory", "sampled"))
