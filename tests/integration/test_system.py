@@ -35,7 +35,7 @@ def test_system_disk_write():
     """32 MiB written and fsync'd in 1 MiB writes: the process's storage writes are those
     bytes (a little more for the file's metadata at most), and the CPU idles while the disk
     works: io_bound."""
-    r, path = record("sys_load", "disk", os.getcwd(), "32")
+    r, path = record("sys_load", "disk", os.getcwd(), "32", opts=("--system-interval", "20"))
     want = _truth(r)["written_bytes"]
     rep = analyze(path)
     s = rep["system"]
