@@ -7,7 +7,7 @@ import os
 import struct
 
 import fncwrite
-from helpers import assert_eq, assert_rel, assert_true, collector, fennec_bin, record, run
+from helpers import TSAN_FORK, assert_eq, assert_rel, assert_true, collector, fennec_bin, record, run, skip_under
 
 MS = 1_000_000
 STEPS_MS = [100, 200, 300, 400, 500]
@@ -180,6 +180,7 @@ def test_tensorboard_needs_dir():
 @collector
 def test_tensorboard_processes_in_run_folders():
     """A fork child with system points has a run folder of its own, pid<PID>."""
+    skip_under("tsan", TSAN_FORK)
     _, path = record("forker", "fork", opts=["--system-interval", "50"])
     r = run([fennec_bin(), "export", path, "--format", "tensorboard", "-o", "runs"])
     assert_eq(r.returncode, 0, "export\n" + r.describe())
