@@ -34,10 +34,10 @@ class Images(Dataset):
 def augment(x):
     # pure Python over a few hundred values: the slow kind of input code
     rng = random.Random(0)
-    v = x[0, 0].tolist()
+    v = x[0].tolist()  # one 32 x 32 channel as nested lists
     v = [[a + rng.random() * 0.01 for a in row] for row in v]
     x = x.clone()
-    x[0, 0] = torch.tensor(v)
+    x[0] = torch.tensor(v)
     return x
 
 

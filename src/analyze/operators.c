@@ -6,6 +6,7 @@
  * outermost frame as its caller.
  */
 #include "analyze/analyze.h"
+#include "analyze/map.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -41,44 +42,24 @@ static int cmp_op(const void *a, const void *b)
 	return x->total < y->total ? 1 : x->total > y->total ? -1 : 0;
 }
 
+/* Weights by (operator, caller location): op << 32 | loc, in `e` by the index the map gives. */
 typedef struct callers {
-	uint64_t *key, *w; /* (op << 32 | loc) + 1 -> weight, open addressing */
-	size_t cap, n;
+	ana_map idx;
+	struct caller_w { uint64_t key, w; } *e;
+	size_t n, cap;
 } callers;
 
 static int callers_add(callers *c, uint64_t key, uint64_t w)
 {
-	if ((c->n + 1) * 2 > c->cap) {
-		size_t cap = c->cap ? c->cap * 2 : 256;
-		uint64_t *k = calloc(cap, sizeof *k), *v = calloc(cap, sizeof *v);
-		if (!k || !v) {
-			free(k);
-			free(v);
+	uint32_t k = ana_map_get(&c->idx, key);
+	if (k == ANA_NONE) {
+		if (c->n >= UINT32_MAX - 1 || ana_grow(&c->e, &c->cap, c->n, sizeof *c->e) < 0 ||
+		    ana_map_put(&c->idx, key, (uint32_t)c->n) < 0)
 			return -1;
-		}
-		for (size_t i = 0; i < c->cap; i++)
-			if (c->key[i]) {
-				size_t j = (c->key[i] * 0x9e3779b97f4a7c15ull >> 17) & (cap - 1);
-				while (k[j])
-					j = (j + 1) & (cap - 1);
-				k[j] = c->key[i];
-				v[j] = c->w[i];
-			}
-		free(c->key);
-		free(c->w);
-		c->key = k;
-		c->w = v;
-		c->cap = cap;
+		k = (uint32_t)c->n;
+		c->e[c->n++].key = key;
 	}
-	key++;
-	size_t j = (key * 0x9e3779b97f4a7c15ull >> 17) & (c->cap - 1);
-	while (c->key[j] && c->key[j] != key)
-		j = (j + 1) & (c->cap - 1);
-	if (!c->key[j]) {
-		c->key[j] = key;
-		c->n++;
-	}
-	c->w[j] += w;
+	c->e[k].w += w;
 	return 0;
 }
 
@@ -90,7 +71,7 @@ int ana_operators(ana_profile *p)
 	int rc = FENNEC_ENOMEM;
 	uint32_t *fop = malloc(s->nfuncs * sizeof *fop);     /* function -> operator, ANA_NONE */
 	uint32_t *inner = malloc(s->nstacks * sizeof *inner); /* stack -> innermost operator */
-	uint32_t *seen = NULL, *last = NULL;
+	uint32_t *seen = NULL;
 	uint64_t *prev_stack = NULL;
 	callers cl = {0};
 	size_t ops_cap = 0;
@@ -131,9 +112,8 @@ int ana_operators(ana_profile *p)
 		}
 	}
 	seen = calloc(p->nops, sizeof *seen);           /* stamp: sample index + 1 */
-	last = malloc(p->nops * sizeof *last);          /* per op: the thread of its last sample */
 	prev_stack = calloc((size_t)p->nthreads + 1, sizeof *prev_stack); /* thread -> last stack + 1 */
-	if (!seen || !last || !prev_stack)
+	if (!seen || !prev_stack)
 		goto out;
 	for (size_t si = 0; si < s->nsamples; si++) {
 		const ana_sample *sm = &s->samples[si];
@@ -175,13 +155,10 @@ int ana_operators(ana_profile *p)
 	uint64_t *best = calloc(p->nops, sizeof *best);
 	if (!best)
 		goto out;
-	for (size_t i = 0; i < cl.cap; i++) {
-		if (!cl.key[i])
-			continue;
-		uint64_t k = cl.key[i] - 1;
-		uint32_t o = (uint32_t)(k >> 32), loc = (uint32_t)k;
-		if (cl.w[i] > best[o] || (cl.w[i] == best[o] && loc < p->ops[o].caller)) {
-			best[o] = cl.w[i];
+	for (size_t i = 0; i < cl.n; i++) {
+		uint32_t o = (uint32_t)(cl.e[i].key >> 32), loc = (uint32_t)cl.e[i].key;
+		if (cl.e[i].w > best[o] || (cl.e[i].w == best[o] && loc < p->ops[o].caller)) {
+			best[o] = cl.e[i].w;
 			p->ops[o].caller = loc;
 		}
 	}
@@ -197,9 +174,8 @@ out:
 	free(fop);
 	free(inner);
 	free(seen);
-	free(last);
 	free(prev_stack);
-	free(cl.key);
-	free(cl.w);
+	free(cl.e);
+	ana_map_clear(&cl.idx);
 	return rc;
 }

@@ -31,20 +31,10 @@ int ana_grow(void *arr, size_t *cap, size_t n, size_t elem)
 	return 0;
 }
 
-static uint64_t mix(uint64_t k)
-{
-	k ^= k >> 33;
-	k *= 0xff51afd7ed558ccdull;
-	k ^= k >> 33;
-	k *= 0xc4ceb9fe1a85ec53ull;
-	k ^= k >> 33;
-	return k;
-}
-
 static uint64_t hash_u64s(const uint64_t *v, size_t n, uint64_t h)
 {
 	for (size_t i = 0; i < n; i++)
-		h = mix(h ^ v[i]) + 0x9e3779b97f4a7c15ull;
+		h = cm_mix64(h ^ v[i]) + 0x9e3779b97f4a7c15ull;
 	return h;
 }
 
@@ -76,7 +66,7 @@ static uint64_t *kmap_slot(kmap *m, uint64_t key, int *isnew)
 		for (size_t i = 0; i < m->cap; i++) {
 			if (!m->used[i])
 				continue;
-			size_t j = mix(m->key[i]) & (cap - 1);
+			size_t j = cm_mix64(m->key[i]) & (cap - 1);
 			while (nm.used[j])
 				j = (j + 1) & (cap - 1);
 			nm.used[j] = 1;
@@ -87,7 +77,7 @@ static uint64_t *kmap_slot(kmap *m, uint64_t key, int *isnew)
 		kmap_free(m);
 		*m = nm;
 	}
-	size_t i = mix(key) & (m->cap - 1);
+	size_t i = cm_mix64(key) & (m->cap - 1);
 	for (; m->used[i]; i = (i + 1) & (m->cap - 1))
 		if (m->key[i] == key) {
 			if (isnew)
@@ -358,7 +348,7 @@ int ana_samples_event(ana_profile *p, uint32_t proc, const fmt_file *f, const fm
 	if (ev->nregions) {
 		uint64_t ph = 1469598103934665603ull;
 		for (uint32_t i = 0; i < ev->nregions; i++)
-			ph = mix(ph ^ ev->regions[i]) + i;
+			ph = cm_mix64(ph ^ ev->regions[i]) + i;
 		if (itab_reserve(&ps->ptab) < 0)
 			return FENNEC_ENOMEM;
 		size_t slot = ph & (ps->ptab.cap - 1);
@@ -500,7 +490,7 @@ static uint32_t seg_find(const seg *v, size_t n, uint64_t addr)
 static uint32_t func_for(fin *x, uint32_t name, uint32_t module, uint32_t file, uint32_t line)
 {
 	ana_sampling *s = &x->p->smp;
-	uint64_t h = mix((uint64_t)name << 32 | module);
+	uint64_t h = cm_mix64((uint64_t)name << 32 | module);
 	if (itab_reserve(&x->ftab) < 0)
 		return ANA_NONE;
 	size_t i = h & (x->ftab.cap - 1);
@@ -631,7 +621,7 @@ static uint32_t stack_for(fin *x, const uint32_t *locs, uint32_t n, int truncate
 	ana_sampling *s = &x->p->smp;
 	uint64_t h = 0x51ed270b27u ^ (uint64_t)truncated;
 	for (uint32_t i = 0; i < n; i++)
-		h = mix(h ^ locs[i]) + i;
+		h = cm_mix64(h ^ locs[i]) + i;
 	if (itab_reserve(&x->stab) < 0)
 		return ANA_NONE;
 	size_t i = h & (x->stab.cap - 1);
@@ -695,6 +685,22 @@ static int ld_so(const char *path)
 {
 	const char *b = strrchr(path, '/');
 	return !strncmp(b ? b + 1 : path, "ld-linux", 8);
+}
+
+/* Whether the frame at `i` of a stack (locs innermost first) is the dynamic loader's, called
+ * by the interpreter itself (its thread-local lookups, __tls_get_addr): the loader's frames
+ * and then the interpreter's. A loader reached through libc (dlopen under an import) is
+ * the loader's own work, and stays. */
+static int called_by_interp(const ana_profile *p, const uint32_t *locs, size_t i, size_t n, uint32_t interp)
+{
+	for (; i < n; i++) {
+		uint32_t mod = p->smp.funcs[p->smp.locs[locs[i]].func].module;
+		if (mod == interp)
+			return 1;
+		if (mod == ANA_NONE || !ld_so(p->names[mod]))
+			return 0;
+	}
+	return 0;
 }
 
 /* The location of a tagged Python frame of process proc. */
@@ -825,8 +831,8 @@ static int py_merge(fin *x, uint32_t proc, const fmt_file *f, const uint64_t *py
 				out[k++] = loc;
 			continue;
 		}
-		if (!p->opt.native && interp != ANA_NONE && (fn->module == interp || ld_so(p->names[fn->module])))
-			continue; /* the interpreter, and the dynamic loader's TLS lookups it makes */
+		if (!p->opt.native && interp != ANA_NONE && (fn->module == interp || called_by_interp(p, x->tmp, i, *nl, interp)))
+			continue; /* the interpreter, and the dynamic loader's code it calls itself (TLS lookups) */
 		out[k++] = loc;
 	}
 	if (at < n) {

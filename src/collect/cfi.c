@@ -647,19 +647,58 @@ static void local_rule_of(uint64_t pc, cfi_rule *u)
 	atomic_store_explicit(&e->check, h ^ d, memory_order_relaxed);
 }
 
+/* A library was closed (cfi_local_gen moved on): its addresses may come to hold another's
+ * code, so the rules cached go. */
+static void local_cache_check(void)
+{
+	uint64_t gen = atomic_load_explicit(&cfi_local_gen, memory_order_acquire);
+	uint64_t seen = atomic_load_explicit(&lcache_gen, memory_order_relaxed);
+	if (seen != gen && atomic_compare_exchange_strong(&lcache_gen, &seen, gen))
+		for (size_t i = 0; i < sizeof lcache / sizeof lcache[0]; i++)
+			atomic_store_explicit(&lcache[i].data, 0, memory_order_relaxed);
+}
+
+/*
+ * One frame outwards on the calling thread's stack, reading [*sp, stack_hi) only: 1 with
+ * the caller's ip, sp, bp and the address to look its rule up by; 0 at the stack's end (the
+ * rules say so, or a zero return address); -1 when these rules cannot go on (no rule, no
+ * progress); -2 when the return address lies at or above stack_hi.
+ */
+static int local_step(uint64_t *look, uint64_t *ip, uint64_t *sp, uint64_t *bp, uint64_t stack_hi)
+{
+	cfi_rule r;
+	local_rule_of(*look, &r);
+	if (r.kind == RULE_END)
+		return 0;
+	if (r.kind != RULE_RSP && r.kind != RULE_RBP)
+		return -1;
+	uint64_t cfa = (r.kind == RULE_RSP ? *sp : *bp) + (uint64_t)(int64_t)r.cfa_off;
+	uint64_t ra = cfa + (uint64_t)(int64_t)r.ra * 8;
+	if (cfa <= *sp || ra < *sp)
+		return -1;
+	if (ra + 8 > stack_hi)
+		return -2;
+	memcpy(ip, (const void *)(uintptr_t)ra, 8);
+	if (r.bp) {
+		uint64_t at = cfa + (uint64_t)(int64_t)r.bp * 8;
+		if (at < *sp || at + 8 > stack_hi)
+			return -1;
+		memcpy(bp, (const void *)(uintptr_t)at, 8);
+	}
+	*sp = cfa;
+	if (!*ip)
+		return 0;
+	*look = *ip - 1; /* the call, in the instruction before the return address */
+	return 1;
+}
+
 /* Kept out of line: its registers, taken at its start, are the walk's first frame. */
 __attribute__((noinline)) uint32_t cfi_walk_local(uint64_t stack_hi, uint64_t *ips, uint64_t *sps, uint32_t max,
 						  int *full, const cfi_join *join)
 {
 	uint64_t ip, sp, bp;
 	__asm__ volatile("lea 0(%%rip), %0\n\tmov %%rsp, %1\n\tmov %%rbp, %2" : "=r"(ip), "=r"(sp), "=r"(bp));
-	uint64_t gen = atomic_load_explicit(&cfi_local_gen, memory_order_acquire);
-	uint64_t seen = atomic_load_explicit(&lcache_gen, memory_order_relaxed);
-	if (seen != gen && atomic_compare_exchange_strong(&lcache_gen, &seen, gen)) {
-		/* a library was closed: its addresses may come to hold another's code */
-		for (size_t i = 0; i < sizeof lcache / sizeof lcache[0]; i++)
-			atomic_store_explicit(&lcache[i].data, 0, memory_order_relaxed);
-	}
+	local_cache_check();
 	*full = 0;
 	uint32_t n = 0, jc = 0;
 	uint64_t look = ip; /* the first frame's exact pc; then the call's, in the instruction before */
@@ -680,66 +719,30 @@ __attribute__((noinline)) uint32_t cfi_walk_local(uint64_t stack_hi, uint64_t *i
 				return n;
 			}
 		}
-		cfi_rule r;
-		const cfi_rule *u = &r;
-		local_rule_of(look, &r);
-		if (u->kind == RULE_END)
-			return n;
-		if (u->kind != RULE_RSP && u->kind != RULE_RBP)
-			return 0;
-		uint64_t cfa = (u->kind == RULE_RSP ? sp : bp) + (uint64_t)(int64_t)u->cfa_off;
-		uint64_t ra = cfa + (uint64_t)(int64_t)u->ra * 8;
-		if (cfa <= sp || ra < sp || ra + 8 > stack_hi)
-			return 0; /* no progress, or off the thread's stack: libgcc judges */
-		memcpy(&ip, (const void *)(uintptr_t)ra, 8);
-		if (u->bp) {
-			uint64_t at = cfa + (uint64_t)(int64_t)u->bp * 8;
-			if (at < sp || at + 8 > stack_hi)
-				return 0;
-			memcpy(&bp, (const void *)(uintptr_t)at, 8);
-		}
-		sp = cfa;
-		if (!ip)
-			return n;
-		look = ip - 1;
+		int rc = local_step(&look, &ip, &sp, &bp, stack_hi);
+		if (rc <= 0)
+			return rc ? 0 : n; /* no rule, no progress, or off the thread's stack: libgcc judges */
 	}
 }
 
 uint32_t cfi_walk_regs(uint64_t ip, uint64_t sp, uint64_t bp, uint64_t stack_hi, uint64_t *ips, uint32_t max,
 		       int *full)
 {
+	local_cache_check();
 	*full = 0;
 	uint32_t n = 0;
-	uint64_t look = ip; /* the interrupted instruction; then the call's, before its return address */
+	uint64_t look = ip; /* the interrupted instruction's exact pc */
 	for (;;) {
 		if (n == max) {
 			*full = 1;
 			return n;
 		}
 		ips[n++] = ip;
-		cfi_rule r;
-		local_rule_of(look, &r);
-		if (r.kind == RULE_END)
-			return n;
-		if (r.kind != RULE_RSP && (r.kind != RULE_RBP || (n == 1 && !bp)))
-			return 0;
-		uint64_t cfa = (r.kind == RULE_RSP ? sp : bp) + (uint64_t)(int64_t)r.cfa_off;
-		uint64_t ra = cfa + (uint64_t)(int64_t)r.ra * 8;
-		if (cfa <= sp || ra < sp)
-			return 0; /* no progress: the caller's other unwinder judges */
-		if (ra + 8 > stack_hi)
-			return n; /* the thread's stack ends here (its start, above which fennec's frames are) */
-		memcpy(&ip, (const void *)(uintptr_t)ra, 8);
-		if (r.bp) {
-			uint64_t at = cfa + (uint64_t)(int64_t)r.bp * 8;
-			if (at < sp || at + 8 > stack_hi)
-				return 0;
-			memcpy(&bp, (const void *)(uintptr_t)at, 8);
-		}
-		sp = cfa;
-		if (!ip)
-			return n;
-		look = ip - 1;
+		int rc = local_step(&look, &ip, &sp, &bp, stack_hi);
+		if (rc == -1)
+			return 0; /* the caller's other unwinder judges */
+		if (rc <= 0)
+			return n; /* the end, or the thread's stack ends here (its start, above which are fennec's frames) */
 	}
 }
 #else

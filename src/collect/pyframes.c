@@ -157,16 +157,6 @@ static uint32_t rd32(const uint8_t *p, unsigned off)
 	return v;
 }
 
-static uint64_t mix(uint64_t k)
-{
-	k ^= k >> 33;
-	k *= 0xff51afd7ed558ccdull;
-	k ^= k >> 33;
-	k *= 0xc4ceb9fe1a85ec53ull;
-	k ^= k >> 33;
-	return k;
-}
-
 void col_py_prepare(void)
 {
 	Y.on = 0;
@@ -318,9 +308,9 @@ static int describe(uint32_t id, const uint8_t *co)
 /* The id of the code object at addr whose head is co (0: none could be given). */
 static uint32_t code_id(uintptr_t addr, const uint8_t *co)
 {
-	uint64_t fp = mix(rd64(co, Y.L->co_qualname) ^ mix(rd64(co, Y.L->co_filename)) ^
+	uint64_t fp = cm_mix64(rd64(co, Y.L->co_qualname) ^ cm_mix64(rd64(co, Y.L->co_filename)) ^
 			  (uint64_t)rd32(co, Y.L->co_firstlineno) << 40) | 1;
-	uint64_t h = mix(addr ^ fp);
+	uint64_t h = cm_mix64(addr ^ fp);
 	for (unsigned i = 0; i < CODE_PROBES; i++) {
 		code_slot *s = &Y.slots[(h + i) & (CODE_SLOTS - 1)];
 		uint64_t k = atomic_load_explicit(&s->key, memory_order_acquire);

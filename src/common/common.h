@@ -43,6 +43,17 @@ void cm_buf_varint(cm_buf *b, uint64_t v);
 void cm_buf_string(cm_buf *b, const char *s, size_t n);
 void cm_buf_free(cm_buf *b);
 
+/* A 64-bit mixer (MurmurHash3's finaliser): every bit of k reaches every bit of the result. */
+static inline uint64_t cm_mix64(uint64_t k)
+{
+	k ^= k >> 33;
+	k *= 0xff51afd7ed558ccdull;
+	k ^= k >> 33;
+	k *= 0xc4ceb9fe1a85ec53ull;
+	k ^= k >> 33;
+	return k;
+}
+
 static inline uint64_t cm_zigzag(int64_t v) { return ((uint64_t)v << 1) ^ (uint64_t)(v >> 63); }
 static inline int64_t cm_unzigzag(uint64_t v) { return (int64_t)(v >> 1) ^ -(int64_t)(v & 1); }
 

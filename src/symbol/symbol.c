@@ -125,16 +125,6 @@ static uint64_t hash_bytes(const void *p, size_t n, uint64_t h)
 	return h;
 }
 
-static uint64_t mix64(uint64_t k)
-{
-	k ^= k >> 33;
-	k *= 0xff51afd7ed558ccdull;
-	k ^= k >> 33;
-	k *= 0xc4ceb9fe1a85ec53ull;
-	k ^= k >> 33;
-	return k;
-}
-
 /* The context's copy of `str` (one copy per distinct string); NULL on allocation failure. */
 static const char *intern(sym_ctx *s, const char *str)
 {
@@ -164,7 +154,7 @@ static const char *intern(sym_ctx *s, const char *str)
 		t->cap = cap;
 	}
 	size_t len = strlen(str);
-	uint64_t h = mix64(hash_bytes(str, len, 1469598103934665603ull));
+	uint64_t h = cm_mix64(hash_bytes(str, len, 1469598103934665603ull));
 	size_t i = h & (t->cap - 1);
 	for (; t->slot[i]; i = (i + 1) & (t->cap - 1))
 		if (t->hash[i] == h && !strcmp(t->slot[i], str))
@@ -866,7 +856,7 @@ static int cache_grow(sym_ctx *s)
 		centry *e = &s->cache[i];
 		if (e->key == UINT32_MAX)
 			continue;
-		size_t j = mix64(e->addr ^ (uint64_t)e->key << 40) & (cap - 1);
+		size_t j = cm_mix64(e->addr ^ (uint64_t)e->key << 40) & (cap - 1);
 		while (c[j].key != UINT32_MAX)
 			j = (j + 1) & (cap - 1);
 		c[j] = *e;
@@ -887,7 +877,7 @@ int sym_lookup(sym_ctx *s, uint32_t id, uint64_t addr, int exact, const sym_fram
 	if ((s->cache_n + 1) * 2 > s->cache_cap && cache_grow(s) < 0)
 		return FENNEC_ENOMEM;
 	uint32_t key = id << 1 | (exact ? 1 : 0);
-	size_t i = mix64(addr ^ (uint64_t)key << 40) & (s->cache_cap - 1);
+	size_t i = cm_mix64(addr ^ (uint64_t)key << 40) & (s->cache_cap - 1);
 	for (; s->cache[i].key != UINT32_MAX; i = (i + 1) & (s->cache_cap - 1))
 		if (s->cache[i].key == key && s->cache[i].addr == addr) {
 			*frames = s->cache[i].frames;
