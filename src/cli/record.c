@@ -605,16 +605,16 @@ int cli_record_output(const char *given, char *out, size_t n)
 
 /* --metrics-listen SPEC: the metrics server of the recording at abs (src/view/metrics.c).
  * Returns 0, or the exit status of a failure, said. */
-static int start_metrics(const char *spec, const char *abs, metrics_server **out)
+static int start_metrics(const char *spec, const char *abs, view_metrics **out)
 {
 	char host[256], why[300];
 	unsigned port;
-	if (metrics_parse_listen(spec, host, sizeof host, &port, why, sizeof why) < 0) {
+	if (view_metrics_parse_listen(spec, host, sizeof host, &port, why, sizeof why) < 0) {
 		cli_error("record", "%s", why);
 		return 2;
 	}
 	view_error err;
-	if (metrics_open(host, port, abs, out, &err)) {
+	if (view_metrics_open(host, port, abs, out, &err)) {
 		if (err.sys_errno == EADDRINUSE)
 			cli_error("record", "--metrics-listen: %s: the port is taken; choose another, or port 0 for any "
 					    "free one (the program was not started)", err.msg);
@@ -623,11 +623,11 @@ static int start_metrics(const char *spec, const char *abs, metrics_server **out
 		return 1;
 	}
 	int v6 = strchr(host, ':') != NULL;
-	if (!metrics_loopback(*out))
+	if (!view_metrics_loopback(*out))
 		cli_error("record", "warning: %s is not a loopback address: other machines can read the metrics "
 				    "(pids, host name, region and metric names)", host);
 	fprintf(stderr, "fennec record: serving metrics at http://%s%s%s:%u/metrics\n", v6 ? "[" : "", host,
-		v6 ? "]" : "", metrics_port(*out));
+		v6 ? "]" : "", view_metrics_port(*out));
 	setenv("FENNEC_WRITER", "thread", 1);
 	return 0;
 }
@@ -741,7 +741,7 @@ int cmd_record(int argc, char **argv)
 		} else if (!strcmp(a, "--metrics-listen")) {
 			char h[256], why[300];
 			unsigned port;
-			if (metrics_parse_listen(v, h, sizeof h, &port, why, sizeof why) < 0) {
+			if (view_metrics_parse_listen(v, h, sizeof h, &port, why, sizeof why) < 0) {
 				cli_error("record", "%s", why);
 				return 2;
 			}
@@ -870,7 +870,7 @@ int cmd_record(int argc, char **argv)
 	/* --metrics-listen: listening before the program starts, so that a port that cannot be
 	 * had stops the run here; the collector then flushes on its writer thread, also while
 	 * the program does not allocate (docs/internals/collect.md). */
-	metrics_server *metrics = NULL;
+	view_metrics *metrics = NULL;
 	if (metrics_listen && (orc = start_metrics(metrics_listen, abs, &metrics)) != 0)
 		return orc;
 
@@ -992,7 +992,7 @@ int cmd_record(int argc, char **argv)
 			cli_error("record", "waitpid failed: %s", strerror(errno));
 			return 1;
 		}
-	metrics_close(metrics); /* the endpoint ends with the program */
+	view_metrics_close(metrics); /* the endpoint ends with the program */
 	int launched = !(WIFEXITED(status) && (WEXITSTATUS(status) == 127 || WEXITSTATUS(status) == 126) && access(abs, F_OK) != 0);
 	unsigned long long bytes = 0;
 	int files = 0, unfinished = 0, empty = 0;

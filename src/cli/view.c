@@ -180,7 +180,7 @@ int cmd_view(int argc, char **argv)
 		} else if (!strcmp(a, "--metrics-listen")) {
 			char h[256], why[300];
 			unsigned port;
-			if (metrics_parse_listen(v, h, sizeof h, &port, why, sizeof why) < 0) {
+			if (view_metrics_parse_listen(v, h, sizeof h, &port, why, sizeof why) < 0) {
 				cli_error("view", "%s", why);
 				return 2;
 			}
@@ -204,24 +204,24 @@ int cmd_view(int argc, char **argv)
 		cli_error("view", "which recording? usage: fennec view FILE");
 		return 2;
 	}
-	metrics_server *m = NULL;
+	view_metrics *m = NULL;
 	if (metrics_listen) {
 		char h[256], why[300];
 		unsigned port;
 		view_error err;
-		metrics_parse_listen(metrics_listen, h, sizeof h, &port, why, sizeof why);
-		if (metrics_open(h, port, o.path, &m, &err)) {
+		view_metrics_parse_listen(metrics_listen, h, sizeof h, &port, why, sizeof why);
+		if (view_metrics_open(h, port, o.path, &m, &err)) {
 			cli_error("view", "--metrics-listen: %s%s", err.msg,
 				  err.sys_errno == EADDRINUSE ? ": the port is taken; choose another, or port 0 for any free one" : "");
 			return 1;
 		}
-		if (!metrics_loopback(m))
+		if (!view_metrics_loopback(m))
 			cli_error("view", "warning: %s is not a loopback address: other machines can read the metrics", h);
 		printf("fennec view: serving metrics at http://%s%s%s:%u/metrics\n", strchr(h, ':') ? "[" : "", h,
-		       strchr(h, ':') ? "]" : "", metrics_port(m));
+		       strchr(h, ':') ? "]" : "", view_metrics_port(m));
 	}
 	int rc = serve(&o, 0, NULL, 0);
-	metrics_close(m);
+	view_metrics_close(m);
 	return rc;
 }
 

@@ -94,7 +94,7 @@ typedef struct mproc {
 	int oom;
 } mproc;
 
-struct metrics_server {
+struct view_metrics {
 	struct MHD_Daemon *d;
 	int fd;
 	unsigned port;
@@ -273,7 +273,7 @@ static int on_event(void *ctx, const fmt_file *f, const fmt_event *ev)
 }
 
 /* Read what is new in every file of the recording (files found since are added). */
-static void refresh(metrics_server *s)
+static void refresh(view_metrics *s)
 {
 	const char *paths[1] = {s->path};
 	char **files = NULL;
@@ -439,7 +439,7 @@ static void family(FILE *out, int om, const char *name, const char *type, const 
 }
 
 /* The files that have a HEADER, in order. */
-static const fmt_file *pf(const metrics_server *s, uint32_t i)
+static const fmt_file *pf(const view_metrics *s, uint32_t i)
 {
 	return s->procs[i].w && s->procs[i].seen ? fmt_follow_file(s->procs[i].w) : NULL;
 }
@@ -459,7 +459,7 @@ static const fmt_file *pf(const metrics_server *s, uint32_t i)
 		fputc('\n', out);                                   \
 	}
 
-static int any(const metrics_server *s, int (*pred)(const mproc *, const fmt_file *))
+static int any(const view_metrics *s, int (*pred)(const mproc *, const fmt_file *))
 {
 	for (uint32_t i = 0; i < s->nprocs; i++)
 		if (pf(s, i) && pred(&s->procs[i], pf(s, i)))
@@ -497,7 +497,7 @@ static uint64_t dropped(const fmt_file *f)
 
 /* The program's metrics of one kind: one family per sanitised name, a series per process
  * and original name (label `name`). Families whose name another kind took get "_<kind>". */
-static void program_metrics(metrics_server *s, FILE *out, int om, unsigned kind)
+static void program_metrics(view_metrics *s, FILE *out, int om, unsigned kind)
 {
 	static const char *const what[] = {"", "counter", "gauge", "value"};
 	/* the distinct sanitised names, in order of first sight */
@@ -573,7 +573,7 @@ done:
 	free(names);
 }
 
-static void render(metrics_server *s, FILE *out, int om)
+static void render(view_metrics *s, FILE *out, int om)
 {
 	const char *name;
 #define FAMILY(n, type, help) (name = (n), family(out, om, name, type, help))
@@ -722,7 +722,7 @@ static void render(metrics_server *s, FILE *out, int om)
 #undef FAMILY
 }
 
-int metrics_render(metrics_server *s, FILE *out, int openmetrics)
+int view_metrics_render(view_metrics *s, FILE *out, int openmetrics)
 {
 	pthread_mutex_lock(&s->lock);
 	refresh(s);
@@ -760,7 +760,7 @@ static enum MHD_Result plain(struct MHD_Connection *c, unsigned status, const ch
 
 /* Host header of a loopback server: a loopback name with our port, or none (HTTP/1.0):
  * a page elsewhere cannot read the metrics by DNS rebinding. */
-static int host_ok(const metrics_server *s, const char *host)
+static int host_ok(const view_metrics *s, const char *host)
 {
 	if (!host || !s->loopback)
 		return 1;
@@ -799,7 +799,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
 				  const char *version, const char *upload_data, size_t *upload_data_size,
 				  void **req_cls)
 {
-	metrics_server *s = cls;
+	view_metrics *s = cls;
 	(void)version;
 	(void)upload_data;
 	(void)upload_data_size;
@@ -820,7 +820,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
 	char *buf = NULL;
 	size_t len = 0;
 	FILE *out = open_memstream(&buf, &len);
-	int rc = out ? metrics_render(s, out, om) : FENNEC_ENOMEM;
+	int rc = out ? view_metrics_render(s, out, om) : FENNEC_ENOMEM;
 	if (out && fclose(out))
 		rc = FENNEC_ENOMEM;
 	if (rc) {
@@ -834,7 +834,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
 
 /* ---- life cycle ---- */
 
-int metrics_parse_listen(const char *spec, char *host, size_t host_size, unsigned *port, char *why, size_t why_size)
+int view_metrics_parse_listen(const char *spec, char *host, size_t host_size, unsigned *port, char *why, size_t why_size)
 {
 	const char *p = spec ? spec : "";
 	const char *colon = strrchr(p, ':');
@@ -870,7 +870,7 @@ int metrics_parse_listen(const char *spec, char *host, size_t host_size, unsigne
 	return 0;
 }
 
-static int listen_on(metrics_server *s, const char *host, unsigned port, view_error *err)
+static int listen_on(view_metrics *s, const char *host, unsigned port, view_error *err)
 {
 	struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM,
 				 .ai_flags = AI_PASSIVE | AI_NUMERICSERV};
@@ -924,11 +924,11 @@ static int listen_on(metrics_server *s, const char *host, unsigned port, view_er
 	return fd;
 }
 
-int metrics_open(const char *host, unsigned port, const char *path, metrics_server **out, view_error *err)
+int view_metrics_open(const char *host, unsigned port, const char *path, view_metrics **out, view_error *err)
 {
 	memset(err, 0, sizeof *err);
 	*out = NULL;
-	metrics_server *s = calloc(1, sizeof *s);
+	view_metrics *s = calloc(1, sizeof *s);
 	if (!s || !(s->path = strdup(path))) {
 		free(s);
 		err->code = FENNEC_ENOMEM;
@@ -971,15 +971,15 @@ int metrics_open(const char *host, unsigned port, const char *path, metrics_serv
 	*out = s;
 	return 0;
 fail:
-	metrics_close(s);
+	view_metrics_close(s);
 	return rc;
 }
 
-unsigned metrics_port(const metrics_server *s) { return s->port; }
+unsigned view_metrics_port(const view_metrics *s) { return s->port; }
 
-int metrics_loopback(const metrics_server *s) { return s->loopback; }
+int view_metrics_loopback(const view_metrics *s) { return s->loopback; }
 
-void metrics_close(metrics_server *s)
+void view_metrics_close(view_metrics *s)
 {
 	if (!s)
 		return;

@@ -20,23 +20,23 @@
 
 #include "view/view.h"
 
-typedef struct metrics_server metrics_server;
+typedef struct view_metrics view_metrics;
 
 /* Parse --metrics-listen's value: PORT (on 127.0.0.1), HOST:PORT or [IPV6]:PORT, the port
  * 0..65535 (0: any free one). Returns 0, or -1 with why (a sentence) filled in. */
-int metrics_parse_listen(const char *spec, char *host, size_t host_size, unsigned *port, char *why,
+int view_metrics_parse_listen(const char *spec, char *host, size_t host_size, unsigned *port, char *why,
 			 size_t why_size);
 
 /* Listen on host:port and serve the metrics of the recording at `path` (a file; its
  * sibling process files and per-rank files are found as `fennec analyze` finds them). The
  * files need not exist yet. Returns 0 and *out, or a FENNEC_E* code with *err filled in
  * (sys_errno EADDRINUSE when the port is taken). */
-int metrics_open(const char *host, unsigned port, const char *path, metrics_server **out, view_error *err);
-unsigned metrics_port(const metrics_server *s);
-int metrics_loopback(const metrics_server *s);
+int view_metrics_open(const char *host, unsigned port, const char *path, view_metrics **out, view_error *err);
+unsigned view_metrics_port(const view_metrics *s);
+int view_metrics_loopback(const view_metrics *s);
 /* Render the exposition now (what a scrape gets), after reading what is new; openmetrics
  * selects the format. 0 or FENNEC_ENOMEM. (Tests and `fennec view`'s first read.) */
-int metrics_render(metrics_server *s, FILE *out, int openmetrics);
-void metrics_close(metrics_server *s);
+int view_metrics_render(view_metrics *s, FILE *out, int openmetrics);
+void view_metrics_close(view_metrics *s);
 
 #endif
