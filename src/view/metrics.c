@@ -496,8 +496,40 @@ static uint64_t dropped(const fmt_file *f)
 }
 
 /* The program's metrics of one kind: one family per sanitised name, a series per process
- * and original name (label `name`). Families whose name another kind took get "_<kind>". */
-static void program_metrics(view_metrics *s, FILE *out, int om, unsigned kind)
+ * and original name (label `name`). A name another kind took gets "_2" (then "_3"...). */
+/* Family and sample names given out so far in one rendering: a program's names of
+ * different kinds must not meet ("x" a counter and "x_total" a gauge; in OpenMetrics a
+ * counter x and a gauge x), or a scraper refuses the whole exposition. */
+typedef struct taken {
+	char **v;
+	uint32_t n, cap;
+} taken;
+
+static int is_taken(const taken *t, const char *name)
+{
+	for (uint32_t i = 0; i < t->n; i++)
+		if (!strcmp(t->v[i], name))
+			return 1;
+	return 0;
+}
+
+static void take(taken *t, const char *name)
+{
+	if (grow((void **)&t->v, &t->cap, t->n + 1, sizeof *t->v) == 0 && (t->v[t->n] = strdup(name)))
+		t->n++;
+}
+
+/* The names a program metric of `kind` with this stem gives out (at most 4). */
+static int stem_names(unsigned kind, const char *stem, char out[4][224])
+{
+	static const char *const sfx[4][4] = {{0}, {"", "_total"}, {""}, {"_last", "_values", "_values_sum", "_values_count"}};
+	int n = kind == FMT_SITE_COUNTER ? 2 : kind == FMT_SITE_GAUGE ? 1 : 4;
+	for (int i = 0; i < n; i++)
+		snprintf(out[i], 224, "fennec_program_%s%s", stem, sfx[kind][i]);
+	return n;
+}
+
+static void program_metrics(view_metrics *s, FILE *out, int om, unsigned kind, taken *used)
 {
 	static const char *const what[] = {"", "counter", "gauge", "value"};
 	/* the distinct sanitised names, in order of first sight */
@@ -524,19 +556,32 @@ static void program_metrics(view_metrics *s, FILE *out, int om, unsigned kind)
 		}
 	}
 	for (uint32_t k = 0; k < nnames; k++) {
-		char fname[224], help[320];
+		char fname[224], help[320], stem[180], given[4][224];
+		/* a stem no other kind took: NAME, else NAME_2, NAME_3, ... */
+		snprintf(stem, sizeof stem, "%s", names[k]);
+		for (unsigned alt = 2;; alt++) {
+			int n = stem_names(kind, stem, given), clash = 0;
+			for (int i = 0; i < n; i++)
+				clash |= is_taken(used, given[i]);
+			if (!clash || alt > 1000) {
+				for (int i = 0; i < n; i++)
+					take(used, given[i]);
+				break;
+			}
+			snprintf(stem, sizeof stem, "%s_%u", names[k], alt);
+		}
 		/* counter: fennec_program_NAME_total; gauge: fennec_program_NAME; value: the
 		 * last observation fennec_program_NAME_last, and the summary (no quantiles)
 		 * fennec_program_NAME_values: _sum and _count */
 		const char *suffix = kind == FMT_SITE_COUNTER ? "_total" : kind == FMT_SITE_VALUE ? "_last" : "";
-		snprintf(fname, sizeof fname, "fennec_program_%s%s", names[k], suffix);
+		snprintf(fname, sizeof fname, "fennec_program_%s%s", stem, suffix);
 		snprintf(help, sizeof help, "The program's %s %s (fennec_%s; the original name is in label name)",
 			 what[kind], names[k], kind == FMT_SITE_COUNTER ? "counter_add" : kind == FMT_SITE_GAUGE ? "gauge_set"
 											: "value_record");
 		for (int part = 0; part < (kind == FMT_SITE_VALUE ? 2 : 1); part++) {
 			const char *type = kind == FMT_SITE_COUNTER ? "counter" : "gauge";
 			if (part == 1) { /* a summary without quantiles: _sum and _count */
-				snprintf(fname, sizeof fname, "fennec_program_%s_values", names[k]);
+				snprintf(fname, sizeof fname, "fennec_program_%s_values", stem);
 				type = "summary";
 			}
 			family(out, om, fname, type, help);
@@ -680,9 +725,13 @@ static void render(view_metrics *s, FILE *out, int om)
 		FAMILY("fennec_recording_ended", "gauge", "1 once the process file has its END chunk (the process ended)");
 		PER_PROC(1, f->has_end);
 	}
-	program_metrics(s, out, om, FMT_SITE_COUNTER);
-	program_metrics(s, out, om, FMT_SITE_GAUGE);
-	program_metrics(s, out, om, FMT_SITE_VALUE);
+	taken used = {0};
+	program_metrics(s, out, om, FMT_SITE_COUNTER, &used);
+	program_metrics(s, out, om, FMT_SITE_GAUGE, &used);
+	program_metrics(s, out, om, FMT_SITE_VALUE, &used);
+	for (uint32_t i = 0; i < used.n; i++)
+		free(used.v[i]);
+	free(used.v);
 	if (any(s, p_gpu)) {
 		static const char *const gname[] = {"fennec_gpu_utilization_ratio", "fennec_gpu_memory_utilization_ratio",
 						     "fennec_gpu_memory_used_bytes", "fennec_gpu_memory_total_bytes",

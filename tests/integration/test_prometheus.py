@@ -123,7 +123,9 @@ def test_exposition_passes_promtool_and_holds_what_the_program_did():
         assert_true(r.returncode == 0 and not r.stdout.strip() and not r.stderr.strip(),
                     "promtool check metrics: rc %d\n%s%s\n--- exposition:\n%s" % (r.returncode, r.stdout, r.stderr, text))
         # at the end of the steps: everything the fixture did
-        wait_for(lambda: steps_now(rec.port) == [N_STEPS], 30, "all %d steps in the metrics" % N_STEPS, interval=0.2)
+        # (the fixture sets its last gauge after the steps: both, or the flush between them)
+        wait_for(lambda: steps_now(rec.port) == [N_STEPS] and "fennec_program_tokens_seen_total_2{" in get(rec.port)[2],
+                 30, "all %d steps and the last gauge in the metrics" % N_STEPS, interval=0.2)
         status, hdr, text = get(rec.port)
         r = subprocess.run([promtool, "check", "metrics"], input=text, capture_output=True, text=True)
         assert_true(r.returncode == 0 and not r.stdout.strip() and not r.stderr.strip(),
@@ -147,6 +149,8 @@ def test_exposition_passes_promtool_and_holds_what_the_program_did():
                        FORWARD_S + N_STEPS * 0.03, "forward time", "s")
         assert_eq(one(s, "fennec_program_tokens_seen_total", name="Tokens Seen"), 7 * N_STEPS, "counter Tokens Seen")
         assert_eq(one(s, "fennec_program_learning_rate", name="learningRate"), 0.5 / N_STEPS, "gauge learningRate")
+        assert_eq(one(s, "fennec_program_tokens_seen_total_2", name="tokens_seen_total"), 1,
+                  "a gauge whose name the counter took")
         assert_eq(one(s, "fennec_program_loss_last", name="loss"), 1.0 / N_STEPS, "last loss")
         assert_eq(one(s, "fennec_program_loss_values_count", name="loss"), N_STEPS, "losses recorded")
         assert_between(one(s, "fennec_resident_memory_bytes"), 1 << 20, 1 << 31, "RSS", " bytes")
