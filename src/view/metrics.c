@@ -92,6 +92,7 @@ typedef struct mproc {
 	mgpu gpus[MAX_GPUS];
 	uint32_t ngpus;
 	int oom;
+	unsigned exec_n;              /* files before this one of the same process (execs) */
 } mproc;
 
 struct view_metrics {
@@ -332,14 +333,28 @@ static void refresh(view_metrics *s)
 			s->errors++;
 	}
 	free(files);
+	/* A process that exec'd has a file per program, all with its pid: they are told apart
+	 * by how many came before (in the order first seen: by start time). */
+	for (uint32_t i = 0; i < s->nprocs; i++) {
+		const fmt_file *f = s->procs[i].seen ? fmt_follow_file(s->procs[i].w) : NULL;
+		s->procs[i].exec_n = 0;
+		for (uint32_t j = 0; f && j < i; j++) {
+			const fmt_file *g = s->procs[j].seen ? fmt_follow_file(s->procs[j].w) : NULL;
+			if (g && g->pid == f->pid && g->rank == f->rank && !strcmp(g->host ? g->host : "", f->host ? f->host : ""))
+				s->procs[i].exec_n++;
+		}
+	}
 }
 
 /* ---- rendering ---- */
 
-/* The labels of a process, for a series: pid, rank (of a job), host. */
-static void proc_labels(FILE *out, const fmt_file *f)
+/* The labels of a process, for a series: pid, exec (the programs it ran before this one,
+ * when any), rank (of a job), host. */
+static void proc_labels(FILE *out, const fmt_file *f, const mproc *m)
 {
 	fprintf(out, "pid=\"%llu\"", (unsigned long long)f->pid);
+	if (m->exec_n) /* a program the process exec'd: the same pid as the one before */
+		fprintf(out, ",exec=\"%u\"", m->exec_n);
 	if (f->rank >= 0)
 		fprintf(out, ",rank=\"%lld\"", (long long)f->rank);
 	fputs(",host=\"", out);
@@ -453,7 +468,7 @@ static const fmt_file *pf(const view_metrics *s, uint32_t i)
 		if (!f || !(cond))                                  \
 			continue;                                   \
 		fprintf(out, "%s{", name);                          \
-		proc_labels(out, f);                                \
+		proc_labels(out, f, m);                                \
 		fputs("} ", out);                                   \
 		value(out, (double)(expr));                         \
 		fputc('\n', out);                                   \
@@ -600,7 +615,7 @@ static void program_metrics(view_metrics *s, FILE *out, int om, unsigned kind, t
 						continue;
 					for (int j = 0; j < (part ? 2 : 1); j++) {
 						fprintf(out, "%s%s{", fname, part ? (j ? "_count" : "_sum") : "");
-						proc_labels(out, f);
+						proc_labels(out, f, m);
 						fputs(",name=\"", out);
 						label_value(out, f->sites[id].name);
 						fputs("\"} ", out);
@@ -635,7 +650,7 @@ static void render(view_metrics *s, FILE *out, int om)
 			for (size_t b = 0; b <= NB; b++) {
 				cum += m->step_hist[b];
 				fprintf(out, "%s_bucket{", name);
-				proc_labels(out, f);
+				proc_labels(out, f, m);
 				if (b < NB)
 					fprintf(out, ",le=\"%g%s\"} %llu\n", bounds[b], om && bounds[b] == floor(bounds[b]) ? ".0" : "",
 						(unsigned long long)cum);
@@ -643,11 +658,11 @@ static void render(view_metrics *s, FILE *out, int om)
 					fprintf(out, ",le=\"+Inf\"} %llu\n", (unsigned long long)cum);
 			}
 			fprintf(out, "%s_sum{", name);
-			proc_labels(out, f);
+			proc_labels(out, f, m);
 			fputs("} ", out);
 			value(out, m->step_sum_s);
 			fprintf(out, "\n%s_count{", name);
-			proc_labels(out, f);
+			proc_labels(out, f, m);
 			fprintf(out, "} %llu\n", (unsigned long long)m->steps);
 		}
 	}
@@ -676,7 +691,7 @@ static void render(view_metrics *s, FILE *out, int om)
 				if (!f->sites[id].defined || f->sites[id].kind != FMT_SITE_REGION || !m->sites[id].calls)
 					continue;
 				fprintf(out, "%s{", name);
-				proc_labels(out, f);
+				proc_labels(out, f, m);
 				fputs(",region=\"", out);
 				label_value(out, f->sites[id].name);
 				fputs("\"} ", out);
@@ -710,7 +725,7 @@ static void render(view_metrics *s, FILE *out, int om)
 				uint64_t base = mode ? f->cpu_start_sys_ns : f->cpu_start_user_ns;
 				uint64_t v = sy > base && sy - base > st ? sy - base : st;
 				fprintf(out, "%s{", name);
-				proc_labels(out, f);
+				proc_labels(out, f, m);
 				fprintf(out, ",mode=\"%s\"} ", mode ? "system" : "user");
 				value(out, (double)v / 1e9);
 				fputc('\n', out);
@@ -753,7 +768,7 @@ static void render(view_metrics *s, FILE *out, int om)
 					double v = g == 0 ? x->sm_pct / 100 : g == 1 ? x->mem_pct / 100 : g == 2 ? (double)x->mem_used
 						 : g == 3 ? (double)x->mem_total : g == 4 ? (double)x->kernel_ns / 1e9 : (double)x->kernels;
 					fprintf(out, "%s{", name);
-					proc_labels(out, f);
+					proc_labels(out, f, m);
 					fprintf(out, ",gpu=\"%u\"} ", d);
 					value(out, v);
 					fputc('\n', out);

@@ -93,6 +93,7 @@ def samples(text):
         m = re.match(r'([a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{(.*)\})? (\S+)$', line)
         assert_true(m, "not a sample line: %r" % line)
         labels = frozenset(re.findall(r'([a-zA-Z_][a-zA-Z0-9_]*)="((?:[^"\\]|\\.)*)"', m.group(2) or ""))
+        assert_true((m.group(1), labels) not in out, "a series given twice (a scraper refuses the page): %r" % line)
         out[(m.group(1), labels)] = float(m.group(3))
     return out
 
@@ -317,6 +318,26 @@ def test_metrics_follow_a_file_written_in_pieces_cut_anywhere():
         assert_eq(last, (30, 30, 7 * 30), "steps, forward calls and tokens of the whole file")
         assert_eq(one(s, "fennec_recording_bytes"), len(data), "bytes decoded: the whole file")
         assert_eq(one(s, "fennec_recording_ended"), 1, "the END chunk read")
+    finally:
+        p.terminate()
+        p.wait(timeout=10)
+
+
+def test_every_process_of_a_recording_has_its_own_series():
+    """Forks and execs: one file each; an exec'd program keeps its process's pid, and is told
+    apart by the label exec."""
+    f = fixture("prom_steps")
+    record(shutil.which("sh"), "-c", "%s 5 20 & %s 7 20; wait" % (f, f))
+    p = subprocess.Popen([fennec_bin(), "view", "run.fnc", "--port", "0", "--metrics-listen", "0"],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=base_env(), start_new_session=True)
+    try:
+        m = re.search(LISTEN_RE, p.stdout.readline().decode())
+        assert_true(m, "fennec view says where the metrics are")
+        s = samples(get(int(m.group(2)))[2])  # no series twice
+        steps = {ls: v for (n, ls), v in s.items() if n == "fennec_steps_total"}
+        assert_eq(sorted(v for v in steps.values() if v), [5, 7], "steps of the two programs")
+        assert_eq(one(s, "fennec_processes"), len(steps), "a series per process file")
+        assert_true(any(dict(ls).get("exec") == "1" for ls in steps), "an exec'd program labelled exec: %r" % list(steps))
     finally:
         p.terminate()
         p.wait(timeout=10)
