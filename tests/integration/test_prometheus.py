@@ -341,3 +341,36 @@ def test_every_process_of_a_recording_has_its_own_series():
     finally:
         p.terminate()
         p.wait(timeout=10)
+
+
+def test_ranks_and_gpu_are_labelled_and_pass_promtool():
+    """Two ranks of a job (a folder of per-rank files) and, on rank 0, GPU records (NVML
+    points and kernels written here): a series per rank labelled rank, the GPU's last NVML
+    point and its kernel time, and promtool still content."""
+    from test_html import gpu_recording, record_ranks
+    promtool = tool("promtool")
+    record_ranks(steps=12)
+    gpu_recording(base="job/run.rank0.fnc")
+    p = subprocess.Popen([fennec_bin(), "view", "job", "--port", "0", "--metrics-listen", "0"],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=base_env(), start_new_session=True)
+    try:
+        m = re.search(LISTEN_RE, p.stdout.readline().decode())
+        assert_true(m, "fennec view says where the metrics are")
+        text = get(int(m.group(2)))[2]
+        r = subprocess.run([promtool, "check", "metrics"], input=text, capture_output=True, text=True)
+        assert_true(r.returncode == 0 and not r.stdout.strip() and not r.stderr.strip(),
+                    "promtool check metrics: rc %d\n%s%s" % (r.returncode, r.stdout, r.stderr))
+        s = samples(text)
+        assert_eq(one(s, "fennec_steps_total", rank="0"), 12, "rank 0's steps")
+        assert_eq(one(s, "fennec_steps_total", rank="1"), 12, "rank 1's steps")
+        assert_eq(one(s, "fennec_gpu_utilization_ratio", rank="0", gpu="0"), 0.7, "the last NVML point's SM use")
+        assert_eq(one(s, "fennec_gpu_memory_utilization_ratio", gpu="0"), 0.35, "memory use")
+        assert_eq(one(s, "fennec_gpu_memory_used_bytes", gpu="0"), 2 << 30, "GPU memory used")
+        assert_eq(one(s, "fennec_gpu_memory_total_bytes", gpu="0"), 32 << 30, "GPU memory")
+        assert_eq(one(s, "fennec_gpu_kernels_total", gpu="0"), 5, "kernels")
+        assert_between(one(s, "fennec_gpu_kernel_seconds_total", gpu="0"), 0.012 - 1e-9, 0.012 + 1e-9, "kernel time", "s")
+        assert_true(not [1 for (n, ls) in s if n.startswith("fennec_gpu") and dict(ls).get("rank") == "1"],
+                    "no GPU series for rank 1")
+    finally:
+        p.terminate()
+        p.wait(timeout=10)
