@@ -57,6 +57,44 @@ static void map_free(ana_map *m)
 	free(m);
 }
 
+/* ---- the aggregators ---- */
+
+/*
+ * What model.c drives besides its own region tree (aggregate.h), in the order their
+ * finish runs: each takes the events of the types in `events` while a file is read
+ * (first taker only), gets end_process after each file read and discard after a file
+ * that failed, then finish once every file is read and the region nodes are final; free
+ * by ana_profile_free. The passes over the finished model (ranks, roofline) are rows
+ * with a finish only. NULL: no such hook. `what` says what failed when finish runs out
+ * of memory.
+ */
+#define EV(t) (1ull << (t))
+typedef struct aggregator {
+	uint64_t events;
+	int (*event)(ana_profile *p, uint32_t proc, const fmt_file *f, const fmt_event *ev);
+	int (*end_process)(ana_profile *p, uint32_t proc, const fmt_file *f);
+	void (*discard)(ana_profile *p, uint32_t proc);
+	int (*finish)(ana_profile *p);
+	void (*free)(ana_profile *p);
+	const char *what;
+} aggregator;
+
+static const aggregator aggregators[] = {
+	{EV(FMT_EV_SAMPLE), ana_samples_event, NULL, ana_samples_discard, ana_samples_finish, ana_samples_free,
+	 "symbolising samples"},
+	{EV(FMT_EV_ALLOC) | EV(FMT_EV_FREE) | EV(FMT_EV_HEAP_SNAP), ana_memory_event, ana_memory_end_process,
+	 ana_memory_discard, ana_memory_finish, ana_memory_free, "symbolising samples"},
+	{0, NULL, NULL, NULL, ana_operators, NULL, "symbolising samples"},
+	{EV(FMT_EV_GPU), ana_gpu_event, ana_gpu_end_process, ana_gpu_discard, ana_gpu_finish, ana_gpu_free,
+	 "analysing GPU activity"},
+	{EV(FMT_EV_SYS) | EV(FMT_EV_ENERGY), ana_sys_event, NULL, ana_sys_discard, ana_sys_finish, ana_sys_free,
+	 "analysing system metrics"},
+	{0, NULL, NULL, NULL, ana_critpath_build, ana_critpath_free, "finding critical paths"},
+	{0, NULL, NULL, NULL, ana_ranks, NULL, "comparing ranks"},
+	{0, NULL, NULL, NULL, ana_roofline_build, NULL, "placing regions on the roofline"},
+};
+#define FOR_AGGREGATORS(a) for (const aggregator *a = aggregators; a < aggregators + ARRAY_LEN(aggregators); a++)
+
 /* ---- replay ---- */
 
 typedef struct frame {
@@ -274,16 +312,13 @@ static int on_event(void *vc, const fmt_file *f, const fmt_event *ev)
 {
 	ctx *c = vc;
 	ana_profile *p = c->p;
-	if (ev->type == FMT_EV_SAMPLE) /* not a thread-stream event: samples.c keeps it */
-		return ana_samples_event(p, c->proc, f, ev) ? (c->oom = 1, FENNEC_ENOMEM) : 0;
-	if (ev->type >= FMT_EV_ALLOC && ev->type <= FMT_EV_HEAP_SNAP) /* heap: memory.c */
-		return ana_memory_event(p, c->proc, f, ev) ? (c->oom = 1, FENNEC_ENOMEM) : 0;
-	if (ev->type == FMT_EV_SYS || ev->type == FMT_EV_ENERGY) /* system metrics: system.c */
-		return ana_sys_event(p, c->proc, f, ev) ? (c->oom = 1, FENNEC_ENOMEM) : 0;
-	if (ev->type == FMT_EV_GPU) { /* GPU records: gpu.c (and the critical path's streams) */
-		if (c->cp && ana_cp_collecting(p) && ana_cp_gpu(p, ev->gpu))
+	if (ev->type >= FMT_EV_SAMPLE && ev->type < 64) { /* not a thread-stream event: an aggregator's */
+		/* the critical path sees the GPU records before gpu.c does */
+		if (ev->type == FMT_EV_GPU && c->cp && ana_cp_collecting(p) && ana_cp_gpu(p, ev->gpu))
 			goto oom;
-		return ana_gpu_event(p, c->proc, f, ev) ? (c->oom = 1, FENNEC_ENOMEM) : 0;
+		FOR_AGGREGATORS(a)
+			if (a->events & EV(ev->type))
+				return a->event(p, c->proc, f, ev) ? (c->oom = 1, FENNEC_ENOMEM) : 0;
 	}
 	lthread *t = thread_of(c, f, ev->thread);
 	if (!t)
@@ -596,16 +631,14 @@ static int load_file(ana_profile *p, const char *path, fmt_error *err)
 			ana_warn(p, "%s: the collector could not write %llu bytes (disk full or I/O error); data is missing",
 				 f->path, (unsigned long long)f->lost_bytes);
 		config_warnings(p, pr);
-		if (ana_memory_end_process(p, c.proc, f))
-			rc = FENNEC_ENOMEM;
-		if (ana_gpu_end_process(p, c.proc, f))
-			rc = FENNEC_ENOMEM;
+		FOR_AGGREGATORS(a)
+			if (a->end_process && a->end_process(p, c.proc, f))
+				rc = FENNEC_ENOMEM;
 	} else {
 		fmt_file_free(f);
-		ana_samples_discard(p, c.proc);
-		ana_memory_discard(p, c.proc);
-		ana_gpu_discard(p, c.proc);
-		ana_sys_discard(p, c.proc);
+		FOR_AGGREGATORS(a)
+			if (a->discard)
+				a->discard(p, c.proc);
 		/* its threads would otherwise count for the next file's process */
 		p->nthreads = c.first_thread;
 		p->ntnodes = c.first_tn;
@@ -805,27 +838,12 @@ int ana_load_paths(const char *const *paths, size_t npaths, const ana_options *o
 		if (k < m->npoints)
 			qsort(m->points, m->npoints, sizeof *m->points, cmp_point);
 	}
-	/* Samples: symbolised and aggregated now that the region nodes are final. */
-	if (ana_samples_finish(p) || ana_memory_finish(p) || ana_operators(p)) {
-		snprintf(err->msg, sizeof err->msg, "%s: out of memory while symbolising samples", p->procs[0].file.path);
-		return err->code = FENNEC_ENOMEM;
-	}
-	if (ana_gpu_finish(p)) {
-		snprintf(err->msg, sizeof err->msg, "%s: out of memory while analysing GPU activity", p->procs[0].file.path);
-		return err->code = FENNEC_ENOMEM;
-	}
-	if (ana_sys_finish(p)) {
-		snprintf(err->msg, sizeof err->msg, "%s: out of memory while analysing system metrics", p->procs[0].file.path);
-		return err->code = FENNEC_ENOMEM;
-	}
-	if (ana_critpath_build(p)) {
-		snprintf(err->msg, sizeof err->msg, "%s: out of memory while finding critical paths", p->procs[0].file.path);
-		return err->code = FENNEC_ENOMEM;
-	}
-	if (ana_ranks(p) || ana_roofline_build(p)) {
-		snprintf(err->msg, sizeof err->msg, "%s: out of memory while comparing ranks", p->procs[0].file.path);
-		return err->code = FENNEC_ENOMEM;
-	}
+	/* The aggregators' and passes' finish, now that the region nodes are final. */
+	FOR_AGGREGATORS(a)
+		if (a->finish && a->finish(p)) {
+			snprintf(err->msg, sizeof err->msg, "%s: out of memory while %s", p->procs[0].file.path, a->what);
+			return err->code = FENNEC_ENOMEM;
+		}
 	ana_rules(p);
 	return 0;
 }
@@ -867,17 +885,15 @@ void ana_profile_free(ana_profile *p)
 	free(p->step_start_ns.v);
 	free(p->step_items.v);
 	free(p->step_flags.v);
-	ana_critpath_free(p);
 	free(p->tnodes);
 	free(p->step_nodes);
 	free(p->ranks);
-	ana_samples_free(p);
+	FOR_AGGREGATORS(a)
+		if (a->free)
+			a->free(p);
 	free(p->ops);
 	p->ops = NULL;
 	p->nops = 0;
-	ana_memory_free(p);
-	ana_gpu_free(p);
-	ana_sys_free(p);
 	map_free(p->name_index);
 	map_free(p->node_index);
 	memset(p, 0, sizeof *p);
