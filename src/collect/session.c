@@ -1143,6 +1143,14 @@ static int start_writer_late(void)
 
 void col_lazy_look(void)
 {
+	/* Not on a signal handler's alternate stack: a flush (the sample drain's frame arrays,
+	 * zstd) needs more than the 8 KiB of a classic SIGSTKSZ stack, and an allocation in a
+	 * crash handler there died of SIGSEGV 8 runs in 12 (test_allocation_on_a_small_
+	 * alternate_stack, --memory=sampled). The look stays due: the next safe point off the
+	 * alternate stack takes it. One system call, only when a look is due. */
+	stack_t alt;
+	if (sigaltstack(NULL, &alt) == 0 && (alt.ss_flags & SS_ONSTACK))
+		return;
 	if (col_mem_busy() || pthread_mutex_trylock(&flush_lock))
 		return;
 	if (!S.lazy || !atomic_load(&col_on) || S.pid != getpid()) {
