@@ -243,6 +243,10 @@ API uint32_t fennec_intern(const char *name)
 			id = e->id;
 			goto out;
 		}
+	/* Bounded: once every site is taken (COL_MAX_SITES) a new name gets id 0 and no copy,
+	 * so that a program interning a fresh name per step does not grow this table. */
+	if (atomic_load_explicit(&col_nsites, memory_order_relaxed) >= COL_MAX_SITES)
+		goto out;
 	size_t n = strlen(name);
 	int was = col_mem_internal(1);
 	struct interned *e = malloc(sizeof *e + n + 1);
