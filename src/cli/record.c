@@ -32,6 +32,7 @@
 #include "cli/cli.h"
 #include "common/common.h"
 #include "format/format.h"
+#include "view/metrics.h"
 
 
 /* A disabled task-clock counter on this process, close-on-exec, never closed. */
@@ -91,6 +92,10 @@ static const char help[] =
 	"  --view[=PORT]              serve the live dashboard of the recording on 127.0.0.1:PORT\n"
 	"                             (default 8051) while it runs and after (docs/html.md); the\n"
 	"                             server passes signals on and dies of none, as below\n"
+	"  --metrics-listen [HOST:]PORT  serve live metrics for Prometheus at /metrics, from\n"
+	"                             fennec record, while the program runs (docs/prometheus.md);\n"
+	"                             HOST defaults to 127.0.0.1; PORT 0 takes any free port; the\n"
+	"                             address is printed on standard error\n"
 	"  -q, --quiet                no summary line on standard error\n"
 	"\n"
 	"While PROGRAM runs, fennec record passes on to it the signals sent to fennec record, and\n"
@@ -599,6 +604,35 @@ int cli_record_output(const char *given, char *out, size_t n)
 	return 0;
 }
 
+/* --metrics-listen SPEC: the metrics server of the recording at abs (src/view/metrics.c).
+ * Returns 0, or the exit status of a failure, said. */
+static int start_metrics(const char *spec, const char *abs, view_metrics **out)
+{
+	char host[256], why[300];
+	unsigned port;
+	if (view_metrics_parse_listen(spec, host, sizeof host, &port, why, sizeof why) < 0) {
+		cli_error("record", "%s", why);
+		return 2;
+	}
+	view_error err;
+	if (view_metrics_open(host, port, abs, out, &err)) {
+		if (err.sys_errno == EADDRINUSE)
+			cli_error("record", "--metrics-listen: %s: the port is taken; choose another, or port 0 for any "
+					    "free one (the program was not started)", err.msg);
+		else
+			cli_error("record", "--metrics-listen: %s (the program was not started)", err.msg);
+		return 1;
+	}
+	int v6 = strchr(host, ':') != NULL;
+	if (!view_metrics_loopback(*out))
+		cli_error("record", "warning: %s is not a loopback address: other machines can read the metrics "
+				    "(pids, host name, region and metric names)", host);
+	fprintf(stderr, "fennec record: serving metrics at http://%s%s%s:%u/metrics\n", v6 ? "[" : "", host,
+		v6 ? "]" : "", view_metrics_port(*out));
+	setenv("FENNEC_WRITER", "thread", 1);
+	return 0;
+}
+
 /*
  * fennec record's options (its help above), as a table: each row's value is checked as it
  * is read and kept, as given, in a field of rec_opts; a row with `env` hands it to the
@@ -609,6 +643,7 @@ typedef struct rec_opts {
 	const char *output;
 	const char *buffer, *flush, *fraction, *schedule, *sample, *freq, *depth, *memory, *mem_rate, *mem_interval,
 		*sys_interval, *mem_mmap;
+	const char *metrics_listen; /* --metrics-listen (src/view/metrics.c) */
 	char mem_rate_s[24], mem_mmap_s[24]; /* sizes given with units, as bytes */
 	int gpu_mode, quiet;
 } rec_opts;
@@ -623,6 +658,7 @@ enum rec_kind {
 	REC_BYTES_OPT, /* the same, optional: only --name=BYTES gives one, else `dflt` */
 	REC_GPU,      /* a flag: gpu_mode = lo */
 	REC_QUIET,    /* a flag */
+	REC_LISTEN,   /* [HOST:]PORT (view_metrics_parse_listen) */
 };
 
 typedef struct rec_option {
@@ -656,6 +692,7 @@ static const rec_option rec_options[] = {
 	 REC_AT(mem_mmap_s)},
 	{"--gpu", NULL, REC_GPU, 0, NULL, 1, 0, {0}, NULL, 0},
 	{"--gpu-kernels-only", NULL, REC_GPU, 0, NULL, 2, 0, {0}, NULL, 0},
+	{"--metrics-listen", NULL, REC_LISTEN, REC_AT(metrics_listen), NULL, 0, 0, {0}, NULL, 0},
 	{"--quiet", "-q", REC_QUIET, 0, NULL, 0, 0, {0}, NULL, 0},
 };
 
@@ -716,6 +753,15 @@ static int rec_option_read(const rec_option *r, cli_arg *x, rec_opts *o)
 	case REC_QUIET:
 		o->quiet = 1;
 		return 0;
+	case REC_LISTEN: {
+		char h[256], why[300];
+		unsigned port;
+		if (view_metrics_parse_listen(v, h, sizeof h, &port, why, sizeof why) < 0) {
+			cli_error("record", "%s", why);
+			return -1;
+		}
+		break;
+	}
 	}
 	*val = v;
 	return cli_take(x);
@@ -780,6 +826,7 @@ int cmd_record(int argc, char **argv)
 		return rc;
 	const char *output = o.output, *sample = o.sample, *memory = o.memory, *mem_mmap = o.mem_mmap;
 	int gpu_mode = o.gpu_mode, quiet = o.quiet;
+	const char *metrics_listen = o.metrics_listen;
 	if (i >= argc) {
 		cli_error("record", "no program to run: fennec record [options] -- PROGRAM [ARGS...]");
 		return 2;
@@ -890,6 +937,13 @@ int cmd_record(int argc, char **argv)
 	unlink(abs); /* a regular file: the earlier recording, or the probe's */
 	remove_old_siblings(abs);
 
+	/* --metrics-listen: listening before the program starts, so that a port that cannot be
+	 * had stops the run here; the collector then flushes on its writer thread, also while
+	 * the program does not allocate (docs/internals/collect.md). */
+	view_metrics *metrics = NULL;
+	if (metrics_listen && (orc = start_metrics(metrics_listen, abs, &metrics)) != 0)
+		return orc;
+
 	uint64_t rec_id;
 	if (getrandom(&rec_id, sizeof rec_id, 0) != sizeof rec_id)
 		rec_id = (uint64_t)getpid() << 32 ^ (uint64_t)time(NULL);
@@ -983,6 +1037,7 @@ int cmd_record(int argc, char **argv)
 			cli_error("record", "waitpid failed: %s", strerror(errno));
 			return 1;
 		}
+	view_metrics_close(metrics); /* the endpoint ends with the program */
 	int launched = !(WIFEXITED(status) && (WEXITSTATUS(status) == 127 || WEXITSTATUS(status) == 126) && access(abs, F_OK) != 0);
 	unsigned long long bytes = 0;
 	int files = 0, unfinished = 0, empty = 0;
