@@ -13,6 +13,7 @@
 #include <limits.h>
 #include <linux/perf_event.h>
 #include <signal.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -632,131 +633,200 @@ static int start_metrics(const char *spec, const char *abs, view_metrics **out)
 	return 0;
 }
 
-int cmd_record(int argc, char **argv)
+/*
+ * fennec record's options (its help above), as a table: each row's value is checked as it
+ * is read and kept, as given, in a field of rec_opts; a row with `env` hands it to the
+ * collector in the program's environment (in the table's order), or `dflt` when neither
+ * the option nor the environment gives one.
+ */
+typedef struct rec_opts {
+	const char *output;
+	const char *buffer, *flush, *fraction, *schedule, *sample, *freq, *depth, *memory, *mem_rate, *mem_interval,
+		*sys_interval, *mem_mmap;
+	const char *metrics_listen; /* --metrics-listen (src/view/metrics.c) */
+	char mem_rate_s[24], mem_mmap_s[24]; /* sizes given with units, as bytes */
+	int gpu_mode, quiet;
+} rec_opts;
+
+enum rec_kind {
+	REC_FILE,     /* a file name, not empty */
+	REC_U32,      /* a whole number in [lo, hi] */
+	REC_FRACTION, /* a fraction of the steps, 0 < F <= 1 */
+	REC_SCHEDULE, /* WAIT,WARMUP,ACTIVE,REPEAT */
+	REC_CHOICE,   /* one of `choices` */
+	REC_BYTES,    /* a size in [lo, hi] with units, kept as bytes in `buf` */
+	REC_BYTES_OPT, /* the same, optional: only --name=BYTES gives one, else `dflt` */
+	REC_GPU,      /* a flag: gpu_mode = lo */
+	REC_QUIET,    /* a flag */
+	REC_LISTEN,   /* [HOST:]PORT (view_metrics_parse_listen) */
+};
+
+typedef struct rec_option {
+	const char *name, *alt; /* "--freq", "-F" (NULL: none) */
+	unsigned kind;          /* enum rec_kind */
+	size_t field;           /* offsetof(rec_opts, ...): its value */
+	const char *env;        /* the collector's variable it sets in the program, or NULL */
+	unsigned lo, hi;
+	const char *choices[3];
+	const char *dflt;
+	size_t buf;             /* REC_BYTES*: offsetof(rec_opts, ...) of the bytes' digits */
+} rec_option;
+
+#define REC_AT(f) offsetof(rec_opts, f)
+static const rec_option rec_options[] = {
+	{"--output", "-o", REC_FILE, REC_AT(output), NULL, 0, 0, {0}, NULL, 0},
+	{"--buffer-kb", NULL, REC_U32, REC_AT(buffer), "FENNEC_BUFFER_KB", 64, 32768, {0}, NULL, 0},
+	{"--flush-ms", NULL, REC_U32, REC_AT(flush), "FENNEC_FLUSH_MS", 1, 60000, {0}, NULL, 0},
+	{"--step-fraction", NULL, REC_FRACTION, REC_AT(fraction), "FENNEC_STEP_FRACTION", 0, 0, {0}, NULL, 0},
+	{"--step-schedule", NULL, REC_SCHEDULE, REC_AT(schedule), "FENNEC_STEP_SCHEDULE", 0, 0, {0}, NULL, 0},
+	{"--sample", NULL, REC_CHOICE, REC_AT(sample), "FENNEC_SAMPLE", 0, 0, {"cpu", "wall", "off"}, "cpu", 0},
+	{"--freq", "-F", REC_U32, REC_AT(freq), "FENNEC_HZ", 1, 20000, {0}, NULL, 0},
+	{"--stack-depth", NULL, REC_U32, REC_AT(depth), "FENNEC_STACK_DEPTH", 4, 512, {0}, NULL, 0},
+	{"--memory", NULL, REC_CHOICE, REC_AT(memory), "FENNEC_MEMORY", 0, 0, {"sampled", "full", "off"}, "sampled", 0},
+	{"--memory-rate", NULL, REC_BYTES, REC_AT(mem_rate), "FENNEC_MEMORY_RATE", 1, 1u << 30, {0}, NULL,
+	 REC_AT(mem_rate_s)},
+	{"--memory-interval", NULL, REC_U32, REC_AT(mem_interval), "FENNEC_MEMORY_INTERVAL_MS", 1, 3600000, {0}, NULL,
+	 0},
+	{"--system-interval", NULL, REC_U32, REC_AT(sys_interval), "FENNEC_SYSTEM_MS", 0, 3600000, {0}, NULL, 0},
+	{"--memory-mmap", NULL, REC_BYTES_OPT, REC_AT(mem_mmap), "FENNEC_MEMORY_MMAP", 1, 1u << 30, {0}, "65536",
+	 REC_AT(mem_mmap_s)},
+	{"--gpu", NULL, REC_GPU, 0, NULL, 1, 0, {0}, NULL, 0},
+	{"--gpu-kernels-only", NULL, REC_GPU, 0, NULL, 2, 0, {0}, NULL, 0},
+	{"--metrics-listen", NULL, REC_LISTEN, REC_AT(metrics_listen), NULL, 0, 0, {0}, NULL, 0},
+	{"--quiet", "-q", REC_QUIET, 0, NULL, 0, 0, {0}, NULL, 0},
+};
+
+/* Option `r`, read at x, into o. 0, or -1 with the message said. */
+static int rec_option_read(const rec_option *r, cli_arg *x, rec_opts *o)
 {
-	const char *output = "fennec.fnc";
-	const char *buffer = NULL, *flush = NULL, *fraction = NULL, *schedule = NULL;
-	const char *freq = NULL, *sample = NULL, *depth = NULL;
-	const char *memory = NULL, *mem_rate = NULL, *mem_interval = NULL, *mem_mmap = NULL, *sys_interval = NULL;
-	char mem_rate_s[24], mem_mmap_s[24];
-	int gpu_mode = 0;
-	int quiet = 0, i;
-	const char *metrics_listen = NULL; /* --metrics-listen (src/view/metrics.c) */
+	const char *a = x->a, *v = x->v;
+	const char **val = (const char **)((char *)o + r->field); /* flags: unused */
+	unsigned u;
+	double f;
+	uint64_t b;
+	switch (r->kind) {
+	case REC_FILE:
+		if (!v || !*v) {
+			cli_error("record", "%s needs a file name", a);
+			return -1;
+		}
+		break;
+	case REC_U32:
+		if (cli_parse_u32("record", a, v, r->lo, r->hi, &u) < 0)
+			return -1;
+		break;
+	case REC_FRACTION:
+		if (cli_parse_double("record", a, v, 1e-9, 1, &f) < 0)
+			return -1;
+		break;
+	case REC_SCHEDULE: {
+		unsigned sched[4];
+		if (cm_parse_schedule(v, sched) < 0 || sched[2] == 0) { /* digits only: sscanf's %u took "-1" */
+			cli_error("record", "--step-schedule needs WAIT,WARMUP,ACTIVE,REPEAT, four whole numbers "
+					    "(none negative) with ACTIVE > 0, not '%s'", v ? v : "");
+			return -1;
+		}
+		break;
+	}
+	case REC_CHOICE:
+		if (!v || (strcmp(v, r->choices[0]) && strcmp(v, r->choices[1]) && strcmp(v, r->choices[2]))) {
+			cli_error("record", "%s needs %s, %s or %s, not '%s'", a, r->choices[0], r->choices[1],
+				  r->choices[2], v ? v : "");
+			return -1;
+		}
+		break;
+	case REC_BYTES_OPT:
+		if (!x->inl) {
+			*val = r->dflt;
+			return 0;
+		}
+		/* fall through */
+	case REC_BYTES:
+		if (cli_parse_bytes("record", r->name, v, r->lo, r->hi, &b) < 0)
+			return -1;
+		snprintf((char *)o + r->buf, sizeof o->mem_rate_s, "%llu", (unsigned long long)b);
+		v = (char *)o + r->buf;
+		break;
+	case REC_GPU:
+		o->gpu_mode = (int)r->lo;
+		return 0;
+	case REC_QUIET:
+		o->quiet = 1;
+		return 0;
+	case REC_LISTEN: {
+		char h[256], why[300];
+		unsigned port;
+		if (view_metrics_parse_listen(v, h, sizeof h, &port, why, sizeof why) < 0) {
+			cli_error("record", "%s", why);
+			return -1;
+		}
+		break;
+	}
+	}
+	*val = v;
+	return cli_take(x);
+}
+
+/* Read argv[1..] up to the program into o, *first its index. -1, or the exit status:
+ * 0 after --help, 2 for a usage error (said). */
+static int rec_options_read(int argc, char **argv, rec_opts *o, int *first)
+{
+	int i;
 	for (i = 1; i < argc; i++) {
 		cli_arg x;
 		cli_arg_read(&x, argc, argv, i);
-		const char *a = x.a, *v = x.v;
-		unsigned u;
-		double f;
+		const char *a = x.a;
 		if (!strcmp(a, "--")) {
 			i++;
 			break;
-		} else if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
+		}
+		if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
 			fputs(help, stdout);
 			return 0;
-		} else if (!strcmp(a, "-o") || !strcmp(a, "--output")) {
-			if (!v || !*v) {
-				cli_error("record", "%s needs a file name", a);
-				return 2;
-			}
-			output = v;
-			i += cli_take(&x);
-		} else if (!strcmp(a, "--buffer-kb")) {
-			if (cli_parse_u32("record", a, v, 64, 32768, &u) < 0)
-				return 2;
-			buffer = v;
-			i += cli_take(&x);
-		} else if (!strcmp(a, "--flush-ms")) {
-			if (cli_parse_u32("record", a, v, 1, 60000, &u) < 0)
-				return 2;
-			flush = v;
-			i += cli_take(&x);
-		} else if (!strcmp(a, "--step-fraction")) {
-			if (cli_parse_double("record", a, v, 1e-9, 1, &f) < 0)
-				return 2;
-			fraction = v;
-			i += cli_take(&x);
-		} else if (!strcmp(a, "--step-schedule")) {
-			unsigned sched[4];
-			if (cm_parse_schedule(v, sched) < 0 || sched[2] == 0) { /* digits only: sscanf's %u took "-1" */
-				cli_error("record", "--step-schedule needs WAIT,WARMUP,ACTIVE,REPEAT, four whole numbers "
-						    "(none negative) with ACTIVE > 0, not '%s'", v ? v : "");
-				return 2;
-			}
-			schedule = v;
-			i += cli_take(&x);
-		} else if (!strcmp(a, "-F") || !strcmp(a, "--freq")) {
-			if (cli_parse_u32("record", a, v, 1, 20000, &u) < 0)
-				return 2;
-			freq = v;
-			i += cli_take(&x);
-		} else if (!strcmp(a, "--sample")) {
-			if (!v || (strcmp(v, "cpu") && strcmp(v, "wall") && strcmp(v, "off"))) {
-				cli_error("record", "--sample needs cpu, wall or off, not '%s'", v ? v : "");
-				return 2;
-			}
-			sample = v;
-			i += cli_take(&x);
-		} else if (!strcmp(a, "--memory")) {
-			if (!v || (strcmp(v, "sampled") && strcmp(v, "full") && strcmp(v, "off"))) {
-				cli_error("record", "--memory needs sampled, full or off, not '%s'", v ? v : "");
-				return 2;
-			}
-			memory = v;
-			i += cli_take(&x);
-		} else if (!strcmp(a, "--memory-rate")) {
-			uint64_t b;
-			if (cli_parse_bytes("record", a, v, 1, 1u << 30, &b) < 0)
-				return 2;
-			snprintf(mem_rate_s, sizeof mem_rate_s, "%llu", (unsigned long long)b);
-			mem_rate = mem_rate_s;
-			i += cli_take(&x);
-		} else if (!strcmp(a, "--memory-mmap") && !x.inl) {
-			mem_mmap = "65536"; /* the value is optional: only --memory-mmap=BYTES gives one */
-		} else if (!strcmp(a, "--memory-mmap")) {
-			uint64_t b;
-			if (cli_parse_bytes("record", "--memory-mmap", v, 1, 1u << 30, &b) < 0)
-				return 2;
-			snprintf(mem_mmap_s, sizeof mem_mmap_s, "%llu", (unsigned long long)b);
-			mem_mmap = mem_mmap_s;
-			cli_take(&x);
-		} else if (!strcmp(a, "--system-interval")) {
-			unsigned ms;
-			if (cli_parse_u32("record", a, v, 0, 3600000, &ms) < 0)
-				return 2;
-			sys_interval = v;
-			i += cli_take(&x);
-		} else if (!strcmp(a, "--memory-interval")) {
-			if (cli_parse_u32("record", a, v, 1, 3600000, &u) < 0)
-				return 2;
-			mem_interval = v;
-			i += cli_take(&x);
-		} else if (!strcmp(a, "--stack-depth")) {
-			if (cli_parse_u32("record", a, v, 4, 512, &u) < 0)
-				return 2;
-			depth = v;
-			i += cli_take(&x);
-		} else if (!strcmp(a, "--gpu") || !strcmp(a, "--gpu-kernels-only")) {
-			gpu_mode = a[5] ? 2 : 1;
-		} else if (!strcmp(a, "--metrics-listen")) {
-			char h[256], why[300];
-			unsigned port;
-			if (view_metrics_parse_listen(v, h, sizeof h, &port, why, sizeof why) < 0) {
-				cli_error("record", "%s", why);
-				return 2;
-			}
-			metrics_listen = v;
-			i += cli_take(&x);
-		} else if (!strcmp(a, "-q") || !strcmp(a, "--quiet"))
-			quiet = 1;
-		else if (a[0] == '-') {
+		}
+		const rec_option *r = NULL;
+		for (size_t k = 0; k < ARRAY_LEN(rec_options) && !r; k++)
+			if (!strcmp(a, rec_options[k].name) || (rec_options[k].alt && !strcmp(a, rec_options[k].alt)))
+				r = &rec_options[k];
+		if (!r && a[0] == '-') {
 			cli_error("record", "unknown option '%s' (see fennec record --help)", a);
 			return 2;
-		} else
+		}
+		if (!r)
 			break;
-		if (cli_arg_done("record", &x) < 0)
+		int took = rec_option_read(r, &x, o);
+		if (took < 0 || cli_arg_done("record", &x) < 0)
 			return 2;
+		i += took;
 	}
+	*first = i;
+	return -1;
+}
+
+/* The options' values into the program's environment, for the collector (the child, before exec). */
+static void rec_options_env(const rec_opts *o)
+{
+	for (size_t k = 0; k < ARRAY_LEN(rec_options); k++) {
+		const rec_option *r = &rec_options[k];
+		if (!r->env)
+			continue;
+		const char *v = *(const char *const *)((const char *)o + r->field), *e;
+		if (v)
+			setenv(r->env, v, 1);
+		else if (r->dflt && r->kind != REC_BYTES_OPT && (!(e = getenv(r->env)) || !*e))
+			setenv(r->env, r->dflt, 1); /* --sample, else FENNEC_SAMPLE, else cpu (--memory alike) */
+	}
+}
+
+int cmd_record(int argc, char **argv)
+{
+	rec_opts o = {.output = "fennec.fnc"};
+	int i, rc = rec_options_read(argc, argv, &o, &i);
+	if (rc >= 0)
+		return rc;
+	const char *output = o.output, *sample = o.sample, *memory = o.memory, *mem_mmap = o.mem_mmap;
+	int gpu_mode = o.gpu_mode, quiet = o.quiet;
+	const char *metrics_listen = o.metrics_listen;
 	if (i >= argc) {
 		cli_error("record", "no program to run: fennec record [options] -- PROGRAM [ARGS...]");
 		return 2;
@@ -940,32 +1010,7 @@ int cmd_record(int argc, char **argv)
 			setenv(CM_TSC_RATE_ENV, tsc, 1);
 		else
 			unsetenv(CM_TSC_RATE_ENV);
-		if (buffer)
-			setenv("FENNEC_BUFFER_KB", buffer, 1);
-		if (flush)
-			setenv("FENNEC_FLUSH_MS", flush, 1);
-		if (fraction)
-			setenv("FENNEC_STEP_FRACTION", fraction, 1);
-		if (schedule)
-			setenv("FENNEC_STEP_SCHEDULE", schedule, 1);
-		/* --sample, else FENNEC_SAMPLE from the environment, else cpu */
-		if (sample || !getenv("FENNEC_SAMPLE") || !*getenv("FENNEC_SAMPLE"))
-			setenv("FENNEC_SAMPLE", sample ? sample : "cpu", 1);
-		if (freq)
-			setenv("FENNEC_HZ", freq, 1);
-		if (depth)
-			setenv("FENNEC_STACK_DEPTH", depth, 1);
-		/* --memory, else FENNEC_MEMORY from the environment, else sampled */
-		if (memory || !getenv("FENNEC_MEMORY") || !*getenv("FENNEC_MEMORY"))
-			setenv("FENNEC_MEMORY", memory ? memory : "sampled", 1);
-		if (mem_rate)
-			setenv("FENNEC_MEMORY_RATE", mem_rate, 1);
-		if (mem_interval)
-			setenv("FENNEC_MEMORY_INTERVAL_MS", mem_interval, 1);
-		if (sys_interval)
-			setenv("FENNEC_SYSTEM_MS", sys_interval, 1);
-		if (mem_mmap)
-			setenv("FENNEC_MEMORY_MMAP", mem_mmap, 1);
+		rec_options_env(&o);
 		cli_gpu_env(&gpu, lib);
 		execvp(argv[i], argv + i);
 		int e = errno;
