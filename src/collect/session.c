@@ -928,23 +928,25 @@ static void emit_samples(void)
 /*
  * The COST chunk before each STATS or END (docs/format.md): what fennec's work on the
  * program's threads cost so far, measured (signal handlers, heap records) and calibrated
- * here (a region event at the first flush; a heap call and the kernel's part of a sample
- * at the first periodic flush 250 ms into the session, so that a short process, or a
- * session's end, which may be an _exit from a signal handler, pays nothing for them).
+ * here (a region event at the first flush; a heap call at the first periodic flush 50 ms
+ * into the session, the kernel's part of a sample at the first 250 ms into it, so that a
+ * short process, or a session's end, which may be an _exit from a signal handler, pays
+ * nothing for them).
  * Under flush_lock, on the flushing thread, whose CPU is the writer's.
  */
-#define COST_CALIB_AFTER_NS 250000000ull
+#define COST_HEAP_AFTER_NS 50000000ull    /* ~0.2 ms of calibration */
+#define COST_KERNEL_AFTER_NS 250000000ull  /* up to 3 ms */
 
 static void emit_cost(int final)
 {
 	if (!S.event_ps)
 		S.event_ps = col_event_cost_ps(S.ticks_per_ns);
-	int late = !final && cm_mono_ns() - S.start_mono_ns >= COST_CALIB_AFTER_NS;
-	if (late && !S.heap_call_done) {
+	uint64_t age = cm_mono_ns() - S.start_mono_ns;
+	if (!final && age >= COST_HEAP_AFTER_NS && !S.heap_call_done) {
 		S.heap_call_ps = col_mem_call_cost_ps(S.ticks_per_ns);
 		S.heap_call_done = 1;
 	}
-	if (late)
+	if (!final && age >= COST_KERNEL_AFTER_NS)
 		S.sample_kernel_ns = col_sample_kernel_ns(S.ticks_per_ns);
 	double tpn = S.ticks_per_ns > 0 ? S.ticks_per_ns : 1.0;
 	cm_buf b = {0};
