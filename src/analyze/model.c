@@ -829,8 +829,8 @@ static void collector_warning(ana_profile *p)
 	const ana_overhead *o = &p->overhead;
 	int heap = whole && o->heap_ns >= o->events_ns && o->heap_ns >= o->samples_ns && o->heap_ns >= o->writer_ns;
 	int events = whole && !heap && o->events_ns >= o->samples_ns && o->events_ns >= o->writer_ns;
-	ana_warn(p, "fennec %s %.0f%% of the recording's CPU (%s of %s), which the CPU times "
-		    "include; a cheaper recording: %s", whole ? "cost" : "'s writer used", 100 * own / cpu, ana_fmt_ns(own, a, sizeof a),
+	ana_warn(p, "fennec%s %.0f%% of the recording's CPU (%s of %s), which the CPU times "
+		    "include; a cheaper recording: %s", whole ? " cost" : "'s writer used", 100 * own / cpu, ana_fmt_ns(own, a, sizeof a),
 		 ana_fmt_ns(cpu, b, sizeof b),
 		 full && (heap || !whole) ? "--memory=sampled instead of full (stacks of sampled allocations only)"
 		 : heap ? "--memory=off (heap counters only), or fewer allocations in the hot loop"
