@@ -17,8 +17,11 @@ int ana_overhead_file(const fmt_file *f, ana_overhead *o)
 	o->writer_ns = (double)f->collector_cpu_ns;
 	o->events_ns = (double)f->events * (double)f->cost_event_ps / 1000.0;
 	o->heap_ns = (double)f->cost_heap_record_ns;
-	if (f->has_heap)
-		o->heap_ns += (double)(f->heap.allocs + f->heap.frees) * (double)f->cost_heap_call_ps / 1000.0;
+	/* the wrappers count every call in every heap mode; HEAP chunks (sampled, full) hold
+	 * the same counts */
+	double calls = f->has_cost_heap_calls ? (double)f->cost_heap_calls
+		       : f->has_heap ? (double)(f->heap.allocs + f->heap.frees) : 0;
+	o->heap_ns += calls * (double)f->cost_heap_call_ps / 1000.0;
 	o->samples_ns = (double)f->cost_handler_ns + (double)f->samples_taken * (double)f->cost_sample_kernel_ns;
 	o->total_ns = o->writer_ns + o->events_ns + o->heap_ns + o->samples_ns;
 	o->known = 1;

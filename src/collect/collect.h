@@ -132,6 +132,8 @@ uint64_t col_env_number(const char *name, uint64_t dflt, uint64_t lo, uint64_t h
 uint64_t col_event_cost_ps(double ticks_per_ns);  /* api.c: one region event, calibrated */
 uint64_t col_mem_call_cost_ps(double ticks_per_ns); /* memory.c: one counted heap call beyond
 						     glibc's, calibrated (0: cannot be here) */
+uint64_t col_mem_calls(void);           /* memory.c: allocations and frees counted since the
+					   process started (reallocs count one of each) */
 uint64_t col_mem_record_ticks(void);    /* memory.c: ticks in heap records (1 in 16 timed) */
 uint64_t col_sample_handler_ticks(void); /* sample.c: ticks in the sampling signal handler */
 uint64_t col_sample_kernel_ns(double ticks_per_ns); /* sample.c: the kernel's part of one

@@ -2334,6 +2334,15 @@ int col_mem_lazy_ok(void)
 	return !MEM_SANITIZER && HEAP_KIND() == HEAP_GLIBC;
 }
 
+uint64_t col_mem_calls(void)
+{
+	if (atomic_load(&resolved) != 2 || HEAP_KIND() == HEAP_NONE)
+		return 0;
+	totals t;
+	sum_totals(&t);
+	return t.allocs + t.frees;
+}
+
 uint64_t col_mem_record_ticks(void)
 {
 	return atomic_load_explicit(&rec_ticks, memory_order_relaxed);

@@ -105,6 +105,7 @@ static struct {
 	int heap_call_done;    /* heap_call_ps was calibrated (or cannot be) */
 	uint64_t sample_kernel_ns; /* COST: the kernel's part of a sample, once measured */
 	uint64_t start_mono_ns; /* the session's start (its header's) */
+	uint64_t heap_calls_from; /* col_mem_calls() at the session's start */
 	unsigned end_reason; /* enum fmt_end of the final flush, which the writer makes on its stop */
 	uint64_t step_index;   /* steps completed */
 	cm_buf out, raw, threads, ends;
@@ -955,6 +956,8 @@ static void emit_cost(int final)
 	cm_buf_varint(&b, S.event_ps);
 	cm_buf_varint(&b, S.heap_call_ps);
 	cm_buf_varint(&b, S.sample_kernel_ns);
+	uint64_t calls = col_mem_calls();
+	cm_buf_varint(&b, calls > S.heap_calls_from ? calls - S.heap_calls_from : 0);
 	emit_chunk(FMT_COST, &b);
 	cm_buf_free(&b);
 }
@@ -1464,6 +1467,7 @@ static int session_begin(void)
 	col_sys_prepare();
 	write_header(mono, ticks, real);
 	S.start_mono_ns = mono;
+	S.heap_calls_from = col_mem_calls();
 	S.gen++;
 	if (S.gen == 0)
 		S.gen = 1;

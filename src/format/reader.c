@@ -385,6 +385,12 @@ static int decode_cost(rd *r, cur *c)
 	f->cost_heap_call_ps = v[3];
 	f->cost_sample_kernel_ns = v[4];
 	f->has_cost = 1;
+	if (c->p < c->end) { /* the wrappers' calls in the session, in every heap mode */
+		f->cost_heap_calls = cur_varint(c);
+		f->has_cost_heap_calls = !c->bad;
+		if (c->bad)
+			return fail(r, FENNEC_ECORRUPT, r->chunk_off, "COST: heap calls run past the end of the chunk");
+	}
 	return 0;
 }
 

@@ -155,6 +155,8 @@ typedef struct fmt_file {
 	uint64_t cost_event_ps;         /* calibrated: one region event (0: not calibrated) */
 	uint64_t cost_heap_call_ps;     /* calibrated: one counted heap call beyond glibc's (0: none) */
 	uint64_t cost_sample_kernel_ns; /* calibrated: the kernel's part of one sample (0: none) */
+	uint64_t cost_heap_calls;       /* the heap calls the wrappers counted in the session */
+	int has_cost_heap_calls;
 	uint64_t exit_reason;
 	int has_end;
 	int cut_short;          /* no END chunk */

@@ -869,10 +869,11 @@ int rep_json(FILE *out, const ana_profile *p, const rep_options *o)
 			rep_json_key(out, KEY_INDENT, "cost", &f1);
 			if (f->has_cost)
 				fprintf(out, "{\"handler_ns\": %llu, \"heap_record_ns\": %llu, \"event_ps\": %llu, "
-					     "\"heap_call_ps\": %llu, \"sample_kernel_ns\": %llu, \"samples_taken\": %llu}",
+					     "\"heap_call_ps\": %llu, \"sample_kernel_ns\": %llu, \"heap_calls\": %llu, \"samples_taken\": %llu}",
 					(unsigned long long)f->cost_handler_ns, (unsigned long long)f->cost_heap_record_ns,
 					(unsigned long long)f->cost_event_ps, (unsigned long long)f->cost_heap_call_ps,
-					(unsigned long long)f->cost_sample_kernel_ns, (unsigned long long)f->samples_taken);
+					(unsigned long long)f->cost_sample_kernel_ns, (unsigned long long)f->cost_heap_calls,
+					(unsigned long long)f->samples_taken);
 			else
 				fputs("null", out);
 		}
