@@ -168,6 +168,13 @@ $(O)/fixtures/%: tests/fixtures/%.c $(wildcard tests/fixtures/*.h) include/fenne
 	@mkdir -p $(dir $@)
 	$(Q)$(PROG_LINK)
 
+# Plain fixtures (tests/fixtures/plain/NAME.c -> $(O)/fixtures/NAME): no libfennec at all, so
+# that a run outside `fennec record` pays none of it (test_overhead.py's baselines).
+fixtures: $(patsubst tests/fixtures/plain/%.c,$(O)/fixtures/%,$(wildcard tests/fixtures/plain/*.c))
+$(O)/fixtures/%: tests/fixtures/plain/%.c
+	@mkdir -p $(dir $@)
+	$(Q)$(CC) $(CFLAGS) $(LDFLAGS) $< -o $@ -ldl -lm
+
 # MPI fixtures (tests/fixtures/mpi/NAME.c -> $(O)/fixtures/NAME): built with mpicc when it
 # is installed (Open MPI: openmpi-bin, libopenmpi-dev); their tests skip without it.
 MPICC := $(shell command -v mpicc 2>/dev/null)

@@ -29,6 +29,10 @@
 		h.push(card('Wall time', fmtNs(s.wall_ns), s.cut_short ? 'cut short: what was flushed' : s.processes + ' process(es), ' + s.threads + ' thread(s)'));
 		h.push(card('CPU time', fmtNs(cpu), 'user ' + fmtNs(s.cpu_user_ns) + ', sys ' + fmtNs(s.cpu_sys_ns) +
 			(s.wall_ns >= 1e8 ? ' · ' + (cpu / s.wall_ns).toFixed(2) + ' cores busy' : '')));
+		if (s.overhead_cpu_ns !== null && s.overhead_cpu_ns !== undefined && s.overhead)
+			h.push(card('fennec\'s cost', fmtNs(s.overhead_cpu_ns) + (s.overhead_pct !== null ? ' (' + s.overhead_pct.toFixed(1) + ' %)' : ''),
+				'of that CPU: writer ' + fmtNs(s.overhead.writer_ns) + ', events ' + fmtNs(s.overhead.events_ns) +
+				', heap ' + fmtNs(s.overhead.heap_ns) + ', samples ' + fmtNs(s.overhead.samples_ns)));
 		h.push(card('Steps', fmtNum(s.steps), s.steps ? 'mean ' + fmtNs(s.step_mean_ns) + ', p95 ' + fmtNs(s.step_p95_ns) : 'no fennec_step() marks'));
 		h.push(card('Throughput', s.items_per_s !== null && s.items_per_s !== undefined ? fmtRate(s.items_per_s) + ' items/s' :
 			s.steps_per_s !== null && s.steps_per_s !== undefined ? fmtRate(s.steps_per_s) + ' steps/s' : '–',

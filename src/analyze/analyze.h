@@ -533,6 +533,16 @@ typedef struct ana_roofline {
 	ana_calib calib;
 } ana_roofline;
 
+/* fennec's cost to the program, in CPU ns (ana_overhead_file()) */
+typedef struct ana_overhead {
+	double writer_ns;   /* its writer threads' CPU: collector_cpu_ns */
+	double events_ns;   /* recording regions, steps and metrics on the program's threads */
+	double heap_ns;     /* the heap wrappers: counting every call, recording events */
+	double samples_ns;  /* CPU samples: the kernel's part and the signal handler */
+	double total_ns;
+	int known;
+} ana_overhead;
+
 typedef struct ana_profile {
 	ana_options opt;
 	char **names;
@@ -589,6 +599,7 @@ typedef struct ana_profile {
 	uint64_t wall_ns, cpu_user_ns, cpu_sys_ns, dropped, events;
 	uint64_t collector_cpu_ns;   /* fennec's own CPU (writer threads), files that give it */
 	uint32_t collector_known;    /* files that give it (format 1.5) */
+	ana_overhead overhead;       /* fennec's whole cost, all processes (overhead.c) */
 	int cut_short;
 } ana_profile;
 
@@ -597,6 +608,16 @@ typedef struct ana_profile {
  * live metrics (view/metrics.c) list a growing recording's files with it. */
 int ana_list_files(const char *const *paths, size_t npaths, char ***out, size_t *nout, fmt_error *err,
 		   ana_profile *p);
+
+/*
+ * What fennec cost the recorded program (overhead.c; docs/json.md, `summary.overhead`): its
+ * writer's CPU (collector_cpu_ns) and its work on the program's threads, measured (signal
+ * handlers, heap records) or counted in the file times a cost the collector calibrated
+ * (region events, heap calls, the kernel's part of a sample). `known`: every file gives it
+ * (format 1.8, a COST chunk, and 1.5's collector CPU); else the parts are 0.
+ */
+int ana_overhead_file(const fmt_file *f, ana_overhead *o);
+void ana_overhead_sum(ana_profile *p);
 
 /*
  * Load the recording at `path`: the file and every sibling `path.<pid>.<n>` with the

@@ -657,12 +657,16 @@ static int load_file(ana_profile *p, const char *path, fmt_error *err)
 	return rc;
 }
 
-/* fennec's own writer threads took a large share of the recording's CPU: the numbers above
- * include it. Said once the run is long enough for start-up costs not to dominate. */
+/* fennec took a large share of the recording's CPU (its whole cost, ana_overhead_sum();
+ * the writer's alone in files before 1.8): the numbers above include it. Said once the run
+ * is long enough for start-up costs not to dominate. */
 static void collector_warning(ana_profile *p)
 {
 	double cpu = (double)(p->cpu_user_ns + p->cpu_sys_ns), own = (double)p->collector_cpu_ns;
-	if (p->collector_known != p->nprocs || cpu < 5e8 || own < 0.1 * cpu)
+	int whole = p->overhead.known;
+	if (whole)
+		own = p->overhead.total_ns;
+	if ((!whole && p->collector_known != p->nprocs) || cpu < 5e8 || own < 0.1 * cpu)
 		return;
 	int full = 0, hz = 0;
 	for (uint32_t i = 0; i < p->nprocs; i++) {
@@ -670,10 +674,16 @@ static void collector_warning(ana_profile *p)
 		hz |= p->procs[i].file.sample_hz > 999;
 	}
 	char a[32], b[32];
-	ana_warn(p, "fennec's writer used %.0f%% of the recording's CPU (%s of %s), which the CPU times "
-		    "include; a cheaper recording: %s", 100 * own / cpu, ana_fmt_ns(own, a, sizeof a),
+	/* the largest part of the cost names the cheaper recording */
+	const ana_overhead *o = &p->overhead;
+	int heap = whole && o->heap_ns >= o->events_ns && o->heap_ns >= o->samples_ns && o->heap_ns >= o->writer_ns;
+	int events = whole && !heap && o->events_ns >= o->samples_ns && o->events_ns >= o->writer_ns;
+	ana_warn(p, "fennec%s %.0f%% of the recording's CPU (%s of %s), which the CPU times "
+		    "include; a cheaper recording: %s", whole ? " cost" : "'s writer used", 100 * own / cpu, ana_fmt_ns(own, a, sizeof a),
 		 ana_fmt_ns(cpu, b, sizeof b),
-		 full ? "--memory=sampled instead of full (stacks of sampled allocations only)"
+		 full && (heap || !whole) ? "--memory=sampled instead of full (stacks of sampled allocations only)"
+		 : heap ? "--memory=off (heap counters only), or fewer allocations in the hot loop"
+		 : events ? "fewer regions inside tight loops (or step sampling, docs/api.md)"
 		 : hz ? "a lower sampling rate (-F 999 or less)"
 		      : "fewer regions inside tight loops, or a lower sampling rate (-F)");
 }
@@ -783,6 +793,7 @@ int ana_load_paths(const char *const *paths, size_t npaths, const ana_options *o
 			    "again with a larger --buffer-kb (up to 32768) or a smaller --flush-ms",
 			 (unsigned long long)p->dropped, (unsigned long long)(buf / 1024));
 	}
+	ana_overhead_sum(p);
 	collector_warning(p);
 	/* The selection reorders its input: give it a copy, keep the series in order. */
 	if (p->step_ns.n) {

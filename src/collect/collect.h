@@ -85,6 +85,9 @@ void col_lazy_look(void);
 void col_writer_needed(void);
 extern _Atomic int col_gate;      /* 1 while the current step is recorded */
 extern int col_use_tsc;
+/* Ticks in a microsecond. The COST chunk's measured times drop a timed stretch longer than
+ * a few hundred of them: the thread was preempted or waited (its wall time is no CPU). */
+extern uint64_t col_us_ticks;
 extern __thread col_thread *col_tls;
 
 static inline uint64_t col_ticks(void)
@@ -134,6 +137,19 @@ void col_config_warnings_clear(void);
 uint64_t col_env_u64(const char *name, uint64_t dflt);
 int col_env_rank(void);
 int col_autostart_value(const char *a);
+
+/* What fennec costs the program's threads (the COST chunk, docs/format.md; design in
+ * docs/internals/collect.md, "What fennec costs"). The calibrations run on the flushing
+ * thread under the flush lock; the measured sums are cumulative for the process. */
+uint64_t col_event_cost_ps(double ticks_per_ns);  /* api.c: one region event, calibrated */
+uint64_t col_mem_call_cost_ps(double ticks_per_ns); /* memory.c: one counted heap call beyond
+						     glibc's, calibrated (0: cannot be here) */
+uint64_t col_mem_calls(void);           /* memory.c: allocations and frees counted since the
+					   process started (reallocs count one of each) */
+uint64_t col_mem_record_ticks(void);    /* memory.c: ticks in heap records (1 in 16 timed) */
+uint64_t col_sample_handler_ticks(void); /* sample.c: ticks in the sampling signal handler */
+uint64_t col_sample_kernel_ns(double ticks_per_ns); /* sample.c: the kernel's part of one
+						     sample, calibrated (0: unknown) */
 
 /* Sampling (sample.c). */
 #define COL_SAMPLE_MAX_DEPTH 512

@@ -35,6 +35,7 @@
 _Atomic uint32_t col_on;
 _Atomic int col_gate = 1;
 int col_use_tsc;
+uint64_t col_us_ticks = 1000; /* ticks in a microsecond (set with the clock at a session's start) */
 __thread col_thread *col_tls;
 col_site col_sites[COL_MAX_SITES];
 _Atomic uint32_t col_nsites = 1; /* id 0 is reserved: "site table full" */
@@ -99,6 +100,12 @@ static struct {
 	uint64_t lazy_look_ticks; /* lazy: ticks between two looks */
 	uint64_t lazy_cpu_ns;  /* lazy: CPU the program's threads spent in the looks so far */
 	uint64_t lazy_cpu_from; /* lazy: the thread's CPU clock when the current look began */
+	uint64_t event_ps;     /* COST: a region event, calibrated at the first flush (0: not yet) */
+	uint64_t heap_call_ps; /* COST: a counted heap call, calibrated at a periodic flush */
+	int heap_call_done;    /* heap_call_ps was calibrated (or cannot be) */
+	uint64_t sample_kernel_ns; /* COST: the kernel's part of a sample, once measured */
+	uint64_t start_mono_ns; /* the session's start (its header's) */
+	uint64_t heap_calls_from; /* col_mem_calls() at the session's start */
 	unsigned end_reason; /* enum fmt_end of the final flush, which the writer makes on its stop */
 	uint64_t step_index;   /* steps completed */
 	cm_buf out, raw, threads, ends;
@@ -726,6 +733,42 @@ static void emit_samples(void)
 	col_sample_drain(emit_chunk, emit_sites); /* SITES first: samples name regions */
 }
 
+/*
+ * The COST chunk before each STATS or END (docs/format.md): what fennec's work on the
+ * program's threads cost so far, measured (signal handlers, heap records) and calibrated
+ * here (a region event at the first flush; a heap call at the first periodic flush 50 ms
+ * into the session, the kernel's part of a sample at the first 250 ms into it, so that a
+ * short process, or a session's end, which may be an _exit from a signal handler, pays
+ * nothing for them).
+ * Under flush_lock, on the flushing thread, whose CPU is the writer's.
+ */
+#define COST_HEAP_AFTER_NS 50000000ull    /* ~0.2 ms of calibration */
+#define COST_KERNEL_AFTER_NS 250000000ull  /* up to 3 ms */
+
+static void emit_cost(int final)
+{
+	if (!S.event_ps)
+		S.event_ps = col_event_cost_ps(S.ticks_per_ns);
+	uint64_t age = cm_mono_ns() - S.start_mono_ns;
+	if (!final && age >= COST_HEAP_AFTER_NS && !S.heap_call_done) {
+		S.heap_call_ps = col_mem_call_cost_ps(S.ticks_per_ns);
+		S.heap_call_done = 1;
+	}
+	if (!final && age >= COST_KERNEL_AFTER_NS)
+		S.sample_kernel_ns = col_sample_kernel_ns(S.ticks_per_ns);
+	double tpn = S.ticks_per_ns > 0 ? S.ticks_per_ns : 1.0;
+	cm_buf b = {0};
+	cm_buf_varint(&b, (uint64_t)((double)col_sample_handler_ticks() / tpn));
+	cm_buf_varint(&b, (uint64_t)((double)col_mem_record_ticks() / tpn));
+	cm_buf_varint(&b, S.event_ps);
+	cm_buf_varint(&b, S.heap_call_ps);
+	cm_buf_varint(&b, S.sample_kernel_ns);
+	uint64_t calls = col_mem_calls();
+	cm_buf_varint(&b, calls > S.heap_calls_from ? calls - S.heap_calls_from : 0);
+	emit_chunk(FMT_COST, &b);
+	cm_buf_free(&b);
+}
+
 /* Drain every ring into chunks and append them to the file. Caller holds flush_lock.
  * Returns through S.out; `final` adds the END chunk. */
 static void flush_locked(int final, unsigned exit_reason)
@@ -781,6 +824,7 @@ static void flush_locked(int final, unsigned exit_reason)
 	col_sys_drain(emit_chunk, !final ? 0 : exit_reason == FMT_END__EXIT ? 2 : 1); /* _exit: no NVML */
 	if (S.ends.len)
 		emit_chunk(FMT_THREAD_END, &S.ends);
+	emit_cost(final);
 	cm_buf st = {0};
 	stats_payload(&st, &drops, ndrops, atomic_load(&S.next_index));
 	if (final)
@@ -1237,6 +1281,8 @@ static int session_begin(void)
 	col_gpu_prepare();
 	col_sys_prepare();
 	write_header(mono, ticks, real);
+	S.start_mono_ns = mono;
+	S.heap_calls_from = col_mem_calls();
 	S.gen++;
 	if (S.gen == 0)
 		S.gen = 1;
@@ -1323,6 +1369,7 @@ static int start(const fennec_config *cfg)
 	if (!S.ticks_per_ns) {
 		col_use_tsc = COL_HAVE_TSC && cm_tsc_invariant() && !getenv("FENNEC_CLOCK_MONOTONIC");
 		S.ticks_per_ns = col_use_tsc ? tsc_rate() : 1.0;
+		col_us_ticks = (uint64_t)(S.ticks_per_ns * 1000.0);
 	}
 	if (!S.recording_id)
 		S.recording_id = new_recording_id();

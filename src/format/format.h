@@ -9,7 +9,7 @@
 
 #define FMT_MAGIC "\x89" "FNC\r\n\x1a\n"
 #define FMT_MAJOR 1
-#define FMT_MINOR 7
+#define FMT_MINOR 8
 #define FMT_PREAMBLE_LEN 16
 #define FMT_CHUNK_HDR_LEN 16
 #define FMT_MAX_RAW (64u << 20)
@@ -33,6 +33,7 @@ enum fmt_chunk_type {
 	FMT_PYCODE = 16, /* Python code objects that samples name (1.7) */
 	FMT_SYSTEM = 17, /* system metrics: the process's and the machine's (1.7; docs/format.md) */
 	FMT_ENERGY = 18, /* energy counters: RAPL (powercap), NVML */
+	FMT_COST = 19, /* what fennec costs the program's threads (1.8; docs/format.md) */
 };
 
 enum fmt_codec { FMT_RAW = 0, FMT_ZSTD = 1 };

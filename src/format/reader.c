@@ -372,6 +372,30 @@ static int decode_stats(rd *r, cur *c, int is_end)
 	return r->fn ? bt_flush(r) : 0; /* the end of a flush */
 }
 
+/* COST (1.8): what fennec cost the program's threads so far; the last chunk counts. */
+static int decode_cost(rd *r, cur *c)
+{
+	fmt_file *f = r->f;
+	uint64_t v[5];
+	for (int i = 0; i < 5; i++)
+		v[i] = cur_varint(c);
+	if (c->bad)
+		return fail(r, FENNEC_ECORRUPT, r->chunk_off, "COST: record runs past the end of the chunk");
+	f->cost_handler_ns = v[0];
+	f->cost_heap_record_ns = v[1];
+	f->cost_event_ps = v[2];
+	f->cost_heap_call_ps = v[3];
+	f->cost_sample_kernel_ns = v[4];
+	f->has_cost = 1;
+	if (c->p < c->end) { /* the wrappers' calls in the session, in every heap mode */
+		f->cost_heap_calls = cur_varint(c);
+		f->has_cost_heap_calls = !c->bad;
+		if (c->bad)
+			return fail(r, FENNEC_ECORRUPT, r->chunk_off, "COST: heap calls run past the end of the chunk");
+	}
+	return 0;
+}
+
 /* ---- samples whose regions and step come from the events, by time ----
  *
  * docs/format.md, "Regions and step by time". Such a sample waits in `pend` until its
@@ -1988,6 +2012,7 @@ chunks:;
 		case FMT_PYCODE: rc = decode_pycode(r, &c); break;
 		case FMT_SYSTEM: rc = decode_system(r, &c); break;
 		case FMT_ENERGY: rc = decode_energy(r, &c); break;
+		case FMT_COST: rc = decode_cost(r, &c); break;
 		default: break; /* newer chunk type */
 		}
 		if (rc)

@@ -148,6 +148,15 @@ typedef struct fmt_file {
 	int has_collector_cpu;     /* STATS/END gave it (since 1.5) */
 	uint64_t heap_dropped_allocs, heap_dropped_frees; /* of heap.dropped: ALLOCs, FREEs */
 	int has_heap_drops;        /* STATS/END gave them (collectors since 2026-11-22) */
+	/* COST (1.8), the last chunk's: fennec's work on the program's threads */
+	int has_cost;
+	uint64_t cost_handler_ns;       /* measured: in the sampling signal handler */
+	uint64_t cost_heap_record_ns;   /* measured: recording heap events (1 in 16 timed) */
+	uint64_t cost_event_ps;         /* calibrated: one region event (0: not calibrated) */
+	uint64_t cost_heap_call_ps;     /* calibrated: one counted heap call beyond glibc's (0: none) */
+	uint64_t cost_sample_kernel_ns; /* calibrated: the kernel's part of one sample (0: none) */
+	uint64_t cost_heap_calls;       /* the heap calls the wrappers counted in the session */
+	int has_cost_heap_calls;
 	uint64_t exit_reason;
 	int has_end;
 	int cut_short;          /* no END chunk */

@@ -733,6 +733,24 @@ int rep_json(FILE *out, const ana_profile *p, const rep_options *o)
 		double cpu = (double)(p->cpu_user_ns + p->cpu_sys_ns);
 		knum(out, "collector_cpu_ns", all ? (double)p->collector_cpu_ns : NAN, &f1);
 		knum(out, "collector_cpu_pct", all && cpu > 0 ? 100 * (double)p->collector_cpu_ns / cpu : NAN, &f1);
+		/* fennec's whole cost (overhead.c): the writer and its work on the program's threads */
+		const ana_overhead *ov = &p->overhead;
+		knum(out, "overhead_cpu_ns", ov->known ? ov->total_ns : NAN, &f1);
+		knum(out, "overhead_pct", ov->known && cpu > 0 ? 100 * ov->total_ns / cpu : NAN, &f1);
+		rep_json_key(out, KEY_INDENT, "overhead", &f1);
+		if (ov->known) {
+			fputs("{\"writer_ns\": ", out);
+			rep_json_number(out, ov->writer_ns);
+			fputs(", \"events_ns\": ", out);
+			rep_json_number(out, ov->events_ns);
+			fputs(", \"heap_ns\": ", out);
+			rep_json_number(out, ov->heap_ns);
+			fputs(", \"samples_ns\": ", out);
+			rep_json_number(out, ov->samples_ns);
+			fputs("}", out);
+		} else {
+			fputs("null", out);
+		}
 	}
 	knum(out, "steps", (double)p->steps, &f1);
 	knum(out, "marks", (double)p->marks, &f1);
@@ -844,6 +862,21 @@ int rep_json(FILE *out, const ana_profile *p, const rep_options *o)
 		knum(out, "cpu_user_ns", (double)f->cpu_user_ns, &f1);
 		knum(out, "cpu_sys_ns", (double)f->cpu_sys_ns, &f1);
 		knum(out, "collector_cpu_ns", f->has_collector_cpu ? (double)f->collector_cpu_ns : NAN, &f1);
+		{
+			ana_overhead fo;
+			knum(out, "overhead_cpu_ns", ana_overhead_file(f, &fo) ? fo.total_ns : NAN, &f1);
+			/* the COST chunk as the collector wrote it (docs/json.md) */
+			rep_json_key(out, KEY_INDENT, "cost", &f1);
+			if (f->has_cost)
+				fprintf(out, "{\"handler_ns\": %llu, \"heap_record_ns\": %llu, \"event_ps\": %llu, "
+					     "\"heap_call_ps\": %llu, \"sample_kernel_ns\": %llu, \"heap_calls\": %llu, \"samples_taken\": %llu}",
+					(unsigned long long)f->cost_handler_ns, (unsigned long long)f->cost_heap_record_ns,
+					(unsigned long long)f->cost_event_ps, (unsigned long long)f->cost_heap_call_ps,
+					(unsigned long long)f->cost_sample_kernel_ns, (unsigned long long)f->cost_heap_calls,
+					(unsigned long long)f->samples_taken);
+			else
+				fputs("null", out);
+		}
 		knum(out, "max_rss_bytes", (double)f->max_rss_kb * 1024, &f1);
 		knum(out, "threads", pr->threads, &f1);
 		knum(out, "dropped_events", (double)pr->dropped, &f1);

@@ -666,9 +666,16 @@ int rep_text(FILE *out, const ana_profile *p, const rep_options *o)
 	fprintf(out, "  CPU          %s user + %s sys (%.0f%% of wall%s)\n", ana_fmt_ns((double)p->cpu_user_ns, a, sizeof a),
 		ana_fmt_ns((double)p->cpu_sys_ns, b, sizeof b), p->wall_ns ? 100 * cpu / (double)p->wall_ns : 0,
 		p->nprocs > 1 ? ", all processes" : "");
-	if (p->collector_known && p->collector_known == p->nprocs)
-		fprintf(out, "  fennec       %s of that CPU in fennec's writer (%.1f%%)\n",
+	if (p->overhead.known) {
+		const ana_overhead *ov = &p->overhead;
+		fprintf(out, "  fennec       %s of that CPU is fennec's (%.1f%%): writer %s, events %s, heap %s, samples %s\n",
+			ana_fmt_ns(ov->total_ns, a, sizeof a), cpu > 0 ? 100 * ov->total_ns / cpu : 0,
+			ana_fmt_ns(ov->writer_ns, b, sizeof b), ana_fmt_ns(ov->events_ns, c, sizeof c),
+			ana_fmt_ns(ov->heap_ns, d, sizeof d), ana_fmt_ns(ov->samples_ns, e, sizeof e));
+	} else if (p->collector_known && p->collector_known == p->nprocs) {
+		fprintf(out, "  fennec       %s of that CPU in fennec's writer (%.1f%%; its work on the program's threads is not in this older file)\n",
 			ana_fmt_ns((double)p->collector_cpu_ns, a, sizeof a), cpu > 0 ? 100 * (double)p->collector_cpu_ns / cpu : 0);
+	}
 	fprintf(out, "  processes    %u   threads %u   events %llu   dropped events %llu\n", p->nprocs, p->nthreads,
 		(unsigned long long)p->events, (unsigned long long)p->dropped);
 	if (p->steps) {

@@ -10,7 +10,8 @@ CHUNK_HDR_LEN = 16
 
 CHUNK_NAMES = {1: "HEADER", 2: "SITES", 3: "THREAD", 4: "EVENTS", 5: "STATS",
                6: "THREAD_END", 7: "END", 8: "SAMPLES", 9: "MODULES", 10: "TASKS",
-               11: "HEAP", 12: "GPU", 13: "HEAP2", 14: "GPUX", 15: "REACH"}
+               11: "HEAP", 12: "GPU", 13: "HEAP2", 14: "GPUX", 15: "REACH",
+               19: "COST"}
 
 # SAMPLES flags (docs/format.md "Samples (1.1)")
 SAMPLE_KIND_MASK = 3        # 0 = on CPU, 1 = off CPU

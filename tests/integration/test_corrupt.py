@@ -18,7 +18,7 @@ def base_recording():
     with open(path, "rb") as f:
         data = f.read()
     major, minor, chunks = fncfile.parse(data)
-    assert_eq((major, minor), (1, 7), "profile version (format 1.7: PYCODE chunks)")
+    assert_eq((major, minor), (1, 8), "profile version (format 1.8: COST chunks)")
     assert_eq(chunks[0].type, 1, "first chunk type (HEADER)")
     assert_eq(chunks[-1].type, 7, "last chunk type (END)")
     assert_eq(chunks[-1].end, len(data), "chunks end at the end of the file")
@@ -86,8 +86,8 @@ def test_newer_major_version():
 
 def test_newer_minor_version_is_read():
     data = base_recording()
-    rep = analyze(write("v1_7.fnc", fncfile.set_minor(data, 7)))
-    assert_eq(region(rep, "phase_a")["count"], 10, "phase_a count (minor 7)")
+    rep = analyze(write("v1_9.fnc", fncfile.set_minor(data, 9)))
+    assert_eq(region(rep, "phase_a")["count"], 10, "phase_a count (minor 9)")
 
 
 def test_unknown_chunk_type_is_skipped():
