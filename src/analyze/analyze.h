@@ -635,11 +635,6 @@ int ana_load_paths(const char *const *paths, size_t npaths, const ana_options *o
 
 void ana_profile_free(ana_profile *p);
 
-/* The files to load for `paths` (src/analyze/files.c), in model order: by rank, each
- * recording's first process first, then by start time. *out is malloc'd, each string too; warnings go to p->warnings (a
- * zeroed profile is enough: `fennec view`'s metrics list a growing recording's files). */
-int ana_list_files(const char *const *paths, size_t npaths, char ***out, size_t *nout, fmt_error *err,
-		   ana_profile *p);
 
 
 /* Helpers shared with the renderers (util.c). */
