@@ -17,6 +17,8 @@
 #include <unistd.h>
 #include <zstd.h>
 
+#include "format/pipe.h"
+
 #define MAX_SITES FMT_MAX_SITE_ID /* a 24-byte record with id 2^23 made a 512 MB table */
 #define MAX_THREADS (1u << 24)
 
@@ -36,6 +38,7 @@ typedef struct rd {
 	struct bytime *bt; /* samples waiting for their regions and step (bytime_*) */
 	unsigned flags;    /* FMT_READ_* */
 	uint64_t scan_budget; /* payload bytes the search for a whole chunk may still checksum */
+	fmt_pipe *pipe;    /* region, step and metric events go to the callback's thread (pipe.h), or NULL */
 } rd;
 
 static void fmt_file_free_records(fmt_file *f);
@@ -680,6 +683,27 @@ static int bt_flush(rd *r)
 }
 
 /* Decode one thread's segment of events. */
+/* A region, step or metric event to the callback: through the pipe when there is one. */
+static inline int deliver_ev(rd *r, const fmt_event *ev)
+{
+	if (!r->pipe)
+		return r->fn(r->ctx, r->f, ev);
+	fmt_pipe_ev *q = fmt_pipe_next(r->pipe);
+	if (!q)
+		return fmt_pipe_drain(r->pipe); /* the callback failed */
+	q->type = (uint8_t)ev->type;
+	q->flags = (uint8_t)ev->flags;
+	q->thread = ev->thread;
+	q->id = ev->id;
+	q->ticks = ev->ticks;
+	q->u = ev->u;
+	if (ev->type == FMT_EV_COUNTER)
+		q->i = ev->i;
+	else
+		q->f = ev->f;
+	return 0;
+}
+
 static int decode_segment(rd *r, uint32_t ti, const uint8_t *p, const uint8_t *end, const uint8_t *base)
 {
 	fmt_file *f = r->f;
@@ -765,7 +789,7 @@ static int decode_segment(rd *r, uint32_t ti, const uint8_t *p, const uint8_t *e
 					bt_region(r, ti, FMT_EV_BEGIN, ev.id);
 				}
 				if (r->fn) {
-					int rc = r->fn(r->ctx, f, &ev);
+					int rc = deliver_ev(r, &ev);
 					if (rc)
 						return rc;
 				}
@@ -796,7 +820,7 @@ static int decode_segment(rd *r, uint32_t ti, const uint8_t *p, const uint8_t *e
 			bt_step(r, now);
 		}
 		if (r->fn && type != FMT_EV_TIME) {
-			int rc = r->fn(r->ctx, f, &ev);
+			int rc = deliver_ev(r, &ev);
 			if (rc)
 				return rc;
 		}
@@ -1930,6 +1954,9 @@ static int read_chunks(rd *r, const uint8_t *data, size_t len)
 		}
 		cur c = {p, p + raw, 0};
 		int rc = 0;
+		/* Other chunks change the tables the callback reads, or call it themselves. */
+		if (r->pipe && type != FMT_EVENTS && (rc = fmt_pipe_drain(r->pipe)) != 0)
+			return rc;
 		switch (type) {
 		case FMT_HEADER:
 			if (r->seen_header)
@@ -1997,6 +2024,11 @@ static int read_two_pass(rd *r, const uint8_t *data, size_t len)
 	r->calib_pass = 0;
 	r->seen_header = 0;
 	int rc = read_chunks(r, data, len);
+	if (r->pipe) { /* what was queued before the end (or the damage) is delivered first */
+		int prc = fmt_pipe_drain(r->pipe);
+		if (prc)
+			rc = prc;
+	}
 	/* The first pass checks the clock chunks only: it also took the points of intact chunks
 	 * after a damaged one, where the second pass stopped. What is kept of a damaged file
 	 * (with --force) ends where the reading did: its time ends at the last clock point
@@ -2029,7 +2061,11 @@ static int read_mem(const uint8_t *data, size_t len, const char *name, unsigned 
 	f->path = strdup(name ? name : "<memory>");
 	rd r = {.f = f, .name = f->path ? f->path : "<memory>", .err = err, .fn = fn, .ctx = ctx,
 		.header_only = header_only, .flags = flags};
+	/* A second core for recordings big enough to repay a thread (pipe.h). */
+	if (!header_only && fn && len >= FMT_PIPE_MIN_BYTES)
+		r.pipe = fmt_pipe_start(fn, ctx, f);
 	int rc = header_only ? read_chunks(&r, data, len) : read_two_pass(&r, data, len);
+	fmt_pipe_stop(r.pipe);
 	f->read_flags = flags;
 	bt_free(r.bt);
 	ZSTD_freeDCtx(r.dctx);
