@@ -7,10 +7,10 @@
 #ifndef FENNEC_ANALYZE_SKETCH_H
 #define FENNEC_ANALYZE_SKETCH_H
 
+#include "analyze/analyze.h"
+
 #include <stddef.h>
 #include <stdint.h>
-
-struct ana_dist;
 
 #define ANA_SKETCH_SUB_BITS 6
 #define ANA_SKETCH_SUB (1u << ANA_SKETCH_SUB_BITS)
@@ -62,19 +62,25 @@ static inline void ana_sketch_add(ana_sketch *s, uint64_t v)
 /* A sketch holding the n values v (in that order), or NULL without memory. */
 ana_sketch *ana_sketch_from(const uint64_t *v, size_t n);
 /* Count, total, mean, std, min, max and the p50/p95/p99 of what s holds. */
-void ana_sketch_dist(const ana_sketch *s, struct ana_dist *d);
+void ana_sketch_dist(const ana_sketch *s, ana_dist *d);
 /* The value the nearest-rank percentile q (0, 1] falls on: its bucket's middle, clamped
  * to [min, max]; exact below ANA_SKETCH_SUB. */
 double ana_sketch_quantile(const ana_sketch *s, double q);
 
 /* One call's duration into region node n: exact while the budget allows, else the sketch.
  * Returns -1 without memory. */
-struct ana_profile;
-struct ana_node;
-int ana_durations_grow(struct ana_profile *p, struct ana_node *n, uint64_t v);
-#define ana_durations_add(p, n, x)                                                                         \
-	((n)->sketch ? (ana_sketch_add((n)->sketch, (x)), 0)                                                 \
-	 : (n)->durations.n < (n)->durations.cap ? ((n)->durations.v[(n)->durations.n++] = (x), 0)          \
-						  : ana_durations_grow((p), (n), (x)))
+int ana_durations_grow(ana_profile *p, ana_node *n, uint64_t v);
+static inline int ana_durations_add(ana_profile *p, ana_node *n, uint64_t v)
+{
+	if (n->sketch) {
+		ana_sketch_add(n->sketch, v);
+		return 0;
+	}
+	if (n->durations.n < n->durations.cap) {
+		n->durations.v[n->durations.n++] = v;
+		return 0;
+	}
+	return ana_durations_grow(p, n, v);
+}
 
 #endif
