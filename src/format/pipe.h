@@ -24,7 +24,7 @@ typedef struct fmt_pipe_ev {
 } fmt_pipe_ev;
 
 #define FMT_PIPE_BATCH 2048
-#define FMT_PIPE_MIN_BYTES (4u << 20) /* smaller files are read on one thread */
+#define FMT_PIPE_MIN_BYTES (1u << 20) /* smaller files are read on one thread */
 #define FMT_PIPE_SLOTS 32
 
 typedef struct fmt_pipe fmt_pipe;
