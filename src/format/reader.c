@@ -39,7 +39,22 @@ typedef struct rd {
 	unsigned flags;    /* FMT_READ_* */
 	uint64_t scan_budget; /* payload bytes the search for a whole chunk may still checksum */
 	fmt_pipe *pipe;    /* region, step and metric events go to the callback's thread (pipe.h), or NULL */
+	int mapped;        /* the data is a read-only file mapping of ours: pages read can be dropped */
+	uint64_t dropped;  /* bytes at the start of the mapping given back (MADV_DONTNEED) */
 } rd;
+
+/* A mapped file's pages behind the chunk at `off` are not read again in this pass: give
+ * them back, so that the resident set of a big file's analysis stays a window, not the
+ * file (a clean private file page is read again from the page cache if ever touched). */
+#define DROP_WINDOW (32u << 20)
+static void drop_behind(rd *r, const uint8_t *data, uint64_t off)
+{
+	if (!r->mapped || off - r->dropped < 2 * (uint64_t)DROP_WINDOW)
+		return;
+	uint64_t to = (off - DROP_WINDOW) & ~(uint64_t)0xfffff; /* 1 MiB: a multiple of the page size */
+	if (to > r->dropped && !madvise((void *)(data + r->dropped), to - r->dropped, MADV_DONTNEED))
+		r->dropped = to;
+}
 
 static void fmt_file_free_records(fmt_file *f);
 static void bt_thread(rd *r, uint32_t idx, uint64_t tid);
@@ -1873,8 +1888,10 @@ static int read_chunks(rd *r, const uint8_t *data, size_t len)
 		return fail(r, FENNEC_ECORRUPT, 8, "format version 0 is invalid");
 	uint64_t off = FMT_PREAMBLE_LEN;
 	r->scan_budget = 4 * (uint64_t)len + (1u << 20);
+	r->dropped = 0;
 	while (off < len) {
 		r->chunk_off = off;
+		drop_behind(r, data, off);
 		if (len - off < FMT_CHUNK_HDR_LEN) {
 			if (!r->seen_header)
 				return fail(r, FENNEC_ETRUNCATED, off, "file ends inside the first chunk header");
@@ -2054,13 +2071,13 @@ static int read_two_pass(rd *r, const uint8_t *data, size_t len)
 }
 
 static int read_mem(const uint8_t *data, size_t len, const char *name, unsigned flags, fmt_file *f,
-		    fmt_event_fn fn, void *ctx, fmt_error *err, int header_only)
+		    fmt_event_fn fn, void *ctx, fmt_error *err, int header_only, int mapped)
 {
 	memset(f, 0, sizeof *f);
 	memset(err, 0, sizeof *err);
 	f->path = strdup(name ? name : "<memory>");
 	rd r = {.f = f, .name = f->path ? f->path : "<memory>", .err = err, .fn = fn, .ctx = ctx,
-		.header_only = header_only, .flags = flags};
+		.header_only = header_only, .flags = flags, .mapped = mapped};
 	/* A second core for recordings big enough to repay a thread (pipe.h). */
 	if (!header_only && fn && len >= FMT_PIPE_MIN_BYTES)
 		r.pipe = fmt_pipe_start(fn, ctx, f);
@@ -2076,13 +2093,13 @@ static int read_mem(const uint8_t *data, size_t len, const char *name, unsigned 
 int fmt_read_mem(const uint8_t *data, size_t len, const char *name, fmt_file *f, fmt_event_fn fn,
 		 void *ctx, fmt_error *err)
 {
-	return read_mem(data, len, name, 0, f, fn, ctx, err, 0);
+	return read_mem(data, len, name, 0, f, fn, ctx, err, 0, 0);
 }
 
 int fmt_read_mem_ex(const uint8_t *data, size_t len, const char *name, unsigned flags, fmt_file *f,
 		    fmt_event_fn fn, void *ctx, fmt_error *err)
 {
-	return read_mem(data, len, name, flags, f, fn, ctx, err, 0);
+	return read_mem(data, len, name, flags, f, fn, ctx, err, 0, 0);
 }
 
 /* What a file that stats as empty holds: /proc and /sys files give st_size 0 and have
@@ -2187,7 +2204,7 @@ static int read_path(const char *path, unsigned flags, fmt_file *f, fmt_event_fn
 		madvise((void *)data, len, MADV_SEQUENTIAL);
 	}
 	close(fd);
-	int rc = read_mem(data ? data : (const uint8_t *)"", len, path, flags, f, fn, ctx, err, header_only);
+	int rc = read_mem(data ? data : (const uint8_t *)"", len, path, flags, f, fn, ctx, err, header_only, data && !copy);
 	if (copy)
 		free(copy);
 	else if (data)
