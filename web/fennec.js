@@ -162,6 +162,21 @@
 		return {x0: x0, depth: depth, sum: sum, maxDepth: maxDepth};
 	}
 
+	/* The call graph's colours say what a frame is: Python code in blues and greens, native
+	 * code (C, C++, the interpreter's and the libraries') in reds and yellows, frames that
+	 * are no code of the program ([kernel], [fennec], [waiting for the GIL]) grey; within
+	 * a kind the name picks the shade, the same on every redraw. */
+	var FRAME_KIND = ['native code', 'Python code', 'not the program\'s code'];
+	var FRAME_PALETTES = [['#e8590c', '#f08c00', '#d9480f', '#f59f00', '#e67700', '#c92a2a', '#fa5252', '#fd7e14'],
+		['#1c7ed6', '#1098ad', '#0ca678', '#4263eb', '#3bc9db', '#2b8a3e', '#15aabf', '#37b24d'],
+		['#868e96', '#adb5bd', '#495057', '#a5a5a5']];
+	function frameColor(name, kind) {
+		var pal = FRAME_PALETTES[kind] || FRAME_PALETTES[0];
+		var h = 2166136261;
+		for (var i = 0; i < name.length; i++) h = Math.imul(h ^ name.charCodeAt(i), 16777619);
+		return pal[(h >>> 0) % pal.length];
+	}
+
 	function flameChart(id, tree, unitFmt, search, matchEl) {
 		var L = flameLayout(tree.name, tree.parent, tree.total);
 		var re = null;
@@ -201,7 +216,7 @@
 					{x: params.coordSys.x, y: params.coordSys.y, width: params.coordSys.width, height: params.coordSys.height});
 				if (!rect || rect.width < 0.5) return null;
 				var i = api.value(3), nm = tree.name[i];
-				var fill = re ? (api.value(4) ? '#e03131' : '#dee2e6') : colorOf(nm);
+				var fill = re ? (api.value(4) ? '#e03131' : '#dee2e6') : tree.color ? tree.color(i) : colorOf(nm);
 				return {type: 'rect', shape: rect, style: {fill: fill, stroke: '#fff', lineWidth: 0.5},
 					textContent: rect.width > 36 ? {style: {text: nm, fill: re && !api.value(4) ? '#495057' : '#fff', fontSize: 11,
 						overflow: 'truncate', width: rect.width - 6}} : undefined,
@@ -690,12 +705,16 @@
 		var sel = s.selection;
 		$('cflame-note').textContent = (kind === 'cpu' ? fmtNum(s.cpu_samples) + ' on-CPU samples' : fmtNum(s.offcpu_samples) + ' off-CPU samples') +
 			(s.rate_hz ? ' at ' + fmtRate(s.rate_hz) + ' Hz' : '') + (sel ? ' (selection: ' + [sel.pid && 'pid ' + sel.pid, sel.tid && 'tid ' + sel.tid, sel.region && 'region ' + sel.region].filter(Boolean).join(', ') + ')' : '') +
-			'; shares are estimates (±√n samples)' + (f && f.pruned_nodes ? '; ' + fmtNum(f.pruned_nodes) + ' small nodes not drawn' : '') + '. Click to zoom.';
+			'; shares are estimates (±√n samples)' + (f && f.kinds && f.kinds.indexOf(1) >= 0 ? '; blue-green: Python, red-yellow: native, grey: kernel, fennec, waits' : '') + (f && f.pruned_nodes ? '; ' + fmtNum(f.pruned_nodes) + ' small nodes not drawn' : '') + '. Click to zoom.';
 		if (!f || !f.nodes)
 			emptyChart('chart-cflame', 'no call stacks');
 		else {
 			var tree = {name: f.name.map(function (k) { return f.names[k]; }), parent: f.parent,
 				total: kind === 'cpu' ? f.total_cpu : f.total_offcpu, self: kind === 'cpu' ? f.self_cpu : f.self_offcpu};
+			if (f.kinds) {
+				tree.color = function (i) { return frameColor(tree.name[i], f.kinds[f.name[i]]); };
+				tree.extra = function (i) { return '<br>' + FRAME_KIND[f.kinds[f.name[i]]]; };
+			}
 			flameChart('chart-cflame', tree, function (w) { return fmtNum(w) + ' samples'; }, $('cflame-search').value, $('cflame-match'));
 		}
 		var fnCols = [

@@ -1,7 +1,10 @@
 /*
  * analyze.h - the analysis model: one recording (all its process files) loaded,
  * aggregated and judged. Every renderer (text, JSON, and those to come) reads this
- * model; numbers are computed once, here.
+ * model; numbers are computed once, here. This header is the read-only side: the types,
+ * loading and freeing, and the queries renderers make. How the model is built (the
+ * aggregators model.c drives, the utilities they share) is analyze/aggregate.h, which
+ * only src/analyze/ includes.
  *
  * Ownership: an ana_profile owns everything it points to; ana_profile_free() releases
  * it all. Strings are borrowed from the profile.
@@ -606,47 +609,9 @@ int ana_load(const char *path, const ana_options *opt, ana_profile *p, fmt_error
 /* The same over several paths (files or directories), merged into one profile. */
 int ana_load_paths(const char *const *paths, size_t npaths, const ana_options *opt, ana_profile *p, fmt_error *err);
 
-/* The roofline of the annotated regions (roofline.c): after the statistics. 0 or ENOMEM. */
-int ana_roofline_build(ana_profile *p);
-
-/* The files to load for `paths` (src/analyze/files.c), in model order: by rank, each
- * recording's first process first, then by start time. *out is malloc'd, each string too. */
-int ana_list_files(const char *const *paths, size_t npaths, char ***out, size_t *nout, fmt_error *err,
-		   ana_profile *p);
-
-/*
- * Ranks and processes (src/analyze/ranks.c), called by ana_load once the regions are
- * final: per-process and per-rank totals, steps and top regions, and p->balance. Returns
- * 0 or FENNEC_ENOMEM.
- */
-int ana_ranks(ana_profile *p);
-/* Whether a region name reads as communication or waiting on other ranks (MPI_*, barrier,
- * allreduce, wait, sync, ...: docs/bottlenecks.md); such regions are not work. */
-int ana_name_is_comm(const char *name);
-/* Whether a region name reads as data loading: its words (split at non-letters and at
- * lower-to-upper case changes) begin with load, data, batch, fetch, read, input or
- * prefetch, or are io (docs/bottlenecks.md input_bound); `list`, when not NULL, is a
- * comma-separated list of names or globs used instead. */
-int ana_name_is_data(const char *name, const char *list);
-/* Whether a module (by its path) is fennec's collector library, libfennec*; and whether it
- * is a wrapper the program's calls pass through on their way to the code they call:
- * fennec's library or a sanitizer's runtime (libasan, libtsan, libubsan, liblsan). */
-int ana_module_is_fennec(const char *path);
-/* Whether a module is the system's: under /lib, /usr/lib (and lib64), the vDSO, the kernel. */
-int ana_module_is_system(const char *path);
-int ana_module_is_wrapper(const char *path);
-
-/* Run the rules (docs/bottlenecks.md) and fill p->findings. */
-void ana_rules(ana_profile *p);
-/* For the rules (rules.c, gpu_rules.c): a malloc'd printf (NULL when out of memory), a new
- * finding appended to p->findings (NULL when out of memory), and one of its numbers. */
-char *ana_strf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-ana_finding *ana_finding_add(ana_profile *p, const char *type, ana_severity sev);
-void ana_finding_num(ana_finding *f, const char *key, double v);
-
 void ana_profile_free(ana_profile *p);
 
-/* Helpers shared with the renderers. */
+/* Helpers shared with the renderers (util.c). */
 const char *ana_severity_name(ana_severity s);
 const char *ana_kind_name(unsigned kind);
 const char *ana_origin_name(uint64_t origin);
@@ -657,54 +622,9 @@ void ana_dist_compute_u64(ana_dist *d, uint64_t *v, size_t n);
 const char *ana_fmt_ns(double ns, char *buf, size_t n);
 /* Bytes for reading, "12.3 MiB" (binary units), into buf; returns buf. */
 const char *ana_fmt_bytes(double b, char *buf, size_t n);
-void ana_warn(ana_profile *p, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
-/* Grow `*arr` (elements of `elem` bytes, capacity *cap) so that index n fits; new elements
- * are zeroed. Returns 0 or -1. */
-int ana_grow(void *arr, size_t *cap, size_t n, size_t elem);
-
-/* The index of name `s` in p->names, added if new; ANA_NONE when out of memory. */
-uint32_t ana_intern(ana_profile *p, const char *s);
-/* The region node named `name` (names index) under `parent` (ANA_NONE: top level), or
- * ANA_NONE when there is none. */
-uint32_t ana_node_find(const ana_profile *p, uint32_t parent, uint32_t name);
-
-/*
- * Samples (src/analyze/samples.c). ana_load calls ana_samples_event for every
- * FMT_EV_SAMPLE event of process `proc` while reading (the raw stack is kept, interned),
- * then ana_samples_finish once, after every file is read and the region nodes are final:
- * it symbolises per process (src/symbol/), fills p->smp and its views `all` and `sel`,
- * and warns about dropped and truncated samples and unsymbolised modules. Both return 0 or
- * FENNEC_ENOMEM.
- */
-int ana_samples_event(ana_profile *p, uint32_t proc, const fmt_file *f, const fmt_event *ev);
-int ana_samples_finish(ana_profile *p);
-/* The PyTorch operator table (p->ops) from the symbolised stacks (operators.c). */
-int ana_operators(ana_profile *p);
-/* Intern a raw stack of process `proc` (return addresses, innermost first; heap stacks;
- * py, npy: its Python frames, fmt_pyframe values, or none) for symbolisation by
- * ana_samples_finish, in *handle. After the finish, ana_samples_stack_of() gives its index
- * in p->smp.stacks (ANA_NONE if unknown). */
-int ana_samples_intern_stack(ana_profile *p, uint32_t proc, const fmt_file *f, const uint64_t *frames, uint32_t n,
-			     const uint64_t *py, uint32_t npy, int truncated, uint32_t *handle);
-uint32_t ana_samples_stack_of(const ana_profile *p, uint32_t proc, uint32_t handle);
-/* The region node of a path of region site ids of file f (outermost first): the deepest
- * node found, ANA_NONE when the first is unknown. */
-uint32_t ana_path_node(ana_profile *p, const fmt_file *f, const uint32_t *sites, uint32_t n);
-
-/*
- * Heap (src/analyze/memory.c). ana_load passes every ALLOC, FREE and HEAP_SNAP event to
- * ana_memory_event while reading, ana_memory_end_process after each file, and calls
- * ana_memory_finish after ana_samples_finish. Return 0 or FENNEC_ENOMEM.
- */
-int ana_memory_event(ana_profile *p, uint32_t proc, const fmt_file *f, const fmt_event *ev);
-int ana_memory_end_process(ana_profile *p, uint32_t proc, const fmt_file *f);
-int ana_memory_finish(ana_profile *p);
-/* Forget what was read of process `proc` (its file failed to load and is skipped). */
-void ana_memory_discard(ana_profile *p, uint32_t proc);
-void ana_memory_free(ana_profile *p);
 /* A site's frames, outermost first, are p->smp.stacks[site->stack]; its leaf function name
- * (the first frame outside the allocator), or "[unknown]". */
+ * (the first frame outside the allocator), or "[unknown]" (memory.c). */
 const char *ana_mem_site_name(const ana_profile *p, const ana_mem_site *s);
 
 /* Heap sites in order of a measure (memsites.c), for the renderers and the rules: up to
@@ -744,33 +664,8 @@ uint32_t ana_mem_rows(const ana_profile *p, int by, ana_mem_row *rows, uint32_t 
  * its region node; never 0. */
 uint64_t ana_mem_key(const char *const *parts, size_t n, uint32_t node);
 
-/*
- * GPU (src/analyze/gpu.c; the model is in analyze/gpu.h). ana_load passes every FMT_EV_GPU
- * event to ana_gpu_event while reading, calls ana_gpu_end_process after each file (it may
- * read the file once more, for the regions of synchronising calls and of the memory peak)
- * and ana_gpu_finish after ana_memory_finish. Return 0 or FENNEC_ENOMEM.
- */
+/* GPU activity's model is analyze/gpu.h. */
 struct ana_gpu;
-int ana_gpu_event(ana_profile *p, uint32_t proc, const fmt_file *f, const fmt_event *ev);
-int ana_gpu_end_process(ana_profile *p, uint32_t proc, const fmt_file *f);
-int ana_gpu_finish(ana_profile *p);
-void ana_gpu_discard(ana_profile *p, uint32_t proc);
-void ana_gpu_free(ana_profile *p);
-/* The GPU rules of docs/bottlenecks.md (gpu_rules.c), run by ana_rules. */
-void ana_gpu_rules(ana_profile *p);
-/* The rules on the operating system's work for the program: kernel_time, rss_above_heap (sys_rules.c). */
-void ana_kernel_rules(ana_profile *p);
-/* The share of function `func`'s on-CPU self samples taken in the kernel (page faults,
- * system calls), 0 without any. */
-double ana_func_kernel_pct(const ana_profile *p, uint32_t func);
-/* Per region node, the on-CPU time its samples (nested regions' included) spent in the
- * kernel, ns; an array of p->nnodes the caller frees, NULL when out of memory. */
-double *ana_node_kernel_ns(const ana_profile *p);
-
-/* Forget the samples kept for process `proc` (its file failed to load and is skipped). */
-void ana_samples_discard(ana_profile *p, uint32_t proc);
-/* Free p->smp (called by ana_profile_free). */
-void ana_samples_free(ana_profile *p);
 
 /*
  * Aggregate the samples selected by `flt` (NULL: all) into *v: hot functions, hot lines,

@@ -4,6 +4,7 @@
  * interval of the ratio of means), steps likewise, functions by their sampled CPU self
  * shares (two-proportion z test, Holm-adjusted), findings by type and subject.
  */
+#include "analyze/aggregate.h"
 #include "analyze/compare.h"
 #include "analyze/system.h"
 

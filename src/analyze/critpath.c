@@ -6,7 +6,7 @@
  * recorded step is walked back from its end (ana_cp_walk) and the pieces are summed per
  * lane and label; the slowest and the median step keep their chains.
  */
-#include "analyze/critpath.h"
+#include "analyze/aggregate.h"
 #include "analyze/gpu.h"
 #include "analyze/map.h"
 #include "symbol/symbol.h"

@@ -104,25 +104,6 @@ typedef struct ana_critpath {
 /* Transitions kept while reading (12 bytes each); steps past them are left out. */
 #define ANA_CP_BUDGET (8u << 20)
 
-/*
- * Collection, from model.c's replay of the first process's file. ana_cp_begin allocates
- * p->cp before the file is read; then every region begin and end of thread `thread`
- * (p->threads index) at `ticks`, with the innermost region node open after it (ANA_NONE:
- * none), every GPU record and every step mark of that process. A process with no step mark
- * by the time a quarter of the budget is used stops collecting (ana_cp_collecting turns 0).
- * Return 0 or FENNEC_ENOMEM.
- */
-int ana_cp_begin(ana_profile *p);
-int ana_cp_region(ana_profile *p, uint32_t thread, uint64_t ticks, uint32_t node);
-int ana_cp_gpu(ana_profile *p, const fmt_gpu *r);
-void ana_cp_step_seen(ana_profile *p);
-static inline int ana_cp_collecting(const ana_profile *p) { return p->cp && p->cp->priv; }
-
-/* After the statistics: the walk over every step, the aggregation, the two chains. The
- * collection state is freed. Returns 0 or FENNEC_ENOMEM. Without steps p->cp stays NULL. */
-int ana_critpath_build(ana_profile *p);
-void ana_critpath_free(ana_profile *p);
-
 /* A label's name: the region node's path, or the GPU activity's name ("" for ANA_NONE). */
 const char *ana_cp_label_name(const ana_profile *p, uint32_t label);
 /* A label's short name: the region's own name (not its path), or the GPU activity's. */

@@ -5,7 +5,7 @@
  * (`run.fnc` -> `run.rank0.fnc`, ...). Orders them for the model: by rank, then each
  * recording's first process first, then by start time; keeps one recording per rank.
  */
-#include "analyze/analyze.h"
+#include "analyze/aggregate.h"
 
 #include <dirent.h>
 #include <errno.h>

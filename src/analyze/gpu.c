@@ -6,6 +6,7 @@
  * those), and ana_gpu_finish computes busy time, overlap, occupancy and the orderings.
  * Memory grows with the kernels, copies and memsets (16 bytes each), not with the file.
  */
+#include "analyze/aggregate.h"
 #include "analyze/gpu.h"
 #include "analyze/map.h"
 

@@ -4,6 +4,7 @@
  * model (analyze/gpu.h). Called by ana_rules; thresholds and severities are the ones the
  * document states.
  */
+#include "analyze/aggregate.h"
 #include "analyze/gpu.h"
 
 #include <math.h>

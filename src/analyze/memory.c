@@ -6,7 +6,7 @@
  * each stack with the last moment it changed. Stacks are symbolised with the samples' own
  * machinery (samples.c). Design notes: docs/memory.md.
  */
-#include "analyze/analyze.h"
+#include "analyze/aggregate.h"
 
 #include <math.h>
 #include <stdio.h>

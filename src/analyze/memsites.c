@@ -2,7 +2,7 @@
  * memsites.c - the order of the heap profile's sites, and sites that read the same taken
  * as one: what the renderers and the rules share.
  */
-#include "analyze/analyze.h"
+#include "analyze/aggregate.h"
 
 #include <stdlib.h>
 

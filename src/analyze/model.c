@@ -6,9 +6,7 @@
  * kept durations, a log-bucket histogram past it). Streaming: memory grows with the
  * number of metric updates (16 bytes each) and steps, not with the file or the calls.
  */
-#include "analyze/analyze.h"
-#include "analyze/system.h"
-#include "analyze/critpath.h"
+#include "analyze/aggregate.h"
 #include "analyze/map.h"
 #include "analyze/sketch.h"
 
@@ -51,22 +49,6 @@ static int f64_push(ana_f64vec *a, double x)
 	return 0;
 }
 
-/* Grow an array of `elem`-sized items so index `n` fits. */
-static void *grow(void *arr, uint32_t *cap, uint32_t n, size_t elem)
-{
-	if (n < *cap)
-		return arr;
-	uint32_t c = *cap ? *cap * 2 : 16;
-	while (c <= n)
-		c *= 2;
-	void *a = realloc(arr, (size_t)c * elem);
-	if (!a)
-		return NULL;
-	memset((char *)a + (size_t)*cap * elem, 0, (size_t)(c - *cap) * elem);
-	*cap = c;
-	return a;
-}
-
 /* The name and node indexes (p->name_index, p->node_index) are heap-allocated maps. */
 static void map_free(ana_map *m)
 {
@@ -76,57 +58,43 @@ static void map_free(ana_map *m)
 	free(m);
 }
 
-static uint64_t str_hash(const char *s)
-{
-	uint64_t h = 1469598103934665603ull;
-	while (*s)
-		h = (h ^ (uint8_t)*s++) * 1099511628211ull;
-	return h;
-}
+/* ---- the aggregators ---- */
 
-void ana_warn(ana_profile *p, const char *fmt, ...)
-{
-	char buf[1024];
-	va_list ap;
-	va_start(ap, fmt);
-	vsnprintf(buf, sizeof buf, fmt, ap);
-	va_end(ap);
-	char **w = grow(p->warnings, &p->warnings_cap, p->nwarnings, sizeof *w);
-	if (!w)
-		return;
-	p->warnings = w;
-	p->warnings[p->nwarnings] = strdup(buf);
-	if (p->warnings[p->nwarnings])
-		p->nwarnings++;
-}
+/*
+ * What model.c drives besides its own region tree (aggregate.h), in the order their
+ * finish runs: each takes the events of the types in `events` while a file is read
+ * (first taker only), gets end_process after each file read and discard after a file
+ * that failed, then finish once every file is read and the region nodes are final; free
+ * by ana_profile_free. The passes over the finished model (ranks, roofline) are rows
+ * with a finish only. NULL: no such hook. `what` says what failed when finish runs out
+ * of memory.
+ */
+#define EV(t) (1ull << (t))
+typedef struct aggregator {
+	uint64_t events;
+	int (*event)(ana_profile *p, uint32_t proc, const fmt_file *f, const fmt_event *ev);
+	int (*end_process)(ana_profile *p, uint32_t proc, const fmt_file *f);
+	void (*discard)(ana_profile *p, uint32_t proc);
+	int (*finish)(ana_profile *p);
+	void (*free)(ana_profile *p);
+	const char *what;
+} aggregator;
 
-/* Intern a name; names are compared by content (hash collisions are resolved by probing
- * on hash + index). Returns ANA_NONE on allocation failure. */
-static uint32_t intern(ana_profile *p, const char *s)
-{
-	ana_map *m = p->name_index;
-	uint64_t h = str_hash(s);
-	/* Probe h, h+1, ... in key space: each key holds one name; collisions move on. */
-	for (uint64_t k = h;; k++) {
-		uint32_t v = ana_map_get(m, k);
-		if (v == ANA_NONE)
-			break;
-		if (!strcmp(p->names[v], s))
-			return v;
-	}
-	char **n = grow(p->names, &p->names_cap, p->nnames, sizeof *n);
-	if (!n)
-		return ANA_NONE;
-	p->names = n;
-	p->names[p->nnames] = strdup(s);
-	if (!p->names[p->nnames])
-		return ANA_NONE;
-	uint64_t k = h;
-	while (ana_map_get(m, k) != ANA_NONE)
-		k++;
-	ana_map_put(m, k, p->nnames);
-	return p->nnames++;
-}
+static const aggregator aggregators[] = {
+	{EV(FMT_EV_SAMPLE), ana_samples_event, NULL, ana_samples_discard, ana_samples_finish, ana_samples_free,
+	 "symbolising samples"},
+	{EV(FMT_EV_ALLOC) | EV(FMT_EV_FREE) | EV(FMT_EV_HEAP_SNAP), ana_memory_event, ana_memory_end_process,
+	 ana_memory_discard, ana_memory_finish, ana_memory_free, "symbolising samples"},
+	{0, NULL, NULL, NULL, ana_operators, NULL, "symbolising samples"},
+	{EV(FMT_EV_GPU), ana_gpu_event, ana_gpu_end_process, ana_gpu_discard, ana_gpu_finish, ana_gpu_free,
+	 "analysing GPU activity"},
+	{EV(FMT_EV_SYS) | EV(FMT_EV_ENERGY), ana_sys_event, NULL, ana_sys_discard, ana_sys_finish, ana_sys_free,
+	 "analysing system metrics"},
+	{0, NULL, NULL, NULL, ana_critpath_build, ana_critpath_free, "finding critical paths"},
+	{0, NULL, NULL, NULL, ana_ranks, NULL, "comparing ranks"},
+	{0, NULL, NULL, NULL, ana_roofline_build, NULL, "placing regions on the roofline"},
+};
+#define FOR_AGGREGATORS(a) for (const aggregator *a = aggregators; a < aggregators + ARRAY_LEN(aggregators); a++)
 
 /* ---- replay ---- */
 
@@ -186,7 +154,7 @@ static uint32_t site_name(ctx *c, const fmt_file *f, uint32_t id)
 			snprintf(tmp, sizeof tmp, id ? "<site %u>" : "<site table full>", id);
 			s = tmp;
 		}
-		c->site_name[id] = intern(c->p, s);
+		c->site_name[id] = ana_intern(c->p, s);
 	}
 	return c->site_name[id];
 }
@@ -198,7 +166,7 @@ static uint32_t node_for(ana_profile *p, uint32_t parent, uint32_t name)
 	uint32_t n = ana_map_get(m, key);
 	if (n != ANA_NONE)
 		return n;
-	ana_node *nodes = grow(p->nodes, &p->nodes_cap, p->nnodes, sizeof *nodes);
+	ana_node *nodes = ana_grow32(p->nodes, &p->nodes_cap, p->nnodes, sizeof *nodes);
 	if (!nodes)
 		return ANA_NONE;
 	p->nodes = nodes;
@@ -236,7 +204,7 @@ static lthread *thread_of(ctx *c, const fmt_file *f, uint32_t idx)
 	lthread *t = &c->th[idx];
 	if (t->g == ANA_NONE) {
 		ana_profile *p = c->p;
-		ana_thread *th = grow(p->threads, &p->threads_cap, p->nthreads, sizeof *th);
+		ana_thread *th = ana_grow32(p->threads, &p->threads_cap, p->nthreads, sizeof *th);
 		if (!th)
 			return NULL;
 		p->threads = th;
@@ -260,7 +228,7 @@ static uint32_t metric_for(ctx *c, const fmt_file *f, uint32_t id, unsigned kind
 	for (uint32_t i = 0; i < p->nmetrics; i++)
 		if (p->metrics[i].name == name && p->metrics[i].kind == kind)
 			return c->site_metric[id] = i;
-	ana_metric *m = grow(p->metrics, &p->metrics_cap, p->nmetrics, sizeof *m);
+	ana_metric *m = ana_grow32(p->metrics, &p->metrics_cap, p->nmetrics, sizeof *m);
 	if (!m)
 		return ANA_NONE;
 	p->metrics = m;
@@ -281,7 +249,7 @@ static uint32_t metric_for(ctx *c, const fmt_file *f, uint32_t id, unsigned kind
 
 static uint32_t tnode_new(ana_profile *p, uint32_t thread, uint32_t node)
 {
-	ana_tnode *a = grow(p->tnodes, &p->tnodes_cap, p->ntnodes, sizeof *a);
+	ana_tnode *a = ana_grow32(p->tnodes, &p->tnodes_cap, p->ntnodes, sizeof *a);
 	if (!a)
 		return ANA_NONE;
 	p->tnodes = a;
@@ -345,16 +313,13 @@ static int on_event(void *vc, const fmt_file *f, const fmt_event *ev)
 {
 	ctx *c = vc;
 	ana_profile *p = c->p;
-	if (ev->type == FMT_EV_SAMPLE) /* not a thread-stream event: samples.c keeps it */
-		return ana_samples_event(p, c->proc, f, ev) ? (c->oom = 1, FENNEC_ENOMEM) : 0;
-	if (ev->type >= FMT_EV_ALLOC && ev->type <= FMT_EV_HEAP_SNAP) /* heap: memory.c */
-		return ana_memory_event(p, c->proc, f, ev) ? (c->oom = 1, FENNEC_ENOMEM) : 0;
-	if (ev->type == FMT_EV_SYS || ev->type == FMT_EV_ENERGY) /* system metrics: system.c */
-		return ana_sys_event(p, c->proc, f, ev) ? (c->oom = 1, FENNEC_ENOMEM) : 0;
-	if (ev->type == FMT_EV_GPU) { /* GPU records: gpu.c (and the critical path's streams) */
-		if (c->cp && ana_cp_collecting(p) && ana_cp_gpu(p, ev->gpu))
+	if (ev->type >= FMT_EV_SAMPLE && ev->type < 64) { /* not a thread-stream event: an aggregator's */
+		/* the critical path sees the GPU records before gpu.c does */
+		if (ev->type == FMT_EV_GPU && c->cp && ana_cp_collecting(p) && ana_cp_gpu(p, ev->gpu))
 			goto oom;
-		return ana_gpu_event(p, c->proc, f, ev) ? (c->oom = 1, FENNEC_ENOMEM) : 0;
+		FOR_AGGREGATORS(a)
+			if (a->events & EV(ev->type))
+				return a->event(p, c->proc, f, ev) ? (c->oom = 1, FENNEC_ENOMEM) : 0;
 	}
 	lthread *t = thread_of(c, f, ev->thread);
 	if (!t)
@@ -472,120 +437,6 @@ static int on_event(void *vc, const fmt_file *f, const fmt_event *ev)
 oom:
 	c->oom = 1;
 	return FENNEC_ENOMEM;
-}
-
-/* ---- statistics ---- */
-
-static void swap_u64(uint64_t *a, uint64_t *b)
-{
-	uint64_t t = *a;
-	*a = *b;
-	*b = t;
-}
-
-/* Quickselect: afterwards v[k] is the k-th smallest, smaller ones before it. */
-static void select_u64(uint64_t *v, size_t n, size_t k)
-{
-	size_t lo = 0, hi = n - 1;
-	while (hi > lo) {
-		size_t mid = lo + (hi - lo) / 2;
-		if (v[mid] < v[lo])
-			swap_u64(&v[mid], &v[lo]);
-		if (v[hi] < v[lo])
-			swap_u64(&v[hi], &v[lo]);
-		if (v[hi] < v[mid])
-			swap_u64(&v[hi], &v[mid]);
-		uint64_t pivot = v[mid];
-		size_t i = lo, j = hi;
-		while (i <= j) {
-			while (v[i] < pivot)
-				i++;
-			while (v[j] > pivot)
-				j--;
-			if (i <= j) {
-				swap_u64(&v[i], &v[j]);
-				i++;
-				if (j == 0)
-					break;
-				j--;
-			}
-		}
-		if (k <= j)
-			hi = j;
-		else if (k >= i)
-			lo = i;
-		else
-			return;
-	}
-}
-
-/* Nearest-rank percentile index for q in (0, 1]. */
-static size_t rank_of(size_t n, double q)
-{
-	size_t r = (size_t)ceil(q * (double)n);
-	return r ? r - 1 : 0;
-}
-
-void ana_dist_compute_u64(ana_dist *d, uint64_t *v, size_t n)
-{
-	memset(d, 0, sizeof *d);
-	d->count = n;
-	if (!n)
-		return;
-	double sum = 0, sq = 0;
-	uint64_t mn = v[0], mx = v[0];
-	for (size_t i = 0; i < n; i++) {
-		sum += (double)v[i];
-		if (v[i] < mn)
-			mn = v[i];
-		if (v[i] > mx)
-			mx = v[i];
-	}
-	double mean = sum / (double)n;
-	for (size_t i = 0; i < n; i++)
-		sq += ((double)v[i] - mean) * ((double)v[i] - mean);
-	d->total = sum;
-	d->mean = mean;
-	d->std = sqrt(sq / (double)n);
-	d->min = (double)mn;
-	d->max = (double)mx;
-	/* Select the highest rank first: later selections work on the shrinking prefix. */
-	size_t k99 = rank_of(n, 0.99), k95 = rank_of(n, 0.95), k50 = rank_of(n, 0.50);
-	select_u64(v, n, k99);
-	d->p99 = (double)v[k99];
-	select_u64(v, k99 + 1, k95);
-	d->p95 = (double)v[k95];
-	select_u64(v, k95 + 1, k50);
-	d->p50 = (double)v[k50];
-}
-
-static int cmp_double(const void *a, const void *b)
-{
-	double x = *(const double *)a, y = *(const double *)b;
-	return (x > y) - (x < y);
-}
-
-void ana_dist_compute(ana_dist *d, double *v, size_t n)
-{
-	memset(d, 0, sizeof *d);
-	d->count = n;
-	if (!n)
-		return;
-	qsort(v, n, sizeof *v, cmp_double);
-	double sum = 0, sq = 0;
-	for (size_t i = 0; i < n; i++)
-		sum += v[i];
-	double mean = sum / (double)n;
-	for (size_t i = 0; i < n; i++)
-		sq += (v[i] - mean) * (v[i] - mean);
-	d->total = sum;
-	d->mean = mean;
-	d->std = sqrt(sq / (double)n);
-	d->min = v[0];
-	d->max = v[n - 1];
-	d->p50 = v[rank_of(n, 0.50)];
-	d->p95 = v[rank_of(n, 0.95)];
-	d->p99 = v[rank_of(n, 0.99)];
 }
 
 static int cmp_point(const void *a, const void *b)
@@ -781,16 +632,14 @@ static int load_file(ana_profile *p, const char *path, fmt_error *err)
 			ana_warn(p, "%s: the collector could not write %llu bytes (disk full or I/O error); data is missing",
 				 f->path, (unsigned long long)f->lost_bytes);
 		config_warnings(p, pr);
-		if (ana_memory_end_process(p, c.proc, f))
-			rc = FENNEC_ENOMEM;
-		if (ana_gpu_end_process(p, c.proc, f))
-			rc = FENNEC_ENOMEM;
+		FOR_AGGREGATORS(a)
+			if (a->end_process && a->end_process(p, c.proc, f))
+				rc = FENNEC_ENOMEM;
 	} else {
 		fmt_file_free(f);
-		ana_samples_discard(p, c.proc);
-		ana_memory_discard(p, c.proc);
-		ana_gpu_discard(p, c.proc);
-		ana_sys_discard(p, c.proc);
+		FOR_AGGREGATORS(a)
+			if (a->discard)
+				a->discard(p, c.proc);
 		/* its threads would otherwise count for the next file's process */
 		p->nthreads = c.first_thread;
 		p->ntnodes = c.first_tn;
@@ -995,27 +844,12 @@ int ana_load_paths(const char *const *paths, size_t npaths, const ana_options *o
 		if (k < m->npoints)
 			qsort(m->points, m->npoints, sizeof *m->points, cmp_point);
 	}
-	/* Samples: symbolised and aggregated now that the region nodes are final. */
-	if (ana_samples_finish(p) || ana_memory_finish(p) || ana_operators(p)) {
-		snprintf(err->msg, sizeof err->msg, "%s: out of memory while symbolising samples", p->procs[0].file.path);
-		return err->code = FENNEC_ENOMEM;
-	}
-	if (ana_gpu_finish(p)) {
-		snprintf(err->msg, sizeof err->msg, "%s: out of memory while analysing GPU activity", p->procs[0].file.path);
-		return err->code = FENNEC_ENOMEM;
-	}
-	if (ana_sys_finish(p)) {
-		snprintf(err->msg, sizeof err->msg, "%s: out of memory while analysing system metrics", p->procs[0].file.path);
-		return err->code = FENNEC_ENOMEM;
-	}
-	if (ana_critpath_build(p)) {
-		snprintf(err->msg, sizeof err->msg, "%s: out of memory while finding critical paths", p->procs[0].file.path);
-		return err->code = FENNEC_ENOMEM;
-	}
-	if (ana_ranks(p) || ana_roofline_build(p)) {
-		snprintf(err->msg, sizeof err->msg, "%s: out of memory while comparing ranks", p->procs[0].file.path);
-		return err->code = FENNEC_ENOMEM;
-	}
+	/* The aggregators' and passes' finish, now that the region nodes are final. */
+	FOR_AGGREGATORS(a)
+		if (a->finish && a->finish(p)) {
+			snprintf(err->msg, sizeof err->msg, "%s: out of memory while %s", p->procs[0].file.path, a->what);
+			return err->code = FENNEC_ENOMEM;
+		}
 	ana_rules(p);
 	return 0;
 }
@@ -1058,78 +892,16 @@ void ana_profile_free(ana_profile *p)
 	free(p->step_start_ns.v);
 	free(p->step_items.v);
 	free(p->step_flags.v);
-	ana_critpath_free(p);
 	free(p->tnodes);
 	free(p->step_nodes);
 	free(p->ranks);
-	ana_samples_free(p);
+	FOR_AGGREGATORS(a)
+		if (a->free)
+			a->free(p);
 	free(p->ops);
 	p->ops = NULL;
 	p->nops = 0;
-	ana_memory_free(p);
-	ana_gpu_free(p);
-	ana_sys_free(p);
 	map_free(p->name_index);
 	map_free(p->node_index);
 	memset(p, 0, sizeof *p);
-}
-
-/* Bytes for reading: "12.3 MiB". */
-const char *ana_fmt_bytes(double b, char *buf, size_t n)
-{
-	static const char *const unit[] = {"B", "KiB", "MiB", "GiB", "TiB"};
-	int u = 0;
-	double v = b < 0 ? -b : b;
-	while (v >= 1024 && u < 4) {
-		v /= 1024;
-		u++;
-	}
-	snprintf(buf, n, u ? "%s%.1f %s" : "%s%.0f %s", b < 0 ? "-" : "", v, unit[u]);
-	return buf;
-}
-
-const char *ana_fmt_ns(double ns, char *buf, size_t n)
-{
-	if (!isfinite(ns))
-		snprintf(buf, n, "-");
-	else if (ns >= 1e9)
-		snprintf(buf, n, "%.3f s", ns / 1e9);
-	else if (ns >= 1e6)
-		snprintf(buf, n, "%.2f ms", ns / 1e6);
-	else if (ns >= 1e3)
-		snprintf(buf, n, "%.2f us", ns / 1e3);
-	else
-		snprintf(buf, n, "%.0f ns", ns);
-	return buf;
-}
-
-const char *ana_severity_name(ana_severity s)
-{
-	return s == ANA_HIGH ? "HIGH" : s == ANA_MEDIUM ? "MEDIUM" : "LOW";
-}
-
-const char *ana_kind_name(unsigned kind)
-{
-	static const char *k[] = {"region", "counter", "gauge", "value"};
-	return kind < 4 ? k[kind] : "unknown";
-}
-
-const char *ana_origin_name(uint64_t origin)
-{
-	static const char *o[] = {"first", "fork", "exec", "spawn"};
-	return origin < 4 ? o[origin] : "unknown";
-}
-
-/* How a file's session ended (END's exit_reason); NULL without END (cut short). */
-const char *ana_end_name(const fmt_file *f)
-{
-	static const char *e[] = {"fennec_stop", "exit", "exec", "_exit"};
-	return !f->has_end ? NULL : f->exit_reason < 4 ? e[f->exit_reason] : "unknown";
-}
-
-uint32_t ana_intern(ana_profile *p, const char *s) { return intern(p, s); }
-
-uint32_t ana_node_find(const ana_profile *p, uint32_t parent, uint32_t name)
-{
-	return ana_map_get(p->node_index, (uint64_t)parent << 32 | name);
 }

@@ -5,7 +5,7 @@
  * self weight, every one its total, and the nearest Python frame outside an operator's
  * outermost frame as its caller.
  */
-#include "analyze/analyze.h"
+#include "analyze/aggregate.h"
 #include "analyze/map.h"
 
 #include <stdio.h>

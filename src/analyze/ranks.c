@@ -4,7 +4,7 @@
  * the imbalance, the slowest rank, and the regions where it loses time to the others.
  * Everything here is computed once for every renderer and for rules.c.
  */
-#include "analyze/analyze.h"
+#include "analyze/aggregate.h"
 
 #include <ctype.h>
 #include <fnmatch.h>

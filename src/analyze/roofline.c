@@ -4,7 +4,7 @@
  * so it is set against the region's self time. One-thread ceilings for a region that ran
  * on one thread, the all-thread ones otherwise.
  */
-#include "analyze/analyze.h"
+#include "analyze/aggregate.h"
 
 #include <errno.h>
 #include <math.h>

@@ -3,52 +3,17 @@
  * rule turns numbers into a finding with a severity from documented thresholds, the
  * evidence, a recommendation specific to that evidence, and an upper bound on the gain.
  */
-#include "analyze/analyze.h"
-#include "analyze/system.h"
+#include "analyze/aggregate.h"
 
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 
-char *ana_strf(const char *fmt, ...)
-{
-	va_list ap;
-	char *s = NULL;
-	va_start(ap, fmt);
-	if (vasprintf(&s, fmt, ap) < 0)
-		s = NULL;
-	va_end(ap);
-	return s;
-}
-
 static const char *base_name(const char *path)
 {
 	const char *s = strrchr(path, '/');
 	return s && s[1] ? s + 1 : path;
-}
-
-ana_finding *ana_finding_add(ana_profile *p, const char *type, ana_severity sev)
-{
-	if (p->nfindings == p->findings_cap) {
-		uint32_t cap = p->findings_cap ? p->findings_cap * 2 : 8;
-		ana_finding *f = realloc(p->findings, cap * sizeof *f);
-		if (!f)
-			return NULL;
-		p->findings = f;
-		p->findings_cap = cap;
-	}
-	ana_finding *f = &p->findings[p->nfindings++];
-	memset(f, 0, sizeof *f);
-	f->type = type;
-	f->severity = sev;
-	return f;
-}
-
-void ana_finding_num(ana_finding *f, const char *key, double v)
-{
-	if (f->nnumbers < (int)ARRAY_LEN(f->numbers))
-		f->numbers[f->nnumbers++] = (ana_kv){key, v};
 }
 
 /*

@@ -6,7 +6,7 @@
  * renderers show are aggregated: hot functions and lines, the call tree, per region and per
  * thread numbers. Design notes: docs/internals/symbol.md.
  */
-#include "analyze/analyze.h"
+#include "analyze/aggregate.h"
 #include "symbol/symbol.h"
 
 #include <math.h>
@@ -14,22 +14,6 @@
 #include <stdlib.h>
 
 /* ---- containers ---- */
-
-int ana_grow(void *arr, size_t *cap, size_t n, size_t elem)
-{
-	if (n < *cap)
-		return 0;
-	size_t c = *cap ? *cap * 2 : 64;
-	while (c <= n)
-		c *= 2;
-	void *a = realloc(*(void **)arr, c * elem);
-	if (!a)
-		return -1;
-	memset((char *)a + *cap * elem, 0, (c - *cap) * elem);
-	*(void **)arr = a;
-	*cap = c;
-	return 0;
-}
 
 static uint64_t hash_u64s(const uint64_t *v, size_t n, uint64_t h)
 {

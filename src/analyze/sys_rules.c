@@ -4,7 +4,7 @@
  * calls and page faults behind it; rss_above_heap, resident memory far above the live heap.
  * Called from ana_rules() (rules.c), over the same model.
  */
-#include "analyze/analyze.h"
+#include "analyze/aggregate.h"
 
 #include <stdio.h>
 #include <stdlib.h>

@@ -5,7 +5,7 @@
  * measured the CPU, carbon at a grid intensity, energy per step; and the rules io_bound,
  * cpu_starved and swapping (docs/bottlenecks.md).
  */
-#include "analyze/system.h"
+#include "analyze/aggregate.h"
 
 #include <math.h>
 #include <stdio.h>

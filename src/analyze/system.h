@@ -84,14 +84,6 @@ typedef struct ana_energy {
 	uint32_t ndomains, cap;
 } ana_energy;
 
-/* While reading: every FMT_EV_SYS and FMT_EV_ENERGY event of process `proc`. 0 or ENOMEM. */
-int ana_sys_event(ana_profile *p, uint32_t proc, const fmt_file *f, const fmt_event *ev);
-/* After every file and the steps: totals, rates, energy and carbon. 0 or ENOMEM. */
-int ana_sys_finish(ana_profile *p);
-void ana_sys_discard(ana_profile *p, uint32_t proc);
-void ana_sys_free(ana_profile *p);
-/* The system rules (io_bound, cpu_starved, swapping: docs/bottlenecks.md), by ana_rules. */
-void ana_sys_rules(ana_profile *p);
 /* "package", "core", "uncore", "dram", "psys", "gpu", "other" */
 const char *ana_energy_kind_name(unsigned kind);
 

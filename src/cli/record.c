@@ -31,6 +31,7 @@
 #include "cli/cli.h"
 #include "common/common.h"
 #include "format/format.h"
+#include "view/metrics.h"
 
 
 /* A disabled task-clock counter on this process, close-on-exec, never closed. */
@@ -90,6 +91,10 @@ static const char help[] =
 	"  --view[=PORT]              serve the live dashboard of the recording on 127.0.0.1:PORT\n"
 	"                             (default 8051) while it runs and after (docs/html.md); the\n"
 	"                             server passes signals on and dies of none, as below\n"
+	"  --metrics-listen [HOST:]PORT  serve live metrics for Prometheus at /metrics, from\n"
+	"                             fennec record, while the program runs (docs/prometheus.md);\n"
+	"                             HOST defaults to 127.0.0.1; PORT 0 takes any free port; the\n"
+	"                             address is printed on standard error\n"
 	"  -q, --quiet                no summary line on standard error\n"
 	"\n"
 	"While PROGRAM runs, fennec record passes on to it the signals sent to fennec record, and\n"
@@ -598,6 +603,35 @@ int cli_record_output(const char *given, char *out, size_t n)
 	return 0;
 }
 
+/* --metrics-listen SPEC: the metrics server of the recording at abs (src/view/metrics.c).
+ * Returns 0, or the exit status of a failure, said. */
+static int start_metrics(const char *spec, const char *abs, view_metrics **out)
+{
+	char host[256], why[300];
+	unsigned port;
+	if (view_metrics_parse_listen(spec, host, sizeof host, &port, why, sizeof why) < 0) {
+		cli_error("record", "%s", why);
+		return 2;
+	}
+	view_error err;
+	if (view_metrics_open(host, port, abs, out, &err)) {
+		if (err.sys_errno == EADDRINUSE)
+			cli_error("record", "--metrics-listen: %s: the port is taken; choose another, or port 0 for any "
+					    "free one (the program was not started)", err.msg);
+		else
+			cli_error("record", "--metrics-listen: %s (the program was not started)", err.msg);
+		return 1;
+	}
+	int v6 = strchr(host, ':') != NULL;
+	if (!view_metrics_loopback(*out))
+		cli_error("record", "warning: %s is not a loopback address: other machines can read the metrics "
+				    "(pids, host name, region and metric names)", host);
+	fprintf(stderr, "fennec record: serving metrics at http://%s%s%s:%u/metrics\n", v6 ? "[" : "", host,
+		v6 ? "]" : "", view_metrics_port(*out));
+	setenv("FENNEC_WRITER", "thread", 1);
+	return 0;
+}
+
 int cmd_record(int argc, char **argv)
 {
 	const char *output = "fennec.fnc";
@@ -607,6 +641,7 @@ int cmd_record(int argc, char **argv)
 	char mem_rate_s[24], mem_mmap_s[24];
 	int gpu_mode = 0;
 	int quiet = 0, i;
+	const char *metrics_listen = NULL; /* --metrics-listen (src/view/metrics.c) */
 	for (i = 1; i < argc; i++) {
 		cli_arg x;
 		cli_arg_read(&x, argc, argv, i);
@@ -703,6 +738,15 @@ int cmd_record(int argc, char **argv)
 			i += cli_take(&x);
 		} else if (!strcmp(a, "--gpu") || !strcmp(a, "--gpu-kernels-only")) {
 			gpu_mode = a[5] ? 2 : 1;
+		} else if (!strcmp(a, "--metrics-listen")) {
+			char h[256], why[300];
+			unsigned port;
+			if (view_metrics_parse_listen(v, h, sizeof h, &port, why, sizeof why) < 0) {
+				cli_error("record", "%s", why);
+				return 2;
+			}
+			metrics_listen = v;
+			i += cli_take(&x);
 		} else if (!strcmp(a, "-q") || !strcmp(a, "--quiet"))
 			quiet = 1;
 		else if (a[0] == '-') {
@@ -823,6 +867,13 @@ int cmd_record(int argc, char **argv)
 	unlink(abs); /* a regular file: the earlier recording, or the probe's */
 	remove_old_siblings(abs);
 
+	/* --metrics-listen: listening before the program starts, so that a port that cannot be
+	 * had stops the run here; the collector then flushes on its writer thread, also while
+	 * the program does not allocate (docs/internals/collect.md). */
+	view_metrics *metrics = NULL;
+	if (metrics_listen && (orc = start_metrics(metrics_listen, abs, &metrics)) != 0)
+		return orc;
+
 	uint64_t rec_id;
 	if (getrandom(&rec_id, sizeof rec_id, 0) != sizeof rec_id)
 		rec_id = (uint64_t)getpid() << 32 ^ (uint64_t)time(NULL);
@@ -941,6 +992,7 @@ int cmd_record(int argc, char **argv)
 			cli_error("record", "waitpid failed: %s", strerror(errno));
 			return 1;
 		}
+	view_metrics_close(metrics); /* the endpoint ends with the program */
 	int launched = !(WIFEXITED(status) && (WEXITSTATUS(status) == 127 || WEXITSTATUS(status) == 126) && access(abs, F_OK) != 0);
 	unsigned long long bytes = 0;
 	int files = 0, unfinished = 0, empty = 0;

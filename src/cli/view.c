@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "cli/cli.h"
+#include "view/metrics.h"
 #include "view/view.h"
 
 static const char help[] =
@@ -31,6 +32,9 @@ static const char help[] =
 	"  --host ADDR            address to bind (default 127.0.0.1: this machine only; the\n"
 	"                         URL printed carries a random token that every request needs;\n"
 	"                         another address is warned about: the token travels unencrypted)\n"
+	"  --metrics-listen [HOST:]PORT  also serve the recording's metrics for Prometheus at\n"
+	"                         /metrics on this address (docs/prometheus.md; HOST defaults to\n"
+	"                         127.0.0.1; no token: Prometheus scrapes it as it is)\n"
 	"  --force                skip a damaged chunk to the next whole one (bytes and offset\n"
 	"                         reported); analyse what precedes damage that cannot be skipped\n";
 
@@ -154,6 +158,7 @@ static int serve(view_options *o, pid_t child, const sigset_t *fwd, int own_grou
 int cmd_view(int argc, char **argv)
 {
 	view_options o = {.host = "127.0.0.1", .port = 8051, .ana = {.hot_threshold_pct = 10}};
+	const char *metrics_listen = NULL;
 	for (int i = 1; i < argc; i++) {
 		cli_arg x;
 		cli_arg_read(&x, argc, argv, i);
@@ -171,6 +176,15 @@ int cmd_view(int argc, char **argv)
 				return 2;
 			}
 			o.host = v;
+			i += cli_take(&x);
+		} else if (!strcmp(a, "--metrics-listen")) {
+			char h[256], why[300];
+			unsigned port;
+			if (view_metrics_parse_listen(v, h, sizeof h, &port, why, sizeof why) < 0) {
+				cli_error("view", "%s", why);
+				return 2;
+			}
+			metrics_listen = v;
 			i += cli_take(&x);
 		} else if (!strcmp(a, "--force"))
 			o.ana.force = 1;
@@ -190,7 +204,25 @@ int cmd_view(int argc, char **argv)
 		cli_error("view", "which recording? usage: fennec view FILE");
 		return 2;
 	}
-	return serve(&o, 0, NULL, 0);
+	view_metrics *m = NULL;
+	if (metrics_listen) {
+		char h[256], why[300];
+		unsigned port;
+		view_error err;
+		view_metrics_parse_listen(metrics_listen, h, sizeof h, &port, why, sizeof why);
+		if (view_metrics_open(h, port, o.path, &m, &err)) {
+			cli_error("view", "--metrics-listen: %s%s", err.msg,
+				  err.sys_errno == EADDRINUSE ? ": the port is taken; choose another, or port 0 for any free one" : "");
+			return 1;
+		}
+		if (!view_metrics_loopback(m))
+			cli_error("view", "warning: %s is not a loopback address: other machines can read the metrics", h);
+		printf("fennec view: serving metrics at http://%s%s%s:%u/metrics\n", strchr(h, ':') ? "[" : "", h,
+		       strchr(h, ':') ? "]" : "", view_metrics_port(m));
+	}
+	int rc = serve(&o, 0, NULL, 0);
+	view_metrics_close(m);
+	return rc;
 }
 
 /* ---- fennec record --view ---- */
@@ -199,7 +231,7 @@ int cmd_view(int argc, char **argv)
  * options end without taking the program's own arguments for ours. */
 static const char *const record_value_opts[] = {
 	"-o", "--output", "--buffer-kb", "--flush-ms", "--step-fraction", "--step-schedule", "-F", "--freq",
-	"--sample", "--memory", "--memory-rate", "--memory-interval", "--stack-depth",
+	"--sample", "--memory", "--memory-rate", "--memory-interval", "--stack-depth", "--metrics-listen",
 };
 
 /* The index of --view or --view=PORT among `fennec record`'s options, or 0. */

@@ -61,11 +61,19 @@ static inline uint64_t delta(col_thread *t, uint64_t now)
 	return dt;
 }
 
+/*
+ * The region's entry is stored before the depth that makes it visible, with a signal
+ * fence between: the sampling signal's handler on this thread copies stack[0..depth)
+ * (col_region_stack), and a sample that fell between the two read the entry left by the
+ * previous region at that depth, or 0 for a fresh thread (a sample with region 0, which
+ * the reader rejects as corrupt: test_api_sessions_while_threads_record).
+ */
 static inline void begin_id(col_thread *t, uint32_t id)
 {
-	uint32_t d = t->depth++;
+	uint32_t d = t->depth;
 	uint32_t mark = 0;
 	if (unlikely(d >= COL_MAX_DEPTH)) {
+		t->depth = d + 1;
 		atomic_fetch_add_explicit(&t->dropped, 1, memory_order_relaxed);
 		return;
 	}
@@ -73,10 +81,12 @@ static inline void begin_id(col_thread *t, uint32_t id)
 		mark = COL_UNREC_GATED;
 	else if (unlikely(!ring_room(t, FMT_EV_BEGIN_MAX + FMT_EV_END_MAX)))
 		mark = COL_UNREC_DROPPED;
+	t->stack[d] = id | mark;
+	atomic_signal_fence(memory_order_seq_cst);
+	t->depth = d + 1;
 	if (unlikely(mark)) {
 		if (mark == COL_UNREC_DROPPED)
 			atomic_fetch_add_explicit(&t->dropped, 1, memory_order_relaxed);
-		t->stack[d] = id | mark;
 		return;
 	}
 	uint8_t tmp[32];
@@ -92,7 +102,6 @@ static inline void begin_id(col_thread *t, uint32_t id)
 	}
 	n += cm_varint_put(p + n, delta(t, now));
 	t->reserve += FMT_EV_END_MAX;
-	t->stack[d] = id;
 	ev_commit(t, p, tmp, n);
 }
 

@@ -113,7 +113,7 @@ void col_step_advance(uint64_t *recorded_out);
 /* Steps completed so far (async-signal-safe read). */
 uint64_t col_step_index(void);
 
-/* A FENNEC_* variable whose value the collector cannot use (session.c, "configuration"):
+/* A FENNEC_* variable whose value the collector cannot use (config.c):
  * `name`=`value`, what was expected and what is done instead ("expected one of cpu, wall,
  * off; sampling off"), written into the header of the session's files (never said to the
  * program: `fennec record` and `fennec analyze` say it). Not async-signal-safe. */
@@ -122,6 +122,18 @@ void col_config_warn(const char *name, const char *value, const char *what);
  * out of range, the nearest bound (0 below the range: dflt, as a 0 in fennec_config means);
  * `unit` ("ms") after the bounds in the message. */
 uint64_t col_env_number(const char *name, uint64_t dflt, uint64_t lo, uint64_t hi, const char *unit);
+/* The rest of config.c, for session.c: defaults plus the environment into cfg (with
+ * `warn`, what cannot be used is noted by col_config_warn()); the notes so far, one a line
+ * (*len bytes, the last line's newline included), and their clearing at a session's
+ * start; an environment number read without a warning (tests, internal hand-offs); the
+ * rank from RANK and its kin (-1: none); FENNEC_AUTOSTART's value (1 start, 0 not, -1 a
+ * value that means neither: started, and said). */
+void col_config_env(fennec_config *cfg, int warn);
+const char *col_config_warnings(size_t *len);
+void col_config_warnings_clear(void);
+uint64_t col_env_u64(const char *name, uint64_t dflt);
+int col_env_rank(void);
+int col_autostart_value(const char *a);
 
 /* Sampling (sample.c). */
 #define COL_SAMPLE_MAX_DEPTH 512

@@ -41,6 +41,8 @@ typedef struct rd {
 	fmt_pipe *pipe;    /* region, step and metric events go to the callback's thread (pipe.h), or NULL */
 	int mapped;        /* the data is a read-only file mapping of ours: pages read can be dropped */
 	uint64_t dropped;  /* bytes at the start of the mapping given back (MADV_DONTNEED) */
+	int follow;        /* fmt_follow: a growing file read in steps; no samples delivered */
+	uint64_t stop_off; /* follow: where reading stopped (the next chunk to decode) */
 } rd;
 
 /* A mapped file's pages behind the chunk at `off` are not read again in this pass: give
@@ -539,6 +541,8 @@ static int bt_threads(bytime *b, uint32_t n)
 /* A THREAD record: thread index `idx` is now the one of `tid`. */
 static void bt_thread(rd *r, uint32_t idx, uint64_t tid)
 {
+	if (r->follow)
+		return;
 	bytime *b = bt_get(r);
 	if (!b)
 		return;
@@ -831,7 +835,7 @@ static int decode_segment(rd *r, uint32_t ti, const uint8_t *p, const uint8_t *e
 		if (r->bt && (type == FMT_EV_BEGIN || type == FMT_EV_END)) {
 			bt_before_event(r, ti, now);
 			bt_region(r, ti, type, ev.id);
-		} else if (type == FMT_EV_STEP && r->fn) {
+		} else if (type == FMT_EV_STEP && r->fn && !r->follow) {
 			bt_step(r, now);
 		}
 		if (r->fn && type != FMT_EV_TIME) {
@@ -874,6 +878,8 @@ static int decode_samples(rd *r, cur *c)
 	f->samples_taken = cur_varint(c);
 	f->samples_dropped = cur_varint(c);
 	f->samples_truncated = cur_varint(c);
+	if (r->follow) /* fmt_follow delivers no samples: their step and regions need the flush */
+		return c->bad ? fail(r, FENNEC_ECORRUPT, r->chunk_off, "SAMPLES: counters run past the end of the chunk") : 0;
 	uint64_t t = 0;
 	const uint8_t *base = c->p;
 	while (c->p < c->end && !c->bad) {
@@ -1868,10 +1874,26 @@ static uint64_t skip_damage(rd *r, const uint8_t *data, size_t len, uint64_t off
 	return next;
 }
 
+static int read_chunks_from(rd *r, const uint8_t *data, size_t len, uint64_t start);
+static void fit_clock(fmt_file *f);
+
 static int read_chunks(rd *r, const uint8_t *data, size_t len)
+{
+	return read_chunks_from(r, data, len, 0);
+}
+
+/* Decode the chunks from byte `start` (0: the file's start, with its preamble). With
+ * r->follow a chunk not yet whole (a growing file) stops reading there, at r->stop_off. */
+static int read_chunks_from(rd *r, const uint8_t *data, size_t len, uint64_t start)
 {
 	fmt_file *f = r->f;
 	f->size = len;
+	if (r->follow && len < (start ? start : FMT_PREAMBLE_LEN)) {
+		r->stop_off = start;
+		return 0;
+	}
+	if (start)
+		goto chunks;
 	if (len < FMT_PREAMBLE_LEN) {
 		if (len >= 4 && memcmp(data, FMT_MAGIC, 4) != 0)
 			return fail(r, FENNEC_EFOREIGN, 0, "not a fennec profile (wrong magic)");
@@ -1886,11 +1908,19 @@ static int read_chunks(rd *r, const uint8_t *data, size_t len)
 			    f->major, f->minor, FMT_MAJOR);
 	if (f->major == 0)
 		return fail(r, FENNEC_ECORRUPT, 8, "format version 0 is invalid");
-	uint64_t off = FMT_PREAMBLE_LEN;
+chunks:;
+	uint64_t off = start ? start : FMT_PREAMBLE_LEN;
 	r->scan_budget = 4 * (uint64_t)len + (1u << 20);
 	r->dropped = 0;
 	while (off < len) {
 		r->chunk_off = off;
+		r->stop_off = off;
+		if (r->follow && (len - off < FMT_CHUNK_HDR_LEN ||
+				  cm_le32(data + off + 4) > len - off - FMT_CHUNK_HDR_LEN)) {
+			/* not yet whole: the writer is still at it. (A corrupt length stalls the
+			 * following here; the full reader says what it is.) */
+			return 0;
+		}
 		drop_behind(r, data, off);
 		if (len - off < FMT_CHUNK_HDR_LEN) {
 			if (!r->seen_header)
@@ -1982,6 +2012,8 @@ static int read_chunks(rd *r, const uint8_t *data, size_t len)
 			rc = decode_header(r, &c);
 			if (!rc && r->header_only)
 				return 0;
+			if (!rc && r->follow)
+				fit_clock(f); /* the header's rate, for the events of this poll */
 			break;
 		case FMT_SITES: rc = decode_sites(r, &c); break;
 		case FMT_THREAD: rc = decode_threads(r, &c); break;
@@ -2005,9 +2037,12 @@ static int read_chunks(rd *r, const uint8_t *data, size_t len)
 		if (rc)
 			return rc;
 		off += FMT_CHUNK_HDR_LEN + stored;
+		r->stop_off = off;
 		if (type == FMT_END)
 			break; /* anything after END is not part of this session */
 	}
+	if (!r->seen_header && r->follow)
+		return 0;
 	if (!r->seen_header)
 		return fail(r, FENNEC_ETRUNCATED, off, "no HEADER chunk");
 	f->cut_short = !f->has_end;
@@ -2284,4 +2319,117 @@ void fmt_file_free(fmt_file *f)
 	free(f->calib);
 	free(f->path);
 	memset(f, 0, sizeof *f);
+}
+
+/* ---- following a growing file (fmt_follow_*) ---- */
+
+struct fmt_follow {
+	rd r;
+	fmt_file f;
+	fmt_error err;
+	uint64_t off;      /* the next chunk to decode; 0: the file's start */
+	dev_t dev;
+	ino_t ino;
+	int opened;        /* dev and ino are the file's */
+	uint64_t generation; /* files seen at the path, less one (a replaced file restarts) */
+	int failed;        /* a decoding error: nothing more is read of this file */
+};
+
+fmt_follow *fmt_follow_new(const char *path)
+{
+	fmt_follow *w = calloc(1, sizeof *w);
+	if (!w || !(w->f.path = strdup(path))) {
+		free(w);
+		return NULL;
+	}
+	w->r.f = &w->f;
+	w->r.name = w->f.path;
+	w->r.err = &w->err;
+	w->r.follow = 1;
+	return w;
+}
+
+/* Start again at the file's start (a new file at the path). */
+static void follow_reset(fmt_follow *w)
+{
+	char *path = w->f.path;
+	fmt_file_free_records(&w->f);
+	free(w->f.calib);
+	memset(&w->f, 0, sizeof w->f);
+	w->f.path = path;
+	bt_free(w->r.bt);
+	w->r.bt = NULL;
+	w->r.seen_header = 0;
+	w->off = 0;
+	w->failed = 0;
+	w->generation++;
+}
+
+int fmt_follow_poll(fmt_follow *w, fmt_event_fn fn, void *ctx, fmt_error *err)
+{
+	memset(err, 0, sizeof *err);
+	int fd = open(w->f.path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+	struct stat st;
+	if (fd < 0 || fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) {
+		int e = fd < 0 ? errno : 0;
+		if (fd >= 0)
+			close(fd);
+		err->code = e == ENOENT ? FENNEC_ENOENT : e ? FENNEC_EIO : FENNEC_EINVAL;
+		snprintf(err->msg, sizeof err->msg, "%s: %s", w->f.path, e ? strerror(e) : "not a regular file");
+		return err->code;
+	}
+	uint64_t len = (uint64_t)st.st_size;
+	if (w->opened && (st.st_dev != w->dev || st.st_ino != w->ino || len < w->off))
+		follow_reset(w); /* replaced, or truncated: another recording */
+	w->dev = st.st_dev;
+	w->ino = st.st_ino;
+	w->opened = 1;
+	if (w->failed || w->f.has_end || len <= w->off || len < FMT_PREAMBLE_LEN) {
+		close(fd);
+		if (w->failed)
+			*err = w->err;
+		return w->failed ? w->err.code : 0;
+	}
+	/* The whole file is mapped, and only the pages from w->off on are touched. */
+	const uint8_t *data = mmap(NULL, (size_t)len, PROT_READ, MAP_PRIVATE, fd, 0);
+	close(fd);
+	if (data == MAP_FAILED) {
+		err->code = FENNEC_EIO;
+		snprintf(err->msg, sizeof err->msg, "%s: cannot map file: %s", w->f.path, strerror(errno));
+		return err->code;
+	}
+	w->r.fn = fn;
+	w->r.ctx = ctx;
+	w->r.stop_off = w->off;
+	memset(&w->err, 0, sizeof w->err);
+	int rc = read_chunks_from(&w->r, data, (size_t)len, w->off);
+	munmap((void *)data, (size_t)len);
+	w->off = w->r.stop_off;
+	fit_clock(&w->f);
+	for (size_t i = 0; i < w->f.ncalib; i++)
+		if (w->f.calib[i].ticks > w->f.last_ticks)
+			w->f.last_ticks = w->f.calib[i].ticks;
+	if (rc && w->err.code) {
+		w->failed = 1;
+		*err = w->err;
+	}
+	w->r.fn = NULL;
+	return rc;
+}
+
+const fmt_file *fmt_follow_file(const fmt_follow *w) { return w->r.seen_header ? &w->f : NULL; }
+
+uint64_t fmt_follow_offset(const fmt_follow *w) { return w->off; }
+
+uint64_t fmt_follow_generation(const fmt_follow *w) { return w->generation; }
+
+void fmt_follow_free(fmt_follow *w)
+{
+	if (!w)
+		return;
+	fmt_file_free(&w->f);
+	bt_free(w->r.bt);
+	ZSTD_freeDCtx(w->r.dctx);
+	free(w->r.buf);
+	free(w);
 }

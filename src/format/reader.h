@@ -291,4 +291,28 @@ const fmt_gpu_device *fmt_gpu_device_get(const fmt_file *f, uint32_t id);
 
 void fmt_file_free(fmt_file *f);
 
+/*
+ * Following a growing file (a recording in progress: fmt_follow_poll() again and again).
+ * Each poll decodes only the whole chunks written since the last one, delivering their
+ * events to fn as fmt_read does, and keeps the rest of the state (sites, threads, counters
+ * of the last STATS, the clock fit so far) in the file that fmt_follow_file() gives. A
+ * chunk not yet whole is read by the next poll. Differences from fmt_read: events come
+ * with the clock fit known so far (durations in ticks are exact; use fmt_dticks_to_ns at
+ * the time of use); no SAMPLE events (their counters are kept); reading ends at the END
+ * chunk; a file replaced at the path (another inode, or shorter) starts again from its
+ * beginning, fmt_follow_generation() counting the restarts. A decoding error is final for
+ * the file and returned by every later poll.
+ */
+typedef struct fmt_follow fmt_follow;
+fmt_follow *fmt_follow_new(const char *path); /* NULL: out of memory; nothing is opened yet */
+/* 0 (also when nothing new, or the file is too short for its HEADER yet), FENNEC_ENOENT
+ * when the file is not there (yet), another FENNEC_E* code with err filled in, or the
+ * callback's nonzero value. */
+int fmt_follow_poll(fmt_follow *w, fmt_event_fn fn, void *ctx, fmt_error *err);
+/* What was decoded so far; NULL before the HEADER chunk was read. */
+const fmt_file *fmt_follow_file(const fmt_follow *w);
+uint64_t fmt_follow_offset(const fmt_follow *w);     /* bytes decoded (the next chunk's offset) */
+uint64_t fmt_follow_generation(const fmt_follow *w);
+void fmt_follow_free(fmt_follow *w);
+
 #endif

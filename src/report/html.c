@@ -161,6 +161,19 @@ static int flame_json(FILE *out, const ana_profile *p, const rep_page_options *p
 			rep_json_string(out, p->names[p->smp.funcs[f].name]);
 		}
 	}
+	/* each name's kind, for the page's colours: 0 native, 1 Python, 2 a pseudo-frame that
+	 * is no code of the program ("[kernel]", "[fennec]", "[waiting for the GIL]", ...) */
+	fputs("],\n    \"kinds\": [", out);
+	for (uint32_t i = 0, k = 0; i < nk; i++) {
+		uint32_t f = v->tree[order[i]].func;
+		if (f >= p->smp.nfuncs || fname[f] != k)
+			continue;
+		const ana_func *fn = &p->smp.funcs[f];
+		const char *nm = p->names[fn->name];
+		int kind = fn->lang == ANA_LANG_PYTHON ? 1 : nm[0] == '[' && nm[strlen(nm) - 1] == ']' ? 2 : 0;
+		fprintf(out, k ? (k % 32 ? ",%d" : ",\n%d") : "%d", kind);
+		k++;
+	}
 	fputs("],\n    \"name\": [", out);
 	for (uint32_t i = 0; i < nk; i++) {
 		uint32_t f = v->tree[order[i]].func;

@@ -11,6 +11,7 @@ import glob
 import json
 import math
 import os
+import re
 
 from helpers import (SANITIZER, Skip, analyze, analyze_raw, assert_close, assert_true, base_env, fennec_bin,
                      record, run, statistical, timeout)
@@ -125,6 +126,38 @@ def test_python_callee_in_c_extension():
             below += int(n)
     assert_true(below >= 0.5 * use["total_samples"],
                 "numpy frames below use_numpy in %d of its %d samples" % (below, use["total_samples"]))
+
+
+def test_python_html_frame_kinds():
+    """The HTML page's call graph knows each frame's kind (docs/html.md, `flame.kinds`): the
+    Python caller use_numpy is Python code (blue-green), numpy's sort native (red-yellow),
+    bracketed pseudo-frames neither (grey)."""
+    need_plain()
+    r = run(["/usr/bin/python3", "-c", "import numpy"])
+    if r.returncode != 0:
+        raise Skip("numpy is not installed (Debian: python3-numpy)")
+    r, path = record("/usr/bin/python3", os.path.join(PYFIX, "shapes.py"), "numpy", 1.5)
+    rep = analyze(path)
+    lang = {f["name"]: f["language"] for f in funcs(rep)}
+    h = analyze_raw(path, "--format", "html", "-o", "report.html")
+    assert_true(h.returncode == 0, h.describe())
+    m = re.search(r'<script id="fennec-data" type="application/json">(.*?)</script>',
+                  open("report.html", encoding="utf-8").read(), re.S)
+    assert_true(m, "no page data in the report")
+    fl = json.loads(m.group(1))["flame"]
+    assert_true(len(fl["kinds"]) == len(fl["names"]), "one kind per name: %d kinds, %d names" % (
+        len(fl["kinds"]), len(fl["names"])))
+    kind = dict(zip(fl["names"], fl["kinds"]))
+    assert_true(kind.get("use_numpy") == 1, "use_numpy's kind: %r" % kind.get("use_numpy"))
+    native = [n for n, l in lang.items() if l == "native" and n in kind and not n.startswith("[")]
+    assert_true(native, "no native frame in the flame graph: %s" % sorted(kind)[:20])
+    for n in native:
+        assert_true(kind[n] == 0, "native %s has kind %r" % (n, kind[n]))
+    for n, k in kind.items():
+        if n not in lang:
+            continue  # the report lists the top functions only
+        want = 1 if lang.get(n) == "python" else 2 if n.startswith("[") and n.endswith("]") else 0
+        assert_true(k == want, "%s: kind %r, want %r (language %r)" % (n, k, want, lang.get(n)))
 
 
 @timeout(180)

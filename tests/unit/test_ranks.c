@@ -5,7 +5,7 @@
  */
 #include "unit.h"
 
-#include "analyze/analyze.h"
+#include "analyze/aggregate.h"
 
 /* Each name of `names` classified as `want` by `fn`; a mismatch names the name. */
 #define CHECK_NAMES(fn, names, list, want)                                                          \

@@ -496,7 +496,7 @@ UNIT_TEST(symbol_perf_map)
 
 /* ---- samples through the whole analysis: a profile built by hand, then ana_load ---- */
 
-#include "analyze/analyze.h"
+#include "analyze/aggregate.h"
 
 typedef struct fsample {
 	uint8_t flags;
