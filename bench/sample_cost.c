@@ -21,8 +21,9 @@
  * of fennec (unwinding, encoding, writing) is not here: each recording measures it
  * (summary.collector_cpu_ns, bench/sampling.sh's second table).
  *
- * Usage: sample_cost [-F HZ] [-r ROUNDS] [-w WORK_MS] [-o results_dir]
- *   defaults: 999 Hz, 40 rounds, 60 ms of work a round.
+ * Usage: sample_cost [-F HZ] [-r ROUNDS] [-w WORK_MS] [-o results_dir] [-s STACK_BYTES]
+ *   defaults: 999 Hz, 40 rounds, 60 ms of work a round, a 12 KiB stack copy (-s: the stack
+ *   configuration's copy, fennec's FENNEC_STACK_COPY; its default is 24 KiB for 256 frames).
  */
 #include <errno.h>
 #include <stdio.h>
@@ -56,7 +57,7 @@ static const char *const mode_what[NMODES] = {
 	"counter off",
 	"IP, TID, TIME into a ring",
 	"+ call chain (perf record -g)",
-	"+ registers, 12 KiB of stack (fennec's ring source)",
+	"+ registers, %u bytes of stack (fennec's ring source)",
 	"a signal to an empty handler, no ring",
 };
 
@@ -64,6 +65,7 @@ static const char *const mode_what[NMODES] = {
 #define DEPTH 100
 
 static volatile long signals;
+static unsigned stack_bytes = 12288; /* -s: the stack mode's copy */
 
 static void on_signal(int sig, siginfo_t *si, void *uc)
 {
@@ -116,7 +118,7 @@ static int open_counter(counter *c, int mode, uint64_t period, int sig)
 	} else if (mode == STACK) {
 		a.sample_type |= PERF_SAMPLE_REGS_USER | PERF_SAMPLE_STACK_USER;
 		a.sample_regs_user = ((1ull << (PERF_REG_X86_IP + 1)) - 1) | (0xffull << PERF_REG_X86_R8);
-		a.sample_stack_user = 12288;
+		a.sample_stack_user = stack_bytes;
 		a.use_clockid = 1;
 		a.clockid = CLOCK_MONOTONIC;
 	}
@@ -152,7 +154,9 @@ static int open_counter(counter *c, int mode, uint64_t period, int sig)
 }
 
 /* Count the samples (and lost ones) in the ring and empty it. */
-static void drain(counter *c, uint64_t *samples, uint64_t *lost)
+static uint64_t dyn_bytes, dyn_samples; /* stack mode: what the kernel copied (dyn_size) */
+
+static void drain(counter *c, uint64_t *samples, uint64_t *lost, int stack)
 {
 	uint64_t head = __atomic_load_n(&c->meta->data_head, __ATOMIC_ACQUIRE);
 	uint64_t tail = c->meta->data_tail;
@@ -170,6 +174,12 @@ static void drain(counter *c, uint64_t *samples, uint64_t *lost)
 			break;
 		if (h.type == PERF_RECORD_SAMPLE) {
 			(*samples)++;
+			uint64_t dyn = 0, o3 = (tail + h.size - 8) & (c->size - 1); /* the record's last word */
+			if (stack && o3 + 8 <= c->size) {
+				memcpy(&dyn, c->data + o3, 8);
+				dyn_bytes += dyn;
+				dyn_samples++;
+			}
 		} else if (h.type == PERF_RECORD_LOST) {
 			uint64_t n = 0, o2 = (tail + 16) & (c->size - 1);
 			if (o2 + 8 <= c->size)
@@ -198,14 +208,15 @@ int main(int argc, char **argv)
 	long hz = 999, rounds = 40, work_ms = 60;
 	const char *outdir = NULL;
 	int opt;
-	while ((opt = getopt(argc, argv, "F:r:w:o:")) != -1) {
+	while ((opt = getopt(argc, argv, "F:r:w:o:s:")) != -1) {
 		switch (opt) {
 		case 'F': hz = atol(optarg); break;
 		case 'r': rounds = atol(optarg); break;
 		case 'w': work_ms = atol(optarg); break;
 		case 'o': outdir = optarg; break;
+		case 's': stack_bytes = (unsigned)((strtoul(optarg, NULL, 0) + 7) & ~7ul); break;
 		default:
-			fprintf(stderr, "usage: %s [-F HZ] [-r ROUNDS] [-w WORK_MS] [-o results_dir]\n", argv[0]);
+			fprintf(stderr, "usage: %s [-F HZ] [-r ROUNDS] [-w WORK_MS] [-o results_dir] [-s STACK_BYTES]\n", argv[0]);
 			return 2;
 		}
 	}
@@ -265,7 +276,7 @@ int main(int argc, char **argv)
 			if (m == SIGNAL)
 				s[m] = (uint64_t)(signals - sig0);
 			else if (m != OFF)
-				drain(&c[m], &s[m], &nlost[m]);
+				drain(&c[m], &s[m], &nlost[m], m == STACK);
 		}
 		for (int m = IP; m < NMODES; m++) {
 			ratio[m][r] = t[m] / t[OFF];
@@ -294,7 +305,9 @@ int main(int argc, char **argv)
 		}
 		double med = median(ratio[m], (int)rounds), u = median(us[m], (int)rounds);
 		double spr = (double)nsamples[m] / (double)rounds;
-		printf("| %s | %s | %.4f [%.4f, %.4f] | %.1f | %.1f | %.2f %% |\n", mode_name[m], mode_what[m], med, lo, hi, spr, u,
+		char what[128];
+		snprintf(what, sizeof what, mode_what[m], stack_bytes);
+		printf("| %s | %s | %.4f [%.4f, %.4f] | %.1f | %.1f | %.2f %% |\n", mode_name[m], what, med, lo, hi, spr, u,
 		       u * (double)hz / 1e4);
 		if (tsv)
 			fprintf(tsv, "%s\t%ld\t%ld\t%.5f\t%.5f\t%.5f\t%.1f\t%.2f\t%.3f\t%llu\n", mode_name[m], hz, rounds, med, lo, hi, spr, u,
@@ -303,6 +316,9 @@ int main(int argc, char **argv)
 			printf("  (%s: %llu samples lost: the ring filled)\n", mode_name[m], (unsigned long long)nlost[m]);
 	}
 	printf("\nus per sample: median over rounds of (round CPU - off round CPU) / samples; at HZ: that cost times the rate\n");
+	if (dyn_samples)
+		printf("stack: the kernel copied %.0f of the %u bytes asked for, on average (dyn_size; the copy ends at the top of the stack's mapping)\n",
+		       (double)dyn_bytes / (double)dyn_samples, stack_bytes);
 	if (tsv) {
 		fclose(tsv);
 		printf("wrote %s\n", path);

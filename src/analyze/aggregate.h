@@ -17,11 +17,6 @@
 /* The roofline of the annotated regions (roofline.c): after the statistics. 0 or ENOMEM. */
 int ana_roofline_build(ana_profile *p);
 
-/* The files to load for `paths` (src/analyze/files.c), in model order: by rank, each
- * recording's first process first, then by start time. *out is malloc'd, each string too. */
-int ana_list_files(const char *const *paths, size_t npaths, char ***out, size_t *nout, fmt_error *err,
-		   ana_profile *p);
-
 /*
  * Ranks and processes (src/analyze/ranks.c), called by ana_load once the regions are
  * final: per-process and per-rank totals, steps and top regions, and p->balance. Returns

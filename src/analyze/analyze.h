@@ -595,6 +595,12 @@ typedef struct ana_profile {
 	int cut_short;
 } ana_profile;
 
+/* The files to load for `paths` (src/analyze/files.c), in model order: by rank, each
+ * recording's first process first, then by start time. *out is malloc'd, each string too. The
+ * live metrics (view/metrics.c) list a growing recording's files with it. */
+int ana_list_files(const char *const *paths, size_t npaths, char ***out, size_t *nout, fmt_error *err,
+		   ana_profile *p);
+
 /*
  * Load the recording at `path`: the file and every sibling `path.<pid>.<n>` with the
  * same recording id, or every profile in `path` if it is a directory. A directory may

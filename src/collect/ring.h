@@ -24,6 +24,10 @@ typedef struct col_ring {
 	char pad[56];
 } col_ring;
 
+/* Rings of this size or more ask for huge pages (col_ring_init()): the sample ring and
+ * full mode's heap ring, the two whose traffic is heavy. */
+#define COL_RING_HUGE_MIN (8u << 20)
+
 /* Map a ring of `size` bytes (a power of two). Returns 0, or -1 when mmap fails. */
 int col_ring_init(col_ring *r, uint64_t size);
 
