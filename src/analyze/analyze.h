@@ -42,7 +42,9 @@ typedef struct ana_node {
 	uint32_t first_child, next_sibling;
 	uint64_t total_ns, self_ns, child_ns;
 	ana_u64vec durations; /* per call, ns, in no particular order; freed after statistics
-			       * unless ana_options.keep_durations */
+			       * unless ana_options.keep_durations; past a budget (sketch.h) the
+			       * node keeps `sketch` instead and this is empty */
+	struct ana_sketch *sketch; /* the durations' histogram once they passed the budget, or NULL */
 	ana_dist dist;        /* over calls */
 	uint32_t threads;     /* distinct threads */
 	uint64_t open;        /* calls still open at the end */
@@ -578,6 +580,7 @@ typedef struct ana_profile {
 				   * statistics are of the one with the most marks (steps_tid) */
 	uint64_t steps_tid;
 	uint32_t deep_threads;    /* threads that reached FMT_MAX_DEPTH open regions */
+	size_t exact_held;        /* region durations kept exactly, all nodes (sketch.h's budget) */
 	ana_dist step_dist;
 	ana_sampling smp;
 	ana_memory mem;

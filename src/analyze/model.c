@@ -2,12 +2,13 @@
  * model.c - builds the analysis model from a recording: finds the process files,
  * replays each thread's events through a region stack into a call tree keyed by
  * nesting path, collects steps, metrics, threads and processes, then computes the
- * statistics (exact percentiles by selection, not sorting). Streaming: memory grows
- * with the number of region calls (8 bytes each) and metric updates (16 bytes each),
- * not with the file.
+ * statistics (exact percentiles by selection, not sorting, up to sketch.h's budget of
+ * kept durations, a log-bucket histogram past it). Streaming: memory grows with the
+ * number of metric updates (16 bytes each) and steps, not with the file or the calls.
  */
 #include "analyze/aggregate.h"
 #include "analyze/map.h"
+#include "analyze/sketch.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -369,10 +370,10 @@ static int on_event(void *vc, const fmt_file *f, const fmt_event *ev)
 		uint64_t dt = ev->ticks - fr.start;
 		ana_node *n = &p->nodes[fr.node];
 		uint64_t dns = (uint64_t)llround(fmt_dticks_to_ns(f, dt));
-		uint64_t cns = (uint64_t)llround(fmt_dticks_to_ns(f, fr.child_ticks));
+		uint64_t cns = fr.child_ticks ? (uint64_t)llround(fmt_dticks_to_ns(f, fr.child_ticks)) : 0;
 		n->total_ns += dns;
 		n->child_ns += cns;
-		if (u64_push(&n->durations, dns) < 0 || tnode_end(p, fr.tn, t->step_ticks.n, dns, cns) < 0)
+		if (ana_durations_add(p, n, dns) < 0 || tnode_end(p, fr.tn, t->step_ticks.n, dns, cns) < 0)
 			goto oom;
 		if (t->depth)
 			t->stack[t->depth - 1].child_ticks += dt;
@@ -828,7 +829,12 @@ int ana_load_paths(const char *const *paths, size_t npaths, const ana_options *o
 	for (uint32_t n = 0; n < p->nnodes; n++) {
 		ana_node *x = &p->nodes[n];
 		x->self_ns = x->total_ns > x->child_ns ? x->total_ns - x->child_ns : 0;
-		ana_dist_compute_u64(&x->dist, x->durations.v, x->durations.n);
+		if (x->sketch) {
+			ana_sketch_dist(x->sketch, &x->dist);
+			free(x->sketch);
+			x->sketch = NULL;
+		} else
+			ana_dist_compute_u64(&x->dist, x->durations.v, x->durations.n);
 		if (!p->opt.keep_durations) {
 			free(x->durations.v);
 			x->durations.v = NULL;
@@ -869,6 +875,7 @@ void ana_profile_free(ana_profile *p)
 	free(p->roof.r);
 	for (uint32_t i = 0; i < p->nnodes; i++) {
 		free(p->nodes[i].durations.v);
+		free(p->nodes[i].sketch);
 		free(p->nodes[i].path);
 	}
 	free(p->nodes);

@@ -17,6 +17,8 @@
 #include <unistd.h>
 #include <zstd.h>
 
+#include "format/pipe.h"
+
 #define MAX_SITES FMT_MAX_SITE_ID /* a 24-byte record with id 2^23 made a 512 MB table */
 #define MAX_THREADS (1u << 24)
 
@@ -36,9 +38,25 @@ typedef struct rd {
 	struct bytime *bt; /* samples waiting for their regions and step (bytime_*) */
 	unsigned flags;    /* FMT_READ_* */
 	uint64_t scan_budget; /* payload bytes the search for a whole chunk may still checksum */
+	fmt_pipe *pipe;    /* region, step and metric events go to the callback's thread (pipe.h), or NULL */
+	int mapped;        /* the data is a read-only file mapping of ours: pages read can be dropped */
+	uint64_t dropped;  /* bytes at the start of the mapping given back (MADV_DONTNEED) */
 	int follow;        /* fmt_follow: a growing file read in steps; no samples delivered */
 	uint64_t stop_off; /* follow: where reading stopped (the next chunk to decode) */
 } rd;
+
+/* A mapped file's pages behind the chunk at `off` are not read again in this pass: give
+ * them back, so that the resident set of a big file's analysis stays a window, not the
+ * file (a clean private file page is read again from the page cache if ever touched). */
+#define DROP_WINDOW (32u << 20)
+static void drop_behind(rd *r, const uint8_t *data, uint64_t off)
+{
+	if (!r->mapped || off - r->dropped < 2 * (uint64_t)DROP_WINDOW)
+		return;
+	uint64_t to = (off - DROP_WINDOW) & ~(uint64_t)0xfffff; /* 1 MiB: a multiple of the page size */
+	if (to > r->dropped && !madvise((void *)(data + r->dropped), to - r->dropped, MADV_DONTNEED))
+		r->dropped = to;
+}
 
 static void fmt_file_free_records(fmt_file *f);
 static void bt_thread(rd *r, uint32_t idx, uint64_t tid);
@@ -708,6 +726,27 @@ static int bt_flush(rd *r)
 }
 
 /* Decode one thread's segment of events. */
+/* A region, step or metric event to the callback: through the pipe when there is one. */
+static inline int deliver_ev(rd *r, const fmt_event *ev)
+{
+	if (!r->pipe)
+		return r->fn(r->ctx, r->f, ev);
+	fmt_pipe_ev *q = fmt_pipe_next(r->pipe);
+	if (!q)
+		return fmt_pipe_drain(r->pipe); /* the callback failed */
+	q->type = (uint8_t)ev->type;
+	q->flags = (uint8_t)ev->flags;
+	q->thread = ev->thread;
+	q->id = ev->id;
+	q->ticks = ev->ticks;
+	q->u = ev->u;
+	if (ev->type == FMT_EV_COUNTER)
+		q->i = ev->i;
+	else
+		q->f = ev->f;
+	return 0;
+}
+
 static int decode_segment(rd *r, uint32_t ti, const uint8_t *p, const uint8_t *end, const uint8_t *base)
 {
 	fmt_file *f = r->f;
@@ -793,7 +832,7 @@ static int decode_segment(rd *r, uint32_t ti, const uint8_t *p, const uint8_t *e
 					bt_region(r, ti, FMT_EV_BEGIN, ev.id);
 				}
 				if (r->fn) {
-					int rc = r->fn(r->ctx, f, &ev);
+					int rc = deliver_ev(r, &ev);
 					if (rc)
 						return rc;
 				}
@@ -824,7 +863,7 @@ static int decode_segment(rd *r, uint32_t ti, const uint8_t *p, const uint8_t *e
 			bt_step(r, now);
 		}
 		if (r->fn && type != FMT_EV_TIME) {
-			int rc = r->fn(r->ctx, f, &ev);
+			int rc = deliver_ev(r, &ev);
 			if (rc)
 				return rc;
 		}
@@ -1896,6 +1935,7 @@ static int read_chunks_from(rd *r, const uint8_t *data, size_t len, uint64_t sta
 chunks:;
 	uint64_t off = start ? start : FMT_PREAMBLE_LEN;
 	r->scan_budget = 4 * (uint64_t)len + (1u << 20);
+	r->dropped = 0;
 	while (off < len) {
 		r->chunk_off = off;
 		r->stop_off = off;
@@ -1905,6 +1945,7 @@ chunks:;
 			 * following here; the full reader says what it is.) */
 			return 0;
 		}
+		drop_behind(r, data, off);
 		if (len - off < FMT_CHUNK_HDR_LEN) {
 			if (!r->seen_header)
 				return fail(r, FENNEC_ETRUNCATED, off, "file ends inside the first chunk header");
@@ -1984,6 +2025,9 @@ chunks:;
 		}
 		cur c = {p, p + raw, 0};
 		int rc = 0;
+		/* Other chunks change the tables the callback reads, or call it themselves. */
+		if (r->pipe && type != FMT_EVENTS && (rc = fmt_pipe_drain(r->pipe)) != 0)
+			return rc;
 		switch (type) {
 		case FMT_HEADER:
 			if (r->seen_header)
@@ -2057,6 +2101,11 @@ static int read_two_pass(rd *r, const uint8_t *data, size_t len)
 	r->calib_pass = 0;
 	r->seen_header = 0;
 	int rc = read_chunks(r, data, len);
+	if (r->pipe) { /* what was queued before the end (or the damage) is delivered first */
+		int prc = fmt_pipe_drain(r->pipe);
+		if (prc)
+			rc = prc;
+	}
 	/* The first pass checks the clock chunks only: it also took the points of intact chunks
 	 * after a damaged one, where the second pass stopped. What is kept of a damaged file
 	 * (with --force) ends where the reading did: its time ends at the last clock point
@@ -2082,14 +2131,18 @@ static int read_two_pass(rd *r, const uint8_t *data, size_t len)
 }
 
 static int read_mem(const uint8_t *data, size_t len, const char *name, unsigned flags, fmt_file *f,
-		    fmt_event_fn fn, void *ctx, fmt_error *err, int header_only)
+		    fmt_event_fn fn, void *ctx, fmt_error *err, int header_only, int mapped)
 {
 	memset(f, 0, sizeof *f);
 	memset(err, 0, sizeof *err);
 	f->path = strdup(name ? name : "<memory>");
 	rd r = {.f = f, .name = f->path ? f->path : "<memory>", .err = err, .fn = fn, .ctx = ctx,
-		.header_only = header_only, .flags = flags};
+		.header_only = header_only, .flags = flags, .mapped = mapped};
+	/* A second core for recordings big enough to repay a thread (pipe.h). */
+	if (!header_only && fn && len >= FMT_PIPE_MIN_BYTES)
+		r.pipe = fmt_pipe_start(fn, ctx, f);
 	int rc = header_only ? read_chunks(&r, data, len) : read_two_pass(&r, data, len);
+	fmt_pipe_stop(r.pipe);
 	f->read_flags = flags;
 	bt_free(r.bt);
 	ZSTD_freeDCtx(r.dctx);
@@ -2100,13 +2153,13 @@ static int read_mem(const uint8_t *data, size_t len, const char *name, unsigned 
 int fmt_read_mem(const uint8_t *data, size_t len, const char *name, fmt_file *f, fmt_event_fn fn,
 		 void *ctx, fmt_error *err)
 {
-	return read_mem(data, len, name, 0, f, fn, ctx, err, 0);
+	return read_mem(data, len, name, 0, f, fn, ctx, err, 0, 0);
 }
 
 int fmt_read_mem_ex(const uint8_t *data, size_t len, const char *name, unsigned flags, fmt_file *f,
 		    fmt_event_fn fn, void *ctx, fmt_error *err)
 {
-	return read_mem(data, len, name, flags, f, fn, ctx, err, 0);
+	return read_mem(data, len, name, flags, f, fn, ctx, err, 0, 0);
 }
 
 /* What a file that stats as empty holds: /proc and /sys files give st_size 0 and have
@@ -2211,7 +2264,7 @@ static int read_path(const char *path, unsigned flags, fmt_file *f, fmt_event_fn
 		madvise((void *)data, len, MADV_SEQUENTIAL);
 	}
 	close(fd);
-	int rc = read_mem(data ? data : (const uint8_t *)"", len, path, flags, f, fn, ctx, err, header_only);
+	int rc = read_mem(data ? data : (const uint8_t *)"", len, path, flags, f, fn, ctx, err, header_only, data && !copy);
 	if (copy)
 		free(copy);
 	else if (data)

@@ -1,0 +1,43 @@
+"""Analysis of a big recording: memory bounded, not 8 bytes a region call (issue 29 item 4),
+and the two-thread reader (format/pipe.c) giving the same JSON as one thread (issue 34 item 3)."""
+
+import os
+import subprocess
+
+from helpers import assert_eq, assert_true, base_env, fennec_bin, parse_json, record, region, SANITIZER, timeout
+
+PAIRS = 20000000  # 40 M events, 4-7 MB on disk: before, the analysis needed ~170 MiB
+
+
+def analyze_rss(path, threads):
+    """`fennec analyze PATH --format json` with FENNEC_ANALYZE_THREADS=threads: (stdout bytes,
+    the child's peak RSS in KiB, from its own rusage)."""
+    env = base_env({"FENNEC_ANALYZE_THREADS": str(threads)})
+    p = subprocess.Popen([fennec_bin(), "analyze", path, "--format", "json"], stdout=subprocess.PIPE,
+                         stderr=subprocess.DEVNULL, env=env)
+    out = p.stdout.read()
+    _, status, ru = os.wait4(p.pid, 0)
+    p.returncode = os.waitstatus_to_exitcode(status)
+    assert_eq(p.returncode, 0, "fennec analyze exit status (FENNEC_ANALYZE_THREADS=%d)" % threads)
+    return out, ru.ru_maxrss
+
+
+@timeout(240)
+def test_big_recording_bounded_memory_and_same_json_on_one_or_two_threads():
+    r, path = record("flood", PAIRS, out="big.fnc",
+                     opts=("--sample=off", "--memory=off", "--buffer-kb", "32768"))
+    assert_true(os.path.getsize(path) > 1 << 20, "the recording is smaller than the two-thread reader's 1 MiB")
+    one, rss_one = analyze_rss(path, 1)
+    two, rss_two = analyze_rss(path, 2)
+    assert_true(one == two, "FENNEC_ANALYZE_THREADS=1 and =2 gave different JSON (%d and %d bytes)"
+                % (len(one), len(two)))
+    rep = parse_json(one.decode())
+    dropped = rep["summary"]["dropped_events"]
+    flood = region(rep, "flood")
+    assert_eq(flood["count"] + dropped // 2, PAIRS, "flood calls read plus dropped pairs")
+    assert_true(flood["min_ns"] <= flood["p50_ns"] <= flood["p95_ns"] <= flood["p99_ns"] <= flood["max_ns"],
+                "flood percentiles out of order: %r" % flood)
+    if not SANITIZER:  # a sanitizer's shadow memory is not fennec's
+        for what, rss in (("one thread", rss_one), ("two threads", rss_two)):
+            assert_true(rss < 100 * 1024, "analysing %d region pairs on %s took %d KiB, over 100 MiB"
+                        % (PAIRS, what, rss))
