@@ -85,6 +85,9 @@ def test_kernel_time_names_the_page_faults():
     r, path = record("advice", "kernel", 40, 16)
     t = json.loads(r.stdout)
     truth = 100.0 * t["sys_ns"] / (t["sys_ns"] + t["user_ns"])
+    if truth < 45:
+        raise Skip("this machine counts most of a page fault as user time (the fixture measured "
+                   "%.0f %% in the kernel): the kernel advice's premise does not hold" % truth)
     rep = analyze(path)
     if rep["samples"]["source"] != "perf_event task-clock ring":
         raise Skip("the ring source is not used here: %s" % rep["samples"]["source"])

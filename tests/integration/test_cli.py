@@ -158,7 +158,9 @@ def test_failed_write_ends_the_file():
 
 @collector
 def test_file_size_limit_keeps_the_exit_status():
-    """Under `ulimit -f` (RLIMIT_FSIZE, 640 KiB) that the recording reaches: a write past it
+    """Under `ulimit -f 256` (RLIMIT_FSIZE; dash counts 512-byte blocks: 128 KiB), which the
+    recording reaches (before, 640 blocks were 320 KiB, and the whole 4 M-event recording,
+    320,292 bytes compressed, could fit under them: no cut, the test failed): a write past it
     fails with EFBIG and raises SIGXFSZ, whose default action ends the process. The writer
     thread blocks it; the lazy writer (--sample off, a single thread: fennec writes on the
     program's thread) let it through, and the program died "File size limit exceeded"
@@ -168,7 +170,7 @@ def test_file_size_limit_keeps_the_exit_status():
         what = " ".join(opts)
         out = "fsize%d.fnc" % len(opts)
         cmd, env = record_command(fixture("flood"), (2000000, 13), out=out, opts=opts)
-        r = run(["sh", "-c", 'ulimit -f 640 && exec "$@"', "sh"] + cmd, env=env)
+        r = run(["sh", "-c", 'ulimit -f 256 && exec "$@"', "sh"] + cmd, env=env)
         assert_eq(r.returncode, 13, "%s: the program's exit status under ulimit -f (%s)" % (what, r.describe()))
         rep = analyze(out)
         assert_eq(rep["summary"]["cut_short"], True, "%s: summary.cut_short" % what)
