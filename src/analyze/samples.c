@@ -754,15 +754,38 @@ static int py_merge(fin *x, uint32_t proc, const fmt_file *f, const uint64_t *py
 	ana_profile *p = x->p;
 	if (!n)
 		return 0;
+	if (x->eval_name == ANA_NONE && (x->eval_name = ana_intern(p, "_PyEval_EvalFrameDefault")) == ANA_NONE)
+		return -1;
+	uint32_t interp = ANA_NONE, evals = 0;
+	for (size_t i = 0; i < *nl; i++) {
+		const ana_func *fn = &p->smp.funcs[p->smp.locs[x->tmp[i]].func];
+		if (fn->name == x->eval_name) {
+			interp = fn->module;
+			evals++;
+		}
+	}
 	/* A thread without the GIL inside the interpreter's take_gil waits for it: its leaf
-	 * frames (the condition variable's wait, the futex) become one [waiting for the GIL] */
+	 * frames (the condition variable's wait, the futex) become one [waiting for the GIL].
+	 * An interpreter without its static symbols (Debian's python3.11 is stripped to its
+	 * dynamic ones: take_gil is "python3.11+0x4f92c0") is known by its wait instead: the
+	 * first frame of the interpreter, unnamed, right above libc's pthread_cond_timedwait,
+	 * which only take_gil calls there (sleeps, I/O and threading's locks wait in
+	 * clock_nanosleep, read, select and sem_clockwait). */
 	if (!(flags & FMT_S_GIL) && !p->opt.native) {
 		if (x->take_gil == ANA_NONE && (x->take_gil = ana_intern(p, "take_gil")) == ANA_NONE)
 			return -1;
+		int cond_wait = 0;
 		for (size_t i = 0; i < *nl; i++) {
 			const ana_func *fn = &p->smp.funcs[p->smp.locs[x->tmp[i]].func];
 			const char *nm = p->names[fn->name];
-			if (fn->name == x->take_gil || !strncmp(nm, "take_gil.", 9)) {
+			int unnamed_wait = 0;
+			if (interp != ANA_NONE && fn->module == interp) {
+				unnamed_wait = cond_wait == 1 && strstr(nm, "+0x") != NULL;
+				cond_wait = -1; /* the first interpreter frame decides */
+			} else if (cond_wait >= 0 && strstr(nm, "pthread_cond_timedwait")) {
+				cond_wait = 1;
+			}
+			if (fn->name == x->take_gil || !strncmp(nm, "take_gil.", 9) || unnamed_wait) {
 				uint32_t g = gil_loc(x, proc, cache);
 				if (g == ANA_NONE)
 					return -1;
@@ -779,16 +802,6 @@ static int py_merge(fin *x, uint32_t proc, const fmt_file *f, const uint64_t *py
 	for (uint32_t i = 0; i < n; i++)
 		if ((x->py[i] = py_loc(x, proc, f, cache, py[i])) == ANA_NONE)
 			return -1;
-	if (x->eval_name == ANA_NONE && (x->eval_name = ana_intern(p, "_PyEval_EvalFrameDefault")) == ANA_NONE)
-		return -1;
-	uint32_t interp = ANA_NONE, evals = 0;
-	for (size_t i = 0; i < *nl; i++) {
-		const ana_func *fn = &p->smp.funcs[p->smp.locs[x->tmp[i]].func];
-		if (fn->name == x->eval_name) {
-			interp = fn->module;
-			evals++;
-		}
-	}
 	/* the result, built in a copy */
 	size_t cap = *nl + n + 1;
 	uint32_t *out = malloc(cap * sizeof *out);
