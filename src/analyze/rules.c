@@ -19,8 +19,8 @@ static const char *base_name(const char *path)
 
 /* From this share of its on-CPU time in the kernel, a hot region's or function's advice is
  * about the kernel's part (page faults, system calls), not "optimise its code": a program
- * that only touches new pages was 46-49 % kernel on these VMs, where the hypervisor's part
- * of a fault is counted as the guest's user time (the fixture's own getrusage says 49 %). */
+ * that only touches new pages was 40-49 % kernel on these VMs, where the hypervisor's part
+ * of a fault is counted as the guest's user time (the fixture's own getrusage). */
 #define KERNEL_ADVICE_SHARE 0.4
 /*
  * A region's time split by what its threads were doing (docs/bottlenecks.md "hot_operation"):

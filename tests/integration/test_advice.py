@@ -85,9 +85,6 @@ def test_kernel_time_names_the_page_faults():
     r, path = record("advice", "kernel", 40, 16)
     t = json.loads(r.stdout)
     truth = 100.0 * t["sys_ns"] / (t["sys_ns"] + t["user_ns"])
-    if truth < 45:
-        raise Skip("this machine counts most of a page fault as user time (the fixture measured "
-                   "%.0f %% in the kernel): the kernel advice's premise does not hold" % truth)
     rep = analyze(path)
     if rep["samples"]["source"] != "perf_event task-clock ring":
         raise Skip("the ring source is not used here: %s" % rep["samples"]["source"])
@@ -98,15 +95,21 @@ def test_kernel_time_names_the_page_faults():
     assert_true("page faults in touch_pages" in e["text"] and "region touch" in e["text"],
                 "the evidence names the faults and the region: %r" % e["text"])
     assert_true("first time" in f["recommendation"], "advice on the faults: %r" % f["recommendation"])
+    # The advice follows the evidence: from 40 % of the on-CPU time in the kernel (and no
+    # less than off CPU) it is about the kernel's part, not the code. On these VMs the
+    # fixture measures itself 40-49 % in the kernel (the hypervisor's part of a fault is
+    # user time), so either side of the line can be what a run shows.
     op = one(rep, "hot_operation", "touch")
-    assert_true("Halving" not in op["recommendation"], "hot_operation on its code: %r" % op["recommendation"])
-    # a busy machine keeps the thread waiting for a CPU: off CPU may then be the larger part
-    if op["evidence"]["kernel_pct"] >= op["evidence"]["offcpu_pct"]:
-        assert_true("in the kernel" in op["recommendation"], "hot_operation on the kernel's time: %r" % op["recommendation"])
+    oe = op["evidence"]
+    if oe["kernel_pct"] >= 0.4 * oe["oncpu_pct"] and oe["kernel_pct"] >= oe["offcpu_pct"]:
+        assert_true("in the kernel" in op["recommendation"] and "Halving" not in op["recommendation"],
+                    "hot_operation with %.0f %% in the kernel: %r" % (oe["kernel_pct"], op["recommendation"]))
     for h in findings(rep, "hot_function"):
         if h["subject"] == "touch_pages":
-            assert_true("kernel" in h["recommendation"] and "Optimise" not in h["recommendation"],
-                        "hot_function touch_pages: %r" % h["recommendation"])
+            kernel_advice = "kernel" in h["recommendation"] and "Optimise" not in h["recommendation"]
+            assert_eq(kernel_advice, h["evidence"]["kernel_pct"] >= 40,
+                      "hot_function touch_pages with %.0f %% in the kernel advises on the kernel: %r" % (
+                          h["evidence"]["kernel_pct"], h["recommendation"]))
 
 
 def test_rss_above_heap_from_fragmentation():
