@@ -13,7 +13,6 @@
 #include <errno.h>
 #include <math.h>
 #include <microhttpd.h>
-#include <netdb.h>
 #include <netinet/in.h>
 #include <pthread.h>
 #include <signal.h>
@@ -26,6 +25,7 @@
 
 #include "common/lib.h"
 #include "format/reader.h"
+#include "view/http.h"
 
 #define MAX_URL 256
 #define MAX_CONNECTIONS 32
@@ -824,20 +824,6 @@ static enum MHD_Result plain(struct MHD_Connection *c, unsigned status, const ch
 
 /* Host header of a loopback server: a loopback name with our port, or none (HTTP/1.0):
  * a page elsewhere cannot read the metrics by DNS rebinding. */
-static int host_ok(const view_metrics *s, const char *host)
-{
-	if (!host || !s->loopback)
-		return 1;
-	char want[96];
-	const char *names[] = {"127.0.0.1", "localhost", "[::1]", s->bound};
-	for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
-		snprintf(want, sizeof want, "%s:%u", names[i], s->port);
-		if (!strcasecmp(host, want) || (s->port == 80 && !strcasecmp(host, names[i])))
-			return 1;
-	}
-	return 0;
-}
-
 /* Whether Accept asks for OpenMetrics (with a q that is not 0). */
 static int wants_openmetrics(const char *accept)
 {
@@ -876,7 +862,8 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
 		return plain(c, MHD_HTTP_CONTENT_TOO_LARGE, "request bodies are not accepted\n");
 	if (!get && !head)
 		return plain(c, MHD_HTTP_METHOD_NOT_ALLOWED, "only GET and HEAD\n");
-	if (!host_ok(s, mhd.MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_HOST)))
+	if (!view_host_ok(mhd.MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_HOST), s->loopback,
+			  s->bound, s->port))
 		return plain(c, MHD_HTTP_FORBIDDEN, "unexpected Host header\n");
 	if (strcmp(url, "/metrics"))
 		return plain(c, MHD_HTTP_NOT_FOUND, "not found: the metrics are at /metrics\n");
@@ -934,60 +921,6 @@ int view_metrics_parse_listen(const char *spec, char *host, size_t host_size, un
 	return 0;
 }
 
-static int listen_on(view_metrics *s, const char *host, unsigned port, view_error *err)
-{
-	struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM,
-				 .ai_flags = AI_PASSIVE | AI_NUMERICSERV};
-	struct addrinfo *ai = NULL;
-	char ps[16];
-	snprintf(ps, sizeof ps, "%u", port);
-	int g = getaddrinfo(host, ps, &hints, &ai);
-	if (g) {
-		err->code = FENNEC_EINVAL;
-		snprintf(err->msg, sizeof err->msg, "cannot resolve host '%s': %s", host, gai_strerror(g));
-		return -1;
-	}
-	int fd = -1, e = 0;
-	for (struct addrinfo *a = ai; a; a = a->ai_next) {
-		fd = socket(a->ai_family, a->ai_socktype | SOCK_CLOEXEC, a->ai_protocol);
-		if (fd < 0) {
-			e = errno;
-			continue;
-		}
-		int one = 1;
-		setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-		if (bind(fd, a->ai_addr, a->ai_addrlen) == 0 && listen(fd, 64) == 0) {
-			char num[INET6_ADDRSTRLEN] = "";
-			if (a->ai_family == AF_INET) {
-				s->loopback = (ntohl(((struct sockaddr_in *)a->ai_addr)->sin_addr.s_addr) >> 24) == 127;
-				inet_ntop(AF_INET, &((struct sockaddr_in *)a->ai_addr)->sin_addr, num, sizeof num);
-				snprintf(s->bound, sizeof s->bound, "%s", num);
-			} else if (a->ai_family == AF_INET6) {
-				const struct in6_addr *in6 = &((struct sockaddr_in6 *)a->ai_addr)->sin6_addr;
-				s->loopback = IN6_IS_ADDR_LOOPBACK(in6) || (IN6_IS_ADDR_V4MAPPED(in6) && in6->s6_addr[12] == 127);
-				inet_ntop(AF_INET6, in6, num, sizeof num);
-				snprintf(s->bound, sizeof s->bound, "[%s]", num);
-			}
-			struct sockaddr_storage ss;
-			socklen_t sl = sizeof ss;
-			if (getsockname(fd, (struct sockaddr *)&ss, &sl) == 0)
-				s->port = ntohs(ss.ss_family == AF_INET ? ((struct sockaddr_in *)&ss)->sin_port
-									 : ((struct sockaddr_in6 *)&ss)->sin6_port);
-			break;
-		}
-		e = errno;
-		close(fd);
-		fd = -1;
-	}
-	freeaddrinfo(ai);
-	if (fd < 0) {
-		err->code = FENNEC_EIO;
-		err->sys_errno = e;
-		snprintf(err->msg, sizeof err->msg, "cannot listen on %s port %u: %s", host, port, strerror(e));
-	}
-	return fd;
-}
-
 int view_metrics_open(const char *host, unsigned port, const char *path, view_metrics **out, view_error *err)
 {
 	memset(err, 0, sizeof *err);
@@ -1008,10 +941,11 @@ int view_metrics_open(const char *host, unsigned port, const char *path, view_me
 		snprintf(err->msg, sizeof err->msg, "cannot serve metrics: %s", why);
 		goto fail;
 	}
-	if ((s->fd = listen_on(s, host ? host : "127.0.0.1", port, err)) < 0) {
+	if ((s->fd = view_listen(host ? host : "127.0.0.1", port, &s->loopback, s->bound, sizeof s->bound, err)) < 0) {
 		rc = err->code;
 		goto fail;
 	}
+	s->port = view_bound_port(s->fd);
 	/* The server's threads take no signals: they are the caller's to handle. */
 	sigset_t all, old;
 	sigfillset(&all);

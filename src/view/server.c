@@ -26,6 +26,7 @@
 #include <unistd.h>
 
 #include "common/lib.h"
+#include "view/http.h"
 
 #define MAX_URL 1024
 #define MAX_CONNECTIONS 256
@@ -375,15 +376,15 @@ static enum MHD_Result send_timeline(view_server *s, struct MHD_Connection *c)
 }
 
 /* Host header of a loopback server: a loopback name with our port, or none (HTTP/1.0). */
-static int host_ok(view_server *s, const char *host)
+int view_host_ok(const char *host, int loopback, const char *bound, unsigned port)
 {
-	if (!host || !s->loopback)
+	if (!host || !loopback)
 		return 1;
 	char want[96];
-	const char *names[] = {"127.0.0.1", "localhost", "[::1]", s->bound};
+	const char *names[] = {"127.0.0.1", "localhost", "[::1]", bound};
 	for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
-		snprintf(want, sizeof want, "%s:%u", names[i], s->port);
-		if (!strcasecmp(host, want) || (s->port == 80 && !strcasecmp(host, names[i])))
+		snprintf(want, sizeof want, "%s:%u", names[i], port);
+		if (!strcasecmp(host, want) || (port == 80 && !strcasecmp(host, names[i])))
 			return 1;
 	}
 	return 0;
@@ -444,7 +445,8 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
 		return send_error(s, c, MHD_HTTP_CONTENT_TOO_LARGE, "request bodies are not accepted");
 	if (!get && !head)
 		return send_error(s, c, MHD_HTTP_METHOD_NOT_ALLOWED, "only GET and HEAD");
-	if (!host_ok(s, mhd.MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_HOST)))
+	if (!view_host_ok(mhd.MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_HOST), s->loopback,
+			  s->bound, s->port))
 		return send_error(s, c, MHD_HTTP_FORBIDDEN, "unexpected Host header");
 	size_t n = strlen(url);
 	if (n > MAX_URL)
@@ -495,8 +497,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
 
 /* ---- life cycle ---- */
 
-static int listen_on(const char *host, unsigned port, int *loopback, char *bound, size_t bound_size,
-		     view_error *err)
+int view_listen(const char *host, unsigned port, int *loopback, char *bound, size_t bound_size, view_error *err)
 {
 	struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM, .ai_flags = AI_PASSIVE | AI_NUMERICSERV};
 	struct addrinfo *ai = NULL;
@@ -545,7 +546,7 @@ static int listen_on(const char *host, unsigned port, int *loopback, char *bound
 	return fd;
 }
 
-static unsigned bound_port(int fd)
+unsigned view_bound_port(int fd)
 {
 	struct sockaddr_storage ss;
 	socklen_t len = sizeof ss;
@@ -583,12 +584,12 @@ int view_open(const view_options *o, view_server **out, view_error *err)
 		goto fail;
 	}
 	/* Listen first: a port that is taken is said before any long analysis. */
-	s->fd = listen_on(o->host ? o->host : "127.0.0.1", o->port, &s->loopback, s->bound, sizeof s->bound, err);
+	s->fd = view_listen(o->host ? o->host : "127.0.0.1", o->port, &s->loopback, s->bound, sizeof s->bound, err);
 	if (s->fd < 0) {
 		rc = err->code;
 		goto fail;
 	}
-	s->port = bound_port(s->fd);
+	s->port = view_bound_port(s->fd);
 	snprintf(s->cookie, sizeof s->cookie, "fennec_token_%u", s->port);
 	uint8_t rnd[TOKEN_BYTES];
 	if (getrandom(rnd, sizeof rnd, 0) != (ssize_t)sizeof rnd) {
