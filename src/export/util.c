@@ -95,13 +95,7 @@ size_t exp_select_count(const ana_profile *p, const exp_options *o, uint64_t *we
 
 static uint64_t mix2(uint64_t a, uint64_t b)
 {
-	uint64_t k = a * 0x9e3779b97f4a7c15ull ^ (b + 0x632be59bd9b4e019ull + (a << 6) + (a >> 2));
-	k ^= k >> 33;
-	k *= 0xff51afd7ed558ccdull;
-	k ^= k >> 33;
-	k *= 0xc4ceb9fe1a85ec53ull;
-	k ^= k >> 33;
-	return k;
+	return cm_mix64(a * 0x9e3779b97f4a7c15ull ^ (b + 0x632be59bd9b4e019ull + (a << 6) + (a >> 2)));
 }
 
 uint64_t *exp_map_get(const exp_map *m, uint64_t a, uint64_t b)
