@@ -102,15 +102,21 @@ def test_python_native_keeps_the_interpreter():
     assert_true(rep["samples"]["python"]["native"] is True, "samples.python.native")
 
 
-def test_python_callee_in_c_extension():
-    """numpy's sort, called from use_numpy(): one stack holds both, the Python caller
-    above the native callee."""
+def record_numpy():
+    """shapes.py numpy (use_numpy() calling numpy's sort) recorded and analysed by Debian's
+    interpreter: (path, report)."""
     need_plain()
     r = run(["/usr/bin/python3", "-c", "import numpy"])
     if r.returncode != 0:
         raise Skip("numpy is not installed (Debian: python3-numpy)")
     r, path = record("/usr/bin/python3", os.path.join(PYFIX, "shapes.py"), "numpy", 1.5)
-    rep = analyze(path)
+    return path, analyze(path)
+
+
+def test_python_callee_in_c_extension():
+    """numpy's sort, called from use_numpy(): one stack holds both, the Python caller
+    above the native callee."""
+    path, rep = record_numpy()
     use = func(rep, "use_numpy")
     native = [f for f in funcs(rep) if f["language"] == "native" and "numpy" in f["module"]]
     assert_true(native, "no numpy frame: %s" % [(f["name"], f["module"]) for f in funcs(rep)[:15]])
@@ -132,12 +138,7 @@ def test_python_html_frame_kinds():
     """The HTML page's call graph knows each frame's kind (docs/html.md, `flame.kinds`): the
     Python caller use_numpy is Python code (blue-green), numpy's sort native (red-yellow),
     bracketed pseudo-frames neither (grey)."""
-    need_plain()
-    r = run(["/usr/bin/python3", "-c", "import numpy"])
-    if r.returncode != 0:
-        raise Skip("numpy is not installed (Debian: python3-numpy)")
-    r, path = record("/usr/bin/python3", os.path.join(PYFIX, "shapes.py"), "numpy", 1.5)
-    rep = analyze(path)
+    path, rep = record_numpy()
     lang = {f["name"]: f["language"] for f in funcs(rep)}
     h = analyze_raw(path, "--format", "html", "-o", "report.html")
     assert_true(h.returncode == 0, h.describe())
