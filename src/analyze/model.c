@@ -686,6 +686,7 @@ static void collector_warning(ana_profile *p)
 		 : heap ? "--memory=off (heap counters only), or fewer allocations in the hot loop"
 		 : events ? "fewer regions inside tight loops (or step sampling, docs/api.md)"
 		 : hz ? "a lower sampling rate (-F 999 or less)"
+		 : whole && !o->events_ns ? "a lower sampling rate (-F 499 or less)" /* no regions to advise on */
 		      : "fewer regions inside tight loops, or a lower sampling rate (-F)");
 }
 
