@@ -198,7 +198,8 @@ void col_mem_exec(void);                 /* the image's last timeline point, bef
 void col_mem_tick(uint64_t now_ns);      /* writer: a timeline point when the period is over */
 unsigned col_mem_fill_pm(void);
 int col_mem_mode(void);                  /* enum fmt_mem_mode of the session */
-void col_mem_drain(void (*emit)(unsigned type, cm_buf *raw), void (*before)(void));
+/* writer: the heap ring into HEAP2 chunks; final (a stop, an exit, an exec) writes all it holds */
+void col_mem_drain(void (*emit)(unsigned type, cm_buf *raw), void (*before)(void), int final);
 /* Full mode, at the end of a session not ended by exec, after the final drain: tell the
  * live blocks the program can still reach from those it lost, into a REACH chunk. */
 void col_mem_reach(void (*emit)(unsigned type, cm_buf *raw), int exit_reason);

@@ -3490,7 +3490,7 @@ static void encode(const mrec *r, const uint8_t *tail)
  * a chunk is written when its body reaches EMIT_BYTES, at the end of the session, and
  * otherwise every EMIT_NS when records were drained or the counters moved.
  */
-void col_mem_drain(void (*emit)(unsigned type, cm_buf *raw), void (*before)(void))
+void col_mem_drain(void (*emit)(unsigned type, cm_buf *raw), void (*before)(void), int final)
 {
 	if (M.session_mode == FMT_MEM_OFF || !M.ring.buf)
 		return;
@@ -3529,7 +3529,10 @@ void col_mem_drain(void (*emit)(unsigned type, cm_buf *raw), void (*before)(void
 	}
 	col_ring_clear(&M.ring, &cleared, (uint32_t)(head - cleared));
 	col_ring_release(&M.ring, head);
-	int final = !atomic_load_explicit(&M.mode, memory_order_acquire); /* after col_mem_stop() */
+	/* A final flush writes what it drained: after col_mem_stop(), and at an exec, whose END
+	 * follows (the heap records of an image's last 100 ms, its last timeline point among
+	 * them, were left in M.body and lost with the image). */
+	final |= !atomic_load_explicit(&M.mode, memory_order_acquire);
 	if (!final && M.counters_written && cm_mono_ns() - M.emitted_ns < EMIT_NS)
 		return;
 	totals t;

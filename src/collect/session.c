@@ -814,7 +814,7 @@ static void flush_locked(int final, unsigned exit_reason)
 		col_sample_poll();
 	emit_samples();
 	emit_events();
-	col_mem_drain(emit_chunk, emit_sites);
+	col_mem_drain(emit_chunk, emit_sites, final);
 	if (final)
 		col_mem_reach(emit_chunk, (int)exit_reason);
 	/* At _exit (exit reason 3) the CUDA and NVML calls of a final drain are left out, as
