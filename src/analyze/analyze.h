@@ -43,8 +43,10 @@ typedef struct ana_node {
 	uint64_t total_ns, self_ns, child_ns;
 	ana_u64vec durations; /* per call, ns, in no particular order; freed after statistics
 			       * unless ana_options.keep_durations; past a budget (sketch.h) the
-			       * node keeps `sketch` instead and this is empty */
+			       * node keeps `sketch` instead and this is empty, or, with
+			       * keep_durations, a uniform random sample of the calls */
 	struct ana_sketch *sketch; /* the durations' histogram once they passed the budget, or NULL */
+	uint64_t sample_rng;  /* the generator of that sample (sketch.c) */
 	ana_dist dist;        /* over calls */
 	uint32_t threads;     /* distinct threads */
 	uint64_t open;        /* calls still open at the end */

@@ -67,14 +67,34 @@ void ana_sketch_dist(const ana_sketch *s, ana_dist *d)
 	d->p99 = ana_sketch_quantile(s, 0.99);
 }
 
+/* Algorithm R: the k-th call (k = the sketch's count, this one included) replaces a
+ * uniformly chosen one of the n kept with probability n / k, so that every call seen is
+ * in the sample with the same probability. The generator is the node's own (splitmix64
+ * from a fixed seed): the same recording gives the same sample, and so the same test. */
+void ana_durations_sample(ana_node *n, uint64_t v)
+{
+	uint64_t k = n->sketch->count;
+	uint64_t z = (n->sample_rng += 0x9E3779B97F4A7C15ull);
+	z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+	z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+	z ^= z >> 31;
+	uint64_t j = (uint64_t)(((unsigned __int128)z * k) >> 64); /* uniform in [0, k) */
+	if (j < n->durations.n)
+		n->durations.v[j] = v;
+}
+
 /* The slow path of ana_durations_add: the node's exact array is full. It grows while the
- * node's and the profile's budgets allow (always, with keep_durations: compare tests the
- * calls themselves), else the node turns to a sketch of what it held. */
+ * node's and the profile's budgets allow, else the node turns to a sketch of what it held;
+ * with keep_durations (compare tests the calls themselves) the budgets are larger and the
+ * array stays, as a uniform sample of the node's calls (ana_durations_sample). */
 int ana_durations_grow(ana_profile *p, ana_node *n, uint64_t v)
 {
 	ana_u64vec *a = &n->durations;
 	size_t cap = a->cap ? a->cap * 2 : 16;
-	if (p->opt.keep_durations || (cap <= ANA_EXACT_PER_NODE && p->exact_held + (cap - a->cap) <= ANA_EXACT_TOTAL)) {
+	int grow = p->opt.keep_durations
+			   ? cap <= ANA_EXACT_PER_NODE && (cap <= ANA_KEEP_MIN || p->exact_held + (cap - a->cap) <= ANA_KEEP_TOTAL)
+			   : cap <= ANA_EXACT_PER_NODE && p->exact_held + (cap - a->cap) <= ANA_EXACT_TOTAL;
+	if (grow) {
 		uint64_t *nv = realloc(a->v, cap * sizeof *nv);
 		if (!nv)
 			return -1;
@@ -87,6 +107,11 @@ int ana_durations_grow(ana_profile *p, ana_node *n, uint64_t v)
 	if (!(n->sketch = ana_sketch_from(a->v, a->n)))
 		return -1;
 	ana_sketch_add(n->sketch, v);
+	if (p->opt.keep_durations && a->n) {
+		n->sample_rng = 0x5EED0F5A3D1E5ull; /* the same for every node: a node's sample depends on its calls only */
+		ana_durations_sample(n, v);
+		return 0;
+	}
 	p->exact_held -= a->cap;
 	free(a->v);
 	a->v = NULL;

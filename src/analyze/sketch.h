@@ -21,6 +21,12 @@
  * together (a node whose next value would pass the total turns to a sketch then). */
 #define ANA_EXACT_PER_NODE (1u << 20)
 #define ANA_EXACT_TOTAL (1u << 24)
+/* With keep_durations (compare tests the calls themselves) a node keeps every call up to
+ * ANA_EXACT_PER_NODE while all nodes together hold under ANA_KEEP_TOTAL, and at least
+ * ANA_KEEP_MIN; past that it keeps a uniform random sample of its calls of that size
+ * (reservoir sampling, a fixed seed per node) beside the sketch of all of them. */
+#define ANA_KEEP_TOTAL (1u << 25)
+#define ANA_KEEP_MIN (1u << 14)
 
 typedef struct ana_sketch {
 	uint64_t count, min, max;
@@ -67,13 +73,16 @@ void ana_sketch_dist(const ana_sketch *s, ana_dist *d);
  * to [min, max]; exact below ANA_SKETCH_SUB. */
 double ana_sketch_quantile(const ana_sketch *s, double q);
 
-/* One call's duration into region node n: exact while the budget allows, else the sketch.
- * Returns -1 without memory. */
+/* One call's duration into region node n: exact while the budget allows, else the sketch
+ * (and, with keep_durations, the node's sample of its calls). Returns -1 without memory. */
 int ana_durations_grow(ana_profile *p, ana_node *n, uint64_t v);
+void ana_durations_sample(ana_node *n, uint64_t v);
 static inline int ana_durations_add(ana_profile *p, ana_node *n, uint64_t v)
 {
 	if (n->sketch) {
 		ana_sketch_add(n->sketch, v);
+		if (n->durations.n)
+			ana_durations_sample(n, v);
 		return 0;
 	}
 	if (n->durations.n < n->durations.cap) {

@@ -1,6 +1,7 @@
 """Analysis of a big recording: memory bounded, not 8 bytes a region call (issue 29 item 4),
 and the two-thread reader (format/pipe.c) giving the same JSON as one thread (issue 34 item 3)."""
 
+import json
 import os
 import subprocess
 
@@ -41,3 +42,35 @@ def test_big_recording_bounded_memory_and_same_json_on_one_or_two_threads():
         for what, rss in (("one thread", rss_one), ("two threads", rss_two)):
             assert_true(rss < 100 * 1024, "analysing %d region pairs on %s took %d KiB, over 100 MiB"
                         % (PAIRS, what, rss))
+
+
+COMPARE_PAIRS = 10000000  # 10 M calls of one region a side: before, compare kept all 80 MB of each
+
+
+@timeout(240)
+def test_compare_of_a_big_recording_bounded_memory():
+    """`fennec compare` kept every call's duration for its tests (~8 bytes a call and side,
+    twice more for the test's copies: 948 MiB and 14.7 s for 10 M calls); past 1,048,576 calls a region is tested on a uniform
+    sample of its calls (analyze/sketch.c). The recording compared with itself: the same
+    sample on both sides, so nothing is significant, while count and speedup are of all calls."""
+    r, path = record("flood", COMPARE_PAIRS, out="big.fnc",
+                     opts=("--sample=off", "--memory=off", "--buffer-kb", "32768"))
+    p = subprocess.Popen([fennec_bin(), "compare", path, path, "--format", "json"], stdout=subprocess.PIPE,
+                         stderr=subprocess.DEVNULL, env=base_env())
+    out = p.stdout.read()
+    _, status, ru = os.wait4(p.pid, 0)
+    assert_eq(os.waitstatus_to_exitcode(status), 0, "fennec compare exit status")
+    doc = json.loads(out)
+    assert_eq(doc.get("schema"), "fennec.compare/1", "compare's JSON schema")
+    reps = [x for x in doc["regions"] if x["path"] == "flood"]
+    assert_eq(len(reps), 1, "one flood region in the comparison")
+    x = reps[0]
+    dropped = parse_json(subprocess.run([fennec_bin(), "analyze", path, "--format", "json"], stdout=subprocess.PIPE,
+                                        env=base_env(), check=True).stdout.decode())["summary"]["dropped_events"]
+    assert_eq(x["a_count"] + dropped // 2, COMPARE_PAIRS, "flood calls compared plus dropped pairs")
+    assert_eq(x["speedup"], 1, "speedup of a recording against itself")
+    assert_true(not x["significant"] and x["p_value"] > 0.9 and x["ci_low"] <= 1 <= x["ci_high"],
+                "a recording against itself: nothing significant: %r" % x)
+    if not SANITIZER:
+        assert_true(ru.ru_maxrss < 200 * 1024, "comparing %d calls a side took %d KiB, over 200 MiB (948 MiB before the sample)"
+                    % (COMPARE_PAIRS, ru.ru_maxrss))

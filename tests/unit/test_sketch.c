@@ -95,12 +95,56 @@ UNIT_TEST(sketch_node_budget)
 		UNIT_CHECK_EQ(n.sketch->max, 5999);
 	}
 	free(n.sketch);
-	/* keep_durations (compare): every call stays exact */
+	/* keep_durations (compare): every call stays exact up to the node's budget */
 	memset(&n, 0, sizeof n);
 	p.opt.keep_durations = 1;
 	for (uint64_t i = 0; i < calls; i++)
 		UNIT_CHECK_EQ(ana_durations_add(&p, &n, i), 0);
-	UNIT_CHECK(n.sketch == NULL);
-	UNIT_CHECK_EQ(n.durations.n, calls);
+	UNIT_CHECK(n.sketch != NULL);
+	UNIT_CHECK_EQ(n.durations.n, ANA_EXACT_PER_NODE);
 	free(n.durations.v);
+	free(n.sketch);
+}
+
+/* Past its budget a kept node holds a uniform sample of its calls: calls 0..N-1 in order,
+ * so a sample biased to the first calls (no replacement) or to the last (replacing too
+ * often) shows in its mean and in the share drawn from each quarter. */
+UNIT_TEST(sketch_keep_durations_sample)
+{
+	ana_profile p;
+	memset(&p, 0, sizeof p);
+	p.opt.keep_durations = 1;
+	ana_node n;
+	memset(&n, 0, sizeof n);
+	uint64_t calls = 4ull * ANA_EXACT_PER_NODE;
+	for (uint64_t i = 0; i < calls; i++)
+		UNIT_CHECK_EQ(ana_durations_add(&p, &n, i), 0);
+	UNIT_CHECK(n.sketch != NULL);
+	UNIT_CHECK_EQ(n.durations.n, ANA_EXACT_PER_NODE);
+	if (n.sketch) {
+		UNIT_CHECK_EQ(n.sketch->count, calls);
+		UNIT_CHECK_EQ(n.sketch->max, calls - 1);
+	}
+	double sum = 0;
+	uint64_t quarter[4] = {0};
+	for (size_t i = 0; i < n.durations.n; i++) {
+		sum += (double)n.durations.v[i];
+		quarter[n.durations.v[i] * 4 / calls]++;
+	}
+	double mean = sum / (double)n.durations.n, want = (double)(calls - 1) / 2;
+	/* the sample mean's standard error is calls / sqrt(12 n): 0.03 % of calls here */
+	UNIT_CHECK(fabs(mean - want) < 0.005 * (double)calls);
+	for (int q = 0; q < 4; q++)
+		UNIT_CHECK(fabs((double)quarter[q] / (double)n.durations.n - 0.25) < 0.005);
+	free(n.durations.v);
+	free(n.sketch);
+	/* all nodes' budget spent: a further node keeps ANA_KEEP_MIN calls */
+	memset(&n, 0, sizeof n);
+	p.exact_held = ANA_KEEP_TOTAL;
+	for (uint64_t i = 0; i < 100000; i++)
+		UNIT_CHECK_EQ(ana_durations_add(&p, &n, i), 0);
+	UNIT_CHECK(n.sketch != NULL);
+	UNIT_CHECK_EQ(n.durations.n, ANA_KEEP_MIN);
+	free(n.durations.v);
+	free(n.sketch);
 }
