@@ -6,6 +6,7 @@
  */
 #include "analyze/sketch.h"
 #include "analyze/analyze.h"
+#include "common/common.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -69,15 +70,12 @@ void ana_sketch_dist(const ana_sketch *s, ana_dist *d)
 
 /* Algorithm R: the k-th call (k = the sketch's count, this one included) replaces a
  * uniformly chosen one of the n kept with probability n / k, so that every call seen is
- * in the sample with the same probability. The generator is the node's own (splitmix64
- * from a fixed seed): the same recording gives the same sample, and so the same test. */
+ * in the sample with the same probability. The generator is the node's own (a Weyl
+ * sequence through cm_mix64, from a fixed seed): the same recording gives the same sample, and so the same test. */
 void ana_durations_sample(ana_node *n, uint64_t v)
 {
 	uint64_t k = n->sketch->count;
-	uint64_t z = (n->sample_rng += 0x9E3779B97F4A7C15ull);
-	z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-	z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-	z ^= z >> 31;
+	uint64_t z = cm_mix64(n->sample_rng += 0x9E3779B97F4A7C15ull);
 	uint64_t j = (uint64_t)(((unsigned __int128)z * k) >> 64); /* uniform in [0, k) */
 	if (j < n->durations.n)
 		n->durations.v[j] = v;

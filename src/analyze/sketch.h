@@ -24,7 +24,7 @@
 /* With keep_durations (compare tests the calls themselves) a node keeps every call up to
  * ANA_EXACT_PER_NODE while all nodes together hold under ANA_KEEP_TOTAL, and at least
  * ANA_KEEP_MIN; past that it keeps a uniform random sample of its calls of that size
- * (reservoir sampling, a fixed seed per node) beside the sketch of all of them. */
+ * (reservoir sampling; every node's generator starts from the same seed) beside the sketch of all of them. */
 #define ANA_KEEP_TOTAL (1u << 25)
 #define ANA_KEEP_MIN (1u << 14)
 

@@ -3487,8 +3487,8 @@ static void encode(const mrec *r, const uint8_t *tail)
 /*
  * Drain the heap ring into HEAP2 chunks, handed to `emit` after `before` (which writes the
  * SITES the stacks name). The writer drains every few milliseconds when the ring fills;
- * a chunk is written when its body reaches EMIT_BYTES, at the end of the session, and
- * otherwise every EMIT_NS when records were drained or the counters moved.
+ * a chunk is written when its body reaches EMIT_BYTES, at a final flush (`final`: the
+ * session's end, an exit, an exec), and otherwise every EMIT_NS when records were drained or the counters moved.
  */
 void col_mem_drain(void (*emit)(unsigned type, cm_buf *raw), void (*before)(void), int final)
 {
