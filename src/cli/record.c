@@ -1012,6 +1012,13 @@ int cmd_record(int argc, char **argv)
 			unsetenv(CM_TSC_RATE_ENV);
 		rec_options_env(&o);
 		cli_gpu_env(&gpu, lib);
+		/* oneDNN (PyTorch's CPU convolutions and matrix products) runs kernels it generates
+		 * as it goes, in no object; asked to, it names each in /tmp/perf-PID.map, which
+		 * the analysis reads (symbol.c). A value the user set stays. */
+		if (!getenv("ONEDNN_JIT_PROFILE") && !getenv("DNNL_JIT_PROFILE")) {
+			setenv("ONEDNN_JIT_PROFILE", "2", 1);
+			setenv("DNNL_JIT_PROFILE", "2", 1); /* the name before oneDNN 2.x's rename */
+		}
 		execvp(argv[i], argv + i);
 		int e = errno;
 		fprintf(stderr, "fennec record: cannot run '%s': %s\n", argv[i], strerror(e));

@@ -28,6 +28,8 @@
 #include <dlfcn.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/uio.h>
+#include <unistd.h>
 
 #define CACHE_BITS 12
 
@@ -725,6 +727,78 @@ __attribute__((noinline)) uint32_t cfi_walk_local(uint64_t stack_hi, uint64_t *i
 	}
 }
 
+/*
+ * Code generated at run time (oneDNN's kernels under PyTorch's convolutions and matrix
+ * products, any JIT) lies in no loaded object and has no call-frame rules, so a walk
+ * stopped at its first frame and the sample lost the operator and everything above it.
+ * Such code is entered by an indirect call from compiled code (a function pointer), whose
+ * return address is then on the stack a little above sp, below whatever the generated code
+ * pushed. JIT_SCAN bytes above sp are searched, lowest first, for a word that (1) lies in a
+ * loaded object, (2) follows an indirect call instruction there (FF /2, read with
+ * process_vm_readv, which fails instead of faulting on a page that cannot be read), and
+ * (3) is in a function whose rule finds the frame from rsp alone. The first such word is
+ * taken as the frame's return address and the walk goes on from it; rbp, which generated
+ * code is free to use, is not trusted again until a frame restores it from its save slot,
+ * and a frame that needs it ends the walk there. Bounded: JIT_SCAN / 8 object lookups,
+ * JIT_READS reads. A wrong word (a stale return address left in the generated code's
+ * frame) gives wrong callers, not a fault; the walk after it must hold together too.
+ */
+#define JIT_SCAN 4096
+#define JIT_READS 16
+
+/* Whether the instruction that ends at ra is an indirect near call (FF /2), checked for
+ * each of its encodings' lengths: FF, ModRM, SIB if any, displacement (a REX prefix before
+ * FF does not change where the bytes after it lie). */
+static int after_indirect_call(uint64_t ra)
+{
+	uint8_t b[7]; /* b[i] is the byte at ra - 7 + i */
+	struct iovec l = {b, sizeof b}, r = {(void *)(uintptr_t)(ra - sizeof b), sizeof b};
+	if (process_vm_readv(getpid(), &l, 1, &r, 1, 0) != (ssize_t)sizeof b)
+		return 0;
+	for (unsigned len = 2; len <= 7; len++) {
+		unsigned at = 7 - len;
+		uint8_t modrm = b[at + 1];
+		if (b[at] != 0xff || (modrm >> 3 & 7) != 2)
+			continue;
+		unsigned mod = modrm >> 6, rm = modrm & 7, n = 2;
+		if (mod != 3 && rm == 4) {
+			if (at + 2 >= sizeof b)
+				continue;
+			n++; /* SIB */
+			if (mod == 0 && (b[at + 2] & 7) == 5)
+				n += 4;
+		}
+		n += mod == 1 ? 1 : mod == 2 ? 4 : (mod == 0 && rm == 5) ? 4 : 0;
+		if (n == len)
+			return 1;
+	}
+	return 0;
+}
+
+/* The frame of generated code that ip is in, at sp: its return address's slot, or 0. */
+static uint64_t jit_return_slot(uint64_t ip, uint64_t sp, uint64_t stack_hi)
+{
+	struct dl_find_object o;
+	if (_dl_find_object((void *)(uintptr_t)ip, &o) == 0)
+		return 0; /* in an object: its rules said no, nothing to guess */
+	uint64_t end = stack_hi - sp > JIT_SCAN ? sp + JIT_SCAN : stack_hi;
+	int reads = 0;
+	for (uint64_t a = sp; a + 8 <= end && reads < JIT_READS; a += 8) {
+		uint64_t w;
+		memcpy(&w, (const void *)(uintptr_t)a, 8);
+		if (w < 4096 + 7 || w >> 47 || _dl_find_object((void *)(uintptr_t)w, &o) != 0)
+			continue;
+		reads++;
+		if (!after_indirect_call(w))
+			continue;
+		cfi_rule u;
+		local_rule_of(w - 1, &u);
+		if (u.kind == RULE_RSP)
+			return a;
+	}
+	return 0;
+}
+
 uint32_t cfi_walk_regs(uint64_t ip, uint64_t sp, uint64_t bp, uint64_t stack_hi, uint64_t *ips, uint32_t max,
 		       int *full)
 {
@@ -732,15 +806,33 @@ uint32_t cfi_walk_regs(uint64_t ip, uint64_t sp, uint64_t bp, uint64_t stack_hi,
 	*full = 0;
 	uint32_t n = 0;
 	uint64_t look = ip; /* the interrupted instruction's exact pc */
+	int bp_known = 1;
 	for (;;) {
 		if (n == max) {
 			*full = 1;
 			return n;
 		}
 		ips[n++] = ip;
+		if (!bp_known) {
+			cfi_rule u;
+			local_rule_of(look, &u);
+			if (u.kind == RULE_RBP)
+				return n; /* rbp may be the generated code's: the frames so far are sure */
+			bp_known = u.kind == RULE_RSP && u.bp;
+		}
 		int rc = local_step(&look, &ip, &sp, &bp, stack_hi);
+		if (rc == -1 && n == 1) {
+			uint64_t slot = jit_return_slot(ip, sp, stack_hi);
+			if (!slot)
+				return 0; /* the caller's other unwinder judges */
+			memcpy(&ip, (const void *)(uintptr_t)slot, 8);
+			sp = slot + 8;
+			look = ip - 1;
+			bp_known = 0;
+			continue;
+		}
 		if (rc == -1)
-			return 0; /* the caller's other unwinder judges */
+			return bp_known ? 0 : n; /* past generated code, the frames so far are all there is */
 		if (rc <= 0)
 			return n; /* the end, or the thread's stack ends here (its start, above which are fennec's frames) */
 	}

@@ -69,8 +69,9 @@ uint32_t cfi_walk_local(uint64_t stack_hi, uint64_t *ips, uint64_t *sps, uint32_
  * The same rules from a signal handler, for the interrupted code of the handler's thread:
  * from its registers (ip exact, sp, bp), reading the stack in [sp, stack_hi) only (the
  * thread's stack: the caller checks sp is on it). ips[0] is ip. Returns how many frames, or
- * 0 when a frame needs what these rules do not do. Async-signal-safe (_dl_find_object, the
- * lock-free rule cache).
+ * 0 when a frame needs what these rules do not do. A first frame in generated code (in no
+ * object) is walked out of by finding its return address on the stack (cfi.c, JIT_SCAN).
+ * Async-signal-safe (_dl_find_object, the lock-free rule cache, process_vm_readv).
  */
 uint32_t cfi_walk_regs(uint64_t ip, uint64_t sp, uint64_t bp, uint64_t stack_hi, uint64_t *ips, uint32_t max,
 		       int *full);

@@ -258,13 +258,11 @@ def test_pytorch_operator_table():
     """examples/torch_train.py (a CNN, a DataLoader, SGD) under fennec record: the operator
     table names the aten operators and autograd nodes with the Python line that called
     them, and agrees with torch.profiler's key_averages() (self CPU) run on the same script.
-    Measured agreement (docs/python.md, "PyTorch operators"): the same top operator, and 1
-    to 3 of torch.profiler's top 5 aten operators in fennec's top 5 from run to run; the
-    convolutions and matrix products get a half or less of torch.profiler's share (oneDNN's
-    JIT kernels, which the unwinder cannot leave, and OpenBLAS's own threads, whose samples
-    no operator frame is on). The test holds what is measured (fennec's top operator among
-    torch.profiler's top 3, whose own order changes from run to run), not the issue's 4 of 5
-    within 5 points: a finding, in the issue's note."""
+    Measured agreement (docs/python.md, "PyTorch operators"): 4 to 5 of torch.profiler's
+    top 5 aten operators in fennec's top 5 (three runs), and fennec's top operator among
+    torch.profiler's top 3, whose own order changes from run to run. The test holds 3 of
+    5, not the issue's 4 of 5 within 5 points: the two tools run the script separately and
+    shares of both vary by 5 to 10 points run to run here (a finding, in the issue's note)."""
     need_plain()
     if run(["/usr/bin/python3", "-c", "import torch"]).returncode != 0:
         raise Skip("PyTorch is not installed (Debian: python3-torch)")
@@ -294,3 +292,51 @@ def test_pytorch_operator_table():
     # torch.profiler's own order of its top three changes from run to run (max_pool2d,
     # convolution_backward and mm within a few points of each other): fennec's top is in it
     assert_true(top_f[0] in top_t[:3], "the top operators: torch.profiler %s, fennec %s" % (top_t, top_f))
+    # with oneDNN's kernels walked out of (test_pytorch_jit_kernels_under_their_operator):
+    # 4, 4 and 5 of the top 5 in common in three runs on a loaded machine
+    assert_true(len(set(top_t) & set(top_f)) >= 3, "the top 5 operators: torch.profiler %s, fennec %s" % (top_t, top_f))
+
+
+def need_torch():
+    need_plain()
+    if run(["/usr/bin/python3", "-c", "import torch"]).returncode != 0:
+        raise Skip("PyTorch is not installed (Debian: python3-torch)")
+
+
+def jit_samples(rep):
+    """The on-CPU samples in functions named by a perf map (/tmp/perf-PID.map)."""
+    return sum(f["self_samples"] for f in funcs(rep) if re.search(r"/perf-\d+\.map$", f.get("module") or ""))
+
+
+@timeout(240)
+def test_pytorch_jit_kernels_under_their_operator():
+    """tests/fixtures/python/torch_conv.py: two Conv2d layers on one thread, whose time is in
+    kernels oneDNN generates at run time (in no loaded object, without unwind tables).
+    fennec record asks oneDNN to name them in a perf map (ONEDNN_JIT_PROFILE=2), and the
+    signal handler's walk finds the return address into libdnnl above them, so the
+    kernels' samples have the operator and the Python caller above them. Measured: the
+    kernels 55 % of the samples, aten::mkldnn_convolution 58 % self (its own code beside
+    the kernels), every kernel's caller in libdnnl."""
+    need_torch()
+    r, path = record("/usr/bin/python3", os.path.join(PYFIX, "torch_conv.py"), 3, timeout_s=180)
+    rep = analyze(path)
+    total = rep["samples"]["cpu_samples"]
+    jit = jit_samples(rep)
+    assert_true(jit >= 0.2 * total, "the JIT kernels: %d of %d samples; top functions %s" % (
+        jit, total, [(f["name"], f.get("module")) for f in funcs(rep)[:8]]))
+    for f in funcs(rep):
+        if re.search(r"/perf-\d+\.map$", f.get("module") or "") and f["self_samples"] >= 0.05 * total:
+            assert_true((f.get("caller") or "").startswith("libdnnl"), "%s's caller: %r" % (f["name"], f))
+    ops = {o["name"]: o for o in rep["operators"]}
+    conv = ops.get("aten::mkldnn_convolution")
+    assert_true(conv and conv["self_samples"] >= 0.9 * jit and conv["top_caller"] == "Conv2d._conv_forward",
+                "the kernels' %d samples and the operator: %r" % (jit, conv))
+    # a value of the user's stays: with the profile off, no kernel is named
+    env = base_env()
+    env["ONEDNN_JIT_PROFILE"] = "0"
+    r, path = record("/usr/bin/python3", os.path.join(PYFIX, "torch_conv.py"), 1.5, env=env, out="off.fnc",
+                     timeout_s=180)
+    rep = analyze(path)
+    assert_true(jit_samples(rep) == 0, "ONEDNN_JIT_PROFILE=0, yet kernels were named: %d samples" % jit_samples(rep))
+    ops = {o["name"]: o for o in rep["operators"]}
+    assert_true("aten::mkldnn_convolution" in ops, "no convolution operator without the names: %s" % list(ops)[:10])
