@@ -377,8 +377,13 @@ static int on_event(void *vc, const fmt_file *f, const fmt_event *ev)
 	ctx *c = vc;
 	ana_profile *p = c->p;
 	if (c->win && !c->win_ready) {
+		/* A tick or two either side: an edge from a step mark (--steps), turned into ns
+		 * and back, lands on that mark's tick, not beside it. */
+		uint64_t slack = f->fit_b > 0 ? (uint64_t)ceil(1 / f->fit_b) + 2 : 2;
 		c->lo = ns_ticks(f, p->window.begin_ns);
+		c->lo = c->lo > slack ? c->lo - slack : 0;
 		c->hi = ns_ticks(f, p->window.end_ns);
+		c->hi = c->hi < UINT64_MAX - slack ? c->hi + slack : UINT64_MAX;
 		c->win_ready = 1;
 	}
 	/* Outside the window: only what keeps the region stacks true (BEGIN, END) and the count
