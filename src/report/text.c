@@ -687,9 +687,14 @@ int rep_text(FILE *out, const ana_profile *p, const rep_options *o)
 	fprintf(out, "  command      %s\n", first->file.cmdline ? first->file.cmdline : "");
 	fprintf(out, "  wall         %s%s\n", ana_fmt_ns((double)p->wall_ns, a, sizeof a), p->cut_short ? "  (cut short)" : "");
 	double cpu = (double)(p->cpu_user_ns + p->cpu_sys_ns);
-	fprintf(out, "  CPU          %s user + %s sys (%.0f%% of wall%s)\n", ana_fmt_ns((double)p->cpu_user_ns, a, sizeof a),
-		ana_fmt_ns((double)p->cpu_sys_ns, b, sizeof b), p->wall_ns ? 100 * cpu / (double)p->wall_ns : 0,
-		p->nprocs > 1 ? ", all processes" : "");
+	if (p->window.active) /* the file gives the session's CPU only: no share of the window's wall */
+		fprintf(out, "  CPU          %s user + %s sys in the whole recording, not the window%s\n",
+			ana_fmt_ns((double)p->cpu_user_ns, a, sizeof a), ana_fmt_ns((double)p->cpu_sys_ns, b, sizeof b),
+			p->nprocs > 1 ? ", all processes" : "");
+	else
+		fprintf(out, "  CPU          %s user + %s sys (%.0f%% of wall%s)\n", ana_fmt_ns((double)p->cpu_user_ns, a, sizeof a),
+			ana_fmt_ns((double)p->cpu_sys_ns, b, sizeof b), p->wall_ns ? 100 * cpu / (double)p->wall_ns : 0,
+			p->nprocs > 1 ? ", all processes" : "");
 	if (p->overhead.known) {
 		const ana_overhead *ov = &p->overhead;
 		fprintf(out, "  fennec       %s of that CPU is fennec's (%.1f%%): writer %s, events %s, heap %s, samples %s\n",
