@@ -68,14 +68,16 @@ typedef struct ana_thread {
 	const char *name;
 	uint64_t events, dropped;
 	uint64_t busy_ns, lifetime_ns;
-	uint64_t marks;       /* its fennec_step() marks */
+	uint64_t marks;       /* its fennec_step() marks (in the window) */
 	uint64_t steps;       /* the steps between them: marks - 1 (0 without marks) */
+	uint64_t marks_before; /* its marks before the window (0 without one) */
 } ana_thread;
 
 typedef struct ana_process {
 	fmt_file file;
 	uint64_t wall_ns;
-	uint64_t start_ns, end_ns; /* CLOCK_MONOTONIC */
+	uint64_t start_ns, end_ns; /* CLOCK_MONOTONIC; in the window when there is one */
+	uint64_t rec_end_ns;  /* the end of its file, window or not */
 	uint64_t dropped;
 	uint32_t threads;
 	uint32_t rank_index;  /* index into p->ranks: the recording it belongs to */
@@ -491,7 +493,35 @@ typedef struct ana_finding {
 	double expected_gain_bytes; /* memory findings: the memory the fix would give back (0: none) */
 } ana_finding;
 
+/*
+ * A window of the recording (`--since`, `--until`, `--last`, `--steps`; docs/json.md
+ * `window`): what the options asked for. Times are ns from the start of the recording (its
+ * first process's start), -1 where not given; steps are step numbers (0 is the step from
+ * the first mark to the second), -1 where a side is open. ana_load resolves it into
+ * ana_profile.window and refuses (FENNEC_EINVAL, the option and value in the message) a
+ * window that is empty or outside the recording.
+ */
+typedef struct ana_window_spec {
+	int set;                  /* any of the below was given */
+	int64_t since_ns, until_ns, last_ns;
+	int64_t step_lo, step_hi; /* inclusive */
+	const char *since_arg, *until_arg, *last_arg, *steps_arg; /* as given, for messages */
+} ana_window_spec;
+
+/* The window resolved, on CLOCK_MONOTONIC: every event, sample, heap record, metric, system
+ * and GPU record outside [begin_ns, end_ns] is left out, and a region open across an edge
+ * counts its time inside (model.c). Without a window it covers the whole recording. */
+typedef struct ana_window {
+	int active;               /* a window was asked for */
+	uint64_t begin_ns, end_ns;       /* CLOCK_MONOTONIC */
+	uint64_t rec_begin_ns, rec_end_ns; /* the whole recording's (its first process) */
+	uint64_t first_step;      /* the number of the window's first step (steps before it) */
+	int to_end;               /* it reaches the end of the recording: "live at the end" holds */
+	int bad;                  /* ana_load refused the window (a usage error: exit 2) */
+} ana_window;
+
 typedef struct ana_options {
+	ana_window_spec window;   /* the part of the recording to analyse; zero: all of it */
 	double hot_threshold_pct; /* hot_operation fires above this share (default 10) */
 	int force;                /* analyse what could be read from a corrupt file */
 	ana_sample_filter samples; /* the selection shown by the sample views (p->smp.sel) */
@@ -549,6 +579,7 @@ typedef struct ana_overhead {
 
 typedef struct ana_profile {
 	ana_options opt;
+	ana_window window;        /* what the analysis covers (the whole recording without one) */
 	char **names;
 	uint32_t nnames, names_cap;
 	void *name_index;         /* hash: string -> name */

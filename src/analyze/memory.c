@@ -534,7 +534,8 @@ int ana_memory_end_process(ana_profile *p, uint32_t proc, const fmt_file *f)
 				m->reach_why = f->reach_status;
 		}
 	}
-	if (r && r->sampled) {
+	/* The counters are the whole session's: a window's estimates are not scaled to them. */
+	if (r && r->sampled && !p->window.active) {
 		calibrate(p, proc, h, r->levels_from);
 		for (uint32_t i = 0; i < m->nsites; i++)
 			if (m->sites[i].process == proc && m->sites[i].scanned) {
@@ -1123,7 +1124,9 @@ int ana_memory_finish(ana_profile *p)
 		const fmt_file *f = s->process < p->nprocs ? &p->procs[s->process].file : NULL;
 		s->cut_short = f && f->cut_short;
 		s->at_exec = f && !f->cut_short && f->has_end && f->exit_reason == FMT_END_EXEC;
-		if (s->live_count > 0.5) {
+		/* A window that ends before the recording does cannot tell a leak from a block
+		 * freed later: what its allocations left live is no leak there (docs/memory.md). */
+		if (s->live_count > 0.5 && (!p->window.active || p->window.to_end)) {
 			if (s->cut_short) {
 				m->cut_short_bytes += s->live_bytes;
 				m->cut_short_count += s->live_count;
@@ -1141,6 +1144,11 @@ int ana_memory_finish(ana_profile *p)
 				double kept, rb = ana_mem_measure(s, ANA_MEM_REACH, &kept);
 				if (rb <= 0)
 					kept = 0;
+				/* the scan counts blocks made before a window too */
+				if (rb > s->live_bytes)
+					rb = s->live_bytes;
+				if (kept > s->live_count)
+					kept = s->live_count;
 				m->reach_bytes += rb;
 				m->reach_count += kept;
 				m->leaked_bytes += s->live_bytes - rb;

@@ -99,10 +99,11 @@ static const aggregator aggregators[] = {
 /* ---- replay ---- */
 
 typedef struct frame {
-	uint32_t node;
+	uint32_t node;       /* ANA_NONE until the call is known to reach into the window */
 	uint32_t tn;         /* p->tnodes index: this node on this thread */
+	uint32_t site;       /* its site id, to make the node when it reaches into the window */
 	uint64_t start;
-	uint64_t child_ticks;
+	uint64_t child_ticks; /* the children's time inside the window */
 } frame;
 
 #define CACHE 256
@@ -112,6 +113,7 @@ typedef struct lthread {
 	uint32_t depth, cap;
 	uint32_t max_depth;  /* the deepest nesting its events reached */
 	uint64_t busy_ticks;
+	uint64_t marks_before; /* fennec_step() marks before the window */
 	struct { uint32_t parent, site, node, tn; } cache[CACHE];
 	ana_u64vec step_ticks, step_items, step_flags;
 } lthread;
@@ -129,6 +131,10 @@ typedef struct ctx {
 	size_t first_sn;
 	int cp;               /* the first process: its transitions go to the critical path (critpath.c) */
 	int oom;
+	/* The window (ana_profile.window) in this file's ticks, [lo, hi]; win 0: no window,
+	 * everything is inside. Set at the first event: the clock fit is final by then. */
+	int win, win_ready;
+	uint64_t lo, hi;
 } ctx;
 
 static uint32_t site_name(ctx *c, const fmt_file *f, uint32_t id)
@@ -270,11 +276,12 @@ static int step_node_push(ana_profile *p, const ana_tnode *tn)
 	return 0;
 }
 
-/* The set-up of a stepping thread: from its process's start to its first mark. */
-static uint64_t setup_of(const fmt_file *f, const lthread *t)
+/* The set-up of a stepping thread: from its process's start (or the window's) to its
+ * first mark. */
+static uint64_t setup_of(const fmt_file *f, const lthread *t, uint64_t lo)
 {
-	uint64_t tk = t->step_ticks.v[0];
-	return (uint64_t)llround(fmt_dticks_to_ns(f, tk > f->start_ticks ? tk - f->start_ticks : 0));
+	uint64_t tk = t->step_ticks.v[0], from = lo > f->start_ticks ? lo : f->start_ticks;
+	return (uint64_t)llround(fmt_dticks_to_ns(f, tk > from ? tk - from : 0));
 }
 
 /* A call of a node ended on a thread that has marked `step` steps: its time per thread,
@@ -309,11 +316,82 @@ static int step_nodes_finish(ana_profile *p, const ctx *c, uint32_t g)
 	return 0;
 }
 
+/* A window time (CLOCK_MONOTONIC ns) in f's ticks, by the file's final clock fit. */
+static uint64_t ns_ticks(const fmt_file *f, uint64_t ns)
+{
+	if (ns == UINT64_MAX)
+		return UINT64_MAX;
+	double t = f->fit_b > 0 ? ((double)ns - f->fit_a) / f->fit_b : (double)ns;
+	return t > 0 ? (t >= 1.8e19 ? UINT64_MAX : (uint64_t)llround(t)) : 0;
+}
+
+/* The region node and per-thread node of a call of `site` under `parent` on t (the cache
+ * first: misses are rare). Returns 0 or -1 (out of memory). */
+static int node_of_call(ctx *c, const fmt_file *f, lthread *t, uint32_t parent, uint32_t site, uint32_t *node_out,
+			uint32_t *tn_out)
+{
+	ana_profile *p = c->p;
+	unsigned slot = (site * 31u + parent) & (CACHE - 1);
+	uint32_t node, tn;
+	if (t->cache[slot].node != ANA_NONE && t->cache[slot].parent == parent && t->cache[slot].site == site) {
+		node = t->cache[slot].node;
+		tn = t->cache[slot].tn;
+	} else {
+		uint32_t name = site_name(c, f, site);
+		if (name == ANA_NONE || (node = node_for(p, parent, name)) == ANA_NONE)
+			return -1;
+		/* Distinct threads per node: cache misses are rare, so check a set here. */
+		uint64_t key = (uint64_t)t->g << 32 | node;
+		if ((tn = ana_map_get(&c->seen, key)) == ANA_NONE) {
+			if ((tn = tnode_new(p, t->g, node)) == ANA_NONE || ana_map_put(&c->seen, key, tn) < 0)
+				return -1;
+			p->nodes[node].threads++;
+		}
+		t->cache[slot].parent = parent;
+		t->cache[slot].site = site;
+		t->cache[slot].node = node;
+		t->cache[slot].tn = tn;
+	}
+	*node_out = node;
+	*tn_out = tn;
+	return 0;
+}
+
+/* Give the open calls of t their nodes, outermost first: one of them reaches into the
+ * window (the calls around it do too). Calls wholly outside the window make no node, so
+ * that a window shows only the regions that ran in it. */
+static int materialize(ctx *c, const fmt_file *f, lthread *t)
+{
+	for (uint32_t d = 0; d < t->depth; d++) {
+		frame *fr = &t->stack[d];
+		if (fr->node != ANA_NONE)
+			continue;
+		if (node_of_call(c, f, t, d ? t->stack[d - 1].node : ANA_NONE, fr->site, &fr->node, &fr->tn) < 0)
+			return -1;
+	}
+	return 0;
+}
+
 static int on_event(void *vc, const fmt_file *f, const fmt_event *ev)
 {
 	ctx *c = vc;
 	ana_profile *p = c->p;
+	if (c->win && !c->win_ready) {
+		/* A tick or two either side: an edge from a step mark (--steps), turned into ns
+		 * and back, lands on that mark's tick, not beside it. */
+		uint64_t slack = f->fit_b > 0 ? (uint64_t)ceil(1 / f->fit_b) + 2 : 2;
+		c->lo = ns_ticks(f, p->window.begin_ns);
+		c->lo = c->lo > slack ? c->lo - slack : 0;
+		c->hi = ns_ticks(f, p->window.end_ns);
+		c->hi = c->hi < UINT64_MAX - slack ? c->hi + slack : UINT64_MAX;
+		c->win_ready = 1;
+	}
+	/* Outside the window: only what keeps the region stacks true (BEGIN, END) and the count
+	 * of steps before it goes on. */
+	int inside = !c->win || (ev->ticks >= c->lo && ev->ticks <= c->hi);
 	if (ev->type >= FMT_EV_SAMPLE && ev->type < 64) { /* not a thread-stream event: an aggregator's */
+		if (!inside)
+			return 0;
 		/* the critical path sees the GPU records before gpu.c does */
 		if (ev->type == FMT_EV_GPU && c->cp && ana_cp_collecting(p) && ana_cp_gpu(p, ev->gpu))
 			goto oom;
@@ -326,28 +404,12 @@ static int on_event(void *vc, const fmt_file *f, const fmt_event *ev)
 		goto oom;
 	switch (ev->type) {
 	case FMT_EV_BEGIN: {
-		uint32_t parent = t->depth ? t->stack[t->depth - 1].node : ANA_NONE;
-		unsigned slot = (ev->id * 31u + parent) & (CACHE - 1);
-		uint32_t node, tn;
-		if (t->cache[slot].node != ANA_NONE && t->cache[slot].parent == parent && t->cache[slot].site == ev->id) {
-			node = t->cache[slot].node;
-			tn = t->cache[slot].tn;
-		} else {
-			uint32_t name = site_name(c, f, ev->id);
-			if (name == ANA_NONE || (node = node_for(p, parent, name)) == ANA_NONE)
-				goto oom;
-			/* Distinct threads per node: cache misses are rare, so check a set here. */
-			uint64_t key = (uint64_t)t->g << 32 | node;
-			if ((tn = ana_map_get(&c->seen, key)) == ANA_NONE) {
-				if ((tn = tnode_new(p, t->g, node)) == ANA_NONE || ana_map_put(&c->seen, key, tn) < 0)
-					goto oom;
-				p->nodes[node].threads++;
-			}
-			t->cache[slot].parent = parent;
-			t->cache[slot].site = ev->id;
-			t->cache[slot].node = node;
-			t->cache[slot].tn = tn;
-		}
+		uint32_t node = ANA_NONE, tn = ANA_NONE;
+		/* Inside the window the call's node is made now (its parents' first); outside, when
+		 * an end inside the window shows the call reached into it. */
+		if (inside && ((c->win && materialize(c, f, t) < 0) ||
+			       node_of_call(c, f, t, t->depth ? t->stack[t->depth - 1].node : ANA_NONE, ev->id, &node, &tn) < 0))
+			goto oom;
 		if (t->depth == t->cap) {
 			uint32_t cap = t->cap ? t->cap * 2 : 16;
 			frame *s = realloc(t->stack, cap * sizeof *s);
@@ -356,18 +418,33 @@ static int on_event(void *vc, const fmt_file *f, const fmt_event *ev)
 			t->stack = s;
 			t->cap = cap;
 		}
-		t->stack[t->depth++] = (frame){node, tn, ev->ticks, 0};
+		t->stack[t->depth++] = (frame){node, tn, ev->id, ev->ticks, 0};
 		if (t->depth > t->max_depth)
 			t->max_depth = t->depth;
-		if (c->cp && ana_cp_collecting(p) && ana_cp_region(p, t->g, ev->ticks, node))
+		if (inside && c->cp && ana_cp_collecting(p) && ana_cp_region(p, t->g, ev->ticks, node))
 			goto oom;
 		break;
 	}
 	case FMT_EV_END: {
 		if (!t->depth)
 			break; /* the reader already drops these */
+		/* A call wholly outside the window counts for nothing; one across an edge counts
+		 * its time inside (its children's too, clipped alike). */
+		uint64_t from = t->stack[t->depth - 1].start, to = ev->ticks;
+		if (c->win) {
+			if (to < c->lo || from > c->hi) {
+				t->depth--;
+				break;
+			}
+			if (materialize(c, f, t) < 0)
+				goto oom;
+			if (from < c->lo)
+				from = c->lo;
+			if (to > c->hi)
+				to = c->hi;
+		}
 		frame fr = t->stack[--t->depth];
-		uint64_t dt = ev->ticks - fr.start;
+		uint64_t dt = to > from ? to - from : 0;
 		ana_node *n = &p->nodes[fr.node];
 		uint64_t dns = (uint64_t)llround(fmt_dticks_to_ns(f, dt));
 		uint64_t cns = fr.child_ticks ? (uint64_t)llround(fmt_dticks_to_ns(f, fr.child_ticks)) : 0;
@@ -379,12 +456,16 @@ static int on_event(void *vc, const fmt_file *f, const fmt_event *ev)
 			t->stack[t->depth - 1].child_ticks += dt;
 		else
 			t->busy_ticks += dt;
-		if (c->cp && ana_cp_collecting(p) &&
+		if (inside && c->cp && ana_cp_collecting(p) &&
 		    ana_cp_region(p, t->g, ev->ticks, t->depth ? t->stack[t->depth - 1].node : ANA_NONE))
 			goto oom;
 		break;
 	}
 	case FMT_EV_STEP:
+		if (!inside) {
+			t->marks_before += ev->ticks < c->lo;
+			break;
+		}
 		if (u64_push(&t->step_ticks, ev->ticks) < 0 || u64_push(&t->step_items, ev->u) < 0 ||
 		    u64_push(&t->step_flags, ev->flags) < 0)
 			goto oom;
@@ -394,6 +475,8 @@ static int on_event(void *vc, const fmt_file *f, const fmt_event *ev)
 	case FMT_EV_COUNTER:
 	case FMT_EV_GAUGE:
 	case FMT_EV_VALUE: {
+		if (!inside)
+			break;
 		unsigned kind = ev->type == FMT_EV_COUNTER ? FMT_SITE_COUNTER : ev->type == FMT_EV_GAUGE ? FMT_SITE_GAUGE : FMT_SITE_VALUE;
 		uint32_t mi = metric_for(c, f, ev->id, kind);
 		if (mi == ANA_NONE)
@@ -490,7 +573,7 @@ static int load_file(ana_profile *p, const char *path, fmt_error *err)
 	ana_process *pr = &p->procs[p->nprocs];
 	memset(pr, 0, sizeof *pr);
 	ctx c = {.p = p, .proc = p->nprocs, .first_thread = p->nthreads, .first_tn = p->ntnodes, .first_sn = p->nstep_nodes,
-		 .cp = p->nprocs == 0};
+		 .cp = p->nprocs == 0, .win = p->window.active};
 	if (c.cp && ana_cp_begin(p))
 		return FENNEC_ENOMEM;
 	int rc = fmt_read_ex(path, p->opt.force ? FMT_READ_RESYNC : 0, &pr->file, on_event, &c, err);
@@ -519,9 +602,24 @@ static int load_file(ana_profile *p, const char *path, fmt_error *err)
 			x->dropped = r->dropped;
 			x->busy_ns = (uint64_t)llround(fmt_dticks_to_ns(f, t->busy_ticks));
 			uint64_t tend = r->end_ticks ? r->end_ticks : (r->last_ticks > end_ticks ? r->last_ticks : end_ticks);
-			x->lifetime_ns = tend > r->start_ticks ? (uint64_t)llround(fmt_dticks_to_ns(f, tend - r->start_ticks)) : 0;
-			for (uint32_t d = 0; d < t->depth; d++)
+			uint64_t tstart = r->start_ticks;
+			if (c.win) { /* its life inside the window */
+				tstart = tstart > c.lo ? tstart : c.lo;
+				tend = tend < c.hi ? tend : c.hi;
+			}
+			x->lifetime_ns = tend > tstart ? (uint64_t)llround(fmt_dticks_to_ns(f, tend - tstart)) : 0;
+			/* Calls open at the end: those begun by the window's end were open in it. */
+			uint32_t open = 0;
+			while (open < t->depth && (!c.win || t->stack[open].start <= c.hi))
+				open++;
+			uint32_t depth = t->depth;
+			t->depth = open;
+			if (c.win && materialize(&c, f, t) < 0)
+				rc = FENNEC_ENOMEM;
+			for (uint32_t d = 0; d < t->depth && !rc; d++)
 				p->nodes[t->stack[d].node].open++;
+			t->depth = depth;
+			x->marks_before = t->marks_before;
 			x->marks = t->step_ticks.n;
 			x->steps = x->marks ? x->marks - 1 : 0;
 		}
@@ -551,7 +649,7 @@ static int load_file(ana_profile *p, const char *path, fmt_error *err)
 			if (best) {
 				p->steps_tid = p->threads[best->g].tid;
 				uint64_t prev = best->step_ticks.v[0];
-				p->setup_ns = setup_of(f, best);
+				p->setup_ns = setup_of(f, best, c.lo);
 				for (size_t k = 1; k < best->step_ticks.n; k++) {
 					uint64_t tk = best->step_ticks.v[k];
 					u64_push(&p->step_ns, (uint64_t)llround(fmt_dticks_to_ns(f, tk > prev ? tk - prev : 0)));
@@ -576,7 +674,7 @@ static int load_file(ana_profile *p, const char *path, fmt_error *err)
 				st = &c.th[i];
 		pr->step_thread = st ? st->g : ANA_NONE;
 		pr->marks = st ? st->step_ticks.n : 0;
-		pr->setup_ns = st ? setup_of(f, st) : 0;
+		pr->setup_ns = st ? setup_of(f, st, c.lo) : 0;
 		for (size_t k = 1; st && k < st->step_ticks.n; k++) {
 			uint64_t prev = st->step_ticks.v[k - 1], tk = st->step_ticks.v[k];
 			if (u64_push(&pr->step_ns, (uint64_t)llround(fmt_dticks_to_ns(f, tk > prev ? tk - prev : 0))) < 0)
@@ -589,6 +687,15 @@ static int load_file(ana_profile *p, const char *path, fmt_error *err)
 		if (f->ncalib && (double)f->calib[f->ncalib - 1].mono_ns > end_ns)
 			end_ns = (double)f->calib[f->ncalib - 1].mono_ns;
 		pr->end_ns = end_ns > (double)pr->start_ns ? (uint64_t)end_ns : pr->start_ns;
+		pr->rec_end_ns = pr->end_ns;
+		if (c.win) { /* the process's time inside the window */
+			if (pr->start_ns < p->window.begin_ns)
+				pr->start_ns = p->window.begin_ns;
+			if (pr->end_ns > p->window.end_ns)
+				pr->end_ns = p->window.end_ns;
+			if (pr->end_ns < pr->start_ns)
+				pr->end_ns = pr->start_ns;
+		}
 		pr->wall_ns = pr->end_ns - pr->start_ns;
 		for (uint32_t i = 0; i < f->nthreads; i++)
 			if (f->threads[i].known) {
@@ -690,6 +797,162 @@ static void collector_warning(ana_profile *p)
 		      : "fewer regions inside tight loops, or a lower sampling rate (-F)");
 }
 
+/* ---- the window ---- */
+
+/* The first file's step marks, per thread, for --steps (window_begin's pass). */
+typedef struct marks_ctx {
+	ana_u64vec *th;
+	uint32_t n;
+} marks_ctx;
+
+static int marks_event(void *vc, const fmt_file *f, const fmt_event *ev)
+{
+	marks_ctx *m = vc;
+	(void)f;
+	if (ev->type != FMT_EV_STEP)
+		return 0;
+	if (ev->thread >= m->n) {
+		ana_u64vec *a = realloc(m->th, (ev->thread + 1) * sizeof *a);
+		if (!a)
+			return FENNEC_ENOMEM;
+		memset(a + m->n, 0, (ev->thread + 1 - m->n) * sizeof *a);
+		m->th = a;
+		m->n = ev->thread + 1;
+	}
+	return u64_push(&m->th[ev->thread], ev->ticks) < 0 ? FENNEC_ENOMEM : 0;
+}
+
+static int window_refuse(ana_profile *p, fmt_error *err, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static int window_refuse(ana_profile *p, fmt_error *err, const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(err->msg, sizeof err->msg, fmt, ap);
+	va_end(ap);
+	p->window.bad = 1;
+	return err->code = FENNEC_EINVAL;
+}
+
+/* The recording's end as load_file() computes a process's. */
+static uint64_t file_end_ns(const fmt_file *f)
+{
+	double end_ns = fmt_ticks_to_ns(f, f->last_ticks);
+	if (f->ncalib && (double)f->calib[f->ncalib - 1].mono_ns > end_ns)
+		end_ns = (double)f->calib[f->ncalib - 1].mono_ns;
+	return end_ns > (double)f->start_mono_ns ? (uint64_t)end_ns : f->start_mono_ns;
+}
+
+/*
+ * Resolve the window asked for (p->opt.window) into p->window before the files are read,
+ * from the first file: its start for --since and --until (the header only), its end for
+ * --last and its step marks for --steps (one pass that decodes the file and keeps only
+ * the marks). The end is checked against the recording once it is read (window_end).
+ */
+static int window_begin(ana_profile *p, const char *path, fmt_error *err)
+{
+	const ana_window_spec *w = &p->opt.window;
+	ana_window *x = &p->window;
+	if (!w->set)
+		return 0;
+	x->active = 1;
+	int pass = w->last_ns >= 0 || w->step_lo >= 0 || w->step_hi >= 0;
+	fmt_file f;
+	marks_ctx mc = {0};
+	int rc = pass ? fmt_read_ex(path, p->opt.force ? FMT_READ_RESYNC : 0, &f, marks_event, &mc, err)
+		      : fmt_read_header(path, &f, err);
+	if (rc && !(rc != FENNEC_ENOMEM && p->opt.force && f.recording_id))
+		goto out;
+	rc = 0;
+	uint64_t begin = f.start_mono_ns, end = UINT64_MAX;
+	x->rec_begin_ns = begin;
+	if (pass)
+		x->rec_end_ns = file_end_ns(&f);
+	if (w->since_ns >= 0)
+		begin = x->rec_begin_ns + (uint64_t)w->since_ns;
+	if (w->until_ns >= 0)
+		end = x->rec_begin_ns + (uint64_t)w->until_ns;
+	if (w->last_ns >= 0 && x->rec_end_ns - x->rec_begin_ns > (uint64_t)w->last_ns) {
+		uint64_t b = x->rec_end_ns - (uint64_t)w->last_ns;
+		begin = b > begin ? b : begin;
+	}
+	if (w->step_lo >= 0 || w->step_hi >= 0) {
+		/* The stepping thread is the one with the most marks, as for the step statistics. */
+		const ana_u64vec *m = NULL;
+		for (uint32_t i = 0; i < mc.n; i++)
+			if (mc.th[i].n && (!m || mc.th[i].n > m->n))
+				m = &mc.th[i];
+		uint64_t steps = m ? m->n - 1 : 0;
+		uint64_t lo = w->step_lo >= 0 ? (uint64_t)w->step_lo : 0;
+		uint64_t hi = w->step_hi >= 0 ? (uint64_t)w->step_hi : steps - 1;
+		if (!steps) {
+			rc = window_refuse(p, err, "--steps %s: %s has no steps (no two fennec_step() marks)", w->steps_arg, path);
+			goto out;
+		}
+		if (lo >= steps) {
+			rc = window_refuse(p, err, "--steps %s: %s has %llu steps (0 to %llu)", w->steps_arg, path,
+					   (unsigned long long)steps, (unsigned long long)(steps - 1));
+			goto out;
+		}
+		if (hi >= steps)
+			hi = steps - 1;
+		uint64_t b = (uint64_t)llround(fmt_ticks_to_ns(&f, m->v[lo]));
+		uint64_t e = (uint64_t)llround(fmt_ticks_to_ns(&f, m->v[hi + 1]));
+		begin = b > begin ? b : begin;
+		end = e < end ? e : end;
+	}
+	if (end <= begin) {
+		char a[160] = "";
+		size_t n = 0;
+		if (w->since_arg)
+			n += (size_t)snprintf(a + n, sizeof a - n, " --since %s", w->since_arg);
+		if (w->until_arg && n < sizeof a)
+			n += (size_t)snprintf(a + n, sizeof a - n, " --until %s", w->until_arg);
+		if (w->last_arg && n < sizeof a)
+			n += (size_t)snprintf(a + n, sizeof a - n, " --last %s", w->last_arg);
+		if (w->steps_arg && n < sizeof a)
+			snprintf(a + n, sizeof a - n, " --steps %s", w->steps_arg);
+		rc = window_refuse(p, err, "%s: no time is in all of the window's limits (it is empty)", a + 1);
+		goto out;
+	}
+	x->begin_ns = begin;
+	x->end_ns = end;
+out:
+	for (uint32_t i = 0; i < mc.n; i++)
+		free(mc.th[i].v);
+	free(mc.th);
+	fmt_file_free(&f);
+	return rc;
+}
+
+/* The recording is read: the window within it, its first step's number. A window that
+ * starts past the end of the recording is refused. */
+static int window_end(ana_profile *p, uint64_t rec_end, fmt_error *err)
+{
+	ana_window *x = &p->window;
+	const ana_window_spec *w = &p->opt.window;
+	if (!x->active) {
+		x->rec_begin_ns = x->begin_ns = p->procs[0].start_ns;
+		x->rec_end_ns = x->end_ns = rec_end;
+		x->to_end = 1;
+		return 0;
+	}
+	x->rec_end_ns = rec_end;
+	if (x->begin_ns >= rec_end) {
+		char d[32];
+		ana_fmt_ns((double)(rec_end - x->rec_begin_ns), d, sizeof d);
+		if (w->since_arg)
+			return window_refuse(p, err, "--since %s: past the end of the recording, which is %s long", w->since_arg, d);
+		return window_refuse(p, err, "the window starts past the end of the recording, which is %s long", d);
+	}
+	x->to_end = x->end_ns >= rec_end;
+	if (x->to_end)
+		x->end_ns = rec_end;
+	for (uint32_t i = 0; i < p->nthreads; i++)
+		if (p->threads[i].process == 0 && p->steps && p->threads[i].tid == p->steps_tid)
+			x->first_step = p->threads[i].marks_before;
+	return 0;
+}
+
 int ana_load(const char *path, const ana_options *opt, ana_profile *p, fmt_error *err)
 {
 	return ana_load_paths(&path, 1, opt, p, err);
@@ -711,8 +974,14 @@ int ana_load_paths(const char *const *paths, size_t npaths, const ana_options *o
 	char **files = NULL;
 	size_t nfiles = 0;
 	int rc = ana_list_files(paths, npaths, &files, &nfiles, err, p);
-	if (rc)
+	if (!rc && nfiles)
+		rc = window_begin(p, files[0], err);
+	if (rc) {
+		for (size_t i = 0; i < nfiles; i++)
+			free(files[i]);
+		free(files);
 		return rc;
+	}
 	/* Load the first file first: steps come from it. Siblings that fail are warned
 	 * about; the named file failing is the error. */
 	for (size_t i = 0; i < nfiles && !rc; i++) {
@@ -753,6 +1022,8 @@ int ana_load_paths(const char *const *paths, size_t npaths, const ana_options *o
 	}
 	if (last != first && last->end_ns > first->start_ns)
 		p->wall_ns = last->end_ns - first->start_ns;
+	if ((rc = window_end(p, last->rec_end_ns, err)) != 0)
+		return rc;
 	for (uint32_t i = 0; i < p->nprocs; i++) {
 		/* getrusage() survives exec: an exec'd image's CPU includes the image before
 		 * it (same pid, ended by exec), which is counted on its own. Files that give

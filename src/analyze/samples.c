@@ -1222,6 +1222,8 @@ int ana_samples_finish(ana_profile *p)
 		cpu_samples += s->samples[i].kind == ANA_CPU;
 	double cpu_s = (double)(p->cpu_user_ns + p->cpu_sys_ns) / 1e9;
 	s->achieved_hz = cpu_s > 0 ? (double)cpu_samples / cpu_s : NAN;
+	if (p->window.active) /* the CPU time is the session's, the samples the window's: unknown */
+		s->achieved_hz = NAN;
 
 	if (ana_sample_view_build(p, NULL, &s->all))
 		goto out;

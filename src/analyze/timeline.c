@@ -210,6 +210,9 @@ static int add_call(tctx *c, lane *l, uint32_t thread, uint32_t d, uint32_t name
 	ana_timeline *tl = c->tl;
 	if (c->to_ns && (start_ns >= c->to_ns || start_ns + dur_ns < c->from_ns))
 		return 0;
+	/* before the analysis window: rel_ns() put both its ends at the window's start */
+	if (c->p->window.active && !start_ns && !dur_ns)
+		return 0;
 	(*seen)++;
 	ana_interval x = {.start_ns = start_ns, .dur_ns = dur_ns, .thread = thread, .name = name, .depth = d,
 			  .count = 1, .busy_ns = dur_ns, .open = open};
@@ -466,6 +469,15 @@ int ana_timeline_build(const ana_profile *p, size_t max_intervals, uint32_t max_
 	memset(tl, 0, sizeof *tl);
 	if (max_intervals < 1000)
 		max_intervals = 1000;
+	/* The timeline reads the files again: it keeps to the analysis window (its times are
+	 * from the window's start, procs[0].start_ns), the range asked for within it. */
+	if (p->window.active) {
+		uint64_t span = p->window.end_ns - p->window.begin_ns;
+		if (!to_ns || to_ns > span)
+			to_ns = span;
+		if (from_ns >= to_ns)
+			from_ns = 0;
+	}
 	if (to_ns && to_ns <= from_ns)
 		to_ns = from_ns + 1;
 	tl->max_depth = max_depth;

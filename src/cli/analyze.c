@@ -59,7 +59,8 @@ static const char help[] =
 	"                         reported); analyse what precedes damage that cannot be skipped\n"
 	"  --native               Python programs: keep the interpreter's C frames (default: folded into\n"
 	"                         the Python frames that run them)\n"
-	"  --color, --no-color    colour the text report (default: on a terminal, unless NO_COLOR is set)\n";
+	"  --color, --no-color    colour the text report (default: on a terminal, unless NO_COLOR is set)\n"
+	CLI_WINDOW_HELP;
 
 /* A sample filter that names nothing in the recording is a usage error, not an empty
  * report. Returns 0, or prints why and returns -1. */
@@ -106,11 +107,18 @@ int cmd_analyze(int argc, char **argv)
 	for (int i = 1; i < argc; i++) {
 		cli_arg x;
 		cli_arg_read(&x, argc, argv, i);
+		int wa;
 		const char *a = x.a, *v = x.v;
 		if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
 			fputs(help, stdout);
 			rc = 0;
 			goto out;
+		} else if ((wa = cli_window_arg("analyze", &x, &opt.window)) != 0) {
+			if (wa < 0) {
+				rc = 2;
+				goto out;
+			}
+			i += cli_take(&x);
 		} else if (!strcmp(a, "--format") || !strcmp(a, "-f")) {
 			if (!v || (strcmp(v, "text") && strcmp(v, "json") && strcmp(v, "html"))) {
 				cli_error("analyze", "--format must be text, json or html, not '%s'", v ? v : "");
@@ -236,8 +244,8 @@ int cmd_analyze(int argc, char **argv)
 	rc = ana_load_paths(paths, npaths, &opt, &p, &err);
 	if (rc) {
 		fprintf(stderr, "fennec analyze: %s\n", err.msg[0] ? err.msg : fennec_strerror(rc));
+		rc = p.window.bad ? 2 : 1; /* a window the recording cannot give is a usage error */
 		ana_profile_free(&p);
-		rc = 1;
 		goto out;
 	}
 	if (check_selection(&p, &opt.samples) < 0) {

@@ -209,3 +209,113 @@ int cli_parse_bytes(const char *cmd, const char *opt, const char *s, uint64_t lo
 		  "not '%s'", opt, ana_fmt_bytes((double)lo, a, sizeof a), ana_fmt_bytes((double)hi, b, sizeof b), s ? s : "");
 	return -1;
 }
+
+/* A duration: "90s", "5m", "1h30m", "250ms", "1.5s", or plain seconds ("12.5"). Units h, m,
+ * s, ms, us, ns, summed. Returns 0 and the ns in *out, or -1. */
+static int parse_duration(const char *s, int64_t *out)
+{
+	static const struct { const char *unit; double ns; } units[] = {
+		{"ms", 1e6}, {"us", 1e3}, {"ns", 1}, {"h", 3600e9}, {"m", 60e9}, {"s", 1e9},
+	};
+	double total = 0;
+	if (!s || !*s)
+		return -1;
+	while (*s) {
+		char *end;
+		if (!(*s >= '0' && *s <= '9') && *s != '.')
+			return -1;
+		double v = strtod(s, &end);
+		if (end == s || !(v >= 0) || v > 1e12)
+			return -1;
+		s = end;
+		if (!*s && total == 0) { /* plain seconds */
+			total = v * 1e9;
+			break;
+		}
+		size_t k = 0;
+		while (k < ARRAY_LEN(units) && strncmp(s, units[k].unit, strlen(units[k].unit)))
+			k++;
+		if (k == ARRAY_LEN(units))
+			return -1;
+		total += v * units[k].ns;
+		s += strlen(units[k].unit);
+	}
+	if (total > 9e18)
+		return -1;
+	*out = (int64_t)llround(total);
+	return 0;
+}
+
+static int parse_step(const char *s, const char *end, int64_t *out)
+{
+	if (s == end) {
+		*out = -1;
+		return 0;
+	}
+	uint64_t v = 0;
+	for (const char *c = s; c < end; c++) {
+		if (*c < '0' || *c > '9' || v > (uint64_t)1e15)
+			return -1;
+		v = v * 10 + (uint64_t)(*c - '0');
+	}
+	*out = (int64_t)v;
+	return 0;
+}
+
+int cli_window_arg(const char *cmd, cli_arg *x, ana_window_spec *w)
+{
+	const char *a = x->a, *v = x->v;
+	if (strcmp(a, "--since") && strcmp(a, "--until") && strcmp(a, "--last") && strcmp(a, "--steps"))
+		return 0;
+	if (!w->set) {
+		w->set = 1;
+		w->since_ns = w->until_ns = w->last_ns = w->step_lo = w->step_hi = -1;
+	}
+	if (!v || !*v) {
+		cli_error(cmd, "%s needs a value (%s)", a, a[2] == 's' && a[3] == 't' ? "steps A:B, A: or :B" : "a duration: 90s, 5m, 1h30m, 250ms");
+		return -1;
+	}
+	if (!strcmp(a, "--steps")) {
+		const char *colon = strchr(v, ':');
+		if (!colon || parse_step(v, colon, &w->step_lo) < 0 ||
+		    parse_step(colon + 1, v + strlen(v), &w->step_hi) < 0 || (w->step_lo < 0 && w->step_hi < 0)) {
+			cli_error(cmd, "--steps '%s': give step numbers A:B, A: or :B (e.g. 100:199)", v);
+			return -1;
+		}
+		if (w->step_hi >= 0 && w->step_lo > w->step_hi) {
+			cli_error(cmd, "--steps '%s': the step range is empty (%lld > %lld)", v, (long long)w->step_lo,
+				  (long long)w->step_hi);
+			return -1;
+		}
+		w->steps_arg = v;
+	} else {
+		int64_t ns;
+		if (parse_duration(v, &ns) < 0) {
+			cli_error(cmd, "%s '%s': not a duration (90s, 5m, 1h30m, 250ms, or seconds)", a, v);
+			return -1;
+		}
+		if (a[2] == 's') {
+			w->since_ns = ns;
+			w->since_arg = v;
+		} else if (a[2] == 'u') {
+			if (!ns) {
+				cli_error(cmd, "--until '%s': the window would be empty", v);
+				return -1;
+			}
+			w->until_ns = ns;
+			w->until_arg = v;
+		} else {
+			if (!ns) {
+				cli_error(cmd, "--last '%s': the window would be empty", v);
+				return -1;
+			}
+			w->last_ns = ns;
+			w->last_arg = v;
+		}
+		if (w->since_ns >= 0 && w->until_ns >= 0 && w->since_ns >= w->until_ns) {
+			cli_error(cmd, "--since %s is not before --until %s", w->since_arg, w->until_arg);
+			return -1;
+		}
+	}
+	return 1;
+}

@@ -111,4 +111,20 @@ int cli_parse_u32(const char *cmd, const char *opt, const char *s, unsigned lo, 
  * whole byte, from lo to hi. */
 int cli_parse_bytes(const char *cmd, const char *opt, const char *s, uint64_t lo, uint64_t hi, uint64_t *out);
 
+/*
+ * The window options of the commands that read a recording (analyze, export, view,
+ * compare, plot; docs/json.md `window`): --since T, --until T (durations from the start of
+ * the recording), --last D, --steps A:B. Returns 1 when x is one of them (its value parsed
+ * into *w, which the first sets up), 0 when it is not, -1 after printing why the value is
+ * bad (a usage error). What the recording alone can refuse (past its end, no such steps)
+ * ana_load refuses, with ana_profile.window.bad set.
+ */
+struct ana_window_spec;
+int cli_window_arg(const char *cmd, cli_arg *x, struct ana_window_spec *w);
+#define CLI_WINDOW_HELP                                                                               \
+	"  --since T, --until T   analyse only from / to T after the start of the recording (90s, 5m,\n" \
+	"                         1h30m, 250ms, or seconds); the report says what it covers\n"          \
+	"  --last D               analyse only the last D of the recording\n"                            \
+	"  --steps A:B            analyse only steps A to B (A: or :B leave a side open)\n"
+
 #endif

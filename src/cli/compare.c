@@ -36,7 +36,8 @@ static const char help[] =
 	"  --color, --no-color    colour the text report (default: on a terminal, unless NO_COLOR is set)\n"
 	"\n"
 	"speedup = A / B: 2.00x means B takes half the time of A. A differential flame graph:\n"
-	"fennec export B --format diff-svg --base A -o diff.svg\n";
+	"fennec export B --format diff-svg --base A -o diff.svg\n"
+	CLI_WINDOW_HELP;
 
 /* Load one side; prints why it failed. */
 static int load(const char *path, const ana_options *opt, ana_profile *p)
@@ -115,11 +116,17 @@ int cmd_compare(int argc, char **argv)
 	for (int i = 1; i < argc; i++) {
 		cli_arg x;
 		cli_arg_read(&x, argc, argv, i);
+		int wa;
 		const char *a = x.a, *v = x.v;
 		unsigned n;
 		if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
 			fputs(help, stdout);
 			return 0;
+		} else if ((wa = cli_window_arg("compare", &x, &opt.window)) != 0) {
+			if (wa < 0) {
+				return 2;
+			}
+			i += cli_take(&x);
 		} else if (!strcmp(a, "--format") || !strcmp(a, "-f")) {
 			if (!v || (strcmp(v, "text") && strcmp(v, "json") && strcmp(v, "html"))) {
 				cli_error("compare", "--format must be text, json or html, not '%s'", v ? v : "");
@@ -182,13 +189,15 @@ int cmd_compare(int argc, char **argv)
 	ana_profile pa, pb;
 	memset(&pb, 0, sizeof pb);
 	if (load(path[0], &opt, &pa)) {
+		int bad = pa.window.bad;
 		ana_profile_free(&pa);
-		return 1;
+		return bad ? 2 : 1;
 	}
 	if (load(path[1], &opt, &pb)) {
+		int bad = pb.window.bad;
 		ana_profile_free(&pa);
 		ana_profile_free(&pb);
-		return 1;
+		return bad ? 2 : 1;
 	}
 	ana_compare_result r;
 	int rc = ana_compare(&pa, &pb, &co, &r);

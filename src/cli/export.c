@@ -46,7 +46,8 @@ static const char help[] =
 	"  --native               Python programs: keep the interpreter's C frames (default: folded into\n"
 	"                         the Python frames that run them)\n"
 	"\n"
-	"Formats, options and what each consumer expects: docs/export.md.\n";
+	"Formats, options and what each consumer expects: docs/export.md.\n"
+	CLI_WINDOW_HELP;
 
 enum { F_FOLDED, F_SVG, F_PPROF, F_SPEEDSCOPE, F_CHROME, F_CSV, F_DIFF_SVG, F_TENSORBOARD };
 static const char *const formats[] = {"folded", "svg", "pprof", "speedscope", "chrome-trace", "csv", "diff-svg",
@@ -123,10 +124,16 @@ int cmd_export(int argc, char **argv)
 	for (int i = 1; i < argc; i++) {
 		cli_arg x;
 		cli_arg_read(&x, argc, argv, i);
+		int wa;
 		const char *a = x.a, *v = x.v;
 		if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
 			fputs(help, stdout);
 			return 0;
+		} else if ((wa = cli_window_arg("export", &x, &ao.window)) != 0) {
+			if (wa < 0) {
+				return 2;
+			}
+			i += cli_take(&x);
 		} else if (!strcmp(a, "--format") || !strcmp(a, "-f")) {
 			format = -1;
 			for (int k = 0; v && k < (int)ARRAY_LEN(formats); k++)
@@ -252,6 +259,12 @@ int cmd_export(int argc, char **argv)
 		}
 		if (rc)
 			fprintf(stderr, "fennec export: %s\n", err.msg[0] ? err.msg : fennec_strerror(rc));
+		if (p.window.bad) {
+			ana_profile_free(&p);
+			return 2;
+		}
+		if (rc)
+			;
 		else
 			for (uint32_t i = 0; i < p.nwarnings; i++)
 				fprintf(stderr, "fennec export: warning: %s\n", p.warnings[i]);
@@ -309,8 +322,9 @@ int cmd_export(int argc, char **argv)
 	int rc = ana_load(path, &ao, &p, &err);
 	if (rc) {
 		fprintf(stderr, "fennec export: %s\n", err.msg[0] ? err.msg : fennec_strerror(rc));
+		rc = p.window.bad ? 2 : 1;
 		ana_profile_free(&p);
-		return 1;
+		return rc;
 	}
 	ana_profile bp;
 	memset(&bp, 0, sizeof bp);

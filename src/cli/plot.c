@@ -28,7 +28,8 @@ static const char help[] =
 	"  --title TEXT           the chart's title (default: the file and what is shown)\n"
 	"  --force                skip a damaged chunk to the next whole one, as analyze --force\n"
 	"\n"
-	"Charts, their units and how they are drawn: docs/plot.md.\n";
+	"Charts, their units and how they are drawn: docs/plot.md.\n"
+	CLI_WINDOW_HELP;
 
 static int has_ext(const char *path, const char *ext)
 {
@@ -87,10 +88,16 @@ int cmd_plot(int argc, char **argv)
 	for (int i = 1; i < argc; i++) {
 		cli_arg x;
 		cli_arg_read(&x, argc, argv, i);
+		int wa;
 		const char *a = x.a, *v = x.v;
 		if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
 			fputs(help, stdout);
 			return 0;
+		} else if ((wa = cli_window_arg("plot", &x, &ao.window)) != 0) {
+			if (wa < 0) {
+				return 2;
+			}
+			i += cli_take(&x);
 		} else if (!strcmp(a, "--kind") || !strcmp(a, "-k")) {
 			if ((o.kind = plot_kind_parse(v)) < 0) {
 				cli_error("plot", "--kind must be timing, steps, metrics or memory, not '%s'", v ? v : "");
@@ -175,8 +182,9 @@ int cmd_plot(int argc, char **argv)
 	int rc = ana_load(path, &ao, &p, &err);
 	if (rc) {
 		fprintf(stderr, "fennec plot: %s\n", err.msg[0] ? err.msg : fennec_strerror(rc));
+		rc = p.window.bad ? 2 : 1;
 		ana_profile_free(&p);
-		return 1;
+		return rc;
 	}
 	/* One metric needs no name; several do. */
 	if (o.kind == PLOT_METRICS && !o.metric && p.nmetrics == 1)

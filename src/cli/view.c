@@ -36,7 +36,8 @@ static const char help[] =
 	"                         /metrics on this address (docs/prometheus.md; HOST defaults to\n"
 	"                         127.0.0.1; no token: Prometheus scrapes it as it is)\n"
 	"  --force                skip a damaged chunk to the next whole one (bytes and offset\n"
-	"                         reported); analyse what precedes damage that cannot be skipped\n";
+	"                         reported); analyse what precedes damage that cannot be skipped\n"
+	CLI_WINDOW_HELP;
 
 /*
  * Signals. The server stands for the recording as `fennec record` stands for the program
@@ -162,10 +163,16 @@ int cmd_view(int argc, char **argv)
 	for (int i = 1; i < argc; i++) {
 		cli_arg x;
 		cli_arg_read(&x, argc, argv, i);
+		int wa;
 		const char *a = x.a, *v = x.v;
 		if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
 			fputs(help, stdout);
 			return 0;
+		} else if ((wa = cli_window_arg("view", &x, &o.ana.window)) != 0) {
+			if (wa < 0) {
+				return 2;
+			}
+			i += cli_take(&x);
 		} else if (!strcmp(a, "--port") || !strcmp(a, "-p")) {
 			if (cli_parse_u32("view", a, v, 0, 65535, &o.port) < 0)
 				return 2;

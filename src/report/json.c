@@ -722,6 +722,22 @@ int rep_json(FILE *out, const ana_profile *p, const rep_options *o)
 	}
 	fputs(p->nwarnings ? "\n  ],\n" : "],\n", out);
 
+	/* What the analysis covers (docs/json.md window): times from the recording's start. */
+	const ana_window *w = &p->window;
+	fputs("  \"window\": {", out);
+	f1 = 1;
+	key(out, "active", &f1);
+	fputs(w->active ? "true" : "false", out);
+	knum(out, "begin_ns", (double)(w->begin_ns - w->rec_begin_ns), &f1);
+	knum(out, "end_ns", (double)(w->end_ns - w->rec_begin_ns), &f1);
+	knum(out, "duration_ns", (double)(w->end_ns - w->begin_ns), &f1);
+	knum(out, "recording_ns", (double)(w->rec_end_ns - w->rec_begin_ns), &f1);
+	key(out, "to_end", &f1);
+	fputs(w->to_end ? "true" : "false", out);
+	knum(out, "first_step", (double)w->first_step, &f1);
+	knum(out, "steps", (double)p->steps, &f1);
+	fputs("\n  },\n", out);
+
 	fputs("  \"summary\": {", out);
 	f1 = 1;
 	kstr(out, "command", first->file.cmdline, &f1);

@@ -647,6 +647,20 @@ static void critpath_text(FILE *out, const ana_profile *p, const style *st)
 	chain_text(out, p, "median step", &cp->median);
 }
 
+/* A time from the recording's start for the window line: "1h02m", "5m00s", "12.3s". */
+static const char *clock_of(uint64_t ns, char *buf, size_t n)
+{
+	double sec = (double)ns / 1e9;
+	uint64_t whole = (uint64_t)sec;
+	if (whole >= 3600)
+		snprintf(buf, n, "%lluh%02llum", (unsigned long long)(whole / 3600), (unsigned long long)(whole / 60 % 60));
+	else if (whole >= 60)
+		snprintf(buf, n, "%llum%02llus", (unsigned long long)(whole / 60), (unsigned long long)(whole % 60));
+	else
+		snprintf(buf, n, "%.3gs", sec);
+	return buf;
+}
+
 int rep_text(FILE *out, const ana_profile *p, const rep_options *o)
 {
 	style s = {"", "", "", "", "", ""};
@@ -656,6 +670,16 @@ int rep_text(FILE *out, const ana_profile *p, const rep_options *o)
 	char a[32], b[32], c[32], d[32], e[32], f[32], g[32], h[32], k[32];
 
 	fprintf(out, "%sfennec analysis%s  %s\n", s.bold, s.reset, first->file.path);
+	if (p->window.active) {
+		/* What the report covers: every time and share below is of the window. */
+		const ana_window *w = &p->window;
+		char st[48] = "";
+		if (p->steps)
+			snprintf(st, sizeof st, " (steps %llu-%llu)", (unsigned long long)w->first_step,
+				 (unsigned long long)(w->first_step + p->steps - 1));
+		fprintf(out, "window: %s to %s of %s%s\n", clock_of(w->begin_ns - w->rec_begin_ns, a, sizeof a),
+			clock_of(w->end_ns - w->rec_begin_ns, b, sizeof b), clock_of(w->rec_end_ns - w->rec_begin_ns, c, sizeof c), st);
+	}
 	for (uint32_t i = 0; i < p->nwarnings; i++)
 		fprintf(out, "%swarning:%s %s\n", s.yellow, s.reset, p->warnings[i]);
 
@@ -663,9 +687,14 @@ int rep_text(FILE *out, const ana_profile *p, const rep_options *o)
 	fprintf(out, "  command      %s\n", first->file.cmdline ? first->file.cmdline : "");
 	fprintf(out, "  wall         %s%s\n", ana_fmt_ns((double)p->wall_ns, a, sizeof a), p->cut_short ? "  (cut short)" : "");
 	double cpu = (double)(p->cpu_user_ns + p->cpu_sys_ns);
-	fprintf(out, "  CPU          %s user + %s sys (%.0f%% of wall%s)\n", ana_fmt_ns((double)p->cpu_user_ns, a, sizeof a),
-		ana_fmt_ns((double)p->cpu_sys_ns, b, sizeof b), p->wall_ns ? 100 * cpu / (double)p->wall_ns : 0,
-		p->nprocs > 1 ? ", all processes" : "");
+	if (p->window.active) /* the file gives the session's CPU only: no share of the window's wall */
+		fprintf(out, "  CPU          %s user + %s sys in the whole recording, not the window%s\n",
+			ana_fmt_ns((double)p->cpu_user_ns, a, sizeof a), ana_fmt_ns((double)p->cpu_sys_ns, b, sizeof b),
+			p->nprocs > 1 ? ", all processes" : "");
+	else
+		fprintf(out, "  CPU          %s user + %s sys (%.0f%% of wall%s)\n", ana_fmt_ns((double)p->cpu_user_ns, a, sizeof a),
+			ana_fmt_ns((double)p->cpu_sys_ns, b, sizeof b), p->wall_ns ? 100 * cpu / (double)p->wall_ns : 0,
+			p->nprocs > 1 ? ", all processes" : "");
 	if (p->overhead.known) {
 		const ana_overhead *ov = &p->overhead;
 		fprintf(out, "  fennec       %s of that CPU is fennec's (%.1f%%): writer %s, events %s, heap %s, samples %s\n",

@@ -76,7 +76,7 @@ static void fixture_init(fixture *x)
 		{F_INL, N_PROGC, 31, 0, 0x2000, 0x2000, 1},  {F_LEAF, ANA_NONE, 0, 0, 0x7f0000001000, 0x1000, 0},
 		{F_SLEEP, ANA_NONE, 0, 0, 0x7f1000002000, 0x2000, 0},
 	};
-	static ana_thread threads[2] = {{0, 0, 100, "main", 0, 0, 0, 0, 0, 0}, {0, 1, 101, "worker", 0, 0, 0, 0, 0, 0}};
+	static ana_thread threads[2] = {{0, 0, 100, "main", 0, 0, 0, 0, 0, 0, 0}, {0, 1, 101, "worker", 0, 0, 0, 0, 0, 0, 0}};
 	static ana_node nodes[2];
 	static char path_outer[] = "outer", path_inner[] = "outer/inner";
 	static ana_process proc;
