@@ -735,6 +735,11 @@ static int load_file(ana_profile *p, const char *path, fmt_error *err)
 		if (f->bad_ends)
 			ana_warn(p, "%s: %llu region ends without a matching begin were ignored", f->path,
 				 (unsigned long long)f->bad_ends);
+		if (f->sites_refused)
+			ana_warn(p, "%s: the collector's table of %u region and metric names was full: %llu call%s "
+				    "recorded under the one name \"<site table full>\"; a name per call "
+				    "(formatted into a fresh buffer) fills it: name regions by a fixed set of strings",
+				 f->path, 65536u, (unsigned long long)f->sites_refused, f->sites_refused == 1 ? " was" : "s were");
 		if (f->lost_bytes)
 			ana_warn(p, "%s: the collector could not write %llu bytes (disk full or I/O error); data is missing",
 				 f->path, (unsigned long long)f->lost_bytes);

@@ -188,6 +188,14 @@ static inline uint32_t site_hash(uintptr_t key, unsigned kind)
 	return (uint32_t)(h >> 40) & (COL_SITE_HASH - 1);
 }
 
+/* Calls that got no site (id 0, the region "<site table full>") because the table was
+ * full: written in STATS and END, said by the analysis. Keys (name addresses) past
+ * SITE_KEYS_MAX are not added, so that a probe stays short (at 3/4 full, about 8.5 slots
+ * for a key not there) when a program names regions by fresh buffers. */
+static _Atomic uint64_t sites_refused;
+static _Atomic uint32_t site_keys_used;
+#define SITE_KEYS_MAX (COL_SITE_HASH / 4 * 3)
+
 uint32_t col_site_id(const void *key, unsigned kind, const char *name, const char *file, int line)
 {
 	uintptr_t k = (uintptr_t)key;
@@ -195,15 +203,19 @@ uint32_t col_site_id(const void *key, unsigned kind, const char *name, const cha
 	for (uint32_t probe = 0; probe < COL_SITE_HASH; probe++, h = (h + 1) & (COL_SITE_HASH - 1)) {
 		uintptr_t cur = atomic_load_explicit(&site_keys[h], memory_order_acquire);
 		if (cur == 0) {
+			if (atomic_load_explicit(&site_keys_used, memory_order_relaxed) >= SITE_KEYS_MAX)
+				break;
 			uintptr_t expect = 0;
 			if (atomic_compare_exchange_strong(&site_keys[h], &expect, k)) {
+				atomic_fetch_add_explicit(&site_keys_used, 1, memory_order_relaxed);
 				uint32_t id = atomic_load_explicit(&col_nsites, memory_order_relaxed);
 				while (id < COL_MAX_SITES &&
 				       !atomic_compare_exchange_weak(&col_nsites, &id, id + 1))
 					;
-				if (id >= COL_MAX_SITES)
+				if (id >= COL_MAX_SITES) {
 					id = 0;
-				else {
+					atomic_fetch_add_explicit(&sites_refused, 1, memory_order_relaxed);
+				} else {
 					col_site *s = &col_sites[id];
 					s->name = name;
 					s->file = file;
@@ -220,10 +232,14 @@ uint32_t col_site_id(const void *key, unsigned kind, const char *name, const cha
 			uint32_t v;
 			while ((v = atomic_load_explicit(&site_vals[h], memory_order_acquire)) == 0)
 				;
-			if (v >> 24 == kind)
+			if (v >> 24 == kind) {
+				if (unlikely(!(v & 0xffffff)))
+					atomic_fetch_add_explicit(&sites_refused, 1, memory_order_relaxed);
 				return v & 0xffffff;
+			}
 		}
 	}
+	atomic_fetch_add_explicit(&sites_refused, 1, memory_order_relaxed);
 	return 0;
 }
 
@@ -837,6 +853,7 @@ static void flush_locked(int final, unsigned exit_reason)
 	col_mem_dropped(&lost_allocs, &lost_frees);
 	cm_buf_varint(&st, lost_allocs);
 	cm_buf_varint(&st, lost_frees);
+	cm_buf_varint(&st, atomic_load_explicit(&sites_refused, memory_order_relaxed));
 	uint64_t end_at = S.file_off + S.out.len;
 	emit_chunk(final ? FMT_END : FMT_STATS, &st);
 	cm_buf_free(&st);

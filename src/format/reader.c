@@ -377,6 +377,12 @@ static int decode_stats(rd *r, cur *c, int is_end)
 		f->heap_dropped_frees = frees;
 		f->has_heap_drops = 1;
 	}
+	if (c->p < c->end) { /* calls that got no site: the table was full (collectors since 2026-12-02) */
+		uint64_t refused = cur_varint(c);
+		if (c->bad)
+			return fail(r, FENNEC_ECORRUPT, r->chunk_off, "%s: the refused-site count runs past the end of the chunk", is_end ? "END" : "STATS");
+		f->sites_refused = refused;
+	}
 	/* getrusage() counts the process's CPU from its start: the session's is the part after
 	 * the header's (a session started late, a process's second session, an exec'd image). */
 	f->cpu_user_ns = user - (f->cpu_start_user_ns <= user ? f->cpu_start_user_ns : user);

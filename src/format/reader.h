@@ -147,6 +147,7 @@ typedef struct fmt_file {
 	uint64_t collector_cpu_ns; /* fennec's own CPU in the session (writer thread, final flush) */
 	int has_collector_cpu;     /* STATS/END gave it (since 1.5) */
 	uint64_t heap_dropped_allocs, heap_dropped_frees; /* of heap.dropped: ALLOCs, FREEs */
+	uint64_t sites_refused; /* region and metric calls the collector's full site table gave no name */
 	int has_heap_drops;        /* STATS/END gave them (collectors since 2026-11-22) */
 	/* COST (1.8), the last chunk's: fennec's work on the program's threads */
 	int has_cost;

@@ -250,3 +250,17 @@ def test_reference_decoder_agrees():
         assert_true(abs(rep["summary"]["events"] - events) <= events * 0.05 + 10,
                     "%s: summary.events %r vs %d events decoded by the reference"
                     % (prog, rep["summary"]["events"], events))
+
+
+def test_site_table_full_is_counted():
+    """many_sites 100000: a region name per call, each at an address of its own, past the
+    65,536 names the collector keeps a process. The calls past the table are one region,
+    "<site table full>", and the report's warning counts them: all calls but the 65,535
+    that got a name (ids 1 to 65535)."""
+    rep, _ = record_and_analyze("many_sites", 100000)
+    full = region(rep, "<site table full>")
+    named = [r for r in rep["regions"] if r["name"].startswith("r")]
+    assert_eq(len(named) + full["count"], 100001, "named regions plus the ones past the table")
+    assert_between(full["count"], 100001 - 65535, 100001 - 65000, "calls past the table")
+    msg = [w for w in rep["warnings"] if "table of 65536" in w]
+    assert_true(msg and ("%d calls were recorded" % full["count"]) in msg[0], "the warning: %r" % rep["warnings"])
