@@ -756,6 +756,21 @@ static int py_merge(fin *x, uint32_t proc, const fmt_file *f, const uint64_t *py
 		return 0;
 	if (x->eval_name == ANA_NONE && (x->eval_name = ana_intern(p, "_PyEval_EvalFrameDefault")) == ANA_NONE)
 		return -1;
+	/* CPython 3.12+ run with -X perf calls each Python function through a trampoline of
+	 * its own, named "py::qualname:file" in the perf map: the Python frame read from the
+	 * interpreter says the same, so the trampoline goes, in --native too (it would be a
+	 * second, self-less frame of each Python call). */
+	size_t kept = 0;
+	for (size_t i = 0; i < *nl; i++) {
+		const ana_func *fn = &p->smp.funcs[p->smp.locs[x->tmp[i]].func];
+		const char *mod = fn->module != ANA_NONE ? p->names[fn->module] : "";
+		size_t ml = strlen(mod);
+		if (!strncmp(p->names[fn->name], "py::", 4) && ml > 4 && !strcmp(mod + ml - 4, ".map") &&
+		    strstr(mod, "perf-"))
+			continue;
+		x->tmp[kept++] = x->tmp[i];
+	}
+	*nl = kept;
 	uint32_t interp = ANA_NONE, evals = 0;
 	for (size_t i = 0; i < *nl; i++) {
 		const ana_func *fn = &p->smp.funcs[p->smp.locs[x->tmp[i]].func];

@@ -609,6 +609,12 @@ static struct {
 } lcache[1u << LOCAL_BITS];
 static _Atomic uint64_t lcache_gen;
 
+/* Return addresses found after an indirect call, by hash: a stack of -X perf trampolines
+ * (one a Python call) costs a read each only the first time. Emptied with the rule cache (jit_return_slot below). */
+#define CALLS_BITS 10
+static _Atomic uint64_t calls_seen[1u << CALLS_BITS];
+
+
 static inline uint64_t pc_hash(uint64_t pc)
 {
 	return (pc ^ (pc >> 29)) * 0x9e3779b97f4a7c15ull;
@@ -655,9 +661,12 @@ static void local_cache_check(void)
 {
 	uint64_t gen = atomic_load_explicit(&cfi_local_gen, memory_order_acquire);
 	uint64_t seen = atomic_load_explicit(&lcache_gen, memory_order_relaxed);
-	if (seen != gen && atomic_compare_exchange_strong(&lcache_gen, &seen, gen))
+	if (seen != gen && atomic_compare_exchange_strong(&lcache_gen, &seen, gen)) {
 		for (size_t i = 0; i < sizeof lcache / sizeof lcache[0]; i++)
 			atomic_store_explicit(&lcache[i].data, 0, memory_order_relaxed);
+		for (size_t i = 0; i < sizeof calls_seen / sizeof calls_seen[0]; i++)
+			atomic_store_explicit(&calls_seen[i], 0, memory_order_relaxed);
+	}
 }
 
 /*
@@ -739,18 +748,22 @@ __attribute__((noinline)) uint32_t cfi_walk_local(uint64_t stack_hi, uint64_t *i
  * (3) is in a function whose rule finds the frame from rsp alone. The first such word is
  * taken as the frame's return address and the walk goes on from it; rbp, which generated
  * code is free to use, is not trusted again until a frame restores it from its save slot,
- * and a frame that needs it ends the walk there. Bounded: JIT_SCAN / 8 object lookups,
- * JIT_READS reads. A wrong word (a stale return address left in the generated code's
+ * and a frame that needs it ends the walk there. Bounded: JIT_SCAN / 8 object lookups and
+ * JIT_READS reads a frame, JIT_HOPS such frames a walk. A wrong word (a stale return address left in the generated code's
  * frame) gives wrong callers, not a fault; the walk after it must hold together too.
  */
 #define JIT_SCAN 4096
 #define JIT_READS 16
+#define JIT_HOPS 64 /* frames of generated code a walk goes through */
 
 /* Whether the instruction that ends at ra is an indirect near call (FF /2), checked for
  * each of its encodings' lengths: FF, ModRM, SIB if any, displacement (a REX prefix before
  * FF does not change where the bytes after it lie). */
 static int after_indirect_call(uint64_t ra)
 {
+	_Atomic uint64_t *seen = &calls_seen[pc_hash(ra) >> (64 - CALLS_BITS)];
+	if (atomic_load_explicit(seen, memory_order_relaxed) == ra)
+		return 1;
 	uint8_t b[7]; /* b[i] is the byte at ra - 7 + i */
 	struct iovec l = {b, sizeof b}, r = {(void *)(uintptr_t)(ra - sizeof b), sizeof b};
 	if (process_vm_readv(getpid(), &l, 1, &r, 1, 0) != (ssize_t)sizeof b)
@@ -769,8 +782,10 @@ static int after_indirect_call(uint64_t ra)
 				n += 4;
 		}
 		n += mod == 1 ? 1 : mod == 2 ? 4 : (mod == 0 && rm == 5) ? 4 : 0;
-		if (n == len)
+		if (n == len) {
+			atomic_store_explicit(seen, ra, memory_order_relaxed);
 			return 1;
+		}
 	}
 	return 0;
 }
@@ -806,7 +821,7 @@ uint32_t cfi_walk_regs(uint64_t ip, uint64_t sp, uint64_t bp, uint64_t stack_hi,
 	*full = 0;
 	uint32_t n = 0;
 	uint64_t look = ip; /* the interrupted instruction's exact pc */
-	int bp_known = 1;
+	int bp_known = 1, hops = 0;
 	for (;;) {
 		if (n == max) {
 			*full = 1;
@@ -821,18 +836,21 @@ uint32_t cfi_walk_regs(uint64_t ip, uint64_t sp, uint64_t bp, uint64_t stack_hi,
 			bp_known = u.kind == RULE_RSP && u.bp;
 		}
 		int rc = local_step(&look, &ip, &sp, &bp, stack_hi);
-		if (rc == -1 && n == 1) {
+		if (rc == -1 && hops < JIT_HOPS) {
+			/* generated code, innermost or called from compiled code (CPython's -X perf
+			 * trampolines lie between its evaluator's frames) */
 			uint64_t slot = jit_return_slot(ip, sp, stack_hi);
-			if (!slot)
-				return 0; /* the caller's other unwinder judges */
-			memcpy(&ip, (const void *)(uintptr_t)slot, 8);
-			sp = slot + 8;
-			look = ip - 1;
-			bp_known = 0;
-			continue;
+			if (slot) {
+				memcpy(&ip, (const void *)(uintptr_t)slot, 8);
+				sp = slot + 8;
+				look = ip - 1;
+				bp_known = 0;
+				hops++;
+				continue;
+			}
 		}
 		if (rc == -1)
-			return bp_known ? 0 : n; /* past generated code, the frames so far are all there is */
+			return bp_known && !hops ? 0 : n; /* past generated code, the frames so far are all there is */
 		if (rc <= 0)
 			return n; /* the end, or the thread's stack ends here (its start, above which are fennec's frames) */
 	}

@@ -54,8 +54,8 @@ def func(report, name):
         name, [(f["name"], f.get("language")) for f in funcs(report)[:15]]))
 
 
-def check_shares(exe):
-    r, path = record(exe, os.path.join(PYFIX, "shares.py"), 3, "truth.json", timeout_s=180)
+def check_shares(exe, xopts=()):
+    r, path = record(exe, *xopts, os.path.join(PYFIX, "shares.py"), 3, "truth.json", timeout_s=180)
     truth = json.load(open("truth.json"))
     rep = analyze(path)
     py = rep["samples"]["python"]
@@ -74,10 +74,39 @@ def check_shares(exe):
         # a share of what main() ran, against the share the fixture measured
         got = 100.0 * f["total_samples"] / main["total_samples"]
         want = 100.0 * spent / truth["total_ns"]
-        assert_close(got, want, SHARE_TOL, "%s's share of main() (%s)" % (name, exe), "%")
+        assert_close(got, want, SHARE_TOL, "%s's share of main() (%s %s)" % (name, exe, " ".join(xopts)), "%")
     # the interpreter's C code is folded into the Python frames
     for f in funcs(rep)[:20]:
         assert_true(f["name"] != "_PyEval_EvalFrameDefault", "the interpreter loop is in the table: %r" % (f,))
+    return path
+
+
+@statistical
+@timeout(240)
+def test_python_perf_trampolines():
+    """CPython 3.12+ with -X perf: each Python call runs through a trampoline of generated
+    code, named in /tmp/perf-PID.map ("py::leaf_a:.../shares.py"). The walk goes through
+    them (generated code between the evaluator's frames), and they are dropped beside the
+    Python frames that say the same: the shares are those without -X perf, and no py::
+    frame is in the table, with --native or without."""
+    need_plain()
+    exes = [e for e in interpreters() if tuple(map(int, py_version(e).split("."))) >= (3, 12)]
+    if not exes:
+        raise Skip("no CPython 3.12+ here (pyenv)")
+    for exe in exes:
+        path = check_shares(exe, ("-X", "perf"))
+        for opts in ((), ("--native",)):
+            rep = analyze(path, *opts)
+            tr = [f["name"] for f in funcs(rep) if f["name"].startswith("py::")]
+            assert_true(not tr, "%s %s: trampoline frames in the table: %s" % (exe, opts, tr[:5]))
+        rep = analyze(path, "--native")
+        main = func(rep, "main")
+        # the walk went through the trampolines: the thread's start is below the Python
+        # frames (measured: in 98 % of main()'s samples; before, the walk stopped at the
+        # innermost trampoline in nearly all)
+        start = [f for f in funcs(rep) if f["name"] in ("Py_BytesMain", "Py_RunMain", "_start")]
+        assert_true(start and start[0]["total_samples"] >= 0.9 * main["total_samples"],
+                    "%s --native: the stacks stop at a trampoline: %s" % (exe, [(f["name"], f["total_samples"]) for f in start]))
 
 
 @statistical
