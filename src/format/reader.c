@@ -1961,8 +1961,8 @@ static int decode_seg(rd *r, cur *c)
 			return fail(r, FENNEC_ECORRUPT, r->chunk_off, "SEGMENT: bad thread record %llu", (unsigned long long)i);
 		fmt_thread_rec *t = &f->threads[idx];
 		/* The clock goes on from the thread's last event before the segment, also over a
-		 * flush the writer lost; the regions open then are opened here, at the kept start,
-		 * only when nothing before was read. */
+		 * flush the writer lost; the regions open then are opened here only when nothing
+		 * before was read. */
 		t->last_ticks = tk;
 		for (uint64_t d = 0; d < depth; d++) {
 			uint64_t id = cur_varint(c);
@@ -1970,10 +1970,12 @@ static int decode_seg(rd *r, cur *c)
 				return fail(r, FENNEC_ECORRUPT, r->chunk_off, "SEGMENT: bad region in thread record %llu", (unsigned long long)i);
 			if (!first || !f->seg_dropped)
 				continue;
-			fmt_event ev = {.type = FMT_EV_BEGIN, .thread = (uint32_t)idx, .id = (uint32_t)id, .ticks = ticks};
+			/* at the thread's clock, which its next event's delta follows (the segment's
+			 * first events may be older than its opening, committed before that flush) */
+			fmt_event ev = {.type = FMT_EV_BEGIN, .thread = (uint32_t)idx, .id = (uint32_t)id, .ticks = tk};
 			t->depth++;
 			if (r->bt) {
-				bt_before_event(r, (uint32_t)idx, ticks);
+				bt_before_event(r, (uint32_t)idx, tk);
 				bt_region(r, (uint32_t)idx, FMT_EV_BEGIN, ev.id);
 			}
 			if (r->fn) {
