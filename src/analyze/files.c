@@ -101,7 +101,7 @@ static int add_dir(cands *c, const char *dir)
 	struct dirent *e;
 	int rc = 0;
 	while (!rc && (e = readdir(d)))
-		if (e->d_name[0] != '.' && is_regular(dir, e->d_name))
+		if (e->d_name[0] != '.' && !fmt_is_segment_name(e->d_name) && is_regular(dir, e->d_name))
 			rc = add(c, dir, e->d_name, 0, 0);
 	closedir(d);
 	return rc;

@@ -702,6 +702,20 @@ static int load_file(ana_profile *p, const char *path, fmt_error *err)
 				pr->threads++;
 				pr->dropped += f->threads[i].dropped;
 			}
+		if (f->seg_dropped) {
+			/* A capped recording (--max-size, --max-duration): the analysis covers what is kept. */
+			char a[32], b[32], cap[80] = "";
+			double dropped_ns = (double)(f->start_mono_ns - f->seg_session_start_mono_ns);
+			if (f->seg_max_bytes)
+				snprintf(cap, sizeof cap, " to stay within %s", ana_fmt_bytes((double)f->seg_max_bytes, b, sizeof b));
+			else if (f->seg_max_ns)
+				snprintf(cap, sizeof cap, " to keep the last %s", ana_fmt_ns((double)f->seg_max_ns, b, sizeof b));
+			ana_warn(p, "%s: capped recording: the first %s (%llu steps, %llu events; segments 0 to %llu) were dropped%s; "
+				    "this analysis covers the last %s, from step %llu on (its step numbers count from there)",
+				 f->path, ana_fmt_ns(dropped_ns, a, sizeof a), (unsigned long long)f->seg_steps_before,
+				 (unsigned long long)f->seg_events_before, (unsigned long long)(f->seg_first - 1), cap,
+				 ana_fmt_ns((double)pr->wall_ns, b, sizeof b), (unsigned long long)f->seg_steps_before);
+		}
 		if (f->cut_short)
 			ana_warn(p, "%s: the run was cut short (no END record: killed, crashed, still running, or a write "
 				    "failed, as on a full disk); "

@@ -92,6 +92,10 @@ static const char help[] =
 	"  --view[=PORT]              serve the live dashboard of the recording on 127.0.0.1:PORT\n"
 	"                             (default 8051) while it runs and after (docs/html.md); the\n"
 	"                             server passes signals on and dies of none, as below\n"
+	"  --max-size SIZE            cap the recording's files at SIZE (64K .. 4G-1; K, M, G): it is\n"
+	"                             kept as segments FILE.seg.N, the oldest deleted; the analysis\n"
+	"                             says what was dropped (docs/format.md). Heap profiling is off\n"
+	"  --max-duration D           keep about the last D of the run (1s .. 366d; ms, s, m, h)\n"
 	"  --metrics-listen [HOST:]PORT  serve live metrics for Prometheus at /metrics, from\n"
 	"                             fennec record, while the program runs (docs/prometheus.md);\n"
 	"                             HOST defaults to 127.0.0.1; PORT 0 takes any free port; the\n"
@@ -438,13 +442,19 @@ static void recording_size(const char *path, unsigned long long *bytes, int *fil
 		snprintf(full, sizeof full, "%s/%s", dir, e->d_name);
 		if (stat(full, &st) != 0 || !S_ISREG(st.st_mode))
 			continue;
+		if (fmt_is_segment_name(e->d_name)) { /* a capped recording's: its entry file counts */
+			*bytes += (unsigned long long)st.st_size;
+			continue;
+		}
 		if (cli_is_profile(full)) {
 			*bytes += (unsigned long long)st.st_size;
 			(*files)++;
-			*unfinished += !file_finished(full);
 			fmt_file f = {0};
 			fmt_error err;
-			if (fmt_read_header(full, &f, &err) == 0)
+			int hrc = fmt_read_header(full, &f, &err);
+			/* a capped recording's END is in its last segment */
+			*unfinished += !(hrc == 0 && f.seg_capped) && !file_finished(full);
+			if (hrc == 0)
 				merge_lines(warn, warn_cap, f.config_warnings);
 			fmt_file_free(&f);
 		} else if (st.st_size < FMT_PREAMBLE_LEN) {
@@ -644,7 +654,8 @@ typedef struct rec_opts {
 	const char *buffer, *flush, *fraction, *schedule, *sample, *freq, *depth, *memory, *mem_rate, *mem_interval,
 		*sys_interval, *mem_mmap;
 	const char *metrics_listen; /* --metrics-listen (src/view/metrics.c) */
-	char mem_rate_s[24], mem_mmap_s[24]; /* sizes given with units, as bytes */
+	const char *max_size, *max_dur; /* --max-size, --max-duration: a capped recording */
+	char mem_rate_s[24], mem_mmap_s[24], max_size_s[24], max_dur_s[24]; /* sizes, durations as bytes, ms */
 	int gpu_mode, quiet;
 } rec_opts;
 
@@ -659,6 +670,7 @@ enum rec_kind {
 	REC_GPU,      /* a flag: gpu_mode = lo */
 	REC_QUIET,    /* a flag */
 	REC_LISTEN,   /* [HOST:]PORT (view_metrics_parse_listen) */
+	REC_DURATION, /* a duration with a unit (ms, s, m, h; none: s) in [lo, hi] s, kept as ms in `buf` */
 };
 
 typedef struct rec_option {
@@ -692,6 +704,10 @@ static const rec_option rec_options[] = {
 	 REC_AT(mem_mmap_s)},
 	{"--gpu", NULL, REC_GPU, 0, NULL, 1, 0, {0}, NULL, 0},
 	{"--gpu-kernels-only", NULL, REC_GPU, 0, NULL, 2, 0, {0}, NULL, 0},
+	{"--max-size", NULL, REC_BYTES, REC_AT(max_size), "FENNEC_MAX_SIZE", 64u << 10, 0xffffffffu, {0}, NULL,
+	 REC_AT(max_size_s)},
+	{"--max-duration", NULL, REC_DURATION, REC_AT(max_dur), "FENNEC_MAX_DURATION_MS", 1, 366u * 86400, {0}, NULL,
+	 REC_AT(max_dur_s)},
 	{"--metrics-listen", NULL, REC_LISTEN, REC_AT(metrics_listen), NULL, 0, 0, {0}, NULL, 0},
 	{"--quiet", "-q", REC_QUIET, 0, NULL, 0, 0, {0}, NULL, 0},
 };
@@ -747,6 +763,28 @@ static int rec_option_read(const rec_option *r, cli_arg *x, rec_opts *o)
 		snprintf((char *)o + r->buf, sizeof o->mem_rate_s, "%llu", (unsigned long long)b);
 		v = (char *)o + r->buf;
 		break;
+	case REC_DURATION: {
+		char *end = NULL;
+		double d = v && *v ? strtod(v, &end) : -1, mul = 1000;
+		if (end && !strcmp(end, "ms"))
+			mul = 1;
+		else if (end && (!*end || !strcmp(end, "s")))
+			mul = 1000;
+		else if (end && !strcmp(end, "m"))
+			mul = 60000;
+		else if (end && !strcmp(end, "h"))
+			mul = 3600000;
+		else
+			d = -1;
+		if (!(d * mul >= r->lo * 1000.0 && d * mul <= r->hi * 1000.0)) {
+			cli_error("record", "%s needs a duration from %us to %ud with a unit (500ms, 10s, 10m, 2h), not '%s'",
+				  a, r->lo, r->hi / 86400, v ? v : "");
+			return -1;
+		}
+		snprintf((char *)o + r->buf, sizeof o->max_dur_s, "%llu", (unsigned long long)(d * mul + 0.5));
+		v = (char *)o + r->buf;
+		break;
+	}
 	case REC_GPU:
 		o->gpu_mode = (int)r->lo;
 		return 0;
@@ -852,6 +890,31 @@ int cmd_record(int argc, char **argv)
 				  stand_in[k].opt, stand_in[k].opt);
 			return 2;
 		}
+	}
+	/* A capped recording drops its oldest segments: heap blocks and GPU activity of a
+	 * dropped segment would still be counted live, and live metrics follow one file, so
+	 * those are refused rather than reported wrong (docs/format.md, "Capped recordings"). */
+	if (o.max_size || o.max_dur) {
+		const char *cap = o.max_size ? "--max-size" : "--max-duration";
+		const char *me = memory ? memory : getenv("FENNEC_MEMORY");
+		if (me && *me && strcmp(me, "off") && strcmp(me, "none")) {
+			cli_error("record", "%s: not with heap profiling (--memory %s): the live heap would count blocks of "
+					    "dropped segments; give --memory off or leave it out", cap, me);
+			return 2;
+		}
+		if (gpu_mode) {
+			cli_error("record", "%s: not with --gpu (its activity spans dropped segments)", cap);
+			return 2;
+		}
+		if (metrics_listen) {
+			cli_error("record", "%s: not with --metrics-listen (it follows one file, not segments)", cap);
+			return 2;
+		}
+		if (mem_mmap) {
+			cli_error("record", "%s: not with --memory-mmap (heap profiling)", cap);
+			return 2;
+		}
+		o.memory = memory = "off";
 	}
 	char lib[PATH_MAX], maplib[PATH_MAX + 32] = "";
 	if (find_library(lib, sizeof lib) < 0) {

@@ -222,6 +222,7 @@ void col_sys_start(void);
 void col_sys_tick(uint64_t now_ns);
 uint64_t col_sys_quiet_ns(uint64_t now_ns); /* writer: ns until the next point is due */
 void col_sys_drain(void (*emit)(unsigned type, cm_buf *raw), int final);
+void col_sys_domains(void (*emit)(unsigned type, cm_buf *raw)); /* a capped recording's new segment */
 
 /* Site table, read by the writer. */
 typedef struct col_site {

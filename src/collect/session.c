@@ -10,6 +10,7 @@
 #include "collect/pyframes.h"
 
 #include <ctype.h>
+#include <dirent.h>
 #include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -67,6 +68,12 @@ static pthread_key_t thread_key;
 static pthread_once_t once = PTHREAD_ONCE_INIT;
 
 /* Session state; written under flush_lock or before the writer exists. */
+#define SEG_KEEP 64 /* segments kept at most: a quarter of a cap each, so about 5 */
+typedef struct col_seg_thread {
+	fmt_scan scan;
+	int used;      /* has events */
+} col_seg_thread;
+
 static struct {
 	fennec_config cfg;
 	char path[PATH_MAX];   /* the recording's base path */
@@ -112,7 +119,27 @@ static struct {
 	ZSTD_CCtx *zctx;
 	col_sample_info sample;
 	col_mem_info mem;
-} S = {.fd = -1, .end_off = UINT64_MAX};
+	/* A capped recording (FENNEC_MAX_SIZE, FENNEC_MAX_DURATION_MS; docs/internals/collect.md,
+	 * "Capped recordings"): S.fd is then the current segment file, efd the entry file. The
+	 * writer's, under flush_lock. */
+	struct {
+		int on;
+		uint64_t max_bytes, max_ns; /* the caps (0: none of that kind) */
+		int efd;                    /* the entry file: HEADER and the definitions */
+		dev_t edev;
+		ino_t eino;
+		uint64_t eoff;              /* its bytes written */
+		cm_buf defs;                /* this flush's chunks for the entry file */
+		uint64_t k, first;          /* the current segment's number; the oldest kept */
+		uint64_t size[SEG_KEEP];    /* bytes of kept segment n, at n % SEG_KEEP */
+		uint64_t start_ns[SEG_KEEP]; /* when it opened */
+		uint64_t steps, events;     /* STEP events and events written so far */
+		uint64_t dropped_bytes;     /* of the segments dropped */
+		col_seg_thread *th;         /* by thread index: its stream followed (fmt_scan) */
+		uint32_t nth;
+		int rotate;                 /* a flush was lost: the next one opens a new segment */
+	} seg;
+} S = {.fd = -1, .end_off = UINT64_MAX, .seg = {.efd = -1}};
 
 /* ---- clock ---- */
 
@@ -410,11 +437,13 @@ col_thread *col_thread_register(void)
  * `fennec record` says so when the filesystem is (nearly) full. */
 /* Whether S.fd is still the recording's file: a program that closed it with a system call
  * fdguard.c does not see, then opened a file of its own, has its file at that number. */
-static int fd_is_ours(void)
+static int fd_is(int fd, dev_t dev, ino_t ino)
 {
 	struct stat st;
-	return fstat(S.fd, &st) == 0 && st.st_dev == S.dev && st.st_ino == S.ino;
+	return fstat(fd, &st) == 0 && st.st_dev == dev && st.st_ino == ino;
 }
+
+static int fd_is_ours(void) { return fd_is(S.fd, S.dev, S.ino); }
 
 /*
  * A write beyond RLIMIT_FSIZE fails with EFBIG and sends the writing thread SIGXFSZ, whose
@@ -465,9 +494,9 @@ static void xfsz_unblock(xfsz *x, int efbig)
 	pthread_sigmask(SIG_SETMASK, &x->old, NULL);
 }
 
-static void file_write(const uint8_t *buf, size_t n)
+static void write_to(int fd, dev_t dev, ino_t ino, uint64_t *off, const uint8_t *buf, size_t n)
 {
-	if (S.fd < 0 || S.write_failed || !fd_is_ours()) {
+	if (fd < 0 || S.write_failed || !fd_is(fd, dev, ino)) {
 		S.lost_bytes += n;
 		S.write_failed = 1;
 		return;
@@ -477,13 +506,13 @@ static void file_write(const uint8_t *buf, size_t n)
 	xfsz x;
 	xfsz_block(&x);
 	while (done < n) {
-		ssize_t w = fail ? (errno = ENOSPC, -1) : write(S.fd, buf + done, n - done);
+		ssize_t w = fail ? (errno = ENOSPC, -1) : write(fd, buf + done, n - done);
 		if (w < 0 && errno == EINTR)
 			continue;
 		if (w <= 0) {
 			efbig = w < 0 && errno == EFBIG;
-			if (ftruncate(S.fd, (off_t)S.file_off) == 0)
-				lseek(S.fd, (off_t)S.file_off, SEEK_SET);
+			if (ftruncate(fd, (off_t)*off) == 0)
+				lseek(fd, (off_t)*off, SEEK_SET);
 			S.lost_bytes += n;
 			S.write_failed = 1;
 			xfsz_unblock(&x, efbig);
@@ -492,12 +521,23 @@ static void file_write(const uint8_t *buf, size_t n)
 		done += (size_t)w;
 	}
 	xfsz_unblock(&x, 0);
-	S.file_off += n;
+	*off += n;
+}
+
+static void file_write(const uint8_t *buf, size_t n) { write_to(S.fd, S.dev, S.ino, &S.file_off, buf, n); }
+
+
+/* A capped recording keeps what later chunks name in its entry file, never dropped. */
+static int seg_def_chunk(unsigned type)
+{
+	return type == FMT_SITES || type == FMT_THREAD || type == FMT_MODULES || type == FMT_TASKS ||
+	       type == FMT_PYCODE || type == FMT_THREAD_END;
 }
 
 static void emit_chunk(unsigned type, cm_buf *raw)
 {
-	if (raw->failed || fmt_chunk_append(&S.out, type, raw->data, raw->len, S.cfg.compression_level, S.zctx) < 0)
+	cm_buf *to = S.seg.on && seg_def_chunk(type) ? &S.seg.defs : &S.out;
+	if (raw->failed || fmt_chunk_append(to, type, raw->data, raw->len, S.cfg.compression_level, S.zctx) < 0)
 		S.lost_bytes += raw->len;
 	raw->len = 0;
 	raw->failed = 0;
@@ -575,6 +615,12 @@ static void write_header(uint64_t start_mono, uint64_t start_ticks, uint64_t sta
 	if (cfg_warn_len)
 		fmt_hdr_string(&h, FMT_H_CONFIG_WARNINGS, cfg_warn, cfg_warn_len - 1);
 	col_sys_header(&h);
+	if (S.seg.on) {
+		if (S.seg.max_bytes)
+			fmt_hdr_varint(&h, FMT_H_SEG_MAX_SIZE, S.seg.max_bytes);
+		if (S.seg.max_ns)
+			fmt_hdr_varint(&h, FMT_H_SEG_MAX_DURATION, S.seg.max_ns);
+	}
 	/* The process's CPU time so far, which the STATS and END records' getrusage() include:
 	 * a session started late, or a process's second one, is its own time less this. */
 	struct rusage ru;
@@ -591,6 +637,8 @@ static void write_header(uint64_t start_mono, uint64_t start_ticks, uint64_t sta
 	cm_buf_free(&h);
 	cm_buf_free(&tmp);
 }
+
+static void seg_unlink_stale(void);
 
 /* Open this process's file: the base path for the first process, else a new sibling. */
 static int open_file(void)
@@ -618,6 +666,7 @@ static int open_file(void)
 	}
 	S.dev = st.st_dev;
 	S.ino = st.st_ino;
+	seg_unlink_stale();
 	return 0;
 }
 
@@ -630,17 +679,17 @@ static int open_file(void)
  */
 int col_session_fd_move(int fd)
 {
-	if (fd < 0 || fd != S.fd)
+	if (fd < 0 || (fd != S.fd && fd != S.seg.efd))
 		return -1;
 	struct timespec dl;
 	clock_gettime(CLOCK_REALTIME, &dl);
 	dl.tv_sec += 1;
 	int locked = lock_flush_by(&dl) == 0;
 	int rc = -1;
-	if (fd == S.fd) {
+	if (fd == S.fd || fd == S.seg.efd) {
 		int hi = col_fd_keep(fcntl(fd, F_DUPFD_CLOEXEC, fd + 1));
 		if (hi >= 0) {
-			S.fd = hi;
+			*(fd == S.fd ? &S.fd : &S.seg.efd) = hi;
 			col_fd_close(fd); /* the number is the program's now (dup2 would close it) */
 			rc = 0;
 		}
@@ -648,6 +697,241 @@ int col_session_fd_move(int fd)
 	if (locked)
 		pthread_mutex_unlock(&flush_lock);
 	return rc;
+}
+
+/* ---- capped recordings (docs/internals/collect.md, "Capped recordings") ----
+ *
+ * The entry file (S.file) keeps the HEADER and every chunk that later ones name (sites,
+ * threads, modules, tasks, Python code); the rest goes to segment files S.file.seg.K, a
+ * quarter of the size cap (or of the duration) each. A new segment opens at the start of
+ * a flush and begins with a SEGMENT chunk: what was written before it (steps, events, the
+ * process's CPU) and where each thread's stream stands (its clock, its open regions), which
+ * the writer follows as it copies the streams (fmt_scan). The oldest segments are deleted
+ * while the files would hold more than the cap, or while the newer ones cover the duration.
+ * Under flush_lock. */
+
+static void seg_path(char *out, size_t n, uint64_t k)
+{
+	snprintf(out, n, "%s" FMT_SEG_SUFFIX "%llu", S.file, (unsigned long long)k);
+}
+
+/* Segments of an earlier recording at the same name would be read as this one's. */
+static void seg_unlink_stale(void)
+{
+	char dir[sizeof S.file], path[sizeof S.file + 300];
+	snprintf(dir, sizeof dir, "%s", S.file);
+	char *slash = strrchr(dir, '/');
+	const char *base = slash ? slash + 1 : dir;
+	if (slash)
+		*slash = 0;
+	DIR *d = opendir(slash ? (dir[0] ? dir : "/") : ".");
+	if (!d)
+		return;
+	size_t bl = strlen(base), sl = strlen(FMT_SEG_SUFFIX);
+	struct dirent *e;
+	while ((e = readdir(d))) {
+		const char *n = e->d_name;
+		if (strncmp(n, base, bl) || strncmp(n + bl, FMT_SEG_SUFFIX, sl) || !n[bl + sl])
+			continue;
+		const char *q = n + bl + sl;
+		while (*q >= '0' && *q <= '9')
+			q++;
+		if (*q)
+			continue;
+		snprintf(path, sizeof path, "%s/%s", slash ? (dir[0] ? dir : "") : ".", n);
+		unlink(path);
+	}
+	closedir(d);
+}
+
+static void seg_scan(uint32_t index, const uint8_t *p, size_t len)
+{
+	if (index >= S.seg.nth) {
+		uint32_t n = index + 16;
+		col_seg_thread *t = realloc(S.seg.th, n * sizeof *t);
+		if (!t)
+			return;
+		memset(t + S.seg.nth, 0, (n - S.seg.nth) * sizeof *t);
+		S.seg.th = t;
+		S.seg.nth = n;
+	}
+	S.seg.th[index].used = 1;
+	fmt_scan_events(&S.seg.th[index].scan, p, len, &S.seg.steps, &S.seg.events);
+}
+
+static uint64_t seg_total(void)
+{
+	uint64_t t = S.seg.eoff + S.file_off;
+	for (uint64_t k = S.seg.first; k < S.seg.k; k++)
+		t += S.seg.size[k % SEG_KEEP];
+	return t;
+}
+
+static void seg_drop_oldest(void)
+{
+	char path[sizeof S.file + 32];
+	seg_path(path, sizeof path, S.seg.first);
+	unlink(path);
+	S.seg.dropped_bytes += S.seg.size[S.seg.first % SEG_KEEP];
+	S.seg.first++;
+}
+
+/* Drop the oldest closed segments while the files and `incoming` bytes exceed the size
+ * cap, or while the newer segments alone cover the duration. */
+static void seg_drop(uint64_t incoming)
+{
+	uint64_t now = cm_mono_ns();
+	while (S.seg.first < S.seg.k) {
+		int over_size = S.seg.max_bytes && seg_total() + incoming > S.seg.max_bytes;
+		int over_time = S.seg.max_ns && S.seg.start_ns[(S.seg.first + 1) % SEG_KEEP] + S.seg.max_ns <= now;
+		if (!over_size && !over_time)
+			break;
+		seg_drop_oldest();
+	}
+}
+
+/* Open segment k as S.fd and write its opening. S.out is empty. */
+static void seg_open(uint64_t k, uint64_t mono, uint64_t ticks)
+{
+	char path[sizeof S.file + 32];
+	seg_path(path, sizeof path, k);
+	int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+	struct stat st;
+	if (fd >= 0)
+		fd = col_fd_keep(fd);
+	if (fd < 0 || fstat(fd, &st) != 0) {
+		if (fd >= 0)
+			col_fd_close(fd);
+		S.write_failed = 1;
+		return;
+	}
+	if (S.fd >= 0)
+		col_fd_close(S.fd);
+	S.fd = fd;
+	S.dev = st.st_dev;
+	S.ino = st.st_ino;
+	S.file_off = 0;
+	S.seg.k = k;
+	S.seg.size[k % SEG_KEEP] = 0;
+	S.seg.start_ns[k % SEG_KEEP] = mono;
+	uint8_t pre[FMT_PREAMBLE_LEN];
+	fmt_preamble(pre);
+	cm_buf_put(&S.out, pre, sizeof pre);
+	struct rusage ru;
+	getrusage(RUSAGE_SELF, &ru);
+	cm_buf b = {0};
+	cm_buf_varint(&b, k);
+	cm_buf_varint(&b, S.recording_id);
+	cm_buf_varint(&b, mono);
+	cm_buf_varint(&b, ticks);
+	cm_buf_varint(&b, S.seg.steps);
+	cm_buf_varint(&b, S.seg.events);
+	cm_buf_varint(&b, (uint64_t)ru.ru_utime.tv_sec * 1000000000u + (uint64_t)ru.ru_utime.tv_usec * 1000u);
+	cm_buf_varint(&b, (uint64_t)ru.ru_stime.tv_sec * 1000000000u + (uint64_t)ru.ru_stime.tv_usec * 1000u);
+	uint32_t n = 0;
+	for (uint32_t i = 0; i < S.seg.nth; i++)
+		n += S.seg.th[i].used;
+	cm_buf_varint(&b, n);
+	for (uint32_t i = 0; i < S.seg.nth; i++) {
+		const fmt_scan *sc = &S.seg.th[i].scan;
+		if (!S.seg.th[i].used)
+			continue;
+		uint32_t depth = sc->depth < FMT_MAX_DEPTH ? sc->depth : FMT_MAX_DEPTH;
+		cm_buf_varint(&b, i);
+		cm_buf_varint(&b, sc->ticks);
+		cm_buf_varint(&b, depth);
+		for (uint32_t d = 0; d < depth; d++)
+			cm_buf_varint(&b, sc->ids[d]);
+	}
+	emit_chunk(FMT_SEGMENT, &b);
+	cm_buf_free(&b);
+	col_sys_domains(emit_chunk); /* readings of this segment name their counters in it */
+	file_write(S.out.data, S.out.len);
+	S.out.len = 0;
+}
+
+/* FENNEC_MAX_SIZE and FENNEC_MAX_DURATION_MS, before the header names them. */
+static void seg_config(void)
+{
+	free(S.seg.th);
+	cm_buf_free(&S.seg.defs);
+	int efd = S.seg.efd;
+	memset(&S.seg, 0, sizeof S.seg);
+	S.seg.efd = efd;
+	uint64_t mb = col_env_u64("FENNEC_MAX_SIZE", 0), md = col_env_u64("FENNEC_MAX_DURATION_MS", 0);
+	if (!mb && !md)
+		return;
+	if (mb && mb < (64u << 10)) {
+		col_config_warn("FENNEC_MAX_SIZE", getenv("FENNEC_MAX_SIZE"), "at least 65536 bytes; not capped");
+		return;
+	}
+	if (S.cfg.memory_mode != FENNEC_MEMORY_OFF || col_gpu_mode() != COL_GPU_OFF) {
+		col_config_warn(mb ? "FENNEC_MAX_SIZE" : "FENNEC_MAX_DURATION_MS", getenv(mb ? "FENNEC_MAX_SIZE" : "FENNEC_MAX_DURATION_MS"),
+				"not with heap profiling or GPU collection (FENNEC_MEMORY=off, no FENNEC_GPU); not capped");
+		return;
+	}
+	S.seg.on = 1;
+	S.seg.max_bytes = mb;
+	S.seg.max_ns = md * 1000000u;
+}
+
+/* After the header: the entry file becomes efd, segment 0 opens. */
+static void seg_start(uint64_t mono, uint64_t ticks)
+{
+	if (!S.seg.on)
+		return;
+	S.seg.efd = S.fd;
+	S.seg.edev = S.dev;
+	S.seg.eino = S.ino;
+	S.seg.eoff = S.file_off;
+	S.fd = -1;
+	seg_open(0, mono, ticks);
+}
+
+/* At the start of a flush: a new segment when the current one is full or old enough. */
+static void seg_rotate(void)
+{
+	uint64_t mono, ticks;
+	calib_point(&mono, &ticks);
+	int full = S.seg.max_bytes && S.file_off >= S.seg.max_bytes / 4;
+	int old = S.seg.max_ns && mono - S.seg.start_ns[S.seg.k % SEG_KEEP] >= S.seg.max_ns / 4;
+	if (!S.seg.rotate && !full && !old)
+		return;
+	S.seg.rotate = 0;
+	if (S.seg.k - S.seg.first + 1 >= SEG_KEEP)
+		seg_drop_oldest();
+	S.seg.size[S.seg.k % SEG_KEEP] = S.file_off;
+	seg_open(S.seg.k + 1, mono, ticks);
+}
+
+/* A flush's chunks: definitions to the entry file first, then the rest to the segment,
+ * after dropping what the cap needs. */
+static void seg_write(void)
+{
+	if (S.seg.defs.len) {
+		write_to(S.seg.efd, S.seg.edev, S.seg.eino, &S.seg.eoff, S.seg.defs.data, S.seg.defs.len);
+		S.seg.defs.len = 0;
+	}
+	seg_drop(S.out.len);
+	if (S.seg.max_bytes && seg_total() + S.out.len > S.seg.max_bytes) {
+		/* No room even with the older segments gone: the flush is lost (counted), and the
+		 * next opens a new segment, whose SEGMENT chunk resumes after it. */
+		S.lost_bytes += S.out.len;
+		S.seg.rotate = 1;
+		return;
+	}
+	file_write(S.out.data, S.out.len);
+}
+
+/* Close the recording's files. */
+static void files_close(void)
+{
+	if (S.fd >= 0)
+		col_fd_close(S.fd);
+	S.fd = -1;
+	if (S.seg.efd >= 0)
+		col_fd_close(S.seg.efd);
+	S.seg.efd = -1;
 }
 
 /* ---- the writer ---- */
@@ -661,6 +945,8 @@ static void copy_segment(col_thread *t, uint64_t from, uint64_t to)
 	uint64_t first = t->size - off < len ? t->size - off : len;
 	cm_buf_put(&S.raw, t->ring + off, first);
 	cm_buf_put(&S.raw, t->ring, len - first);
+	if (S.seg.on && !S.raw.failed)
+		seg_scan(t->index, S.raw.data + S.raw.len - len, (size_t)len);
 }
 
 static void emit_sites(void)
@@ -790,6 +1076,8 @@ static void emit_cost(int final)
 static void flush_locked(int final, unsigned exit_reason)
 {
 	/* Every flush runs on the writer (writer_main), the final one too (session_end()). */
+	if (S.seg.on)
+		seg_rotate();
 	cm_buf drops = {0};
 	uint32_t ndrops = 0, seen = 0;
 	uint32_t n = atomic_load_explicit(&nslots, memory_order_acquire);
@@ -821,6 +1109,8 @@ static void flush_locked(int final, unsigned exit_reason)
 			ndrops++;
 		}
 		if (st == COL_T_DEAD) {
+			if (S.seg.on && t->index < S.seg.nth)
+				S.seg.th[t->index].used = 0;
 			cm_buf_varint(&S.ends, t->index);
 			cm_buf_varint(&S.ends, t->end_ticks);
 			atomic_store_explicit(&t->state, COL_T_FREE, memory_order_release);
@@ -858,7 +1148,10 @@ static void flush_locked(int final, unsigned exit_reason)
 	emit_chunk(final ? FMT_END : FMT_STATS, &st);
 	cm_buf_free(&st);
 	cm_buf_free(&drops);
-	file_write(S.out.data, S.out.len);
+	if (S.seg.on)
+		seg_write();
+	else
+		file_write(S.out.data, S.out.len);
 	S.end_off = final && !S.write_failed ? end_at : UINT64_MAX;
 	S.out.len = 0;
 	if (S.out.cap > (32u << 20)) /* do not keep a burst's buffers forever */
@@ -1108,9 +1401,7 @@ static void *writer_main(void *arg)
 	if (atomic_compare_exchange_strong(&exec_state, &asked, EXEC_NONE))
 		futex_wake(&exec_state);
 	flush_locked(1, S.end_reason);
-	if (S.fd >= 0)
-		col_fd_close(S.fd);
-	S.fd = -1;
+	files_close();
 	pthread_mutex_unlock(&flush_lock);
 	return arg;
 }
@@ -1297,7 +1588,9 @@ static int session_begin(void)
 	col_mem_prepare(S.cfg.memory_mode, S.cfg.memory_rate, S.cfg.memory_interval_ms, S.cfg.stack_depth, &S.mem);
 	col_gpu_prepare();
 	col_sys_prepare();
+	seg_config();
 	write_header(mono, ticks, real);
+	seg_start(mono, ticks);
 	S.start_mono_ns = mono;
 	S.heap_calls_from = col_mem_calls();
 	S.gen++;
@@ -1318,8 +1611,7 @@ static int session_begin(void)
 		S.lazy_flush_ns = mono + 10000000u; /* an early calibration point, as the writer's */
 		atomic_store(&col_writer_dozing, 1); /* rings crossing 64 KiB call col_ring_crossed() */
 	} else if (start_writer() < 0) {
-		col_fd_close(S.fd);
-		S.fd = -1;
+		files_close();
 		return FENNEC_ENOMEM;
 	}
 	lazy_arm(0);
@@ -1457,9 +1749,7 @@ static int session_end(unsigned exit_reason, const struct timespec *deadline)
 		int was = col_mem_internal(1);
 		lazy_end();
 		flush_inline(1, exit_reason);
-		if (S.fd >= 0)
-			col_fd_close(S.fd);
-		S.fd = -1;
+		files_close();
 		col_mem_internal(was);
 		pthread_mutex_unlock(&flush_lock);
 		return S.lost_bytes ? FENNEC_EIO : 0;
@@ -1515,9 +1805,7 @@ static void atfork_child(void)
 	 * in the same recording and carries the forking thread's open regions over. */
 	pid_t parent = S.pid;
 	atomic_store(&col_on, 0);
-	if (S.fd >= 0)
-		col_fd_close(S.fd);
-	S.fd = -1;
+	files_close();
 	S.origin = FMT_ORIGIN_FORK;
 	S.parent_pid = parent;
 	col_sample_atfork_child();

@@ -389,6 +389,34 @@ uint64_t col_sys_quiet_ns(uint64_t now_ns)
 }
 
 /* final: 0 periodic, 1 the session's last, 2 the last at _exit (no NVML call) */
+/* A capped recording's new segment: the energy counters defined so far, again, so that
+ * its readings name domains of their own file even when the segment that first defined
+ * them is dropped (docs/format.md, "Capped recordings"). */
+void col_sys_domains(void (*emit)(unsigned type, cm_buf *raw))
+{
+	if (!Y.started)
+		return;
+	cm_buf b = {0};
+	uint64_t prev = 0;
+	for (unsigned i = 0; i < Y.nz; i++)
+		if (Y.z[i].announced) {
+			fmt_energy d = {.type = FMT_ER_DOMAIN, .source = FMT_ES_RAPL, .kind = Y.z[i].kind,
+					.domain = Y.z[i].id, .name = Y.z[i].name};
+			fmt_energy_put(&b, &d, &prev);
+		}
+	for (unsigned i = 0; i < 16; i++)
+		if (Y.gpu_domain[i]) {
+			char name[16];
+			snprintf(name, sizeof name, "gpu%u", i);
+			fmt_energy d = {.type = FMT_ER_DOMAIN, .source = FMT_ES_NVML, .kind = FMT_EK_GPU,
+					.domain = Y.gpu_domain[i], .name = name};
+			fmt_energy_put(&b, &d, &prev);
+		}
+	if (b.len)
+		emit(FMT_ENERGY, &b);
+	cm_buf_free(&b);
+}
+
 void col_sys_drain(void (*emit)(unsigned type, cm_buf *raw), int final)
 {
 	if (!Y.started)

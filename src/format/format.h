@@ -9,7 +9,7 @@
 
 #define FMT_MAGIC "\x89" "FNC\r\n\x1a\n"
 #define FMT_MAJOR 1
-#define FMT_MINOR 8
+#define FMT_MINOR 9
 #define FMT_PREAMBLE_LEN 16
 #define FMT_CHUNK_HDR_LEN 16
 #define FMT_MAX_RAW (64u << 20)
@@ -34,6 +34,7 @@ enum fmt_chunk_type {
 	FMT_SYSTEM = 17, /* system metrics: the process's and the machine's (1.7; docs/format.md) */
 	FMT_ENERGY = 18, /* energy counters: RAPL (powercap), NVML */
 	FMT_COST = 19, /* what fennec costs the program's threads (1.8; docs/format.md) */
+	FMT_SEGMENT = 20, /* opens a segment file of a capped recording (1.9; docs/format.md) */
 };
 
 enum fmt_codec { FMT_RAW = 0, FMT_ZSTD = 1 };
@@ -96,6 +97,8 @@ enum fmt_hkey {
 	FMT_H_ENERGY_SOURCES,  /* 37: energy counters found: bit 0 RAPL, bit 1 NVML */
 	FMT_H_PY_VERSION = 38, /* the CPython interpreter's PY_VERSION_HEX (1.7) */
 	FMT_H_PY_STATUS = 39,  /* enum fmt_py_status (1.7) */
+	FMT_H_SEG_MAX_SIZE = 40, /* capped recording: bytes the files may hold (1.9) */
+	FMT_H_SEG_MAX_DURATION = 41, /* capped recording: ns of the run kept (1.9) */
 };
 
 /* HEAP2 STACK flags (docs/format.md) */
@@ -274,6 +277,22 @@ enum fmt_end { FMT_END_STOP = 0, FMT_END_EXIT = 1, FMT_END_EXEC = 2, FMT_END__EX
 
 #define FMT_EV_BEGIN_MAX 16 /* tag + id + dt */
 #define FMT_EV_END_MAX 11   /* tag + dt */
+
+/*
+ * A capped recording (docs/format.md, "Capped recordings"): the writer follows each
+ * thread's event stream as it copies it, so that a segment file can open with the state
+ * its first events continue from: the thread's clock and its open regions. The same
+ * reading as the reader's (decode_segment), without delivering anything.
+ */
+typedef struct fmt_scan {
+	uint64_t ticks;          /* the thread's clock after its last event */
+	uint32_t depth;          /* regions open (at most FMT_MAX_DEPTH are kept in ids) */
+	uint32_t ids[FMT_MAX_DEPTH];
+} fmt_scan;
+/* Follow `len` bytes of whole events of one thread; *steps and *events count the STEP
+ * events and all events. Returns 0, or -1 at a malformed event (the rest is skipped). */
+int fmt_scan_events(fmt_scan *s, const uint8_t *p, size_t len, uint64_t *steps, uint64_t *events);
+#define FMT_SEG_SUFFIX ".seg." /* a segment file is the entry file's name, this, its number */
 
 /* Header field helpers: append one key/value to a HEADER payload. */
 void fmt_hdr_varint(cm_buf *b, unsigned key, uint64_t v);

@@ -6,6 +6,7 @@
  */
 #include "format/reader.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <math.h>
@@ -21,6 +22,13 @@
 
 #define MAX_SITES FMT_MAX_SITE_ID /* a 24-byte record with id 2^23 made a 512 MB table */
 #define MAX_THREADS (1u << 24)
+
+/* A segment of a capped recording in the joined buffer (seg_gather). */
+typedef struct seg_part {
+	uint64_t at;       /* where its chunks start in the joined buffer */
+	uint64_t file_off; /* ... and in its file */
+	char *path;
+} seg_part;
 
 typedef struct rd {
 	fmt_file *f;
@@ -43,6 +51,10 @@ typedef struct rd {
 	uint64_t dropped;  /* bytes at the start of the mapping given back (MADV_DONTNEED) */
 	int follow;        /* fmt_follow: a growing file read in steps; no samples delivered */
 	uint64_t stop_off; /* follow: where reading stopped (the next chunk to decode) */
+	const struct seg_part *parts; /* a capped recording's segments in the buffer (seg_gather) */
+	uint32_t nparts;
+	int seg_seen;      /* SEGMENT chunks read */
+	uint64_t seg_last; /* the number of the last one */
 } rd;
 
 /* A mapped file's pages behind the chunk at `off` are not read again in this pass: give
@@ -71,7 +83,15 @@ static int fail(rd *r, int code, uint64_t off, const char *fmt, ...)
 	va_end(ap);
 	r->err->code = code;
 	r->err->offset = off;
-	snprintf(r->err->msg, sizeof r->err->msg, "%s: byte %llu: %s", r->name, (unsigned long long)off, what);
+	const char *name = r->name;
+	for (uint32_t i = r->nparts; i-- > 0;) /* in a segment: its name, its offset */
+		if (off >= r->parts[i].at) {
+			off = off - r->parts[i].at + r->parts[i].file_off;
+			name = r->parts[i].path;
+			r->err->offset = off;
+			break;
+		}
+	snprintf(r->err->msg, sizeof r->err->msg, "%s: byte %llu: %s", name, (unsigned long long)off, what);
 	return code;
 }
 
@@ -236,6 +256,8 @@ static int decode_header(rd *r, cur *c)
 		case FMT_H_MEM_MMAP: f->mem_mmap_min = v; break;
 		case FMT_H_PY_VERSION: f->py_version = v; break;
 		case FMT_H_PY_STATUS: f->py_status = v; break;
+		case FMT_H_SEG_MAX_SIZE: f->seg_max_bytes = v; f->seg_capped = 1; break;
+		case FMT_H_SEG_MAX_DURATION: f->seg_max_ns = v; f->seg_capped = 1; break;
 		case FMT_H_CONFIG_WARNINGS:
 			for (size_t i = 0; s && i < slen; i++)
 				if (s[i] == 0 || (s[i] != '\n' && (unsigned char)s[i] < 0x20))
@@ -720,7 +742,7 @@ static int bt_flush(rd *r)
 		ev.tid = p->tid;
 		ev.ticks = p->ticks;
 		ev.i = p->weight;
-		ev.u = bt_steps_before(b, p->ticks);
+		ev.u = bt_steps_before(b, p->ticks) + r->f->seg_steps_before;
 		ev.frames = p->nframes ? b->frames + p->frames : NULL;
 		ev.nframes = p->nframes;
 		ev.regions = p->nregions ? b->regions + p->regions : NULL;
@@ -1904,6 +1926,74 @@ static uint64_t skip_damage(rd *r, const uint8_t *data, size_t len, uint64_t off
 	return next;
 }
 
+/* SEGMENT (1.9): the opening of a capped recording's segment file (docs/format.md). */
+static int decode_seg(rd *r, cur *c)
+{
+	fmt_file *f = r->f;
+	uint64_t k = cur_varint(c), rec = cur_varint(c), mono = cur_varint(c), ticks = cur_varint(c);
+	uint64_t steps = cur_varint(c), events = cur_varint(c), cu = cur_varint(c), cs = cur_varint(c);
+	uint64_t n = cur_varint(c);
+	if (c->bad)
+		return fail(r, FENNEC_ECORRUPT, r->chunk_off, "SEGMENT: truncated");
+	if (rec != f->recording_id)
+		return fail(r, FENNEC_ECORRUPT, r->chunk_off, "SEGMENT %llu belongs to another recording (id %016llx, not %016llx)",
+			    (unsigned long long)k, (unsigned long long)rec, (unsigned long long)f->recording_id);
+	if (r->seg_seen && k != r->seg_last + 1)
+		return fail(r, FENNEC_ECORRUPT, r->chunk_off, "SEGMENT %llu follows segment %llu", (unsigned long long)k,
+			    (unsigned long long)r->seg_last);
+	int first = !r->seg_seen;
+	r->seg_seen++;
+	r->seg_last = k;
+	f->seg_count++;
+	if (first) {
+		f->seg_first = k;
+		if (k > 0) {
+			f->seg_dropped = 1;
+			f->seg_session_start_mono_ns = f->start_mono_ns;
+			f->seg_session_start_ticks = f->start_ticks;
+			f->start_mono_ns = mono;
+			f->start_ticks = ticks;
+			f->seg_steps_before = steps;
+			f->seg_events_before = events;
+			if (f->has_cpu_start) {
+				f->cpu_start_user_ns = cu;
+				f->cpu_start_sys_ns = cs;
+			}
+		}
+	}
+	for (uint64_t i = 0; i < n; i++) {
+		uint64_t idx = cur_varint(c), tk = cur_varint(c), depth = cur_varint(c);
+		if (c->bad || depth > FMT_MAX_DEPTH || idx >= f->nthreads || !f->threads[idx].known)
+			return fail(r, FENNEC_ECORRUPT, r->chunk_off, "SEGMENT: bad thread record %llu", (unsigned long long)i);
+		fmt_thread_rec *t = &f->threads[idx];
+		/* The clock goes on from the thread's last event before the segment, also over a
+		 * flush the writer lost; the regions open then are opened here only when nothing
+		 * before was read. */
+		t->last_ticks = tk;
+		for (uint64_t d = 0; d < depth; d++) {
+			uint64_t id = cur_varint(c);
+			if (c->bad || id >= MAX_SITES)
+				return fail(r, FENNEC_ECORRUPT, r->chunk_off, "SEGMENT: bad region in thread record %llu", (unsigned long long)i);
+			if (!first || !f->seg_dropped)
+				continue;
+			/* at the thread's clock, which its next event's delta follows (the segment's
+			 * first events may be older than its opening, committed before that flush) */
+			fmt_event ev = {.type = FMT_EV_BEGIN, .thread = (uint32_t)idx, .id = (uint32_t)id, .ticks = tk};
+			t->depth++;
+			if (r->bt) {
+				bt_before_event(r, (uint32_t)idx, tk);
+				bt_region(r, (uint32_t)idx, FMT_EV_BEGIN, ev.id);
+			}
+			if (r->fn) {
+				int rc = deliver_ev(r, &ev);
+				if (rc)
+					return rc;
+			}
+		}
+	}
+	return 0;
+}
+
 static int read_chunks_from(rd *r, const uint8_t *data, size_t len, uint64_t start);
 static void fit_clock(fmt_file *f);
 
@@ -2063,6 +2153,7 @@ chunks:;
 		case FMT_SYSTEM: rc = decode_system(r, &c); break;
 		case FMT_ENERGY: rc = decode_energy(r, &c); break;
 		case FMT_COST: rc = decode_cost(r, &c); break;
+		case FMT_SEGMENT: rc = decode_seg(r, &c); break;
 		default: break; /* newer chunk type */
 		}
 		if (rc)
@@ -2136,14 +2227,25 @@ static int read_two_pass(rd *r, const uint8_t *data, size_t len)
 	return rc;
 }
 
+static int read_mem_parts(const uint8_t *data, size_t len, const char *name, unsigned flags, fmt_file *f,
+			  fmt_event_fn fn, void *ctx, fmt_error *err, int header_only, int mapped,
+			  const seg_part *parts, uint32_t nparts);
+
 static int read_mem(const uint8_t *data, size_t len, const char *name, unsigned flags, fmt_file *f,
 		    fmt_event_fn fn, void *ctx, fmt_error *err, int header_only, int mapped)
+{
+	return read_mem_parts(data, len, name, flags, f, fn, ctx, err, header_only, mapped, NULL, 0);
+}
+
+static int read_mem_parts(const uint8_t *data, size_t len, const char *name, unsigned flags, fmt_file *f,
+			  fmt_event_fn fn, void *ctx, fmt_error *err, int header_only, int mapped,
+			  const seg_part *parts, uint32_t nparts)
 {
 	memset(f, 0, sizeof *f);
 	memset(err, 0, sizeof *err);
 	f->path = strdup(name ? name : "<memory>");
 	rd r = {.f = f, .name = f->path ? f->path : "<memory>", .err = err, .fn = fn, .ctx = ctx,
-		.header_only = header_only, .flags = flags, .mapped = mapped};
+		.header_only = header_only, .flags = flags, .mapped = mapped, .parts = parts, .nparts = nparts};
 	/* A second core for recordings big enough to repay a thread (pipe.h). */
 	if (!header_only && fn && len >= FMT_PIPE_MIN_BYTES)
 		r.pipe = fmt_pipe_start(fn, ctx, f);
@@ -2166,6 +2268,160 @@ int fmt_read_mem_ex(const uint8_t *data, size_t len, const char *name, unsigned 
 		    fmt_event_fn fn, void *ctx, fmt_error *err)
 {
 	return read_mem(data, len, name, flags, f, fn, ctx, err, 0, 0);
+}
+
+/* ---- capped recordings: the entry file and its segments read as one ----
+ *
+ * docs/format.md, "Capped recordings". The segments PATH.seg.K kept (contiguous numbers)
+ * follow the entry file's chunks, each without its preamble; errors in them name the
+ * segment file and its own offsets (seg_part). */
+
+static int seg_num_cmp(const void *a, const void *b)
+{
+	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+	return x < y ? -1 : x > y;
+}
+
+/* Join `path` (its `len` bytes at `data`) and its segments. Returns 0 with *out NULL when
+ * there are none, 0 with the joined buffer (malloc'd) and parts, or an error in err. */
+static int seg_gather(const char *path, const uint8_t *data, size_t len, uint8_t **out, size_t *out_len,
+		      seg_part **parts_out, uint32_t *nparts_out, fmt_error *err)
+{
+	*out = NULL;
+	*parts_out = NULL;
+	*nparts_out = 0;
+	char dir[4096];
+	snprintf(dir, sizeof dir, "%s", path);
+	char *slash = strrchr(dir, '/');
+	const char *base = slash ? slash + 1 : dir;
+	if (slash)
+		*slash = 0;
+	const char *dname = slash ? (dir[0] ? dir : "/") : ".";
+	DIR *d = opendir(dname);
+	if (!d)
+		return 0;
+	uint64_t *nums = NULL;
+	size_t n = 0, cap = 0;
+	size_t bl = strlen(base), sl = strlen(FMT_SEG_SUFFIX);
+	struct dirent *e;
+	while ((e = readdir(d))) {
+		const char *nm = e->d_name;
+		if (strncmp(nm, base, bl) || strncmp(nm + bl, FMT_SEG_SUFFIX, sl) || !nm[bl + sl])
+			continue;
+		char *end;
+		errno = 0;
+		unsigned long long k = strtoull(nm + bl + sl, &end, 10);
+		if (*end || errno || !(nm[bl + sl] >= '0' && nm[bl + sl] <= '9'))
+			continue;
+		if (n == cap) {
+			uint64_t *nn = realloc(nums, (cap = cap ? 2 * cap : 16) * sizeof *nums);
+			if (!nn) {
+				free(nums);
+				closedir(d);
+				err->code = FENNEC_ENOMEM;
+				snprintf(err->msg, sizeof err->msg, "%s: out of memory", path);
+				return err->code;
+			}
+			nums = nn;
+		}
+		nums[n++] = k;
+	}
+	closedir(d);
+	if (!n)
+		return 0;
+	qsort(nums, n, sizeof *nums, seg_num_cmp);
+	int rc = 0;
+	seg_part *parts = calloc(n, sizeof *parts);
+	size_t total = len, cap_b = len + (1u << 20);
+	uint8_t *buf = malloc(cap_b);
+	if (!parts || !buf) {
+		rc = FENNEC_ENOMEM;
+		snprintf(err->msg, sizeof err->msg, "%s: out of memory", path);
+		goto out;
+	}
+	memcpy(buf, data, len);
+	for (size_t i = 0; i < n; i++) {
+		char sp[4096 + 64];
+		snprintf(sp, sizeof sp, "%s" FMT_SEG_SUFFIX "%llu", path, (unsigned long long)nums[i]);
+		if (i && nums[i] != nums[i - 1] + 1) {
+			rc = FENNEC_ECORRUPT;
+			snprintf(err->msg, sizeof err->msg, "%s: segment %llu is missing (segments %llu and %llu are there): "
+				 "a capped recording drops its oldest segments only", path, (unsigned long long)nums[i - 1] + 1,
+				 (unsigned long long)nums[i - 1], (unsigned long long)nums[i]);
+			goto out;
+		}
+		FILE *fp = fopen(sp, "rb");
+		if (!fp) {
+			/* dropped by the writer while we looked: only the oldest can be */
+			if (i == 0 && errno == ENOENT)
+				continue;
+			rc = FENNEC_EIO;
+			snprintf(err->msg, sizeof err->msg, "%.400s: %s", sp, strerror(errno));
+			goto out;
+		}
+		uint8_t pre[FMT_PREAMBLE_LEN];
+		size_t got = fread(pre, 1, sizeof pre, fp);
+		if (got < FMT_PREAMBLE_LEN || memcmp(pre, FMT_MAGIC, 8) != 0) {
+			fclose(fp);
+			rc = got < FMT_PREAMBLE_LEN ? FENNEC_ETRUNCATED : FENNEC_EFOREIGN;
+			snprintf(err->msg, sizeof err->msg, "%.400s: byte 0: %s", sp,
+				 got < FMT_PREAMBLE_LEN ? "segment file ends inside its 16-byte preamble"
+							: "not a fennec segment (wrong magic)");
+			goto out;
+		}
+		parts[*nparts_out].at = total;
+		parts[*nparts_out].file_off = FMT_PREAMBLE_LEN;
+		parts[*nparts_out].path = strdup(sp);
+		++*nparts_out;
+		for (;;) {
+			if (cap_b - total < (64u << 10)) {
+				uint8_t *nb = realloc(buf, cap_b *= 2);
+				if (!nb) {
+					fclose(fp);
+					rc = FENNEC_ENOMEM;
+					snprintf(err->msg, sizeof err->msg, "%.400s: out of memory", sp);
+					goto out;
+				}
+				buf = nb;
+			}
+			size_t k = fread(buf + total, 1, cap_b - total, fp);
+			total += k;
+			if (k == 0)
+				break;
+		}
+		fclose(fp);
+	}
+	*out = buf;
+	*out_len = total;
+	*parts_out = parts;
+	buf = NULL;
+	parts = NULL;
+out:
+	if (rc) {
+		err->code = rc;
+		for (uint32_t i = 0; i < *nparts_out; i++)
+			free((*parts_out ? *parts_out : parts)[i].path);
+		*nparts_out = 0;
+	}
+	free(parts);
+	free(buf);
+	free(nums);
+	return rc;
+}
+
+int fmt_is_segment_name(const char *name)
+{
+	const char *s = strstr(name, FMT_SEG_SUFFIX), *q;
+	for (; s; s = strstr(s + 1, FMT_SEG_SUFFIX)) {
+		q = s + strlen(FMT_SEG_SUFFIX);
+		if (!*q)
+			continue;
+		while (*q >= '0' && *q <= '9')
+			q++;
+		if (!*q)
+			return 1;
+	}
+	return 0;
 }
 
 /* What a file that stats as empty holds: /proc and /sys files give st_size 0 and have
@@ -2270,7 +2526,21 @@ static int read_path(const char *path, unsigned flags, fmt_file *f, fmt_event_fn
 		madvise((void *)data, len, MADV_SEQUENTIAL);
 	}
 	close(fd);
-	int rc = read_mem(data ? data : (const uint8_t *)"", len, path, flags, f, fn, ctx, err, header_only, data && !copy);
+	uint8_t *joined = NULL;
+	size_t jlen = 0;
+	seg_part *parts = NULL;
+	uint32_t nparts = 0;
+	int rc = header_only ? 0 : seg_gather(path, data ? data : (const uint8_t *)"", len, &joined, &jlen, &parts, &nparts, err);
+	if (rc)
+		memset(f, 0, sizeof *f);
+	else if (joined)
+		rc = read_mem_parts(joined, jlen, path, flags, f, fn, ctx, err, 0, 0, parts, nparts);
+	else
+		rc = read_mem(data ? data : (const uint8_t *)"", len, path, flags, f, fn, ctx, err, header_only, data && !copy);
+	free(joined);
+	for (uint32_t i = 0; i < nparts; i++)
+		free(parts[i].path);
+	free(parts);
 	if (copy)
 		free(copy);
 	else if (data)

@@ -207,6 +207,14 @@ typedef struct fmt_file {
 	uint64_t sys_taken;        /* SYSTEM points the collector took (the last chunk's count) */
 	fmt_energy_domain *energy_domains; /* indexed by domain id (0 unused) */
 	uint32_t nenergy_domains;  /* size of the table */
+	/* a capped recording (1.9; header keys 40-41, SEGMENT chunks) */
+	int seg_capped;            /* the header names a cap */
+	uint64_t seg_max_bytes, seg_max_ns; /* the caps (0: none of that kind) */
+	uint64_t seg_count;        /* segments read */
+	uint64_t seg_first;        /* the number of the first one read */
+	int seg_dropped;           /* older segments were dropped: start_* are the first kept one's */
+	uint64_t seg_session_start_mono_ns, seg_session_start_ticks; /* the session's own start */
+	uint64_t seg_steps_before, seg_events_before; /* STEP events and events dropped */
 	/* clock fit: mono_ns = a + b * ticks */
 	double fit_a, fit_b;
 	uint64_t last_ticks;    /* latest event or calibration time read (after an error: before the damage) */
@@ -300,6 +308,10 @@ static inline double fmt_dticks_to_ns(const fmt_file *f, uint64_t dticks) { retu
 const fmt_gpu_device *fmt_gpu_device_get(const fmt_file *f, uint32_t id);
 
 void fmt_file_free(fmt_file *f);
+
+/* Whether a file name is a capped recording's segment (NAME.seg.K): read with its entry
+ * file NAME, never on its own. */
+int fmt_is_segment_name(const char *name);
 
 /*
  * Following a growing file (a recording in progress: fmt_follow_poll() again and again).

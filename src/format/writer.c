@@ -302,3 +302,79 @@ void fmt_energy_put(cm_buf *b, const fmt_energy *r, uint64_t *prev_ns)
 	cm_buf_varint(b, r->uj);
 	cm_buf_varint(b, r->max_uj);
 }
+
+/* ---- capped recordings: following a thread's stream (format.h, fmt_scan) ---- */
+
+int fmt_scan_events(fmt_scan *s, const uint8_t *p, size_t len, uint64_t *steps, uint64_t *events)
+{
+	const uint8_t *end = p + len;
+	while (p < end) {
+		uint8_t tag = *p++;
+		unsigned type = tag & 15, op = tag >> 4;
+		uint64_t v = 0, dt = 0;
+		int bad = 0;
+		switch (type) {
+		case FMT_EV_BEGIN:
+			if (op == 15)
+				bad |= cm_varint_get(&p, end, &v);
+			else
+				v = op;
+			bad |= cm_varint_get(&p, end, &dt);
+			if (s->depth < FMT_MAX_DEPTH)
+				s->ids[s->depth] = (uint32_t)v;
+			s->depth++;
+			break;
+		case FMT_EV_END:
+			bad |= cm_varint_get(&p, end, &dt);
+			if (s->depth)
+				s->depth--;
+			break;
+		case FMT_EV_STEP:
+			bad |= cm_varint_get(&p, end, &dt);
+			if (op & 2)
+				bad |= cm_varint_get(&p, end, &v);
+			++*steps;
+			break;
+		case FMT_EV_COUNTER:
+			bad |= cm_varint_get(&p, end, &v);
+			bad |= cm_varint_get(&p, end, &dt);
+			bad |= cm_varint_get(&p, end, &v);
+			break;
+		case FMT_EV_GAUGE:
+		case FMT_EV_VALUE:
+			bad |= cm_varint_get(&p, end, &v);
+			bad |= cm_varint_get(&p, end, &dt);
+			if (!bad && end - p >= 8)
+				p += 8;
+			else
+				bad = 1;
+			break;
+		case FMT_EV_TIME:
+			bad |= cm_varint_get(&p, end, &v);
+			s->ticks = v;
+			break;
+		case FMT_EV_STACK: {
+			uint64_t depth = 0;
+			bad |= cm_varint_get(&p, end, &depth);
+			for (uint64_t k = 0; !bad && k < depth; k++) {
+				bad |= cm_varint_get(&p, end, &v);
+				if (s->depth < FMT_MAX_DEPTH)
+					s->ids[s->depth] = (uint32_t)v;
+				s->depth++;
+			}
+			if (bad)
+				return -1;
+			*events += depth; /* the reader delivers one BEGIN each */
+			continue;
+		}
+		default:
+			bad = 1;
+			break;
+		}
+		if (bad)
+			return -1;
+		s->ticks += dt;
+		++*events;
+	}
+	return 0;
+}

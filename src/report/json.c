@@ -899,6 +899,18 @@ int rep_json(FILE *out, const ana_profile *p, const rep_options *o)
 		knum(out, "events", (double)f->events, &f1);
 		key(out, "cut_short", &f1);
 		fputs(f->cut_short ? "true" : "false", out);
+		key(out, "capped", &f1);
+		if (f->seg_capped)
+			fprintf(out, "{\"max_size_bytes\": %llu, \"max_duration_ns\": %llu, \"segments_kept\": %llu, "
+				     "\"first_segment\": %llu, \"dropped_ns\": %llu, \"dropped_steps\": %llu, \"dropped_events\": %llu, "
+				     "\"first_step\": %llu}",
+				(unsigned long long)f->seg_max_bytes, (unsigned long long)f->seg_max_ns,
+				(unsigned long long)f->seg_count, (unsigned long long)f->seg_first,
+				(unsigned long long)(f->seg_dropped ? f->start_mono_ns - f->seg_session_start_mono_ns : 0),
+				(unsigned long long)f->seg_steps_before, (unsigned long long)f->seg_events_before,
+				(unsigned long long)f->seg_steps_before);
+		else
+			fputs("null", out);
 		key(out, "ended_by", &f1);
 		rep_json_string_or_null(out, ana_end_name(f));
 		knum(out, "busy_ns", (double)pr->busy_ns, &f1);

@@ -18,7 +18,7 @@ def base_recording():
     with open(path, "rb") as f:
         data = f.read()
     major, minor, chunks = fncfile.parse(data)
-    assert_eq((major, minor), (1, 8), "profile version (format 1.8: COST chunks)")
+    assert_eq((major, minor), (1, 9), "profile version (format 1.9: capped recordings)")
     assert_eq(chunks[0].type, 1, "first chunk type (HEADER)")
     assert_eq(chunks[-1].type, 7, "last chunk type (END)")
     assert_eq(chunks[-1].end, len(data), "chunks end at the end of the file")
