@@ -133,16 +133,22 @@ typedef struct ana_rank {
 /* Where the slowest rank loses time: a region whose self time there exceeds the other
  * ranks' mean. */
 typedef struct ana_loss {
-	uint32_t node;
+	uint32_t node;        /* the region, or ANA_NONE: a function (basis "samples") */
+	uint32_t func;        /* with basis "samples": the function (p->smp.funcs), else ANA_NONE */
 	uint64_t rank_ns;     /* self time in the slowest rank */
 	double others_ns;     /* mean self time in the other ranks */
 	double excess_ns;     /* rank_ns - others_ns */
 } ana_loss;
 
 /* Balance between ranks (src/analyze/ranks.c, docs/bottlenecks.md rank_imbalance). */
+struct ana_profile;
+/* A loss's region path, or its function as "name (file:line)" in buf. */
+const char *ana_loss_name(const struct ana_profile *p, const ana_loss *l, char *buf, size_t n);
+
 typedef struct ana_balance {
 	int present;          /* two ranks or more */
-	const char *basis;    /* "work" (regions less communication), "steps" or "wall" */
+	const char *basis;    /* "work" (regions less communication), "samples" (on-CPU samples
+			       * outside communication code), "steps" or "wall" */
 	double imbalance_pct; /* max / mean - 1 of the basis over the ranks, in % */
 	double step_imbalance_pct; /* the same over mean step times (NAN without steps on every rank) */
 	uint32_t slowest, fastest; /* p->ranks indices by the basis */

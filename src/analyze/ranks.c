@@ -9,6 +9,7 @@
 #include <ctype.h>
 #include <fnmatch.h>
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 
 /* ---- names ---- */
@@ -237,12 +238,170 @@ out:
 	return rc;
 }
 
+/* ---- work from samples ---- */
+
+/* Whether a sampled function is communication code: a collective library's (Open MPI,
+ * NCCL, gloo), PyTorch's distributed layer (c10d, whose Reducer is DDP's gradient
+ * all-reduce), or Python code of torch.distributed. */
+static int func_is_comm(const ana_profile *p, const ana_func *fn)
+{
+	static const char *const prefix[] = {"MPI_", "PMPI_", "ompi_", "mca_", "nccl", "gloo::", "c10d::",
+					     "torch::distributed::", "c10d_"};
+	const char *nm = p->names[fn->name];
+	for (size_t i = 0; i < ARRAY_LEN(prefix); i++)
+		if (!strncmp(nm, prefix[i], strlen(prefix[i])))
+			return 1;
+	if (fn->lang == ANA_LANG_PYTHON && fn->file != ANA_NONE && strstr(p->names[fn->file], "/torch/distributed/"))
+		return 1;
+	return 0;
+}
+
+/* Whether a sampled stack is communication (a communication function anywhere in it) or
+ * a spin-wait (sched_yield innermost: OpenBLAS's idle threads, gloo's polling), not work.
+ * fcomm: func_is_comm by function, or NULL. */
+static int stack_waits(const ana_profile *p, const ana_stack *st, const uint8_t *fcomm)
+{
+	const ana_sampling *s = &p->smp;
+	if (st->n) {
+		const char *leaf = p->names[s->funcs[s->locs[st->locs[st->n - 1]].func].name];
+		if (!strcmp(leaf, "sched_yield") || !strcmp(leaf, "__sched_yield"))
+			return 1;
+	}
+	for (uint32_t k = 0; k < st->n; k++) {
+		uint32_t fn = s->locs[st->locs[k]].func;
+		if (fcomm ? fcomm[fn] : func_is_comm(p, &s->funcs[fn]))
+			return 1;
+	}
+	return 0;
+}
+
+/* Whether an on-CPU sample counts for the sampled work: when every rank marks steps, only
+ * those inside its steps (from the first mark to its last), so that start-up (importing
+ * torch: seconds) does not dilute the difference of the ranks' steps. */
+static int in_loop(const ana_profile *p, const ana_sample *sm)
+{
+	const ana_sampling *s = &p->smp;
+	if (sm->kind != ANA_CPU || sm->stack >= s->nstacks || sm->thread >= p->nthreads)
+		return 0;
+	for (uint32_t r = 0; r < p->nranks; r++)
+		if (!p->ranks[r].steps)
+			return 1;
+	uint64_t steps = p->ranks[p->procs[p->threads[sm->thread].process].rank_index].steps;
+	return sm->step >= 1 && sm->step <= steps;
+}
+
+/*
+ * Ranks without regions (a PyTorch DDP script, an MPI program nobody marked up) still
+ * have samples: a rank's work is then its on-CPU sampled time outside communication code
+ * (a sample with a communication function anywhere in its stack is communication), and
+ * where the slowest loses time is the functions (the sample's innermost) whose self time
+ * there exceeds the others' mean the most. Returns 1 when every rank has such work (and
+ * sets the ranks' work and comm from it), 0 when not, -1 out of memory.
+ */
+static int sample_work(ana_profile *p)
+{
+	const ana_sampling *s = &p->smp;
+	if (!s->present || !s->nsamples || !s->nfuncs || !s->period_ns)
+		return 0;
+	uint8_t *fcomm = malloc(s->nfuncs);
+	int8_t *scomm = malloc(s->nstacks ? s->nstacks : 1);
+	uint64_t *work = calloc(p->nranks, sizeof *work), *comm = calloc(p->nranks, sizeof *comm);
+	if (!fcomm || !scomm || !work || !comm) {
+		free(fcomm), free(scomm), free(work), free(comm);
+		return -1;
+	}
+	for (uint32_t i = 0; i < s->nfuncs; i++)
+		fcomm[i] = (uint8_t)func_is_comm(p, &s->funcs[i]);
+	for (uint32_t i = 0; i < s->nstacks; i++)
+		scomm[i] = (int8_t)stack_waits(p, &s->stacks[i], fcomm);
+	for (size_t i = 0; i < s->nsamples; i++) {
+		const ana_sample *sm = &s->samples[i];
+		if (!in_loop(p, sm))
+			continue;
+		uint32_t r = p->procs[p->threads[sm->thread].process].rank_index;
+		(scomm[sm->stack] ? comm : work)[r] += (uint64_t)sm->weight * s->period_ns;
+	}
+	int all = 1;
+	for (uint32_t r = 0; r < p->nranks; r++)
+		all &= work[r] > 0;
+	if (all)
+		for (uint32_t r = 0; r < p->nranks; r++) {
+			p->ranks[r].work_ns = work[r];
+			p->ranks[r].comm_ns = comm[r];
+		}
+	free(fcomm);
+	free(scomm);
+	free(work);
+	free(comm);
+	return all;
+}
+
+/* The functions whose self time (on-CPU samples outside communication code) in the slowest
+ * rank exceeds the other ranks' mean the most. */
+static int find_sample_losses(ana_profile *p)
+{
+	ana_balance *b = &p->balance;
+	const ana_sampling *s = &p->smp;
+	double *slow = calloc(s->nfuncs, sizeof *slow), *all = calloc(s->nfuncs, sizeof *all);
+	uint8_t *skip = calloc(s->nstacks ? s->nstacks : 1, 1);
+	if (!slow || !all || !skip) {
+		free(slow), free(all), free(skip);
+		return FENNEC_ENOMEM;
+	}
+	for (uint32_t i = 0; i < s->nstacks; i++)
+		skip[i] = (uint8_t)stack_waits(p, &s->stacks[i], NULL);
+	for (size_t i = 0; i < s->nsamples; i++) {
+		const ana_sample *sm = &s->samples[i];
+		if (!in_loop(p, sm) || skip[sm->stack] || !s->stacks[sm->stack].n)
+			continue;
+		const ana_stack *st = &s->stacks[sm->stack];
+		uint32_t fn = s->locs[st->locs[st->n - 1]].func;
+		double ns = (double)sm->weight * (double)s->period_ns;
+		all[fn] += ns;
+		if (p->procs[p->threads[sm->thread].process].rank_index == b->slowest)
+			slow[fn] += ns;
+	}
+	for (uint32_t n = 0; n < s->nfuncs; n++) {
+		double others = (all[n] - slow[n]) / (double)(p->nranks - 1);
+		double excess = slow[n] - others;
+		if (excess <= 0)
+			continue;
+		uint32_t k = b->nlosses < ANA_LOSSES ? b->nlosses++ : ANA_LOSSES;
+		if (k == ANA_LOSSES && excess <= b->losses[ANA_LOSSES - 1].excess_ns)
+			continue;
+		if (k == ANA_LOSSES)
+			k--;
+		while (k > 0 && b->losses[k - 1].excess_ns < excess) {
+			b->losses[k] = b->losses[k - 1];
+			k--;
+		}
+		b->losses[k] = (ana_loss){ANA_NONE, n, (uint64_t)llround(slow[n]), others, excess};
+	}
+	free(slow);
+	free(all);
+	free(skip);
+	return 0;
+}
+
+const char *ana_loss_name(const ana_profile *p, const ana_loss *l, char *buf, size_t n)
+{
+	if (l->node != ANA_NONE)
+		return p->nodes[l->node].path;
+	const ana_func *fn = &p->smp.funcs[l->func];
+	const char *file = fn->file != ANA_NONE ? p->names[fn->file] : NULL, *base = file ? strrchr(file, '/') : NULL;
+	if (file && fn->line)
+		snprintf(buf, n, "%s (%s:%u)", p->names[fn->name], base ? base + 1 : file, fn->line);
+	else
+		snprintf(buf, n, "%s", p->names[fn->name]);
+	return buf;
+}
+
 /* ---- balance ---- */
 
 /* The measure of a rank that the imbalance compares, per the basis. */
 static double basis_of(const ana_rank *r, const char *basis)
 {
-	if (!strcmp(basis, "work"))
+	if (!strcmp(basis, "work") || !strcmp(basis, "samples"))
 		return (double)r->work_ns;
 	if (!strcmp(basis, "steps"))
 		return r->step_dist.mean;
@@ -284,7 +443,7 @@ static int find_losses(ana_profile *p)
 			b->losses[k] = b->losses[k - 1];
 			k--;
 		}
-		b->losses[k] = (ana_loss){n, (uint64_t)llround(slow[n]), others, excess};
+		b->losses[k] = (ana_loss){n, ANA_NONE, (uint64_t)llround(slow[n]), others, excess};
 	}
 	free(slow);
 	free(all);
@@ -305,7 +464,10 @@ static int balance(ana_profile *p)
 		steps &= p->ranks[i].steps > 0;
 	}
 	b->present = 1;
-	b->basis = work ? "work" : steps ? "steps" : "wall";
+	int sampled = 0;
+	if (!work && (sampled = sample_work(p)) < 0)
+		return FENNEC_ENOMEM;
+	b->basis = work ? "work" : sampled ? "samples" : steps ? "steps" : "wall";
 	double sum = 0, smean = 0, smax = 0;
 	for (uint32_t i = 0; i < p->nranks; i++) {
 		double v = basis_of(&p->ranks[i], b->basis);
@@ -330,7 +492,7 @@ static int balance(ana_profile *p)
 	smean /= p->nranks;
 	if (steps && smean > 0)
 		b->step_imbalance_pct = 100 * (smax / smean - 1);
-	return find_losses(p);
+	return sampled ? find_sample_losses(p) : find_losses(p);
 }
 
 int ana_ranks(ana_profile *p)

@@ -1082,7 +1082,9 @@ static void rule_rank_imbalance(ana_profile *p)
 	char rn[32], fn[32], a[32], c[32], d[32], w[32];
 	double wait = b->max_ns - b->others_mean_ns;
 	const char *what = !strcmp(b->basis, "work") ? "of work (region time outside communication)"
+			 : !strcmp(b->basis, "samples") ? "of work (on-CPU time outside communication code, sampled)"
 			 : !strcmp(b->basis, "steps") ? "per step (mean)" : "of wall time";
+	char nm[512];
 	rank_name(p, b->slowest, rn, sizeof rn);
 	rank_name(p, b->fastest, fn, sizeof fn);
 	f->subject = ana_strf("%s is the straggler: %.1f%% imbalance over %u ranks", rn, b->imbalance_pct, p->nranks);
@@ -1091,7 +1093,7 @@ static void rule_rank_imbalance(ana_profile *p)
 	for (uint32_t i = 0; i < b->nlosses && k < sizeof where; i++) {
 		const ana_loss *l = &b->losses[i];
 		k += (size_t)snprintf(where + k, sizeof where - k, "%s%s (%s vs %s on the others, +%s)", i ? ", " : "",
-				      p->nodes[l->node].path, ana_fmt_ns((double)l->rank_ns, a, sizeof a),
+				      ana_loss_name(p, l, nm, sizeof nm), ana_fmt_ns((double)l->rank_ns, a, sizeof a),
 				      ana_fmt_ns(l->others_ns, c, sizeof c), ana_fmt_ns(l->excess_ns, d, sizeof d));
 	}
 	f->evidence = ana_strf("%s has %s %s against a mean of %s over %u ranks (imbalance = max / mean - 1 = %.1f%%; "
@@ -1110,7 +1112,18 @@ static void rule_rank_imbalance(ana_profile *p)
 		ana_finding_num(f, "step_imbalance_pct", b->step_imbalance_pct);
 	double gain = r->wall_ns ? 100 * wait / (double)r->wall_ns : 0;
 	f->expected_gain_pct = gain > 100 ? 100 : gain;
-	if (b->nlosses) {
+	if (b->nlosses && b->losses[0].node == ANA_NONE) {
+		const ana_loss *l = &b->losses[0];
+		const char *fname = ana_loss_name(p, l, nm, sizeof nm);
+		f->recommendation = ana_strf("%s spends %s more than the other ranks' mean in %s (%s there, %s on the others), "
+					     "and they wait for it at every synchronisation. If %s is extra work only %s does "
+					     "(logging, evaluation, checkpointing on one rank), move it off the step or share "
+					     "it out; if the ranks' data differ, give %s a smaller or cheaper share. Balanced, "
+					     "the other ranks would stop waiting about %s, up to %.0f%% of the run.",
+					     rn, ana_fmt_ns(l->excess_ns, d, sizeof d), fname, ana_fmt_ns((double)l->rank_ns, a, sizeof a),
+					     ana_fmt_ns(l->others_ns, c, sizeof c), fname, rn, rn, ana_fmt_ns(wait, w, sizeof w),
+					     f->expected_gain_pct);
+	} else if (b->nlosses) {
 		const ana_loss *l = &b->losses[0];
 		const char *region = p->nodes[l->node].path;
 		f->recommendation = ana_strf("Balance %s: on %s it takes %s, %.2fx the other ranks' mean of %s. Give %s a "

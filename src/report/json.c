@@ -601,8 +601,10 @@ static void ranks_json(FILE *out, const ana_profile *p)
 	fputs("[", out);
 	for (uint32_t i = 0; i < b->nlosses; i++) {
 		const ana_loss *l = &b->losses[i];
-		fputs(i ? ", {\"region\": " : "{\"region\": ", out);
-		rep_json_string(out, p->nodes[l->node].path);
+		char nm[512];
+		fputs(i ? ", {" : "{", out);
+		fputs(l->node != ANA_NONE ? "\"region\": " : "\"function\": ", out);
+		rep_json_string(out, ana_loss_name(p, l, nm, sizeof nm));
 		fputs(", \"rank_ns\": ", out);
 		rep_json_number(out, (double)l->rank_ns);
 		fputs(", \"others_mean_ns\": ", out);

@@ -541,7 +541,9 @@ static void roofline_text(FILE *out, const ana_profile *p, const style *st)
 static void ranks_text(FILE *out, const ana_profile *p, const style *st)
 {
 	char a[32], b[32], c[32], d[32], e[32], f[32], g[32], r[24];
-	heading(out, st, "Ranks (one recording each; work = region time outside communication regions)");
+	heading(out, st, p->balance.present && !strcmp(p->balance.basis, "samples")
+				 ? "Ranks (one recording each; work = on-CPU time outside communication code, from samples)"
+				 : "Ranks (one recording each; work = region time outside communication regions)");
 	fprintf(out, "  %5s %5s %10s %10s %10s %10s %6s %10s %10s %10s  %s\n", "rank", "procs", "wall", "CPU", "work", "comm",
 		"steps", "step mean", "p50", "p95", "top region (self)");
 	for (uint32_t i = 0; i < p->nranks; i++) {
@@ -559,7 +561,8 @@ static void ranks_text(FILE *out, const ana_profile *p, const style *st)
 	if (!bl->present)
 		return;
 	fprintf(out, "  imbalance    %.1f%% (max / mean - 1 of the ranks' %s: %s vs %s)", bl->imbalance_pct,
-		!strcmp(bl->basis, "work") ? "work" : !strcmp(bl->basis, "steps") ? "mean step time" : "wall time",
+		!strcmp(bl->basis, "work") ? "work" : !strcmp(bl->basis, "samples") ? "sampled work"
+		: !strcmp(bl->basis, "steps") ? "mean step time" : "wall time",
 		ana_fmt_ns(bl->max_ns, a, sizeof a), ana_fmt_ns(bl->mean_ns, b, sizeof b));
 	if (isfinite(bl->step_imbalance_pct))
 		fprintf(out, "; step time %.1f%%", bl->step_imbalance_pct);
@@ -568,7 +571,9 @@ static void ranks_text(FILE *out, const ana_profile *p, const style *st)
 		ana_fmt_ns(bl->max_ns - bl->others_mean_ns, a, sizeof a));
 	for (uint32_t i = 0; i < bl->nlosses; i++) {
 		const ana_loss *l = &bl->losses[i];
-		fprintf(out, "  %-12s %s: %s there vs %s on the others (+%s)\n", i ? "" : "loses time", p->nodes[l->node].path,
+		char nm[512];
+		fprintf(out, "  %-12s %s: %s there vs %s on the others (+%s)\n", i ? "" : "loses time",
+			ana_loss_name(p, l, nm, sizeof nm),
 			ana_fmt_ns((double)l->rank_ns, a, sizeof a), ana_fmt_ns(l->others_ns, b, sizeof b),
 			ana_fmt_ns(l->excess_ns, c, sizeof c));
 	}
