@@ -37,7 +37,9 @@ print(json.dumps([r["count"] for r in rep["regions"] if r["path"] == "pip_region
 
 def clean_env():
     """Nothing that would find fennec outside the environment."""
-    env = base_env({"PIP_DISABLE_PIP_VERSION_CHECK": "1", "PIP_NO_INPUT": "1", "PIP_CONFIG_FILE": os.devnull})
+    # no user configuration, no wheel left in the user's cache
+    env = base_env({"PIP_DISABLE_PIP_VERSION_CHECK": "1", "PIP_NO_INPUT": "1", "PIP_CONFIG_FILE": os.devnull,
+                    "PIP_NO_CACHE_DIR": "1"})
     for k in ("PYTHONPATH", "PYTHONHOME", "LD_LIBRARY_PATH", "VIRTUAL_ENV"):
         env.pop(k, None)
     return env
@@ -50,8 +52,8 @@ def inside(path, d):
 @timeout(300)
 def test_pip_install_into_venv():
     """A fresh venv, `venv/bin/python -m pip install --no-index <repo>` (pip's isolated build:
-    the backend needs nothing installed), reusing the tests' build directory (--config-settings O=, so make
-    has nothing to do). Then from the venv alone: `import fennec` finds the packaged library
+    the backend needs nothing installed), reusing the tests' build directory
+    (--config-settings O=, so make has nothing to do). Then from the venv alone: `import fennec` finds the packaged library
     and the C part; `venv/bin/fennec record -- venv/bin/python script.py` preloads its own
     packaged collector, the script's regions are recorded (3 of 50 ms), `venv/bin/fennec
     analyze` shows them, fennec.analyze() finds the packaged CLI; pip uninstall takes the
