@@ -6,7 +6,7 @@
 CC      ?= cc
 DEBIAN_PACKAGES := libzstd-dev libunwind-dev clang libclang-rt-14-dev python3 jq time libdw-dev libelf-dev libiberty-dev zlib1g-dev golang-go libcairo2-dev \
                    libmicrohttpd-dev prometheus chromium wrk openmpi-bin libopenmpi-dev libtcmalloc-minimal4 libjemalloc2 libblas3 \
-                   libopenblas0-pthread python3-dev python3-numpy python3-torch
+                   libopenblas0-pthread python3-dev python3-numpy python3-torch python3-venv
 
 ifeq ($(ASAN),1)
   O ?= build-asan
@@ -87,12 +87,14 @@ UNIT_SRC := $(wildcard tests/unit/*.c)
 UNIT_OBJ := $(UNIT_SRC:%.c=$(O)/obj/%.o)
 UNIT     := $(O)/tests/unit
 
-.PHONY: all lib cli examples fixtures bench deps consumers demo test test-quick test-asan test-tsan test-fault \
+.PHONY: all lib cli pyext examples fixtures bench deps consumers demo test test-quick test-asan test-tsan test-fault \
         fuzz fuzz-run clean
 
 all: lib cli examples fixtures $(UNIT) $(GPU_TESTS) $(PYEXT)
 lib: $(SOLIB) $(STLIB) $(MMAPLIB)
 cli: $(FENNEC)
+# The module's C part alone (nothing without python3-dev): what pip's build asks for.
+pyext: $(PYEXT)
 examples: $(EXAMPLES)
 fixtures: $(FIXTURES)
 bench: lib cli $(BENCHES)

@@ -65,6 +65,7 @@ def _find_library():
     here = os.path.dirname(os.path.abspath(__file__))
     tried = [os.path.normpath(os.path.join(here, rel)) for rel in (
         "libfennec.so",                     # a copy beside the module
+        "lib/libfennec.so",                 # pip install: fennec/lib beside fennec/bin/fennec
         "../../lib/libfennec.so",           # an install: PREFIX/lib/pythonX/fennec -> PREFIX/lib
         "../../build/lib/libfennec.so")]    # the source tree: python/fennec -> build/lib
     for path in tried:
