@@ -87,18 +87,23 @@ def test_python_perf_trampolines():
     """CPython 3.12+ with -X perf: each Python call runs through a trampoline of generated
     code, named in /tmp/perf-PID.map ("py::leaf_a:.../shares.py"). The walk goes through
     them (generated code between the evaluator's frames), and they are dropped beside the
-    Python frames that say the same: the shares are those without -X perf, and no py::
-    frame is in the table, with --native or without."""
+    Python frames that say the same: the shares are those without -X perf, and py::
+    frames are in the table (with --native or without) only for the few samples without
+    Python frames."""
     need_plain()
     exes = [e for e in interpreters() if tuple(map(int, py_version(e).split("."))) >= (3, 12)]
     if not exes:
         raise Skip("no CPython 3.12+ here (pyenv)")
     for exe in exes:
         path = check_shares(exe, ("-X", "perf"))
+        # a sample whose Python frames could not be read (cut, or taken while the thread
+        # had no frame) keeps its trampolines, the only Python names it has: a few at most
         for opts in ((), ("--native",)):
             rep = analyze(path, *opts)
-            tr = [f["name"] for f in funcs(rep) if f["name"].startswith("py::")]
-            assert_true(not tr, "%s %s: trampoline frames in the table: %s" % (exe, opts, tr[:5]))
+            tr = [f for f in funcs(rep) if f["name"].startswith("py::")]
+            assert_true(sum(f["total_samples"] for f in tr) <= 0.01 * rep["samples"]["cpu_samples"],
+                        "%s %s: trampoline frames in the table: %s" % (
+                            exe, opts, [(f["name"], f["total_samples"]) for f in tr[:5]]))
         rep = analyze(path, "--native")
         main = func(rep, "main")
         # the walk went through the trampolines: the thread's start is below the Python
