@@ -754,7 +754,9 @@ __attribute__((noinline)) uint32_t cfi_walk_local(uint64_t stack_hi, uint64_t *i
  */
 #define JIT_SCAN 4096
 #define JIT_READS 16
-#define JIT_HOPS 64 /* frames of generated code a walk goes through */
+#ifndef JIT_HOPS
+#define JIT_HOPS 64 /* frames of generated code a walk goes through (-DJIT_HOPS=0: none, to measure) */
+#endif
 
 /* Whether the instruction that ends at ra is an indirect near call (FF /2), checked for
  * each of its encodings' lengths: FF, ModRM, SIB if any, displacement (a REX prefix before
