@@ -282,7 +282,8 @@ test-tsan:
 # text). Both recompute chunk CRCs in their mutator (fuzz_crc.h). Their objects are in
 # build-fuzz/obj, instrumented for coverage (fuzzer-no-link); libFuzzer's main comes at the
 # link. fuzz-run gives each FUZZ_SECONDS, seeded with tests/corpus/ and its regression
-# corpus, tests/corpus/regress/.
+# corpus, tests/corpus/regress/. An input that runs FUZZ_TIMEOUT s is a finding (libFuzzer's
+# default is 20 minutes, longer than the run: a 34 s input once went unseen).
 FUZZ     := build-fuzz/reader_fuzz build-fuzz/analysis_fuzz
 FUZZ_LIB_OBJ := $(patsubst %.c,build-fuzz/obj/%.o,$(ANALYZE_SRC) $(COMMON_SRC))
 FUZZ_OBJ := $(FUZZ_LIB_OBJ) build-fuzz/obj/tests/fuzz/reader_fuzz.o build-fuzz/obj/tests/fuzz/analysis_fuzz.o
@@ -297,11 +298,12 @@ $(FUZZ):
 	$(Q)clang -fsanitize=fuzzer,address,undefined $^ -o $@ $(LIBS_ANA)
 fuzz: $(FUZZ)
 FUZZ_SECONDS ?= 30
+FUZZ_TIMEOUT ?= 10
 fuzz-run: $(FUZZ)
 	@for h in $(FUZZ); do \
 		n=$$(basename $$h); mkdir -p build-fuzz/corpus-$$n; \
 		echo "== $$n, $(FUZZ_SECONDS) s"; \
-		$$h -max_total_time=$(FUZZ_SECONDS) -max_len=65536 -print_final_stats=1 \
+		$$h -max_total_time=$(FUZZ_SECONDS) -timeout=$(FUZZ_TIMEOUT) -max_len=65536 -print_final_stats=1 \
 			build-fuzz/corpus-$$n tests/corpus tests/corpus/regress || exit 1; \
 	done
 

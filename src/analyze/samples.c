@@ -611,7 +611,8 @@ static uint32_t stack_for(fin *x, const uint32_t *locs, uint32_t n, int truncate
 	size_t i = h & (x->stab.cap - 1);
 	for (; x->stab.id[i] != UINT32_MAX; i = (i + 1) & (x->stab.cap - 1)) {
 		const ana_stack *st = &s->stacks[x->stab.id[i]];
-		if (x->stab.h[i] == h && st->n == n && st->truncated == truncated && !memcmp(st->locs, locs, n * sizeof *locs))
+		if (x->stab.h[i] == h && st->n == n && st->truncated == truncated &&
+		    (!n || !memcmp(st->locs, locs, n * sizeof *locs)))
 			return x->stab.id[i];
 	}
 	size_t cap = s->stacks_cap;
@@ -621,7 +622,8 @@ static uint32_t stack_for(fin *x, const uint32_t *locs, uint32_t n, int truncate
 	uint32_t *copy = malloc((n ? n : 1) * sizeof *copy);
 	if (!copy)
 		return ANA_NONE;
-	memcpy(copy, locs, n * sizeof *locs);
+	if (n) /* a sample with no frames: locs may be NULL (nothing put in the buffer yet) */
+		memcpy(copy, locs, n * sizeof *locs);
 	uint32_t id = s->nstacks++;
 	s->stacks[id] = (ana_stack){copy, n, truncated};
 	x->stab.id[i] = id;

@@ -24,6 +24,9 @@
 #define COL_MAX_THREADS 16384    /* thread slots (recycled when threads exit) */
 #define COL_MAX_SITES 65536      /* distinct region and metric names per process */
 _Static_assert(COL_MAX_SITES <= FMT_MAX_SITE_ID, "site ids must stay below what readers accept");
+/* every live thread is announced at each flush, and a slot is recycled only after one: a
+ * flush's THREAD records are at most COL_MAX_THREADS ahead of the ones before them */
+_Static_assert(COL_MAX_THREADS <= FMT_MAX_THREAD_AHEAD, "thread indices must stay within what readers accept");
 #define COL_SITE_HASH (1u << 17) /* open-addressing table for name addresses */
 #define COL_UNREC_GATED (1u << 31)   /* stack entry: begin skipped by step sampling */
 #define COL_UNREC_DROPPED (1u << 30) /* stack entry: begin dropped (ring full) */

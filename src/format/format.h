@@ -78,6 +78,7 @@ enum fmt_sample_source { FMT_SRC_PERF = 0, FMT_SRC_TIMER = 1, FMT_SRC_WALL = 2, 
 #define FMT_MAX_DEPTH 128      /* open regions a collector tracks per thread: deeper begins (and
 				* their ends) are not written, and count as dropped */
 #define FMT_MAX_SITE_ID (1u << 17) /* site ids are below this; a reader sizes its table by them */
+#define FMT_MAX_THREAD_AHEAD (1u << 16) /* a THREAD index is below the records before it plus this */
 #define FMT_MAX_NAME 1024      /* readers keep this many bytes of a site's name, and count longer ones */
 
 enum fmt_site_kind { FMT_SITE_REGION = 0, FMT_SITE_COUNTER = 1, FMT_SITE_GAUGE = 2, FMT_SITE_VALUE = 3 };

@@ -31,6 +31,16 @@ Files written (every one under 64 KiB, the fuzzer's -max_len):
   valid_system_raw.fnc  sys_load.c cpu 200 with the system sampler every 20 ms (SYSTEM chunks),
                         raw, plus an ENERGY chunk (fncfile.energy_payload: a package counter
                         that wraps, a DRAM counter)
+  valid_capped_raw.fnc  steps.c 400 x 10 ms recorded with --max-size 64K -F 4999, raw (format
+                        1.9): the entry file and its kept segment files joined as the reader
+                        joins them (each segment's chunks after its 16-byte preamble), one
+                        SEGMENT chunk per segment; the oldest were dropped (first kept K > 0)
+  valid_capped_all_raw.fnc  steps.c 20 x 10 ms with --max-size 64K, raw, joined the same way:
+                        nothing dropped (segments from K = 0)
+  valid_sites_refused_raw.fnc  nested.c 50 ms, raw, with the trailing STATS/END field
+                        sites_refused set to 34466 in every STATS and END chunk (a real table
+                        overflow needs 65,536 names, far over 64 KiB; the count is what
+                        many_sites 100000 gives), the analysis warns with it
   torn_tail.fnc         valid_nested_raw.fnc cut inside a chunk (analysed as cut short)
   no_end.fnc            valid_nested_raw.fnc without its END chunk (cut short)
   unknown_chunk.fnc     valid_nested_raw.fnc plus a chunk of unknown type 99 (skipped)
@@ -125,15 +135,53 @@ def main():
     tmp = tempfile.mkdtemp(prefix="fennec-corpus-")
     raw_env = helpers.base_env({"FENNEC_COMPRESSION": "0"})
 
-    def rec(name, prog, *pargs, env=None):
+    def rec(name, prog, *pargs, env=None, opts=()):
         out = os.path.join(tmp, name)
-        cmd, e = helpers.record_command(helpers.fixture(prog), pargs, out=out, env=env)
+        cmd, e = helpers.record_command(helpers.fixture(prog), pargs, out=out, opts=opts, env=env)
         p = subprocess.run(cmd, env=e, cwd=tmp, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
         if p.returncode != 0 or not os.path.exists(out):
             sys.exit("make_corpus: recording %s failed (exit %d): %s" % (
                 prog, p.returncode, p.stderr.decode(errors="replace")))
         with open(out, "rb") as f:
             return f.read()
+
+    def rec_capped(name, prog, *pargs, env=None, opts=()):
+        """A capped recording as one buffer: the entry file, then each kept segment file
+        (OUT.seg.K in K order) after its preamble, as the reader joins them (seg_gather in
+        src/format/reader.c). The fuzzers take one input, and this is the form the
+        decoders see; an analysis of it finds no segment files beside it."""
+        entry = rec(name, prog, *pargs, env=env, opts=opts)
+        base = name + ".seg."
+        ks = sorted(int(f[len(base):]) for f in os.listdir(tmp) if f.startswith(base))
+        if not ks:
+            sys.exit("make_corpus: %s: the capped recording has no segment files" % name)
+        data = entry
+        for k in ks:
+            with open(os.path.join(tmp, base + str(k)), "rb") as f:
+                seg = f.read()
+            if seg[:8] != entry[:8]:
+                sys.exit("make_corpus: %s%d is no fennec segment" % (base, k))
+            data += seg[16:]
+        return data
+
+    def set_sites_refused(data, n):
+        """Every STATS (5) and END (7) chunk with its last field, sites_refused, set to n
+        (the collector writes 0 as one byte; raw chunks only)."""
+        _, _, chunks = fncfile.parse(data)
+        out = data[:chunks[0].offset]
+        done = 0
+        for c in chunks:
+            whole = data[c.offset:c.end]
+            if c.type in (5, 7):
+                p = data[c.payload_offset:c.end]
+                if c.codec != 0 or not p or p[-1] != 0:
+                    sys.exit("make_corpus: chunk %r does not end in sites_refused 0" % c)
+                whole = fncfile.make_chunk(c.type, p[:-1] + fncfile._put_varint(n))
+                done += 1
+            out += whole
+        if not done:
+            sys.exit("make_corpus: no STATS or END chunk")
+        return out + data[chunks[-1].end:]
 
     files = {
         "valid_nested.fnc": rec("a.fnc", "nested", 50),
@@ -157,6 +205,11 @@ def main():
         "valid_system_raw.fnc": rec("s.fnc", "sys_load", "cpu", 200, env=helpers.base_env(
             {"FENNEC_COMPRESSION": "0", "FENNEC_SAMPLE": "off", "FENNEC_MEMORY": "off",
              "FENNEC_SYSTEM_MS": "20", "FENNEC_WRITER": "thread"})),
+        "valid_capped_raw.fnc": rec_capped("l.fnc", "steps", 400, 10, env=raw_env,
+                                           opts=("--max-size", "64K", "-F", "4999")),
+        "valid_capped_all_raw.fnc": rec_capped("m.fnc", "steps", 20, 10, env=raw_env,
+                                               opts=("--max-size", "64K")),
+        "valid_sites_refused_raw.fnc": set_sites_refused(rec("n.fnc", "nested", 50, env=raw_env), 34466),
     }
     sysf = files["valid_system_raw.fnc"]
     st = fncfile.decode(sysf)["header"][9]

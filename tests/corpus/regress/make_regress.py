@@ -58,6 +58,18 @@ def main():
     put("huge_site_id.fnc", base[:chunks[1].offset] + fncfile.make_chunk(2, sites) + base[chunks[1].offset:],
         "-", 1, "bad site record (id 8236070")
 
+    # found by reader_fuzz seeded with the capped recordings: a THREAD record with index
+    # 4,673,748 after none made the reader zero a 300 MB thread table (34 s under ASan, a
+    # libFuzzer timeout); an index is now below the records before it plus 65536
+    thr = fncfile._put_varint(4673748) + fncfile._put_varint(1) + b"\x00" + fncfile._put_varint(0)
+    put("huge_thread_index.fnc", base[:chunks[1].offset] + fncfile.make_chunk(3, thr) + base[chunks[1].offset:],
+        "-", 1, "bad thread record (index 4673748)")
+
+    # found by analysis_fuzz (kept as it minimised, not made here): with --force a sample
+    # with no frames reached the stack table before any other, memcpy from a NULL buffer
+    # (UBSan in samples.c stack_for)
+    cases.append(("zero_frame_sample.fnc", "--force", 0, "SAMPLES: bad region or frame count"))
+
     seen = set()
     with open(os.path.join(HERE, "EXPECTED"), "w") as f:
         f.write("# file\toptions\texit\tmessage (make_regress.py; checked by test_corrupt.py)\n")
