@@ -96,3 +96,21 @@ def test_damaged_segment_is_a_clean_error():
     assert_clean_error(analyze_raw(path), mid, "preamble")
     os.unlink(mid)  # a gap
     assert_clean_error(analyze_raw(path), path, "missing")
+
+
+def test_small_cap_counts_what_its_segments_hold():
+    """64 KiB at -F 4999: segments of 16 KiB, a few flushes each, so a segment's first
+    events and samples (committed before the flush that opened it) are a large part of it.
+    A segment opens at the previous flush's start, before all it holds: the kept time
+    holds every kept step and the shares stay those of the fixture. (Opened at its own
+    flush, 35 kept steps of 10 ms read as 257 ms of wall time, fwd and bwd 126 %.)"""
+    rep, path = capped(("--max-size", "64K", "-F", "4999"), steps=400)
+    assert_true(rep["processes"][0]["capped"]["first_segment"] > 0, "4 s at -F 4999 exceed 64 KiB")
+    kept, wall = rep["summary"]["steps"], rep["summary"]["wall_ns"]
+    assert_between(wall, kept * STEP_MS * MS, kept * STEP_MS * MS + 200 * MS, "the kept time holds the kept steps", "ns")
+    total = 0.0
+    for name, share in (("fwd", 40.0), ("bwd", 50.0)):
+        got = region(rep, name)["share_pct"]
+        total += got
+        assert_close(got, share, 5.0, "%s share_pct of what is kept" % name, "%")
+    assert_true(total <= 100.0, "fwd and bwd %.1f %% of the kept time" % total)
