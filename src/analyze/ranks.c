@@ -336,6 +336,26 @@ static int sample_work(ana_profile *p)
 	return all;
 }
 
+/* Keep a region (node) or function (func) among the slowest rank's top ANA_LOSSES losses,
+ * by its time there (slow) over the other ranks' mean (from all, every rank's). */
+static void add_loss(ana_profile *p, uint32_t node, uint32_t func, double slow, double all)
+{
+	ana_balance *b = &p->balance;
+	double others = (all - slow) / (double)(p->nranks - 1), excess = slow - others;
+	if (excess <= 0)
+		return;
+	uint32_t k = b->nlosses < ANA_LOSSES ? b->nlosses++ : ANA_LOSSES;
+	if (k == ANA_LOSSES && excess <= b->losses[ANA_LOSSES - 1].excess_ns)
+		return;
+	if (k == ANA_LOSSES)
+		k--;
+	while (k > 0 && b->losses[k - 1].excess_ns < excess) {
+		b->losses[k] = b->losses[k - 1];
+		k--;
+	}
+	b->losses[k] = (ana_loss){node, func, (uint64_t)llround(slow), others, excess};
+}
+
 /* The functions whose self time (on-CPU samples outside communication code) in the slowest
  * rank exceeds the other ranks' mean the most. */
 static int find_sample_losses(ana_profile *p)
@@ -361,22 +381,8 @@ static int find_sample_losses(ana_profile *p)
 		if (p->procs[p->threads[sm->thread].process].rank_index == b->slowest)
 			slow[fn] += ns;
 	}
-	for (uint32_t n = 0; n < s->nfuncs; n++) {
-		double others = (all[n] - slow[n]) / (double)(p->nranks - 1);
-		double excess = slow[n] - others;
-		if (excess <= 0)
-			continue;
-		uint32_t k = b->nlosses < ANA_LOSSES ? b->nlosses++ : ANA_LOSSES;
-		if (k == ANA_LOSSES && excess <= b->losses[ANA_LOSSES - 1].excess_ns)
-			continue;
-		if (k == ANA_LOSSES)
-			k--;
-		while (k > 0 && b->losses[k - 1].excess_ns < excess) {
-			b->losses[k] = b->losses[k - 1];
-			k--;
-		}
-		b->losses[k] = (ana_loss){ANA_NONE, n, (uint64_t)llround(slow[n]), others, excess};
-	}
+	for (uint32_t n = 0; n < s->nfuncs; n++)
+		add_loss(p, ANA_NONE, n, slow[n], all[n]);
 	free(slow);
 	free(all);
 	free(skip);
@@ -430,20 +436,7 @@ static int find_losses(ana_profile *p)
 	for (uint32_t n = 0; n < p->nnodes; n++) {
 		if (under_comm(p, n))
 			continue;
-		double others = (all[n] - slow[n]) / (double)(p->nranks - 1);
-		double excess = slow[n] - others;
-		if (excess <= 0)
-			continue;
-		uint32_t k = b->nlosses < ANA_LOSSES ? b->nlosses++ : ANA_LOSSES;
-		if (k == ANA_LOSSES && excess <= b->losses[ANA_LOSSES - 1].excess_ns)
-			continue;
-		if (k == ANA_LOSSES)
-			k--;
-		while (k > 0 && b->losses[k - 1].excess_ns < excess) {
-			b->losses[k] = b->losses[k - 1];
-			k--;
-		}
-		b->losses[k] = (ana_loss){n, ANA_NONE, (uint64_t)llround(slow[n]), others, excess};
+		add_loss(p, n, ANA_NONE, slow[n], all[n]);
 	}
 	free(slow);
 	free(all);
