@@ -283,19 +283,21 @@ test-tsan:
 # build-fuzz/obj, instrumented for coverage (fuzzer-no-link); libFuzzer's main comes at the
 # link. fuzz-run gives each FUZZ_SECONDS, seeded with tests/corpus/ and its regression
 # corpus, tests/corpus/regress/. An input that runs FUZZ_TIMEOUT s is a finding (libFuzzer's
-# default is 20 minutes, longer than the run: a 34 s input once went unseen).
+# default is 20 minutes, longer than the run: a 34 s input once went unseen). UBSan does
+# not recover: undefined behaviour stops the fuzzer and leaves the input, as a crash does
+# (with recovery it printed "runtime error" and went on, and the run passed).
 FUZZ     := build-fuzz/reader_fuzz build-fuzz/analysis_fuzz
 FUZZ_LIB_OBJ := $(patsubst %.c,build-fuzz/obj/%.o,$(ANALYZE_SRC) $(COMMON_SRC))
 FUZZ_OBJ := $(FUZZ_LIB_OBJ) build-fuzz/obj/tests/fuzz/reader_fuzz.o build-fuzz/obj/tests/fuzz/analysis_fuzz.o
 build-fuzz/obj/%.o: %.c
 	@mkdir -p $(dir $@)
 	$(Q)clang -std=gnu11 -g -O1 -D_GNU_SOURCE -Iinclude -Isrc $(DEPFLAGS) \
-		-fsanitize=fuzzer-no-link,address,undefined -c $< -o $@
+		-fsanitize=fuzzer-no-link,address,undefined -fno-sanitize-recover=undefined -c $< -o $@
 build-fuzz/reader_fuzz: build-fuzz/obj/tests/fuzz/reader_fuzz.o $(FUZZ_LIB_OBJ)
 build-fuzz/analysis_fuzz: build-fuzz/obj/tests/fuzz/analysis_fuzz.o $(FUZZ_LIB_OBJ)
 $(FUZZ):
 	@mkdir -p $(dir $@)
-	$(Q)clang -fsanitize=fuzzer,address,undefined $^ -o $@ $(LIBS_ANA)
+	$(Q)clang -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined $^ -o $@ $(LIBS_ANA)
 fuzz: $(FUZZ)
 FUZZ_SECONDS ?= 30
 FUZZ_TIMEOUT ?= 10
