@@ -3503,6 +3503,12 @@ void col_mem_drain(void (*emit)(unsigned type, cm_buf *raw), void (*before)(void
 	uint64_t end = atomic_load_explicit(&M.ring.tail, memory_order_acquire);
 	static _Alignas(8) uint8_t wrapped[REC_HDR + 8 * COL_SAMPLE_MAX_DEPTH + 4 * COL_MAX_DEPTH + 24];
 	for (uint32_t len; head < end && (len = col_ring_ready(&M.ring, head));) {
+		if (unlikely(len & COL_RING_PAD)) { /* the rest of a lap, whose bytes stay zero */
+			col_ring_clear(&M.ring, &cleared, (uint32_t)(head - cleared));
+			col_ring_skip(&M.ring, &head, len);
+			cleared = head;
+			continue;
+		}
 		__builtin_prefetch(M.ring.buf + ((head + RING_AHEAD) & (M.ring.size - 1)));
 		/* The record in place, or copied out when it wraps. */
 		const uint8_t *rec = col_ring_span(&M.ring, head, len);

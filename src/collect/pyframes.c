@@ -547,6 +547,11 @@ void col_py_drain(void (*emit)(unsigned type, cm_buf *raw))
 		uint32_t len = col_ring_ready(&Y.desc, head);
 		if (!len)
 			break;
+		if (len & COL_RING_PAD) { /* the rest of a lap */
+			col_ring_skip(&Y.desc, &head, len);
+			col_ring_release(&Y.desc, head);
+			continue;
+		}
 		uint8_t h[12];
 		col_ring_get(&Y.desc, head + 4, h, sizeof h);
 		uint32_t id, first;

@@ -24,10 +24,29 @@ int col_ring_init(col_ring *r, uint64_t size)
 	if (size >= COL_RING_HUGE_MIN)
 		madvise(m, size, MADV_HUGEPAGE);
 	r->size = size;
+	r->rewind = size / 4;
 	atomic_store(&r->tail, 0);
 	atomic_store(&r->head, 0);
 	r->buf = m;
 	return 0;
+}
+
+/* A producer at pos, past `rewind` (col_ring_reserve()): the rest of the lap becomes one
+ * pad record, so that the next record starts the next lap at offset 0. Only while the
+ * writer's head is in this lap and past its quarter too: the room left until the writer
+ * passes the pad, a few milliseconds on, is the head's offset. The pad's bytes after its
+ * first word are not touched (they are zero: never written, or cleared when consumed); a
+ * producer that moved the tail first makes this a no-op. */
+void col_ring_rewind(col_ring *r, uint64_t pos, uint64_t head)
+{
+	uint64_t off = pos & (r->size - 1), lap = pos - off;
+	if (head < lap + r->size / 4)
+		return;
+	uint64_t gap = r->size - off;
+	if (atomic_compare_exchange_strong_explicit(&r->tail, &pos, pos + gap, memory_order_relaxed,
+						    memory_order_relaxed))
+		__atomic_store_n((uint32_t *)(r->buf + off), (uint32_t)gap | COL_RING_READY | COL_RING_PAD,
+				 __ATOMIC_RELEASE);
 }
 
 void col_ring_put(col_ring *r, uint64_t pos, const void *src, size_t n)

@@ -1697,6 +1697,11 @@ void col_sample_drain(void (*emit)(unsigned type, cm_buf *raw), void (*before)(v
 		uint32_t len = col_ring_ready(&P.ring, head);
 		if (!len)
 			break;
+		if (len & COL_RING_PAD) { /* the rest of a lap */
+			col_ring_skip(&P.ring, &head, len);
+			col_ring_release(&P.ring, head);
+			continue;
+		}
 		rec r;
 		col_ring_get(&P.ring, head, &r, REC_HDR);
 		if ((r.flags & FMT_S_BY_TIME) && r.ticks > cut)
