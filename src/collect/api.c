@@ -11,22 +11,78 @@
 
 #define API FENNEC_API
 
-/* Make room for `need` bytes plus the END reserve; refreshes the cached head once. */
+/* Make room for `need` bytes plus the END reserve; refreshes the cached head once. A full
+ * ring asks for a look as a crossing of 64 KiB does (ev_commit()): the events it drops move
+ * no tail, and a lazy session's flush, which only those crossings asked for, never came
+ * (flood with --sample off --buffer-kb 64 kept 16,367 of 3,000,000 pairs). */
 static inline int ring_room(col_thread *t, uint64_t need)
 {
 	need += t->reserve;
 	if (likely(t->tail - t->head_cache + need <= t->size))
 		return 1;
 	t->head_cache = atomic_load_explicit(&t->head, memory_order_acquire);
-	return t->tail - t->head_cache + need <= t->size;
+	if (t->tail - t->head_cache + need <= t->size)
+		return 1;
+	if (atomic_load_explicit(&col_writer_dozing, memory_order_relaxed))
+		col_ring_crossed(t);
+	return 0;
+}
+
+/*
+ * Past a quarter of the ring (ring.h, col_ring_reserve(), says why): the rest of the lap is
+ * skipped, so that the events keep to the pages they already touched; a thread's 2 MiB
+ * ring grew the program's resident memory for as long as its first lap took. The writer
+ * learns of the gap from jump_from and jump_to, stored before the event after them is
+ * committed (release), and copies around it. Only while the writer is in this lap and
+ * past its quarter too: that is the room left until it passes the gap, and it holds the
+ * END reserve, the next event and the 64 KiB to the next fill check (ev_commit()), which
+ * is what wakes a lazy session's flush; so rings under 256 KiB never skip. Otherwise a
+ * look every 4 KiB.
+ */
+static __attribute__((noinline, cold)) void ring_rewind(col_thread *t)
+{
+	uint64_t tail = t->tail, off = tail & (t->size - 1), lap = tail - off;
+	if (off < t->size / 4) { /* a lap that wrapped by itself */
+		t->rewind_at = lap + t->size / 4;
+		return;
+	}
+	uint64_t h = atomic_load_explicit(&t->head, memory_order_acquire);
+	if (h < lap + t->size / 4) {
+		t->rewind_at = tail + 4096;
+		return;
+	}
+	atomic_store_explicit(&t->jump_from, tail, memory_order_relaxed);
+	atomic_store_explicit(&t->jump_to, lap + t->size, memory_order_relaxed);
+	t->tail = lap + t->size;
+	t->head_cache = h;
+	t->rewind_at = t->tail + t->size / 4;
+}
+
+/* ev_start() past t->lim: the look at rewind_at, then where this event goes, and the new
+ * limit: rewind_at's offset in this lap, or the lap's end; 0 after a wrapping event, so
+ * that the first event of the next lap comes here for its lap's limit. */
+static __attribute__((noinline)) uint8_t *ev_slow(col_thread *t, uint8_t *tmp)
+{
+	if (t->tail >= t->rewind_at)
+		ring_rewind(t);
+	uint64_t off = t->tail & (t->size - 1), at = t->rewind_at - (t->tail - off);
+	t->lim = at < t->size ? at : t->size;
+	if (t->size - off >= 32)
+		return t->ring + off;
+	t->lim = 0;
+	return tmp;
 }
 
 /* Where to encode the next event: directly in the ring when 32 contiguous bytes are
- * free before the wrap point, else in `tmp` (then ring_put copies with wrap-around). */
+ * free before the wrap point, else in `tmp` (then ring_put copies with wrap-around). One
+ * compare, as before ring_rewind() came: t->lim is the nearer of the lap's end and the
+ * next look at rewind_at. */
 static inline uint8_t *ev_start(col_thread *t, uint8_t *tmp)
 {
 	uint64_t off = t->tail & (t->size - 1);
-	return t->size - off >= 32 ? t->ring + off : tmp;
+	if (likely(off + 32 <= t->lim))
+		return t->ring + off;
+	return ev_slow(t, tmp);
 }
 
 static inline void ev_commit(col_thread *t, uint8_t *p, uint8_t *tmp, size_t n)
@@ -304,6 +360,8 @@ uint64_t col_event_cost_ps(double ticks_per_ns)
 	scratch.ring = ring;
 	scratch.size = sizeof ring;
 	scratch.gen = g;
+	scratch.rewind_at = UINT64_MAX;
+	scratch.lim = scratch.size;
 	col_tls = &scratch;
 	uint64_t best = UINT64_MAX;
 	for (int r = 0; r < 8; r++) {

@@ -42,6 +42,9 @@ typedef struct col_thread {
 	uint64_t head_cache;    /* owner: last seen value of head */
 	uint64_t last_ticks;    /* owner: time of the last written event */
 	uint64_t reserve;       /* owner: bytes kept for ENDs of written open regions */
+	uint64_t rewind_at;     /* owner: tail at which to look whether to skip to the next lap */
+	uint64_t lim;           /* owner: offset up to which ev_start() writes in place (api.c) */
+	_Atomic uint64_t jump_from, jump_to; /* owner: the last skipped gap (api.c, ring_rewind) */
 	uint32_t depth;         /* owner: open regions, recorded or not */
 	uint32_t stack[COL_MAX_DEPTH]; /* owner: site id of each open region | COL_UNREC_* */
 	_Atomic uint64_t dropped; /* owner increments, writer reads */
@@ -60,6 +63,19 @@ typedef struct col_thread {
 	uint32_t gen;              /* session generation this state belongs to */
 	pid_t pid;                 /* process that registered it */
 } col_thread;
+
+/* Bytes of events between the writer's head h and committed c (or the owner's tail), less
+ * the rest of a lap the owner skipped (api.c, ring_rewind()) if the writer has not passed
+ * it yet: a skipped gap counted as events made every lap's next look flush at once (flood
+ * wrote chunks a fifth smaller, and its file grew 17 %). */
+static inline uint64_t col_backlog(col_thread *t, uint64_t h, uint64_t c)
+{
+	if (c <= h)
+		return 0;
+	uint64_t jf = atomic_load_explicit(&t->jump_from, memory_order_relaxed);
+	uint64_t jt = atomic_load_explicit(&t->jump_to, memory_order_relaxed);
+	return h <= jf && jf < c && jt - jf <= c - h ? c - h - (jt - jf) : c - h;
+}
 
 extern _Atomic uint32_t col_on;   /* session generation while a session runs, else 0 */
 

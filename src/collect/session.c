@@ -375,6 +375,10 @@ col_thread *col_thread_register(void)
 	if (t) {
 		/* Reset everything the previous owner left; the writer ignores FREE slots. */
 		t->tail = t->head_cache = t->reserve = 0;
+		t->rewind_at = size >= (4u << COL_NUDGE_SHIFT) ? size / 4 : UINT64_MAX; /* api.c */
+		t->lim = 0;
+		atomic_store_explicit(&t->jump_from, UINT64_MAX, memory_order_relaxed);
+		atomic_store_explicit(&t->jump_to, UINT64_MAX, memory_order_relaxed);
 		t->depth = 0;
 		atomic_store_explicit(&t->dropped, 0, memory_order_relaxed);
 		atomic_store_explicit(&t->committed, 0, memory_order_relaxed);
@@ -950,6 +954,8 @@ static void files_close(void)
 static void copy_segment(col_thread *t, uint64_t from, uint64_t to)
 {
 	uint64_t len = to - from;
+	if (!len)
+		return;
 	cm_buf_varint(&S.raw, t->index);
 	cm_buf_varint(&S.raw, len);
 	uint64_t off = from & (t->size - 1);
@@ -1114,7 +1120,14 @@ static void flush_locked(int final, unsigned exit_reason)
 		uint64_t c = atomic_load_explicit(&t->committed, memory_order_acquire);
 		uint64_t h = atomic_load_explicit(&t->head, memory_order_relaxed);
 		if (c > h) {
-			copy_segment(t, h, c);
+			/* Around the gap the owner skipped (api.c, ring_rewind), if [h, c) holds it. */
+			uint64_t jf = atomic_load_explicit(&t->jump_from, memory_order_relaxed);
+			if (h <= jf && jf < c) {
+				copy_segment(t, h, jf);
+				copy_segment(t, atomic_load_explicit(&t->jump_to, memory_order_relaxed), c);
+			} else {
+				copy_segment(t, h, c);
+			}
 			atomic_store_explicit(&t->head, c, memory_order_release);
 			if (S.raw.len > (8u << 20)) {
 				emit_samples();
@@ -1189,8 +1202,9 @@ static unsigned max_fill_pm(void)
 		col_thread *t = atomic_load_explicit(&slots[i], memory_order_acquire);
 		if (!t || atomic_load_explicit(&t->state, memory_order_acquire) != COL_T_LIVE)
 			continue;
-		uint64_t used = atomic_load_explicit(&t->committed, memory_order_relaxed) -
-				atomic_load_explicit(&t->head, memory_order_relaxed);
+		uint64_t c = atomic_load_explicit(&t->committed, memory_order_acquire);
+		uint64_t h = atomic_load_explicit(&t->head, memory_order_relaxed);
+		uint64_t used = col_backlog(t, h, c); /* 0 when the owner skipped a lap between the loads */
 		unsigned pm = (unsigned)(used * 1000 / t->size);
 		if (pm > worst)
 			worst = pm;
@@ -1318,7 +1332,7 @@ void col_writer_nudge(void)
  * while the writer dozes. */
 void col_ring_crossed(col_thread *t)
 {
-	uint64_t used = t->tail - atomic_load_explicit(&t->head, memory_order_relaxed);
+	uint64_t used = col_backlog(t, atomic_load_explicit(&t->head, memory_order_relaxed), t->tail);
 	uint64_t enough = t->size / 8 < NUDGE_BYTES ? t->size / 8 : NUDGE_BYTES;
 	if (atomic_load_explicit(&col_lazy_due, memory_order_relaxed) != UINT64_MAX) {
 		/* Lazy (col_writer_dozing stays 1): the producer is the program's thread, past its
