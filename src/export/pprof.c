@@ -465,8 +465,11 @@ int exp_pprof(FILE *out, const ana_profile *p, const exp_options *o)
 		int64_t c = str_id(w, comment), def = str_id(w, types[2]);
 		value_type(w, P_PERIOD_TYPE, types[2], types[3]);
 		w->top.len = 0;
+		/* The profile's start: the window's (--since), else the recording's. */
 		if (p->nprocs)
-			pb_uint(&w->top, P_TIME_NANOS, p->procs[0].file.start_real_ns);
+			pb_uint(&w->top, P_TIME_NANOS, p->procs[0].file.start_real_ns +
+						(p->window.active && p->window.begin_ns > p->window.rec_begin_ns
+						 ? p->window.begin_ns - p->window.rec_begin_ns : 0));
 		pb_uint(&w->top, P_DURATION_NANOS, p->wall_ns);
 		pb_uint(&w->top, P_PERIOD, period);
 		pb_uint(&w->top, P_COMMENT, (uint64_t)c);
