@@ -43,6 +43,15 @@ typedef struct cli_gpu {
 int cli_gpu_check(int mode, cli_gpu *g);
 void cli_gpu_env(const cli_gpu *g, const char *lib);
 
+/* `fennec record --continuous DIR` (continuous.c, docs/continuous.md): a pprof profile of
+ * each interval of the recording at rec, written into dir while the program runs (tick,
+ * every 100 ms from record's wait), and of what is left when it ends (close, which says
+ * what was written unless quiet, and frees). open returns NULL when out of memory. */
+typedef struct cli_continuous cli_continuous;
+cli_continuous *cli_continuous_open(const char *dir, const char *rec, uint64_t interval_ms, unsigned keep, int quiet);
+void cli_continuous_tick(cli_continuous *c);
+void cli_continuous_close(cli_continuous *c);
+
 /* The web front end embedded into the binary (web.c; struct rep_web: report/report.h). */
 struct rep_web;
 void cli_web(struct rep_web *w);

@@ -100,6 +100,15 @@ static const char help[] =
 	"                             fennec record, while the program runs (docs/prometheus.md);\n"
 	"                             HOST defaults to 127.0.0.1; PORT 0 takes any free port; the\n"
 	"                             address is printed on standard error\n"
+	"  --continuous DIR           write a pprof profile of every --interval into DIR while the\n"
+	"                             program runs, for Pyroscope, Parca or go tool pprof (docs/\n"
+	"                             continuous.md): sampling at 49 Hz unless -F says otherwise, the\n"
+	"                             recording (DIR/recording.fnc unless -o) capped to the last two\n"
+	"                             intervals and 15 s unless --max-size or --max-duration say; heap\n"
+	"                             profiling off\n"
+	"  --interval D               --continuous: the length of each profile (default 60s; 1s .. 1d)\n"
+	"  --keep N                   --continuous: the newest N profiles stay (default 1440, a day\n"
+	"                             of minutes); the older ones this run wrote are removed\n"
 	"  -q, --quiet                no summary line on standard error\n"
 	"\n"
 	"While PROGRAM runs, fennec record passes on to it the signals sent to fennec record, and\n"
@@ -655,7 +664,8 @@ typedef struct rec_opts {
 		*sys_interval, *mem_mmap;
 	const char *metrics_listen; /* --metrics-listen (src/view/metrics.c) */
 	const char *max_size, *max_dur; /* --max-size, --max-duration: a capped recording */
-	char mem_rate_s[24], mem_mmap_s[24], max_size_s[24], max_dur_s[24]; /* sizes, durations as bytes, ms */
+	const char *continuous, *interval, *keep; /* --continuous DIR, --interval, --keep (continuous.c) */
+	char mem_rate_s[24], mem_mmap_s[24], max_size_s[24], max_dur_s[24], interval_s[24]; /* bytes, ms */
 	int gpu_mode, quiet;
 } rec_opts;
 
@@ -709,6 +719,9 @@ static const rec_option rec_options[] = {
 	{"--max-duration", NULL, REC_DURATION, REC_AT(max_dur), "FENNEC_MAX_DURATION_MS", 1, 366u * 86400, {0}, NULL,
 	 REC_AT(max_dur_s)},
 	{"--metrics-listen", NULL, REC_LISTEN, REC_AT(metrics_listen), NULL, 0, 0, {0}, NULL, 0},
+	{"--continuous", NULL, REC_FILE, REC_AT(continuous), NULL, 0, 0, {0}, NULL, 0},
+	{"--interval", NULL, REC_DURATION, REC_AT(interval), NULL, 1, 86400, {0}, NULL, REC_AT(interval_s)},
+	{"--keep", NULL, REC_U32, REC_AT(keep), NULL, 1, 1000000, {0}, NULL, 0},
 	{"--quiet", "-q", REC_QUIET, 0, NULL, 0, 0, {0}, NULL, 0},
 };
 
@@ -858,10 +871,49 @@ static void rec_options_env(const rec_opts *o)
 
 int cmd_record(int argc, char **argv)
 {
-	rec_opts o = {.output = "fennec.fnc"};
+	static const char default_output[] = "fennec.fnc";
+	rec_opts o = {.output = default_output};
 	int i, rc = rec_options_read(argc, argv, &o, &i);
 	if (rc >= 0)
 		return rc;
+	/* --continuous DIR (continuous.c): CPU profiles at a rate cheap enough to leave on, from
+	 * a recording capped to the last two intervals and 15 s (the cap turns heap profiling off, and
+	 * refuses --gpu and --metrics-listen, below). */
+	char cont_out[PATH_MAX + 32];
+	uint64_t interval_ms = 60000;
+	if (!o.continuous && (o.interval || o.keep)) {
+		cli_error("record", "%s applies to --continuous only", o.interval ? "--interval" : "--keep");
+		return 2;
+	}
+	if (o.continuous) {
+		const char *smp = o.sample ? o.sample : getenv("FENNEC_SAMPLE");
+		if (smp && (!strcmp(smp, "off") || !strcmp(smp, "none") || !strcmp(smp, "0"))) {
+			cli_error("record", "--continuous writes sampled profiles: not with --sample off");
+			return 2;
+		}
+		if (o.interval)
+			interval_ms = strtoull(o.interval_s, NULL, 10);
+		char failed[PATH_MAX];
+		if (make_dirs(o.continuous, failed, sizeof failed) < 0)
+			return dirs_failed(failed, o.continuous);
+		if (o.output == default_output) {
+			if ((size_t)snprintf(cont_out, sizeof cont_out, "%s/recording.fnc", o.continuous) >= sizeof cont_out) {
+				cli_error("record", "--continuous %s: path too long", o.continuous);
+				return 2;
+			}
+			o.output = cont_out;
+		}
+		if (!o.max_size && !o.max_dur) {
+			/* an interval is read up to 10 s after its end (continuous.c, LATE_NS), and the
+			 * oldest segment goes whole: 2 intervals and 15 s (with 1 s intervals and a cap
+			 * of 2 s, the segment holding an interval's start was gone when it was read) */
+			snprintf(o.max_dur_s, sizeof o.max_dur_s, "%llu", (unsigned long long)(2 * interval_ms + 15000));
+			o.max_dur = o.max_dur_s;
+		}
+		const char *hz = getenv("FENNEC_HZ");
+		if (!o.freq && (!hz || !*hz))
+			o.freq = "49";
+	}
 	const char *output = o.output, *sample = o.sample, *memory = o.memory, *mem_mmap = o.mem_mmap;
 	int gpu_mode = o.gpu_mode, quiet = o.quiet;
 	const char *metrics_listen = o.metrics_listen;
@@ -1040,6 +1092,12 @@ int cmd_record(int argc, char **argv)
 	for (int s = 1; s < _NSIG; s++)
 		if (sigismember(&fwd_set, s) == 1)
 			sigaction(s, &fwd, &old[s]);
+	cli_continuous *cont = NULL;
+	if (o.continuous &&
+	    !(cont = cli_continuous_open(o.continuous, abs, interval_ms, o.keep ? (unsigned)strtoul(o.keep, NULL, 10) : 1440, quiet))) {
+		cli_error("record", "--continuous: out of memory");
+		return 1;
+	}
 	pid_t self = getpid();
 	child = fork();
 	if (child < 0) {
@@ -1094,11 +1152,22 @@ int cmd_record(int argc, char **argv)
 	 * process given the pid; from its end on, signals are no longer passed on. */
 	int status;
 	siginfo_t ended;
-	while (waitid(P_PID, (id_t)child, &ended, WEXITED | WNOWAIT) < 0)
-		if (errno != EINTR) {
+	for (;;) {
+		/* --continuous: a look every 100 ms (cli_continuous_tick) while the program runs */
+		memset(&ended, 0, sizeof ended);
+		int w = waitid(P_PID, (id_t)child, &ended, WEXITED | WNOWAIT | (cont ? WNOHANG : 0));
+		if (w == 0 && (!cont || ended.si_pid == child))
+			break;
+		if (w < 0 && errno != EINTR) {
 			cli_error("record", "waiting for %s failed: %s", argv[i], strerror(errno));
 			return 1;
 		}
+		if (w == 0) {
+			cli_continuous_tick(cont);
+			struct timespec nap = {0, 100000000};
+			nanosleep(&nap, NULL);
+		}
+	}
 	sigprocmask(SIG_BLOCK, &fwd_set, NULL);
 	pid_t c = child;
 	child = 0;
@@ -1155,6 +1224,8 @@ int cmd_record(int argc, char **argv)
 				report_empty(abs, empty);
 		}
 	}
+	if (launched)
+		cli_continuous_close(cont); /* the last intervals, now that the files are complete */
 	if (WIFEXITED(status))
 		return WEXITSTATUS(status);
 	if (WIFSIGNALED(status)) {
