@@ -1,6 +1,8 @@
 """A small CNN trained on synthetic images with a DataLoader (Debian's python3-torch, CPU):
 the example of docs/python.md. `fennec record -- python3 examples/torch_train.py`.
 Options: --steps N (default 30), --batch N (32), --workers N (DataLoader workers, 0),
+--images N (the dataset's size, default steps x batch: a smaller one is gone through again
+until --steps, so a long run does not hold all its images),
 --jitter (a slow pure-Python augmentation in the dataset), --leak (keeps every step's loss
 with its graph), --torch-profile FILE (torch.profiler's key_averages() table as JSON, for
 comparison)."""
@@ -60,20 +62,26 @@ class Net(nn.Module):
 def train(args):
     torch.manual_seed(0)
     torch.set_num_threads(1)
-    data = DataLoader(Images(args.batch * args.steps, args.jitter), batch_size=args.batch,
+    images = args.images or args.batch * args.steps
+    data = DataLoader(Images(images, args.jitter), batch_size=args.batch,
                       num_workers=args.workers, shuffle=False)
     model = Net()
     opt = torch.optim.SGD(model.parameters(), lr=0.01)
     loss_fn = nn.CrossEntropyLoss()
     kept = []
     t0 = time.perf_counter()
-    for x, y in data:
-        opt.zero_grad()
-        loss = loss_fn(model(x), y)
-        loss.backward()
-        opt.step()
-        if args.leak:
-            kept.append(loss)  # keeps the graph of every step alive
+    steps = 0
+    while steps < args.steps:
+        for x, y in data:
+            opt.zero_grad()
+            loss = loss_fn(model(x), y)
+            loss.backward()
+            opt.step()
+            if args.leak:
+                kept.append(loss)  # keeps the graph of every step alive
+            steps += 1
+            if steps == args.steps:
+                break
     return time.perf_counter() - t0
 
 
@@ -82,6 +90,7 @@ def main():
     ap.add_argument("--steps", type=int, default=30)
     ap.add_argument("--batch", type=int, default=32)
     ap.add_argument("--workers", type=int, default=0)
+    ap.add_argument("--images", type=int, default=0)
     ap.add_argument("--jitter", action="store_true")
     ap.add_argument("--leak", action="store_true")
     ap.add_argument("--torch-profile")
