@@ -81,8 +81,10 @@ def test_continuous_profiles_follow_the_program():
         t, dur, n = raw_header(f)
         times.append(t)
         assert_between(dur, 0.99, 1.01, "%s: Duration (s)" % os.path.basename(f))
-        # 49 Hz of one busy thread: 49 a second, less what a stall of the machine costs
-        assert_between(n, 35, 51, "%s: samples in one second at 49 Hz" % os.path.basename(f))
+        # 49 Hz of CPU time: at most 49 in a second of one thread; fewer when the machine is
+        # loaded, as the fixture spins to wall-clock deadlines and gets what CPU it is given
+        # (28 under ASan beside a training run); the sampler's rate is sampling's tests'
+        assert_between(n, 10, 51, "%s: samples in one second at 49 Hz" % os.path.basename(f))
         rows, out = pprof_top(f, "samples")
         a = int(rows.get("phase_a_work", (0, 0, "0"))[2])  # cum: fx_spin_until is inlined into it
         b = int(rows.get("phase_b_work", (0, 0, "0"))[2])
@@ -139,6 +141,6 @@ def test_continuous_last_part_and_exit_status():
     assert_eq(len(files), 1, "profiles of a 0.6 s run, every 10 s: %s (%s)" % (files, r.stderr))
     _, dur, n = raw_header(files[0])
     assert_between(dur, 0.55, 0.75, "Duration of the last part (s)")
-    assert_between(n, 20, 31, "samples in 0.6 s at 49 Hz")
+    assert_between(n, 5, 31, "samples in 0.6 s at 49 Hz (fewer on a loaded machine, as above)")
     r = cont_record("exitcode", (7,), ("--continuous", os.path.abspath("rc"), "--interval", "1s"), expect_rc=7)
     assert_true("0 pprof profiles" in r.stderr, "a program without samples: record's summary:\n%s" % r.stderr)
