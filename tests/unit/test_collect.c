@@ -12,6 +12,8 @@
 #include "collect/collect.h"
 #include "collect/ring.h"
 #include "format/reader.h"
+#include <sys/mman.h>
+
 #include "unit.h"
 
 /* The byte at offset k of record number n (k >= 4: the first word is the length). */
@@ -26,6 +28,26 @@ UNIT_TEST(collect_ring)
 	UNIT_CHECK_EQ(col_ring_init(&r, 4096), 0);
 	UNIT_CHECK_EQ(col_ring_used(&r), 0);
 	UNIT_CHECK_EQ(col_ring_ready(&r, 0), 0); /* empty: nothing published */
+	/* Past a quarter a producer skips to the next lap once the writer has followed it
+	 * there (ring.h): the rest of the lap is one pad record. */
+	col_ring q = {0};
+	UNIT_CHECK_EQ(col_ring_init(&q, 4096), 0);
+	uint64_t at = 0, h0 = 0;
+	for (int k = 0; k < 1024 / 64; k++) {
+		UNIT_CHECK_EQ(col_ring_reserve(&q, 64, &at), 0);
+		col_ring_publish(&q, at, 64);
+		col_ring_consume(&q, &h0, 64);
+	}
+	UNIT_CHECK_EQ(col_ring_reserve(&q, 64, &at), 0);
+	UNIT_CHECK_EQ(at, 4096); /* the next lap's start */
+	uint32_t pad = col_ring_ready(&q, h0);
+	UNIT_CHECK(pad & COL_RING_PAD);
+	col_ring_skip(&q, &h0, pad);
+	UNIT_CHECK_EQ(h0, 4096);
+	col_ring_publish(&q, at, 64);
+	col_ring_consume(&q, &h0, 64);
+	munmap(q.buf, 4096);
+	r.rewind = r.size; /* below: every offset of the ring, the wrap-around at its end */
 	/* Records of 8 to 256 bytes through a 4 KiB ring, 40 times its size: every record is
 	 * written where it was reserved and read back whole, across the end too. */
 	uint64_t head = 0, wrapped = 0;
