@@ -396,12 +396,6 @@ int cmd_export(int argc, char **argv)
 	if (!rc && !bad)
 		for (uint32_t i = 0; i < p.nwarnings; i++)
 			fprintf(stderr, "fennec export: warning: %s\n", p.warnings[i]);
-	/* docs/export.md: these timelines read the file again, without the window */
-	if (!rc && !bad && ao.window.set && (format == F_CHROME || format == F_SPEEDSCOPE))
-		fprintf(stderr, "fennec export: warning: %s's timeline of regions and events shows the whole "
-				"recording: the window (%s) selects its samples only\n",
-			formats[format], ao.window.since_arg ? "--since" : ao.window.until_arg ? "--until"
-						: ao.window.last_arg ? "--last" : "--steps");
 	ana_profile_free(&bp);
 	ana_profile_free(&p);
 	return rc || bad ? 1 : 0;

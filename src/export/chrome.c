@@ -1,8 +1,9 @@
 /*
  * chrome.c - the Chrome trace event format (JSON Object Format: {"traceEvents": [...]}),
  * for Perfetto, chrome://tracing and speedscope. Every region call, step and metric
- * update is an event, so the recording's files are read again through the reader and
- * each event is written as it is decoded: memory does not grow with the events.
+ * update is an event, so each process's events are replayed (analyze/replay.h: regions
+ * paired and clipped to the window, names resolved) and each is written as it is
+ * delivered: memory does not grow with the events.
  *
  * Regions are B/E pairs on their thread, except that a region with no other event of
  * its thread between its begin and its end is written as one complete ("X") event: the
@@ -17,13 +18,14 @@
  * NVTX start/end ranges (GPUX chunks) are async "b"/"e" pairs with an id, both on the
  * thread that started the range (a range ended on another thread names it in the "e"'s
  * args), and NVTX marks instant events. The writer flushes GPUX chunks as its queue
- * fills, not in time order with the threads' event chunks, so a first read of a file that
- * has NVTX gathers them, paired and sorted by (thread, time), and the replay merges each
- * thread's into its events as it merges samples: memory grows with the NVTX records
- * (40 bytes each), not with the other events.
+ * fills, not in time order with the threads' event chunks, so a first replay of a file
+ * that has NVTX gathers them (paired by the replay), sorted by (thread, time), and the
+ * second merges each thread's into its events as it merges samples: memory grows with the
+ * NVTX records (40 bytes each), not with the other events.
  */
 #include "export/internal.h"
 #include "analyze/gpu.h"
+#include "analyze/replay.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -72,7 +74,6 @@ typedef struct nvev {
 	uint32_t name;         /* index into nvtx.quoted */
 	uint32_t seq;          /* order gathered: a zero-length range's b stays before its e */
 	char ph;               /* 'b', 'e' or 'i' */
-	uint8_t ended;         /* 'b': its end was seen */
 } nvev;
 
 /* A thread's run of nvtx.v (sorted by thread, time) and how much of it is written. */
@@ -87,7 +88,8 @@ typedef struct nvtx {
 	size_t n, cap;
 	nvrun *runs;
 	size_t nruns;
-	exp_map open;          /* range id -> index of its 'b' in v + 1 */
+	size_t *begin_of;      /* per range number of the replay: the index of its 'b' in v */
+	size_t nbegin, begin_cap;
 	exp_map name_of;       /* (hash, length) of a message -> index into quoted + 1 */
 	char **quoted;         /* messages as JSON strings (kept over processes) */
 	char **raw;            /* the same, as recorded: hash collisions are checked */
@@ -95,20 +97,16 @@ typedef struct nvtx {
 	uint32_t next_id;
 } nvtx;
 
+/* A thread of the file being replayed (E events repeat the region's name: speedscope
+ * pairs B and E by name). */
 typedef struct cthread {
 	uint32_t g;            /* index into p->threads, ANA_NONE if the model does not know it */
 	uint64_t tid;
-	int skip;              /* filtered out by --thread */
 	int known;
-	uint32_t depth;        /* open regions: written B events plus the pending one */
-	uint32_t *stack;       /* their site ids, outermost first (E events repeat the name:
-				* speedscope pairs B and E by name) */
-	uint32_t cap;
 	int pending;           /* a BEGIN not written yet */
 	uint32_t pend_site;
 	uint64_t pend_ns;      /* relative time of the pending BEGIN */
 	uint64_t last_ns;      /* relative time of the thread's latest event */
-	uint64_t steps;        /* step marks so far */
 	size_t run;            /* its NVTX run (index into nvtx.runs), SIZE_MAX: none */
 } cthread;
 
@@ -117,11 +115,9 @@ typedef struct cctx {
 	const ana_profile *p;
 	const exp_options *o;
 	uint64_t t0, pid;
-	const fmt_file *f;
 	uint32_t proc;         /* index of the process being replayed */
 	char **site_q;         /* per site id: the JSON-quoted name, made on first use */
 	uint32_t nsite_q;
-	double *counter;       /* per site id: running total of a counter */
 	cthread *th;
 	uint32_t nth;
 	uint64_t events;
@@ -135,63 +131,76 @@ typedef struct cctx {
 	int rc;
 } cctx;
 
-static uint64_t rel_ns(const cctx *c, uint64_t ticks)
-{
-	double ns = fmt_ticks_to_ns(c->f, ticks);
-	if (!(ns > (double)c->t0))
-		return 0;
-	return (uint64_t)llround(ns - (double)c->t0);
-}
-
-/* The quoted name of site id (or "<site N>" when the file never defined it). */
-static const char *site_q(cctx *c, uint32_t id)
+/* The quoted name of site id, made from `name` (the replay's) on first use. */
+static const char *site_q(cctx *c, uint32_t id, const char *name)
 {
 	if (id >= c->nsite_q) {
-		uint32_t n = id + 1 > c->f->nsites ? id + 1 : c->f->nsites;
+		uint32_t n = id + 1 > c->nsite_q * 2 ? id + 1 : c->nsite_q * 2;
 		char **q = realloc(c->site_q, n * sizeof *q);
-		double *k = realloc(c->counter, n * sizeof *k);
-		if (q)
-			c->site_q = q;
-		if (k)
-			c->counter = k;
-		if (!q || !k) {
+		if (!q) {
 			c->rc = FENNEC_ENOMEM;
 			return "\"?\"";
 		}
-		for (uint32_t i = c->nsite_q; i < n; i++) {
+		c->site_q = q;
+		for (uint32_t i = c->nsite_q; i < n; i++)
 			c->site_q[i] = NULL;
-			c->counter[i] = 0;
-		}
 		c->nsite_q = n;
 	}
-	if (!c->site_q[id]) {
-		char tmp[64];
-		const char *s = id < c->f->nsites && c->f->sites[id].defined ? c->f->sites[id].name : NULL;
-		if (!s) {
-			snprintf(tmp, sizeof tmp, "<site %u>", id);
-			s = tmp;
-		}
-		if (!(c->site_q[id] = exp_json_quote(s))) {
-			c->rc = FENNEC_ENOMEM;
-			return "\"?\"";
-		}
+	if (!c->site_q[id] && !(c->site_q[id] = exp_json_quote(name ? name : "?"))) {
+		c->rc = FENNEC_ENOMEM;
+		return "\"?\"";
 	}
 	return c->site_q[id];
 }
 
 /* `{"ph":"X","pid":P,"tid":T,"ts":` : every event starts so. */
+/* v in decimal at b + n; returns the new n. */
+static size_t put_dec(char *b, size_t n, uint64_t v)
+{
+	char d[20];
+	int k = 0;
+	do
+		d[k++] = (char)('0' + v % 10);
+	while ((v /= 10) != 0);
+	while (k)
+		b[n++] = d[--k];
+	return n;
+}
+
+/* Built by hand and written at once: fprintf's parsing of this format was a third of the
+ * export's instructions, with an event per region call. */
 static void head(cctx *c, const char *ph, uint64_t tid, uint64_t ns)
 {
-	fprintf(c->out, ",\n{\"ph\":\"%s\",\"pid\":%llu,\"tid\":%llu,\"ts\":", ph, (unsigned long long)c->pid,
-		(unsigned long long)tid);
+	char b[128];
+	size_t n = 0, l = strlen(ph);
+	memcpy(b, ",\n{\"ph\":\"", 9);
+	n = 9;
+	if (l > 8)
+		l = 8;
+	memcpy(b + n, ph, l);
+	n += l;
+	memcpy(b + n, "\",\"pid\":", 8);
+	n = put_dec(b, n + 8, c->pid);
+	memcpy(b + n, ",\"tid\":", 7);
+	n = put_dec(b, n + 7, tid);
+	memcpy(b + n, ",\"ts\":", 6);
+	fwrite(b, 1, n + 6, c->out);
 	exp_put_us(c->out, ns);
 	c->events++;
+}
+
+/* `,"cat":"region","name":Q` and the closing brace, where Q is a quoted name. */
+static void region_tail(cctx *c, const char *q)
+{
+	fputs(",\"cat\":\"region\",\"name\":", c->out);
+	fputs(q, c->out);
+	fputc('}', c->out);
 }
 
 static void write_begin(cctx *c, cthread *t)
 {
 	head(c, "B", t->tid, t->pend_ns);
-	fprintf(c->out, ",\"cat\":\"region\",\"name\":%s}", site_q(c, t->pend_site));
+	region_tail(c, site_q(c, t->pend_site, NULL));
 	t->pending = 0;
 }
 
@@ -295,10 +304,11 @@ static size_t nvtx_run_of(const cctx *c, uint64_t tid)
 	return lo < c->nv.nruns && c->nv.runs[lo].tid == tid ? lo : SIZE_MAX;
 }
 
-static cthread *thread_of(cctx *c, uint32_t idx)
+static cthread *thread_of(cctx *c, const ana_rp_event *ev)
 {
+	uint32_t idx = ev->thread;
 	if (idx >= c->nth) {
-		uint32_t n = idx + 1 > c->f->nthreads ? idx + 1 : c->f->nthreads;
+		uint32_t n = idx + 1 > c->nth * 2 ? idx + 1 : c->nth * 2;
 		cthread *a = realloc(c->th, n * sizeof *a);
 		if (!a) {
 			c->rc = FENNEC_ENOMEM;
@@ -311,92 +321,72 @@ static cthread *thread_of(cctx *c, uint32_t idx)
 	cthread *t = &c->th[idx];
 	if (!t->known) {
 		t->known = 1;
-		t->tid = idx < c->f->nthreads ? c->f->threads[idx].tid : 0;
-		t->skip = c->o->has_tid && t->tid != c->o->tid;
-		t->g = ANA_NONE;
+		t->tid = ev->tid;
+		t->g = ev->g;
 		t->run = nvtx_run_of(c, t->tid);
-		for (uint32_t g = 0; g < c->p->nthreads; g++)
-			if (c->p->threads[g].process == c->proc && c->p->threads[g].index == idx)
-				t->g = g;
 	}
 	return t;
 }
 
-static int on_event(void *vc, const fmt_file *f, const fmt_event *ev)
+static void write_end(cctx *c, cthread *t, const ana_rp_event *ev)
+{
+	if (ev->unfinished) { /* closed by the replay at the thread's end (a run cut short) */
+		flush(c, t);
+		head(c, "E", t->tid, ev->ns);
+		fprintf(c->out, ",\"cat\":\"region\",\"name\":%s,\"args\":{\"unfinished\":true}}",
+			site_q(c, ev->site, ev->name));
+	} else if (t->pending) {
+		head(c, "X", t->tid, t->pend_ns);
+		fputs(",\"dur\":", c->out);
+		exp_put_us(c->out, ev->ns - t->pend_ns);
+		region_tail(c, site_q(c, t->pend_site, NULL));
+		t->pending = 0;
+	} else {
+		head(c, "E", t->tid, ev->ns);
+		region_tail(c, site_q(c, ev->site, ev->name));
+	}
+}
+
+static int on_event(void *vc, const ana_rp_event *ev)
 {
 	cctx *c = vc;
-	if (ev->type == FMT_EV_SAMPLE || ev->thread == UINT32_MAX)
-		return 0; /* samples come from the model, symbolised */
-	cthread *t = thread_of(c, ev->thread);
+	cthread *t = thread_of(c, ev);
 	if (!t)
 		return c->rc;
-	if (t->skip)
-		return 0;
-	uint64_t ns = rel_ns(c, ev->ticks);
-	if (ns < t->last_ns)
-		ns = t->last_ns; /* never backwards on a thread (the clock fit is monotonic; this is a guard) */
-	extras_until(c, t, t->g, t->run, ns);
-	t->last_ns = ns;
-	switch (ev->type) {
-	case FMT_EV_BEGIN:
+	/* the replay's times never go back on a thread; samples and NVTX are merged up to them */
+	extras_until(c, t, t->g, t->run, ev->ns);
+	t->last_ns = ev->ns;
+	switch (ev->kind) {
+	case ANA_RP_BEGIN:
 		flush(c, t);
-		if (t->depth == t->cap) {
-			uint32_t cap = t->cap ? t->cap * 2 : 16;
-			uint32_t *st = realloc(t->stack, cap * sizeof *st);
-			if (!st)
-				return c->rc = FENNEC_ENOMEM;
-			t->stack = st;
-			t->cap = cap;
-		}
-		t->stack[t->depth] = ev->id;
 		t->pending = 1;
-		t->pend_site = ev->id;
-		t->pend_ns = ns;
-		t->depth++;
-		site_q(c, ev->id);
+		t->pend_site = ev->site;
+		t->pend_ns = ev->ns;
+		site_q(c, ev->site, ev->name);
 		break;
-	case FMT_EV_END:
-		if (!t->depth)
-			break;
-		t->depth--;
-		if (t->pending) {
-			head(c, "X", t->tid, t->pend_ns);
-			fputs(",\"dur\":", c->out);
-			exp_put_us(c->out, ns - t->pend_ns);
-			fprintf(c->out, ",\"cat\":\"region\",\"name\":%s}", site_q(c, t->pend_site));
-			t->pending = 0;
-		} else {
-			head(c, "E", t->tid, ns);
-			fprintf(c->out, ",\"cat\":\"region\",\"name\":%s}", site_q(c, t->stack[t->depth]));
-		}
+	case ANA_RP_END:
+		write_end(c, t, ev);
 		break;
-	case FMT_EV_STEP:
+	case ANA_RP_STEP:
 		flush(c, t);
-		head(c, "i", t->tid, ns);
+		head(c, "i", t->tid, ev->ns);
 		fputs(",\"s\":\"t\",\"cat\":\"step\",\"name\":\"step\",\"args\":{", c->out);
 		/* The step this mark ends, counted on its thread from 1. */
-		fprintf(c->out, "\"step\":%llu,\"recorded\":%s", (unsigned long long)++t->steps, ev->flags & 1 ? "true" : "false");
+		fprintf(c->out, "\"step\":%llu,\"recorded\":%s", (unsigned long long)ev->step, ev->flags & 1 ? "true" : "false");
 		if (ev->flags & 2)
-			fprintf(c->out, ",\"items\":%llu", (unsigned long long)ev->u);
+			fprintf(c->out, ",\"items\":%llu", (unsigned long long)ev->items);
 		fputs("}}", c->out);
 		break;
-	case FMT_EV_COUNTER:
-	case FMT_EV_GAUGE:
-	case FMT_EV_VALUE: {
-		const char *q = site_q(c, ev->id);
-		if (c->rc)
-			break;
-		double v;
-		if (ev->type == FMT_EV_COUNTER)
-			v = c->counter[ev->id] += (double)ev->i;
-		else
-			v = ev->f;
-		if (!isfinite(v))
+	case ANA_RP_COUNTER:
+	case ANA_RP_GAUGE:
+	case ANA_RP_VALUE: {
+		const char *q = site_q(c, ev->site, ev->name);
+		if (c->rc || !isfinite(ev->value))
 			break; /* JSON has no NaN or infinity */
 		flush(c, t);
-		head(c, "C", t->tid, ns);
+		head(c, "C", t->tid, ev->ns);
 		fprintf(c->out, ",\"cat\":\"metric\",\"name\":%s,\"args\":{\"value\":", q);
-		rep_json_number(c->out, v);
+		rep_json_number(c->out, ev->value);
 		fputs("}}", c->out);
 		break;
 	}
@@ -408,7 +398,7 @@ static int on_event(void *vc, const fmt_file *f, const fmt_event *ev)
 	return c->rc;
 }
 
-/* ---- NVTX: gathered by a first read of a process's file ---- */
+/* ---- NVTX: gathered by a first replay of a process's file ---- */
 
 /* The index of message text in nv->quoted, added on first use; UINT32_MAX when out of memory. */
 static uint32_t nvtx_name(nvtx *nv, const char *text)
@@ -466,48 +456,38 @@ static int nvtx_push(nvtx *nv, nvev e)
 	return 0;
 }
 
-static int nvtx_gather_event(void *vc, const fmt_file *f, const fmt_event *ev)
+static int nvtx_gather_event(void *vc, const ana_rp_event *ev)
 {
 	cctx *c = vc;
 	nvtx *nv = &c->nv;
-	(void)f;
-	if (ev->type != FMT_EV_GPU)
-		return 0;
-	const fmt_gpu *r = ev->gpu;
-	/* GPUX times are CLOCK_MONOTONIC already (the file's clock fit is not known yet) */
-	uint64_t ns = r->start_ns > c->t0 ? r->start_ns - c->t0 : 0;
-	int added;
-	uint64_t *slot;
-	switch (r->type) {
-	case FMT_GR_RANGE_START:
-	case FMT_GR_MARK: {
-		if (c->o->has_tid && r->tid != c->o->tid)
-			return 0;
-		uint32_t name = nvtx_name(nv, r->text ? r->text : "");
-		if (name == UINT32_MAX)
-			return c->rc = FENNEC_ENOMEM;
-		nvev e = {.tid = r->tid, .ns = ns, .name = name, .ph = r->type == FMT_GR_MARK ? 'i' : 'b'};
-		if (e.ph == 'b') {
-			if (!(slot = exp_map_put(&nv->open, r->range_id, 0, &added)))
+	if (ev->kind == ANA_RP_NVTX_END) {
+		if (ev->range >= nv->nbegin)
+			return 0; /* cannot happen: the replay delivers each start before its end */
+		const nvev *b = &nv->v[nv->begin_of[ev->range]];
+		nvev e = {.tid = b->tid, .ns = ev->ns, .end_tid = ev->end_tid, .id = b->id, .name = b->name, .ph = 'e'};
+		return c->rc = nvtx_push(nv, e);
+	}
+	uint32_t name = nvtx_name(nv, ev->name ? ev->name : "");
+	if (name == UINT32_MAX)
+		return c->rc = FENNEC_ENOMEM;
+	nvev e = {.tid = ev->tid, .ns = ev->ns, .name = name, .ph = ev->kind == ANA_RP_NVTX_MARK ? 'i' : 'b'};
+	if (e.ph == 'b') {
+		if (ev->range >= nv->begin_cap) {
+			size_t cap = nv->begin_cap ? nv->begin_cap * 2 : 64;
+			if (cap <= ev->range)
+				cap = (size_t)ev->range + 1;
+			size_t *a = realloc(nv->begin_of, cap * sizeof *a);
+			if (!a)
 				return c->rc = FENNEC_ENOMEM;
-			*slot = nv->n + 1; /* a reused id: the latest start */
-			e.id = ++nv->next_id;
+			nv->begin_of = a;
+			nv->begin_cap = cap;
 		}
-		return c->rc = nvtx_push(nv, e);
+		nv->begin_of[ev->range] = nv->n;
+		if (ev->range >= nv->nbegin)
+			nv->nbegin = (size_t)ev->range + 1;
+		e.id = ++nv->next_id;
 	}
-	case FMT_GR_RANGE_END: {
-		slot = exp_map_get(&nv->open, r->range_id, 0);
-		if (!slot || !*slot || nv->v[*slot - 1].ended)
-			return 0; /* its start is not in the file (or not selected): the analysis counts it */
-		nvev *b = &nv->v[*slot - 1];
-		b->ended = 1;
-		nvev e = {.tid = b->tid, .ns = ns > b->ns ? ns : b->ns, .end_tid = r->tid ? r->tid : b->tid, .id = b->id,
-			  .name = b->name, .ph = 'e'};
-		return c->rc = nvtx_push(nv, e);
-	}
-	default:
-		return 0;
-	}
+	return c->rc = nvtx_push(nv, e);
 }
 
 static int by_track_time(const void *a, const void *b)
@@ -520,27 +500,17 @@ static int by_track_time(const void *a, const void *b)
 	return (x->seq > y->seq) - (x->seq < y->seq);
 }
 
-/* Read process i's file for its NVTX events: ranges paired (one never ended ends with the
- * file, marked unfinished), sorted by (thread, time), and each thread's run. */
+/* Replay process i's file for its NVTX events (ranges paired by the replay; one never
+ * ended ends with the file, marked unfinished), sorted by (thread, time), and each
+ * thread's run. */
 static int nvtx_gather(cctx *c, uint32_t i)
 {
 	nvtx *nv = &c->nv;
-	fmt_file f;
 	fmt_error err;
-	int rc = fmt_read_ex(c->p->procs[i].file.path, c->p->procs[i].file.read_flags, &f, nvtx_gather_event, c, &err);
-	fmt_file_free(&f);
+	ana_replay_opts ro = {.what = ANA_RP_NVTX, .has_tid = c->o->has_tid, .tid = c->o->tid};
+	int rc = ana_replay(c->p, i, &ro, nvtx_gather_event, c, &err);
 	if (c->rc || rc == FENNEC_ENOMEM)
-		return c->rc ? c->rc : rc; /* other errors: the replay's read reports them */
-	uint64_t end_ns = rel_ns(c, c->f->last_ticks);
-	for (size_t k = 0, n = nv->n; k < n; k++)
-		if (nv->v[k].ph == 'b' && !nv->v[k].ended) {
-			nvev e = nv->v[k];
-			e.ph = 'e';
-			e.end_tid = 0;
-			e.ns = end_ns > e.ns ? end_ns : e.ns;
-			if (nvtx_push(nv, e))
-				return FENNEC_ENOMEM;
-		}
+		return c->rc ? c->rc : rc; /* other errors: the second replay reports them */
 	if (nv->n > 1)
 		qsort(nv->v, nv->n, sizeof *nv->v, by_track_time);
 	size_t nruns = 0;
@@ -561,10 +531,11 @@ static void nvtx_reset(nvtx *nv)
 {
 	free(nv->v);
 	free(nv->runs);
-	exp_map_free(&nv->open);
+	free(nv->begin_of);
 	nv->v = NULL;
 	nv->runs = NULL;
-	nv->n = nv->cap = nv->nruns = 0;
+	nv->begin_of = NULL;
+	nv->n = nv->cap = nv->nruns = nv->nbegin = nv->begin_cap = 0;
 }
 
 static void nvtx_free(nvtx *nv)
@@ -586,48 +557,21 @@ static int has_nvtx(const ana_profile *p)
 	return g && (g->nnvtx_ranges || g->nnvtx_marks || g->nvtx_open || g->nvtx_unmatched);
 }
 
-/* Read process i's file again and write its events. */
+/* Replay process i's file and write its events. */
 static int replay(cctx *c, uint32_t i, fmt_error *err)
 {
 	const ana_profile *p = c->p;
-	fmt_file f;
 	c->pid = p->procs[i].file.pid;
 	c->proc = i;
-	/* The clock fit comes with the file: use the model's copy while reading (the reader
-	 * fills its own as it goes, and fits at the end). */
-	c->f = &p->procs[i].file;
-	if (has_nvtx(p) && c->f->has_gpu) {
+	if (has_nvtx(p) && p->procs[i].file.has_gpu) {
 		int nrc = nvtx_gather(c, i);
 		if (nrc) {
 			nvtx_reset(&c->nv);
 			return c->rc = nrc;
 		}
 	}
-	int rc = fmt_read_ex(p->procs[i].file.path, p->procs[i].file.read_flags, &f, on_event, c, err);
-	if (rc == FENNEC_ENOMEM || c->rc)
-		rc = c->rc ? c->rc : rc;
-	else if (rc && p->opt.force)
-		rc = 0; /* --force: what precedes the damage, as the analysis did */
-	if (!rc) {
-		/* Close what is still open at the thread's end (a run cut short). */
-		for (uint32_t k = 0; k < c->nth; k++) {
-			cthread *t = &c->th[k];
-			if (!t->known || t->skip || !t->depth)
-				continue;
-			const fmt_thread_rec *r = k < c->f->nthreads ? &c->f->threads[k] : NULL;
-			uint64_t end = r && r->end_ticks ? r->end_ticks : c->f->last_ticks;
-			uint64_t ns = rel_ns(c, end);
-			extras_until(c, t, t->g, t->run, ns);
-			flush(c, t);
-			if (ns < t->last_ns)
-				ns = t->last_ns;
-			while (t->depth) {
-				head(c, "E", t->tid, ns);
-				fprintf(c->out, ",\"cat\":\"region\",\"name\":%s,\"args\":{\"unfinished\":true}}",
-					site_q(c, t->stack[--t->depth]));
-			}
-		}
-	}
+	ana_replay_opts ro = {.what = ANA_RP_REGIONS | ANA_RP_MARKS, .has_tid = c->o->has_tid, .tid = c->o->tid};
+	int rc = ana_replay(p, i, &ro, on_event, c, err);
 	/* The rest of this process's samples and NVTX events: threads after their last event,
 	 * threads that only were sampled, and threads that only used NVTX. */
 	for (uint32_t g = 0; g < p->nthreads && !rc; g++)
@@ -645,17 +589,12 @@ static int replay(cctx *c, uint32_t i, fmt_error *err)
 		extras_until(c, NULL, ANA_NONE, k, UINT64_MAX);
 	if (!rc)
 		rc = c->rc;
-	fmt_file_free(&f);
 	for (uint32_t k = 0; k < c->nsite_q; k++)
 		free(c->site_q[k]);
 	free(c->site_q);
-	free(c->counter);
-	for (uint32_t k = 0; k < c->nth; k++)
-		free(c->th[k].stack);
 	free(c->th);
 	nvtx_reset(&c->nv);
 	c->site_q = NULL;
-	c->counter = NULL;
 	c->th = NULL;
 	c->nsite_q = c->nth = 0;
 	return rc ? rc : ferror(c->out) ? FENNEC_EIO : 0;
@@ -756,7 +695,7 @@ static int select_samples(cctx *c)
 
 int exp_chrome_trace(FILE *out, const ana_profile *p, const exp_options *o, fmt_error *err)
 {
-	cctx c = {.out = out, .p = p, .o = o, .t0 = exp_t0_ns(p)};
+	cctx c = {.out = out, .p = p, .o = o, .t0 = ana_replay_t0_ns(p)};
 	memset(err, 0, sizeof *err);
 	fputs("{\"displayTimeUnit\":\"ns\",\n\"otherData\":{\"exporter\":", out);
 	char ver[64];

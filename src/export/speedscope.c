@@ -2,7 +2,8 @@
  * speedscope.c - speedscope's file format (https://www.speedscope.app/file-format-schema.json):
  * one "sampled" profile per thread and sample kind (stacks and weights in nanoseconds,
  * in time order) and one "evented" profile per thread of its fennec regions (open and
- * close events, read again from the recording's files).
+ * close events, from a replay of each process's file: analyze/replay.h, clipped to the
+ * window).
  *
  * A profile's events must be contiguous in the file, but the files interleave threads:
  * the region events are regrouped per thread through a spool (util.c) that keeps at most
@@ -12,6 +13,7 @@
  * flame graph (exp_options.memory) is one sampled profile of allocation stacks in bytes.
  */
 #include "export/internal.h"
+#include "analyze/replay.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -24,24 +26,10 @@ typedef struct srec {         /* a spooled region event */
 	uint64_t at_ns;
 } __attribute__((packed)) srec;
 
-typedef struct sthread {
-	uint32_t g;               /* index into p->threads, ANA_NONE if not known to the model */
-	uint32_t *stack;          /* open region frames */
-	uint32_t depth, cap;
-	uint64_t last_ns;
-} sthread;
-
 typedef struct sctx {
 	const ana_profile *p;
 	const exp_options *o;
 	exp_sel sel;
-	uint64_t t0;
-	const fmt_file *f;
-	uint32_t proc;
-	uint32_t *tmap;           /* per file thread index: index into p->threads */
-	uint32_t ntmap;
-	sthread *th;
-	uint32_t nth;
 	uint32_t *site_frame;     /* per site id of this file: frame index, ANA_NONE until met */
 	uint32_t nsite;
 	exp_map region_index;     /* (hash, probe) -> region number */
@@ -90,10 +78,11 @@ static uint32_t region_frame(sctx *c, const char *name)
 	}
 }
 
-static uint32_t site_frame(sctx *c, uint32_t id)
+/* The frame of site id, from `name` (the replay's) on first use. */
+static uint32_t site_frame(sctx *c, uint32_t id, const char *name)
 {
 	if (id >= c->nsite) {
-		uint32_t n = id + 1 > c->f->nsites ? id + 1 : c->f->nsites;
+		uint32_t n = id + 1 > c->nsite * 2 ? id + 1 : c->nsite * 2;
 		uint32_t *a = realloc(c->site_frame, n * sizeof *a);
 		if (!a)
 			return ANA_NONE;
@@ -102,129 +91,45 @@ static uint32_t site_frame(sctx *c, uint32_t id)
 		c->site_frame = a;
 		c->nsite = n;
 	}
-	if (c->site_frame[id] == ANA_NONE) {
-		char tmp[64];
-		const char *s = id < c->f->nsites && c->f->sites[id].defined ? c->f->sites[id].name : NULL;
-		if (!s) {
-			snprintf(tmp, sizeof tmp, "<site %u>", id);
-			s = tmp;
-		}
-		c->site_frame[id] = region_frame(c, s);
-	}
+	if (c->site_frame[id] == ANA_NONE)
+		c->site_frame[id] = region_frame(c, name);
 	return c->site_frame[id];
 }
 
-static uint64_t rel_ns(const sctx *c, uint64_t ticks)
-{
-	double ns = fmt_ticks_to_ns(c->f, ticks);
-	return ns > (double)c->t0 ? (uint64_t)llround(ns - (double)c->t0) : 0;
-}
-
-static void put_rec(sctx *c, sthread *t, int close, uint32_t frame, uint64_t ns)
+static void put_rec(sctx *c, uint32_t g, int close, uint32_t frame, uint64_t ns)
 {
 	srec r = {(uint8_t)close, frame, ns};
-	exp_spool_put(&c->spool, t->g, &r, sizeof r);
-	if (!c->nrecs[t->g]++)
-		c->first_ns[t->g] = ns;
-	c->last_ns[t->g] = ns;
+	exp_spool_put(&c->spool, g, &r, sizeof r);
+	if (!c->nrecs[g]++)
+		c->first_ns[g] = ns;
+	c->last_ns[g] = ns;
 }
 
-static sthread *thread_of(sctx *c, uint32_t idx)
-{
-	if (idx >= c->nth) {
-		uint32_t n = idx + 1;
-		sthread *a = realloc(c->th, n * sizeof *a);
-		if (!a)
-			return NULL;
-		for (uint32_t i = c->nth; i < n; i++)
-			a[i] = (sthread){i < c->ntmap ? c->tmap[i] : ANA_NONE, NULL, 0, 0, 0};
-		c->th = a;
-		c->nth = n;
-	}
-	return &c->th[idx];
-}
-
-static int on_event(void *vc, const fmt_file *f, const fmt_event *ev)
+static int on_event(void *vc, const ana_rp_event *ev)
 {
 	sctx *c = vc;
-	if (ev->type != FMT_EV_BEGIN && ev->type != FMT_EV_END)
+	if (ev->g == ANA_NONE || !exp_sel_thread(&c->sel, ev->g))
 		return 0;
-	sthread *t = thread_of(c, ev->thread);
-	if (!t)
+	/* an end names the frame of its begin: the same site */
+	uint32_t fr = site_frame(c, ev->site, ev->name);
+	if (fr == ANA_NONE)
 		return c->rc = FENNEC_ENOMEM;
-	if (t->g == ANA_NONE || !exp_sel_thread(&c->sel, t->g))
-		return 0;
-	uint64_t ns = rel_ns(c, ev->ticks);
-	if (ns < t->last_ns)
-		ns = t->last_ns;
-	t->last_ns = ns;
-	if (ev->type == FMT_EV_BEGIN) {
-		uint32_t fr = site_frame(c, ev->id);
-		if (fr == ANA_NONE)
-			return c->rc = FENNEC_ENOMEM;
-		if (t->depth == t->cap) {
-			uint32_t cap = t->cap ? t->cap * 2 : 16;
-			uint32_t *s = realloc(t->stack, cap * sizeof *s);
-			if (!s)
-				return c->rc = FENNEC_ENOMEM;
-			t->stack = s;
-			t->cap = cap;
-		}
-		t->stack[t->depth++] = fr;
-		put_rec(c, t, 0, fr, ns);
-	} else if (t->depth) {
-		put_rec(c, t, 1, t->stack[--t->depth], ns);
-	}
+	put_rec(c, ev->g, ev->kind == ANA_RP_END, fr, ev->ns);
 	if (c->spool.failed)
 		c->rc = c->spool.failed;
 	return c->rc;
 }
 
-/* Read process `proc`'s file again and spool its region events per thread. */
+/* Replay process `proc`'s file and spool its region events per thread. */
 static int spool_file(sctx *c, uint32_t proc, fmt_error *err)
 {
-	const ana_profile *p = c->p;
-	c->proc = proc;
-	c->f = &p->procs[proc].file; /* the model's copy: its clock fit is final */
-	c->ntmap = c->f->nthreads;
-	c->tmap = malloc((c->ntmap ? c->ntmap : 1) * sizeof *c->tmap);
-	if (!c->tmap)
-		return FENNEC_ENOMEM;
-	for (uint32_t i = 0; i < c->ntmap; i++)
-		c->tmap[i] = ANA_NONE;
-	for (uint32_t t = 0; t < p->nthreads; t++)
-		if (p->threads[t].process == proc && p->threads[t].index < c->ntmap)
-			c->tmap[p->threads[t].index] = t;
-	fmt_file f;
-	int rc = fmt_read_ex(c->f->path, c->f->read_flags, &f, on_event, c, err);
-	if (c->rc)
-		rc = c->rc;
-	else if (rc && rc != FENNEC_ENOMEM && p->opt.force)
-		rc = 0;
-	/* Close what is still open at the thread's end (a run cut short). */
-	for (uint32_t k = 0; k < c->nth && !rc; k++) {
-		sthread *t = &c->th[k];
-		if (!t->depth)
-			continue;
-		const fmt_thread_rec *r = k < c->f->nthreads ? &c->f->threads[k] : NULL;
-		uint64_t ns = rel_ns(c, r && r->end_ticks ? r->end_ticks : c->f->last_ticks);
-		if (ns < t->last_ns)
-			ns = t->last_ns;
-		while (t->depth)
-			put_rec(c, t, 1, t->stack[--t->depth], ns);
-	}
+	ana_replay_opts ro = {.what = ANA_RP_REGIONS, .has_tid = c->o->has_tid, .tid = c->o->tid};
+	int rc = ana_replay(c->p, proc, &ro, on_event, c, err);
 	if (!rc && c->spool.failed)
 		rc = c->spool.failed;
-	fmt_file_free(&f);
-	for (uint32_t k = 0; k < c->nth; k++)
-		free(c->th[k].stack);
-	free(c->th);
-	free(c->tmap);
 	free(c->site_frame);
-	c->th = NULL;
-	c->tmap = NULL;
 	c->site_frame = NULL;
-	c->nth = c->ntmap = c->nsite = 0;
+	c->nsite = 0;
 	return rc;
 }
 
@@ -370,7 +275,7 @@ int exp_speedscope(FILE *out, const ana_profile *p, const exp_options *o, fmt_er
 		memset(err, 0, sizeof *err);
 		return memory_speedscope(out, p, o);
 	}
-	sctx c = {.p = p, .o = o, .t0 = exp_t0_ns(p)};
+	sctx c = {.p = p, .o = o};
 	size_t *idx = NULL, nidx = 0;
 	memset(err, 0, sizeof *err);
 	int rc = exp_sel_init(&c.sel, p, o);

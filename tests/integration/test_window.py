@@ -3,6 +3,8 @@ Fixture: phases.c: after a first mark, 10 steps of 100 ms in region "a" (functio
 phase_a_work), then 10 in region "b" (phase_b_work); so region "a" runs from about 0 to
 1 s of the recording, "b" from 1 to 2 s, and step k starts about k * 100 ms in."""
 
+import json
+
 from helpers import (MS, SLOW, analyze, analyze_raw, assert_between, assert_close, assert_eq,
                      assert_true, fennec_bin, maybe_region, record, region, run, timing)
 
@@ -101,6 +103,104 @@ def test_export_folded_window():
     last = functions("--last", "900ms")
     assert_true(last["phase_b_work"] > 0 and last["phase_a_work"] == 0,
                 "last 900 ms: phase b's stacks only, got %r" % last)
+
+
+def _export_json(path, fmt, *opts):
+    r = run([fennec_bin(), "export", path, "--format", fmt] + list(opts))
+    assert_eq(r.returncode, 0, "export %s %s rc\n  %s" % (fmt, opts, r.describe()))
+    assert_true("warning" not in r.stderr or "window" not in r.stderr,
+                "no warning that the window is left out: %r" % r.stderr)
+    return json.loads(r.stdout)
+
+
+def _check_calls(calls, lo_ns, hi_ns, what):
+    """calls: (name, begin_ns, end_ns) from a balanced replay; all inside [lo, hi]."""
+    for name, b, e in calls:
+        assert_true(lo_ns - 2 * MS <= b <= e <= hi_ns + 2 * MS,
+                    "%s: call of %s from %.3f to %.3f ms, outside the window [%.0f, %.0f] ms"
+                    % (what, name, b / MS, e / MS, lo_ns / MS, hi_ns / MS))
+    return sorted({name for name, _, _ in calls})
+
+
+def _chrome_calls(trace, what):
+    """The region calls of a chrome trace, every B paired with its E on its thread."""
+    calls, open_ = [], {}
+    for ev in trace["traceEvents"]:
+        if ev.get("cat") != "region":
+            continue
+        ns = int(round(ev["ts"] * 1000))
+        stack = open_.setdefault((ev["pid"], ev["tid"]), [])
+        if ev["ph"] == "X":
+            calls.append((ev["name"], ns, ns + int(round(ev["dur"] * 1000))))
+        elif ev["ph"] == "B":
+            stack.append((ev["name"], ns))
+        elif ev["ph"] == "E":
+            assert_true(stack and stack[-1][0] == ev["name"], "%s: an E of %s without its B: %r" % (what, ev["name"], ev))
+            name, b = stack.pop()
+            calls.append((name, b, ns))
+    left = {k: v for k, v in open_.items() if v}
+    assert_true(not left, "%s: B events without their E: %r" % (what, left))
+    return calls
+
+
+def _speedscope_calls(doc, what):
+    frames = doc["shared"]["frames"]
+    calls = []
+    for prof in doc["profiles"]:
+        if prof["type"] != "evented":
+            continue
+        stack = []
+        for ev in prof["events"]:
+            if ev["type"] == "O":
+                stack.append((ev["frame"], ev["at"]))
+            else:
+                assert_true(stack and stack[-1][0] == ev["frame"], "%s: a C without its O: %r" % (what, ev))
+                fr, b = stack.pop()
+                calls.append((frames[fr]["name"], b, ev["at"]))
+        assert_true(not stack, "%s: O events without their C in %s: %r" % (what, prof["name"], stack))
+        assert_true(not prof["events"] or (prof["startValue"] == prof["events"][0]["at"]
+                                           and prof["endValue"] == prof["events"][-1]["at"]),
+                    "%s: %s spans its events" % (what, prof["name"]))
+    return calls
+
+
+def _check_timeline_window(fmt, calls_of):
+    path = _record()
+    whole = calls_of(_export_json(path, fmt), "whole")
+    assert_eq(sorted({n for n, _, _ in whole}), ["a", "b"], "%s without a window: both phases" % fmt)
+    # inside phase a: its calls only, two of them cut at the window's edges
+    calls = calls_of(_export_json(path, fmt, "--since", "300ms", "--until", "800ms"), "300-800 ms")
+    names = _check_calls(calls, 300 * MS, 800 * MS, "%s 300-800 ms" % fmt)
+    assert_eq(names, ["a"], "%s 300-800 ms: the regions" % fmt)
+    assert_between(len(calls), 4, 7, "%s 300-800 ms: calls of a (100 ms each)" % fmt)
+    assert_close(min(b for _, b, _ in calls), 300 * MS, 2 * MS, "%s: the first call, cut at the window's start" % fmt, "ns")
+    assert_close(max(e for _, _, e in calls), 800 * MS, 2 * MS, "%s: the last call, cut at the window's end" % fmt, "ns")
+    # across the change of phase: both, each on its side of it
+    calls = calls_of(_export_json(path, fmt, "--since", "700ms", "--until", "1300ms"), "700-1300 ms")
+    assert_eq(_check_calls(calls, 700 * MS, 1300 * MS, "%s 700-1300 ms" % fmt), ["a", "b"],
+              "%s 700-1300 ms: the regions" % fmt)
+    a_end = max(e for n, _, e in calls if n == "a")
+    b_begin = min(b for n, b, _ in calls if n == "b")
+    assert_true(a_end <= b_begin, "%s: a ends (%.1f ms) before b begins (%.1f ms)" % (fmt, a_end / MS, b_begin / MS))
+    assert_close(a_end, 1000 * MS, EDGE, "%s: the change of phase" % fmt, "ns")
+
+
+@timing
+def test_export_chrome_trace_window():
+    _check_timeline_window("chrome-trace", _chrome_calls)
+    # steps and metrics: the window's only, the step numbers the recording's
+    path = _record()
+    trace = _export_json(path, "chrome-trace", "--since", "300ms", "--until", "800ms")
+    steps = [e for e in trace["traceEvents"] if e.get("cat") == "step"]
+    for e in steps + [e for e in trace["traceEvents"] if e.get("cat") in ("metric", "cpu", "offcpu")]:
+        assert_true(300 * MS - 2 * MS <= e["ts"] * 1000 <= 800 * MS + 2 * MS, "an event outside the window: %r" % e)
+    assert_between(len(steps), 4, 6, "step marks between 300 and 800 ms")
+    assert_between(min(e["args"]["step"] for e in steps), 3, 5, "the first mark's number counts the marks before")
+
+
+@timing
+def test_export_speedscope_window():
+    _check_timeline_window("speedscope", _speedscope_calls)
 
 
 @timing
