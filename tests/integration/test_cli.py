@@ -604,7 +604,7 @@ USAGE_BASE = {
     "calibrate": [],
     "record": [],
 }
-FREE_TEXT = {"FILE", "LIST", "NAME", "TEXT", "A", "ADDR"}
+FREE_TEXT = {"FILE", "DIR", "LIST", "NAME", "TEXT", "A", "ADDR"}  # DIR: --continuous, a path like FILE
 
 
 def help_options(cmd):
