@@ -10,6 +10,7 @@ import os
 import re
 
 from helpers import assert_between, assert_eq, assert_true, fixture, record_command, run, timing
+from fncfile import _varint  # protobuf and fennec share the varint
 from test_export import go_pprof, pprof_top
 
 STEPS = 30
@@ -23,28 +24,17 @@ def cont_record(prog, args, opts, expect_rc=0):
     return r
 
 
-def varint(b, i):
-    v = shift = 0
-    while True:
-        c = b[i]
-        i += 1
-        v |= (c & 0x7F) << shift
-        shift += 7
-        if c < 0x80:
-            return v, i
-
-
 def profile_times(path):
     """time_nanos and duration_nanos (profile.proto fields 9 and 10) of a pprof file, read
     from its bytes (go tool pprof -raw prints the duration cut to a few characters)."""
     b, i, got = gzip.open(path).read(), 0, {}
     while i < len(b):
-        key, i = varint(b, i)
+        key, i = _varint(b, i)
         if key & 7 == 0:
-            v, i = varint(b, i)
+            v, i = _varint(b, i)
             got[key >> 3] = v
         elif key & 7 == 2:
-            n, i = varint(b, i)
+            n, i = _varint(b, i)
             i += n
         else:
             raise AssertionError("%s: wire type %d at %d" % (path, key & 7, i))
