@@ -329,6 +329,19 @@ typedef struct ana_sampling {
 				     the depth limit: cut where the copy of the stack ended */
 	uint64_t weight[ANA_NKINDS];         /* summed sample weights per kind */
 	double achieved_hz;   /* on-CPU samples per second of CPU time */
+	/* The overhead budget (record --overhead-budget; docs/sampling.md): what it changed,
+	 * from every budgeted process's STATS, in process order, then time. */
+	uint64_t budget_ppm;  /* the first budgeted process's budget, millionths; 0: none */
+	struct ana_budget_change {
+		uint64_t pid;
+		double at_ns;     /* since the process's session started */
+		uint32_t stride;  /* sampling every `stride` periods from then on */
+		double share_pct; /* fennec's share of the CPU in the window that decided it */
+	} *budget_changes;
+	size_t nbudget_changes;
+	uint64_t budget_changes_more; /* not kept by the reader (FMT_MAX_STRIDE_CHANGES a file) */
+	uint32_t budget_stride;       /* the largest stride in force at a process's end */
+	double budget_share_pct;      /* fennec's share in a process's last window, the largest */
 	const char *none_why; /* sampling was on and took no sample: the likely reason, else NULL */
 	ana_sample *samples;
 	size_t nsamples, samples_cap;

@@ -787,12 +787,76 @@ static int load_file(ana_profile *p, const char *path, fmt_error *err)
 /* fennec took a large share of the recording's CPU (its whole cost, ana_overhead_sum();
  * the writer's alone in files before 1.8): the numbers above include it. Said once the run
  * is long enough for start-up costs not to dominate. */
+/* A recording with an overhead budget (record --overhead-budget) that fennec went over:
+ * by how much, and why, from the collector's own looks (STATS): the run's start, before the
+ * first look lowered sampling, or a cost the budget does not lower. */
+static void budget_warning(ana_profile *p, double own, double cpu)
+{
+	const fmt_file *f = NULL; /* the budgeted process that used the most CPU */
+	double others = 0;        /* fennec's cost in every other process */
+	uint32_t nothers = 0;
+	for (uint32_t i = 0; i < p->nprocs; i++) {
+		const fmt_file *g = &p->procs[i].file;
+		if (g->budget_ppm && (!f || g->cpu_user_ns + g->cpu_sys_ns > f->cpu_user_ns + f->cpu_sys_ns))
+			f = g;
+	}
+	for (uint32_t i = 0; i < p->nprocs; i++) {
+		ana_overhead o;
+		if (&p->procs[i].file != f && ana_overhead_file(&p->procs[i].file, &o)) {
+			others += o.total_ns;
+			nothers++;
+		}
+	}
+	double budget = (double)f->budget_ppm / 1e4, pct = 100 * own / cpu, last = (double)f->budget_share_ppm / 1e4;
+	if (pct <= budget)
+		return;
+	uint32_t k = f->stride ? f->stride : 1;
+	double hz = f->sample_period_ns ? 1e9 / (double)f->sample_period_ns / k : 0;
+	const char *floor = k > 1 && k * 10 >= f->sample_hz ? " (its floor)" : "";
+	char a[32], b[32], why[400];
+	/* what the budget cannot lower: the heap wrappers, the events (region, step, metric) */
+	const ana_overhead *o = &p->overhead;
+	int heap = o->heap_ns >= o->events_ns;
+	double fixed = 100 * (heap ? o->heap_ns : o->events_ns) / cpu;
+	if (others > own / 2) {
+		snprintf(why, sizeof why, "%s of it was in %u other process%s (short ones pay fennec's start, before a "
+					  "budget's first look at 150 ms); in the process that ran longest it measured %.2f%% at "
+					  "the end, sampling at %.3g Hz%s",
+			 ana_fmt_ns(others, a, sizeof a), nothers, nothers == 1 ? "" : "es", last, hz, floor);
+	} else if (fixed >= (pct - budget) / 2) {
+		snprintf(why, sizeof why, "%s alone cost %.2f%%, which the budget does not lower (%s); sampling ended at "
+					  "%.3g Hz%s, and the last look measured %.2f%%",
+			 heap ? "the heap wrappers" : "region, step and metric events", fixed,
+			 heap ? "--memory off removes them, or fewer allocations in the hot loop"
+			      : "fewer regions inside tight loops, or step sampling: docs/api.md",
+			 hz, floor, last);
+	} else if (last <= budget && f->nstride_changes) {
+		const struct fmt_stride_change *c = &f->stride_changes[0];
+		snprintf(why, sizeof why, "most of it came before the budget's first change, at %s, when it measured %.1f%% "
+					  "and lowered sampling; at the end it measured %.2f%% at %.3g Hz (a longer run spreads "
+					  "the start thinner, a lower -F makes it cheaper)",
+			 ana_fmt_ns(fmt_ticks_to_ns(f, c->ticks) - (double)f->start_mono_ns, b, sizeof b),
+			 (double)c->share_ppm / 1e4, last, hz);
+	} else {
+		snprintf(why, sizeof why, "at the end it measured %.2f%%, sampling at %.3g Hz%s", last, hz, floor);
+	}
+	ana_warn(p, "fennec cost %.2f%% of the program's CPU, over the --overhead-budget of %g%%: %s", pct, budget, why);
+}
+
 static void collector_warning(ana_profile *p)
 {
 	double cpu = (double)(p->cpu_user_ns + p->cpu_sys_ns), own = (double)p->collector_cpu_ns;
 	int whole = p->overhead.known;
 	if (whole)
 		own = p->overhead.total_ns;
+	int budget = 0; /* record --overhead-budget */
+	for (uint32_t i = 0; i < p->nprocs; i++)
+		budget |= p->procs[i].file.budget_ppm != 0;
+	if (budget) {
+		if (whole && cpu >= 5e8)
+			budget_warning(p, own, cpu);
+		return;
+	}
 	if ((!whole && p->collector_known != p->nprocs) || cpu < 5e8 || own < 0.1 * cpu)
 		return;
 	int full = 0, hz = 0;

@@ -1117,6 +1117,18 @@ static int cmp_sample(const void *a, const void *b)
 	return (x->thread > y->thread) - (x->thread < y->thread);
 }
 
+/* Processes by CPU, the most first, in file order among equals. */
+struct proc_cpu {
+	uint64_t cpu;
+	uint32_t i;
+};
+
+static int cmp_proc_cpu(const void *a, const void *b)
+{
+	const struct proc_cpu *x = a, *y = b;
+	return x->cpu != y->cpu ? (x->cpu < y->cpu ? 1 : -1) : (x->i > y->i) - (x->i < y->i);
+}
+
 int ana_samples_finish(ana_profile *p)
 {
 	ana_sampling *s = &p->smp;
@@ -1143,6 +1155,43 @@ int ana_samples_finish(ana_profile *p)
 		s->dropped += f->samples_dropped;
 		s->truncated += f->samples_truncated;
 	}
+	/* the budget's changes, the process that used the most CPU first: short processes
+	 * (a launcher's shell, its helpers) change at their start and say little */
+	struct proc_cpu *order = p->nprocs ? malloc(p->nprocs * sizeof *order) : NULL;
+	if (p->nprocs && !order)
+		goto out;
+	for (uint32_t i = 0; i < p->nprocs; i++)
+		order[i] = (struct proc_cpu){p->procs[i].file.cpu_user_ns + p->procs[i].file.cpu_sys_ns, i};
+	if (p->nprocs > 1)
+		qsort(order, p->nprocs, sizeof *order, cmp_proc_cpu);
+	for (uint32_t oi = 0; oi < p->nprocs; oi++) {
+		const fmt_file *f = &p->procs[order[oi].i].file;
+		if (!f->budget_ppm)
+			continue;
+		if (!s->budget_ppm)
+			s->budget_ppm = f->budget_ppm;
+		if (f->stride > s->budget_stride)
+			s->budget_stride = f->stride;
+		if ((double)f->budget_share_ppm / 1e4 > s->budget_share_pct)
+			s->budget_share_pct = (double)f->budget_share_ppm / 1e4;
+		s->budget_changes_more += f->stride_changes_more;
+		if (!f->nstride_changes)
+			continue;
+		struct ana_budget_change *a = realloc(s->budget_changes, (s->nbudget_changes + f->nstride_changes) * sizeof *a);
+		if (!a) {
+			free(order);
+			goto out;
+		}
+		s->budget_changes = a;
+		double t0 = (double)f->start_mono_ns;
+		for (uint32_t k = 0; k < f->nstride_changes; k++) {
+			const struct fmt_stride_change *c = &f->stride_changes[k];
+			double at = fmt_ticks_to_ns(f, c->ticks) - t0;
+			a[s->nbudget_changes++] = (struct ana_budget_change){f->pid, at > 0 ? at : 0, c->stride,
+									       (double)c->share_ppm / 1e4};
+		}
+	}
+	free(order);
 	/* Python: the first Python process's interpreter, and one line for every one whose
 	 * frames could not be read */
 	uint64_t py_said = 0;
@@ -1309,8 +1358,9 @@ int ana_samples_finish(ana_profile *p)
 				 bad[i].status == SYM_BUILDID ? "build id differs from the recording" : "missing",
 				 (unsigned long long)bad[i].samples);
 	}
+	/* (with a budget's stride the rate was lowered on purpose: the budget line says so) */
 	if (s->mode == FMT_SAMPLE_CPU && s->requested_hz && cpu_samples >= 50 && isfinite(s->achieved_hz) &&
-	    s->achieved_hz < 0.5 * (double)s->requested_hz)
+	    !s->nbudget_changes && s->achieved_hz < 0.5 * (double)s->requested_hz)
 		ana_warn(p, "sampled at %.0f Hz of CPU time, below the %llu Hz requested%s; shares remain unbiased "
 			    "estimates, from fewer samples",
 			 s->achieved_hz, (unsigned long long)s->requested_hz,
@@ -1333,6 +1383,7 @@ void ana_samples_free(ana_profile *p)
 	ana_sampling *s = &p->smp;
 	sstate_free(p);
 	free(s->samples);
+	free(s->budget_changes);
 	for (uint32_t i = 0; i < s->nstacks; i++)
 		free(s->stacks[i].locs);
 	free(s->stacks);

@@ -76,6 +76,11 @@ static const char help[] =
 	"                             every thread, also while blocked (off-CPU time); off:\n"
 	"                             regions and metrics only\n"
 	"  --stack-depth N            deepest call stack kept, frames (default 256; 4..512)\n"
+	"  --overhead-budget PCT      keep fennec's cost under PCT of the program's CPU (0.01 .. 50,\n"
+	"                             as 1 or 1%%): it measures its cost about every second and samples\n"
+	"                             less often while over (down to 10 Hz), more often again while\n"
+	"                             well under; the report says what it changed and when\n"
+	"                             (docs/sampling.md)\n"
 	"  --memory MODE              heap profiling (docs/memory.md): sampled (default: exact totals,\n"
 	"                             stacks of allocations sampled over bytes), full (every allocation\n"
 	"                             and free with its stack: exact leaks), off\n"
@@ -665,6 +670,7 @@ typedef struct rec_opts {
 	const char *metrics_listen; /* --metrics-listen (src/view/metrics.c) */
 	const char *max_size, *max_dur; /* --max-size, --max-duration: a capped recording */
 	const char *continuous, *interval, *keep; /* --continuous DIR, --interval, --keep (continuous.c) */
+	const char *budget;                       /* --overhead-budget (collect/budget.c) */
 	char mem_rate_s[24], mem_mmap_s[24], max_size_s[24], max_dur_s[24], interval_s[24]; /* bytes, ms */
 	int gpu_mode, quiet;
 } rec_opts;
@@ -681,6 +687,7 @@ enum rec_kind {
 	REC_QUIET,    /* a flag */
 	REC_LISTEN,   /* [HOST:]PORT (view_metrics_parse_listen) */
 	REC_DURATION, /* a duration with a unit (ms, s, m, h; none: s) in [lo, hi] s, kept as ms in `buf` */
+	REC_PERCENT,  /* a percentage from lo/100 to hi, with or without %, passed on as given */
 };
 
 typedef struct rec_option {
@@ -704,6 +711,7 @@ static const rec_option rec_options[] = {
 	{"--sample", NULL, REC_CHOICE, REC_AT(sample), "FENNEC_SAMPLE", 0, 0, {"cpu", "wall", "off"}, "cpu", 0},
 	{"--freq", "-F", REC_U32, REC_AT(freq), "FENNEC_HZ", 1, 20000, {0}, NULL, 0},
 	{"--stack-depth", NULL, REC_U32, REC_AT(depth), "FENNEC_STACK_DEPTH", 4, 512, {0}, NULL, 0},
+	{"--overhead-budget", NULL, REC_PERCENT, REC_AT(budget), "FENNEC_OVERHEAD_BUDGET", 1, 50, {0}, NULL, 0},
 	{"--memory", NULL, REC_CHOICE, REC_AT(memory), "FENNEC_MEMORY", 0, 0, {"sampled", "full", "off"}, "sampled", 0},
 	{"--memory-rate", NULL, REC_BYTES, REC_AT(mem_rate), "FENNEC_MEMORY_RATE", 1, 1u << 30, {0}, NULL,
 	 REC_AT(mem_rate_s)},
@@ -796,6 +804,18 @@ static int rec_option_read(const rec_option *r, cli_arg *x, rec_opts *o)
 		}
 		snprintf((char *)o + r->buf, sizeof o->max_dur_s, "%llu", (unsigned long long)(d * mul + 0.5));
 		v = (char *)o + r->buf;
+		break;
+	}
+	case REC_PERCENT: {
+		/* the collector's reading (budget.c): digits, an optional fraction, an optional % */
+		size_t n = v ? strspn(v, "0123456789.") : 0;
+		char *end = NULL;
+		double d = n && n < 16 ? strtod(v, &end) : -1;
+		if (!end || end != v + n || (v[n] && strcmp(v + n, "%")) || !(d >= r->lo / 100.0 && d <= r->hi)) {
+			cli_error("record", "%s needs a percentage from %g to %u (1 or 1%%), not '%s'", a, r->lo / 100.0,
+				  r->hi, v ? v : "");
+			return -1;
+		}
 		break;
 	}
 	case REC_GPU:
@@ -913,6 +933,13 @@ int cmd_record(int argc, char **argv)
 		const char *hz = getenv("FENNEC_HZ");
 		if (!o.freq && (!hz || !*hz))
 			o.freq = "49";
+	}
+	if (o.budget) {
+		const char *smp = o.sample ? o.sample : getenv("FENNEC_SAMPLE");
+		if (smp && (!strcmp(smp, "off") || !strcmp(smp, "none") || !strcmp(smp, "0"))) {
+			cli_error("record", "--overhead-budget lowers the sampling rate: not with --sample off");
+			return 2;
+		}
 	}
 	const char *output = o.output, *sample = o.sample, *memory = o.memory, *mem_mmap = o.mem_mmap;
 	int gpu_mode = o.gpu_mode, quiet = o.quiet;

@@ -188,6 +188,22 @@ int col_sample_stop(const struct timespec *deadline);
 void col_sample_atfork_child(void);
 void col_sample_drain(void (*emit)(unsigned type, cm_buf *raw), void (*before)(void));
 void col_sample_tick(void); /* writer, between flushes: unwinds the fuller rings (ring source) */
+void col_sample_set_stride(uint32_t k); /* writer: sample every k periods, each sample weighing k */
+uint32_t col_sample_stride(void);
+uint64_t col_sample_taken(void);     /* samples taken in the session so far */
+
+/* The overhead budget (budget.c; docs/internals/collect.md, "The overhead budget"): the
+ * costs of COST so far, cumulative, from which a look takes the last window's. */
+typedef struct col_cost_now {
+	uint64_t proc_cpu_ns;      /* the process's CPU (getrusage), fennec's included */
+	uint64_t writer_ns;        /* fennec's flushing CPU (STATS' collector_cpu_ns) */
+	uint64_t writer_sample_ns; /* the part of it in sample drains (unwinding, encoding) */
+	uint64_t handler_ns, heap_record_ns; /* measured on the program's threads */
+	uint64_t events, event_ps, heap_calls, heap_call_ps, taken, sample_kernel_ns; /* counts, costs */
+} col_cost_now;
+uint32_t col_budget_prepare(uint32_t hz, int sampling, uint64_t start_mono_ns); /* FENNEC_OVERHEAD_BUDGET: millionths, 0: none */
+void col_budget_check(uint64_t mono_ns, const col_cost_now *now);
+void col_budget_stats(cm_buf *b);
 uint64_t col_sample_quiet_ns(void); /* writer: the longest it may sleep before a ring is 1/4 full */
 void col_modules_drain(void (*emit)(unsigned type, cm_buf *raw), uint64_t now_ticks);
 void col_modules_reset(void);

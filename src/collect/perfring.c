@@ -136,6 +136,13 @@ void col_pr_free(col_pr *r)
 	free(r);
 }
 
+/* A new sampling period for the ring's counter (the overhead budget's stride). */
+void col_pr_set_period(col_pr *r, uint64_t period_ns)
+{
+	if (r && col_fd_marked(r->fd))
+		ioctl(r->fd, PERF_EVENT_IOC_PERIOD, &period_ns);
+}
+
 void col_pr_forget(col_pr *r)
 {
 	if (!r)
@@ -623,6 +630,7 @@ uint64_t col_pr_drain(col_pr **rings, size_t n, uint64_t cut_ns, uint32_t depth,
 col_pr *col_pr_open(pid_t tid, const col_pr_cfg *cfg, int (*move_fd)(int)) { return NULL; }
 void col_pr_free(col_pr *r) {}
 void col_pr_forget(col_pr *r) {}
+void col_pr_set_period(col_pr *r, uint64_t period_ns) {}
 unsigned col_pr_fill_pct(const col_pr *r) { return 0; }
 uint64_t col_pr_bytes(const col_pr *r) { return 0; }
 uint64_t col_pr_drain(col_pr **rings, size_t n, uint64_t cut_ns, uint32_t depth, col_pr_emit emit, void *ctx)

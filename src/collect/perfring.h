@@ -39,6 +39,7 @@ void col_pr_free(col_pr *r);
 /* In a fork child: the mapping was not inherited (perf rings are VM_DONTCOPY); close the
  * descriptor and forget the rest. */
 void col_pr_forget(col_pr *r);
+void col_pr_set_period(col_pr *r, uint64_t period_ns); /* the budget's stride: a new period */
 
 /* Its data bytes (fewer than asked when locked memory was short). */
 uint64_t col_pr_bytes(const col_pr *r);

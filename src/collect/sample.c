@@ -138,8 +138,15 @@ static struct {
 	_Atomic int mode;        /* enum fmt_sample_mode, for this session */
 	int source;              /* enum fmt_sample_source */
 	_Atomic int sig;         /* set before handler_installed, then for good */
-	uint64_t period_ns;
+	uint64_t period_ns;      /* the session's period, which a sample of weight 1 stands for */
 	uint32_t hz;
+	/* The overhead budget's stride (col_sample_set_stride): every source samples every
+	 * `stride` periods, and each sample weighs `stride` times more. `hist` is when it
+	 * changed, for the ring source's samples, which are unwound later (ring_emit); the
+	 * writer's, under unwind_lock. */
+	_Atomic uint32_t stride;
+	struct stride_at { uint64_t mono; uint32_t k; } hist[32];
+	uint32_t nhist;
 	_Atomic uint32_t depth;
 	int exclude_kernel;
 	_Atomic int active;      /* the handler records while set */
@@ -192,7 +199,7 @@ static struct {
 	uint64_t last_taken, last_dropped, last_truncated; /* counters in the last SAMPLES chunk */
 	int counters_written;
 	cm_buf recs, modules, tasks;
-} P = {.lock = PTHREAD_MUTEX_INITIALIZER, .unwind_lock = PTHREAD_MUTEX_INITIALIZER, .sig = 0};
+} P = {.lock = PTHREAD_MUTEX_INITIALIZER, .unwind_lock = PTHREAD_MUTEX_INITIALIZER, .sig = 0, .stride = 1};
 
 /* ---- configuration ---- */
 
@@ -249,7 +256,7 @@ static int perf_open(pid_t tid, int exclude_kernel)
 	a.type = PERF_TYPE_SOFTWARE;
 	a.size = sizeof a;
 	a.config = PERF_COUNT_SW_TASK_CLOCK;
-	a.sample_period = P.period_ns;
+	a.sample_period = P.period_ns * atomic_load_explicit(&P.stride, memory_order_relaxed);
 	a.disabled = 1;
 	a.exclude_kernel = (unsigned)exclude_kernel;
 	a.exclude_hv = 1;
@@ -396,6 +403,8 @@ void col_sample_prepare(int mode, uint32_t hz, uint32_t depth, col_sample_info *
 {
 	memset(info, 0, sizeof *info);
 	P.mode = FMT_SAMPLE_OFF;
+	atomic_store_explicit(&P.stride, 1, memory_order_relaxed);
+	P.nhist = 0;
 	if (depth < 4)
 		depth = 4;
 	if (depth > COL_SAMPLE_MAX_DEPTH)
@@ -588,6 +597,7 @@ static void on_signal(int sig, siginfo_t *si, void *ucv)
 	}
 	if (!atomic_load_explicit(&P.active, memory_order_acquire))
 		goto out;
+	weight *= atomic_load_explicit(&P.stride, memory_order_relaxed);
 	uint64_t t0 = col_ticks();
 	if (si->si_code == SI_QUEUE && kind == FMT_S_CPU && at_restart(ucv))
 		kind = FMT_S_OFFCPU;
@@ -864,8 +874,9 @@ static void tid_add(pid_t tid)
 		sev._sigev_un._tid = tid;
 		if (timer_create(clk, &sev, &e.timer) == 0) {
 			struct itimerspec its;
-			its.it_interval.tv_sec = (time_t)(P.period_ns / 1000000000u);
-			its.it_interval.tv_nsec = (long)(P.period_ns % 1000000000u);
+			uint64_t per = P.period_ns * atomic_load_explicit(&P.stride, memory_order_relaxed);
+			its.it_interval.tv_sec = (time_t)(per / 1000000000u);
+			its.it_interval.tv_nsec = (long)(per % 1000000000u);
 			its.it_value = its.it_interval;
 			if (timer_settime(e.timer, 0, &its, NULL) == 0)
 				e.has_timer = 1;
@@ -1045,7 +1056,8 @@ static int blk_sample(tid_ent *e)
 		py[i] = __atomic_load_n(&b->py[i], __ATOMIC_ACQUIRE);
 	if (atomic_load_explicit(&b->seq, memory_order_relaxed) != s1)
 		return 0; /* it returned meanwhile */
-	ring_write(e->tid, FMT_S_OFFCPU | FMT_S_EXACT_PC | (nf == BLK_FRAMES ? FMT_S_TRUNCATED : 0) | pyflags, 1, f, nf,
+	ring_write(e->tid, FMT_S_OFFCPU | FMT_S_EXACT_PC | (nf == BLK_FRAMES ? FMT_S_TRUNCATED : 0) | pyflags,
+		   atomic_load_explicit(&P.stride, memory_order_relaxed), f, nf,
 		   r, nr, py, npy);
 	return 1;
 }
@@ -1059,15 +1071,26 @@ static void *wall_main(void *arg)
 	col_mem_internal(1);
 	P.wall_tid = (pid_t)syscall(SYS_gettid);
 	pid_t pid = getpid();
-	uint64_t next = cm_mono_ns();
+	uint64_t next = cm_mono_ns(), rnd = next | 1;
 	while (!atomic_load_explicit(&P.wall_stop, memory_order_acquire)) {
-		next += P.period_ns;
+		uint32_t k = atomic_load_explicit(&P.stride, memory_order_relaxed);
+		uint64_t per = P.period_ns * k;
+		if (k > 1) {
+			/* The budget's longer periods (10-100 ms) lock step with a program's periodic
+			 * sleeps: 99.8 ms against offcpu's 100 ms cycles put 23 % of the samples where
+			 * it computes 40 % of the time. Intervals drawn from [per/2, 3 per/2) keep the
+			 * mean, so each sample still weighs k, and sample every phase alike. */
+			rnd ^= rnd << 13, rnd ^= rnd >> 7, rnd ^= rnd << 17;
+			next += per / 2 + rnd % per;
+		} else {
+			next += per;
+		}
 		uint64_t now = cm_mono_ns();
 		if (next > now) {
 			struct timespec ts = {(time_t)(next / 1000000000u), (long)(next % 1000000000u)};
 			while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL) == EINTR)
 				;
-		} else if (now - next >= P.period_ns) {
+		} else if (now - next >= per) {
 			/* A period or more behind (a slow scan of the tasks, a stopped or overloaded
 			 * machine): the missed periods go unsampled. Catching up would take them
 			 * back to back, in microseconds, and give them all to what each thread is
@@ -1546,6 +1569,21 @@ static void ring_clock_now(ring_clock *c)
 			  : 1.0;
 }
 
+/* The stride in force at `mono` (under unwind_lock): the newest change at or before it. A
+ * sample the kernel took just after a change may still belong to the old period: one
+ * sample a thread a change is weighed with the other stride (docs/internals/collect.md,
+ * "The overhead budget"). */
+static uint32_t stride_at(uint64_t mono)
+{
+	uint32_t n = P.nhist < 32 ? P.nhist : 32;
+	for (uint32_t i = 0; i < n; i++) {
+		const struct stride_at *h = &P.hist[(P.nhist - 1 - i) % 32];
+		if (h->mono <= mono)
+			return h->k;
+	}
+	return P.nhist <= 32 ? 1 : P.hist[(P.nhist - 32) % 32].k; /* before them: the session's 1 */
+}
+
 static void ring_emit(void *ctx, pid_t tid, uint64_t mono, unsigned flags, const uint64_t *frames, uint32_t nf)
 {
 	const ring_clock *c = ctx;
@@ -1553,7 +1591,7 @@ static void ring_emit(void *ctx, pid_t tid, uint64_t mono, unsigned flags, const
 	if (col_use_tsc)
 		ticks = c->ticks - (uint64_t)(int64_t)((double)(int64_t)(c->mono - mono) * c->rate);
 	/* No regions, step 0: the analysis takes them from the thread's events by time. */
-	ring_write_at(tid, flags | FMT_S_BY_TIME, 1, ticks ? ticks : 1, 0, frames, nf, NULL, 0, NULL, 0);
+	ring_write_at(tid, flags | FMT_S_BY_TIME, stride_at(mono), ticks ? ticks : 1, 0, frames, nf, NULL, 0, NULL, 0);
 }
 
 /*
@@ -1625,8 +1663,46 @@ uint64_t col_sample_quiet_ns(void)
 	if (P.mode == FMT_SAMPLE_OFF || P.source != FMT_SRC_RING || !bytes)
 		return UINT64_MAX;
 	uint64_t records = bytes / (P.prc.stack_bytes + 256);
-	return (records / 2 ? records / 2 : 1) * P.period_ns;
+	return (records / 2 ? records / 2 : 1) * P.period_ns * atomic_load_explicit(&P.stride, memory_order_relaxed);
 }
+
+/*
+ * The overhead budget (budget.c) samples every `k` periods: each source is re-armed at k
+ * times the session's period, and each sample weighs k (SAMPLES' weight), so that a
+ * sample's time stays weight times the header's period for every reader. The writer's,
+ * under the session's flush lock.
+ */
+void col_sample_set_stride(uint32_t k)
+{
+	if (P.mode == FMT_SAMPLE_OFF || !k || k == atomic_load_explicit(&P.stride, memory_order_relaxed))
+		return;
+	uint64_t per = P.period_ns * k;
+	pthread_mutex_lock(&P.unwind_lock);
+	P.hist[P.nhist % 32] = (struct stride_at){cm_mono_ns(), k};
+	P.nhist++;
+	atomic_store_explicit(&P.stride, k, memory_order_relaxed);
+	pthread_mutex_lock(&P.lock);
+	P.prc.period_ns = per; /* threads that start from now */
+	struct itimerspec its;
+	its.it_interval.tv_sec = (time_t)(per / 1000000000u);
+	its.it_interval.tv_nsec = (long)(per % 1000000000u);
+	its.it_value = its.it_interval;
+	for (uint32_t i = 0; i < P.ntids; i++) {
+		tid_ent *e = &P.tids[i];
+		if (e->pr)
+			col_pr_set_period(e->pr, per);
+		if (e->fd >= 0 && col_fd_marked(e->fd))
+			ioctl(e->fd, PERF_EVENT_IOC_PERIOD, &per);
+		if (e->has_timer)
+			timer_settime(e->timer, 0, &its, NULL);
+	}
+	pthread_mutex_unlock(&P.lock);
+	pthread_mutex_unlock(&P.unwind_lock);
+}
+
+uint32_t col_sample_stride(void) { return atomic_load_explicit(&P.stride, memory_order_relaxed); }
+
+uint64_t col_sample_taken(void) { return atomic_load_explicit(&P.taken, memory_order_relaxed); }
 
 void col_sample_tick(void)
 {

@@ -116,6 +116,8 @@ static struct {
 	uint64_t heap_calls_from; /* col_mem_calls() at the session's start */
 	unsigned end_reason; /* enum fmt_end of the final flush, which the writer makes on its stop */
 	uint64_t step_index;   /* steps completed */
+	uint32_t budget_ppm;   /* FENNEC_OVERHEAD_BUDGET (budget.c), 0: none */
+	uint64_t sample_cpu_ns; /* with a budget: the flushing threads' CPU in sample drains */
 	cm_buf out, raw, threads, ends;
 	ZSTD_CCtx *zctx;
 	col_sample_info sample;
@@ -599,6 +601,8 @@ static void write_header(uint64_t start_mono, uint64_t start_ticks, uint64_t sta
 		fmt_hdr_varint(&h, FMT_H_SAMPLE_SOURCE, S.sample.source);
 		fmt_hdr_varint(&h, FMT_H_SAMPLE_DEPTH, S.sample.depth);
 		fmt_hdr_varint(&h, FMT_H_SAMPLE_HZ, S.sample.hz);
+		if (S.budget_ppm)
+			fmt_hdr_varint(&h, FMT_H_OVERHEAD_BUDGET, S.budget_ppm);
 	}
 	if (col_py_version()) {
 		/* the source must be one with a signal for Python frames */
@@ -962,7 +966,7 @@ static void copy_segment(col_thread *t, uint64_t from, uint64_t to)
 	uint64_t first = t->size - off < len ? t->size - off : len;
 	cm_buf_put(&S.raw, t->ring + off, first);
 	cm_buf_put(&S.raw, t->ring, len - first);
-	if (S.seg.on && !S.raw.failed)
+	if ((S.seg.on || S.budget_ppm) && !S.raw.failed) /* the budget counts the events */
 		seg_scan(t->index, S.raw.data + S.raw.len - len, (size_t)len);
 }
 
@@ -1047,9 +1051,12 @@ static void stats_payload(cm_buf *b, cm_buf *drops, uint32_t ndrops, uint32_t th
  * than its samples (docs/format.md, "Regions and step by time"). */
 static void emit_samples(void)
 {
+	uint64_t c0 = S.budget_ppm ? thread_cpu_ns() : 0;
 	if (S.sample.mode || S.mem.mode)
 		col_modules_drain(emit_chunk, col_ticks());
 	col_sample_drain(emit_chunk, emit_sites); /* SITES first: samples name regions */
+	if (S.budget_ppm)
+		S.sample_cpu_ns += thread_cpu_ns() - c0;
 }
 
 /*
@@ -1095,6 +1102,31 @@ static void emit_cost(int final, unsigned exit_reason)
 	cm_buf_varint(&b, calls > S.heap_calls_from ? calls - S.heap_calls_from : 0);
 	emit_chunk(FMT_COST, &b);
 	cm_buf_free(&b);
+}
+
+/* The overhead budget's look (budget.c), after a periodic flush's COST chunk: the same
+ * figures, cumulative for the session. */
+static void budget_look(void)
+{
+	double tpn = S.ticks_per_ns > 0 ? S.ticks_per_ns : 1.0;
+	struct rusage ru;
+	getrusage(RUSAGE_SELF, &ru);
+	uint64_t calls = col_mem_calls();
+	col_cost_now c = {
+		.proc_cpu_ns = (uint64_t)ru.ru_utime.tv_sec * 1000000000u + (uint64_t)ru.ru_utime.tv_usec * 1000u +
+			       (uint64_t)ru.ru_stime.tv_sec * 1000000000u + (uint64_t)ru.ru_stime.tv_usec * 1000u,
+		.writer_ns = S.lazy_cpu_ns + (thread_cpu_ns() - S.lazy_cpu_from),
+		.writer_sample_ns = S.sample_cpu_ns,
+		.handler_ns = (uint64_t)((double)col_sample_handler_ticks() / tpn),
+		.heap_record_ns = (uint64_t)((double)col_mem_record_ticks() / tpn),
+		.events = S.seg.events,
+		.event_ps = S.event_ps,
+		.heap_calls = calls > S.heap_calls_from ? calls - S.heap_calls_from : 0,
+		.heap_call_ps = S.heap_call_ps,
+		.taken = col_sample_taken(),
+		.sample_kernel_ns = S.sample_kernel_ns,
+	};
+	col_budget_check(cm_mono_ns(), &c);
 }
 
 /* Drain every ring into chunks and append them to the file. Caller holds flush_lock.
@@ -1164,6 +1196,8 @@ static void flush_locked(int final, unsigned exit_reason)
 	if (S.ends.len)
 		emit_chunk(FMT_THREAD_END, &S.ends);
 	emit_cost(final, exit_reason);
+	if (!final && S.budget_ppm)
+		budget_look();
 	cm_buf st = {0};
 	stats_payload(&st, &drops, ndrops, atomic_load(&S.next_index));
 	if (final)
@@ -1177,6 +1211,7 @@ static void flush_locked(int final, unsigned exit_reason)
 	cm_buf_varint(&st, lost_allocs);
 	cm_buf_varint(&st, lost_frees);
 	cm_buf_varint(&st, atomic_load_explicit(&sites_refused, memory_order_relaxed));
+	col_budget_stats(&st); /* the sampling stride, fennec's share in the budget's last window */
 	uint64_t end_at = S.file_off + S.out.len;
 	emit_chunk(final ? FMT_END : FMT_STATS, &st);
 	cm_buf_free(&st);
@@ -1380,7 +1415,13 @@ static void *writer_main(void *arg)
 		col_mem_tick(now);
 		col_gpu_tick(now);
 		col_sys_tick(now);
-		col_sample_tick();
+		if (S.budget_ppm) {
+			uint64_t c0 = thread_cpu_ns();
+			col_sample_tick();
+			S.sample_cpu_ns += thread_cpu_ns() - c0;
+		} else {
+			col_sample_tick();
+		}
 		unsigned fill = max_fill_pm(), mfill = col_mem_fill_pm();
 		if (mfill > fill)
 			fill = mfill;
@@ -1619,6 +1660,8 @@ static int session_begin(void)
 	atomic_store(&S.next_index, 0);
 	col_modules_reset(); /* a new file names every loaded object again */
 	col_sample_prepare(S.cfg.sample_mode, S.cfg.sample_hz, S.cfg.stack_depth, &S.sample);
+	S.budget_ppm = col_budget_prepare(S.sample.hz, S.sample.mode != 0, mono);
+	S.sample_cpu_ns = 0;
 	col_mem_prepare(S.cfg.memory_mode, S.cfg.memory_rate, S.cfg.memory_interval_ms, S.cfg.stack_depth, &S.mem);
 	col_gpu_prepare();
 	col_sys_prepare();

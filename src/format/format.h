@@ -100,6 +100,7 @@ enum fmt_hkey {
 	FMT_H_PY_STATUS = 39,  /* enum fmt_py_status (1.7) */
 	FMT_H_SEG_MAX_SIZE = 40, /* capped recording: bytes the files may hold (1.9) */
 	FMT_H_SEG_MAX_DURATION = 41, /* capped recording: ns of the run kept (1.9) */
+	FMT_H_OVERHEAD_BUDGET = 42, /* the overhead budget: millionths of the process's CPU */
 };
 
 /* HEAP2 STACK flags (docs/format.md) */

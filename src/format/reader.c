@@ -251,6 +251,7 @@ static int decode_header(rd *r, cur *c)
 		case FMT_H_SAMPLE_SOURCE: f->sample_source = v; break;
 		case FMT_H_SAMPLE_DEPTH: f->sample_depth = v; break;
 		case FMT_H_SAMPLE_HZ: f->sample_hz = v; break;
+		case FMT_H_OVERHEAD_BUDGET: f->budget_ppm = v; break;
 		case FMT_H_MEM_MODE: f->mem_mode = v; break;
 		case FMT_H_MEM_RATE: f->mem_rate = v; break;
 		case FMT_H_MEM_INTERVAL: f->mem_interval_ns = v; break;
@@ -410,6 +411,26 @@ static int decode_stats(rd *r, cur *c, int is_end)
 		if (c->bad)
 			return fail(r, FENNEC_ECORRUPT, r->chunk_off, "%s: the refused-site count runs past the end of the chunk", is_end ? "END" : "STATS");
 		f->sites_refused = refused;
+	}
+	if (c->p < c->end) { /* the overhead budget's stride and share (collectors since 2026-12-03) */
+		uint64_t k = cur_varint(c), share = cur_varint(c);
+		if (c->bad || !k || k > 1000000)
+			return fail(r, FENNEC_ECORRUPT, r->chunk_off, "%s: bad sampling stride %llu", is_end ? "END" : "STATS",
+				    (unsigned long long)k);
+		if (k != (f->stride ? f->stride : 1)) {
+			if (f->nstride_changes < FMT_MAX_STRIDE_CHANGES) {
+				struct fmt_stride_change *a = realloc(f->stride_changes, (f->nstride_changes + 1) * sizeof *a);
+				if (!a)
+					return fail(r, FENNEC_ENOMEM, r->chunk_off, "out of memory");
+				f->stride_changes = a;
+				a[f->nstride_changes++] = (struct fmt_stride_change){ticks, (uint32_t)k,
+										       share > UINT32_MAX ? UINT32_MAX : (uint32_t)share};
+			} else {
+				f->stride_changes_more++;
+			}
+		}
+		f->stride = (uint32_t)k;
+		f->budget_share_ppm = share > UINT32_MAX ? UINT32_MAX : (uint32_t)share;
 	}
 	/* getrusage() counts the process's CPU from its start: the session's is the part after
 	 * the header's (a session started late, a process's second session, an exec'd image). */
@@ -2580,6 +2601,10 @@ static void fmt_file_free_records(fmt_file *f)
 	free(f->pycode);
 	f->pycode = NULL;
 	f->npycode = 0;
+	free(f->stride_changes);
+	f->stride_changes = NULL;
+	f->nstride_changes = 0;
+	f->stride_changes_more = 0;
 	for (uint32_t i = 0; i < f->nsites; i++) {
 		free(f->sites[i].name);
 		free(f->sites[i].file);

@@ -115,6 +115,7 @@ typedef struct fmt_skip {
 /* fmt_read_ex() flags */
 #define FMT_READ_RESYNC 1u /* skip a damaged chunk to the next whole one instead of failing */
 
+#define FMT_MAX_STRIDE_CHANGES 4096
 typedef struct fmt_file {
 	char *path;
 	uint64_t size;
@@ -148,6 +149,14 @@ typedef struct fmt_file {
 	int has_collector_cpu;     /* STATS/END gave it (since 1.5) */
 	uint64_t heap_dropped_allocs, heap_dropped_frees; /* of heap.dropped: ALLOCs, FREEs */
 	uint64_t sites_refused; /* region and metric calls the collector's full site table gave no name */
+	/* The overhead budget (header key 42; STATS' stride and share, collectors since
+	 * 2026-12-03): each STATS whose stride differs from the one before, in file order. */
+	uint64_t budget_ppm;    /* millionths of the process's CPU; 0: none */
+	uint32_t stride;        /* the last STATS's: samples every `stride` periods (0: not given) */
+	uint32_t budget_share_ppm; /* the last STATS's: fennec's share in the budget's last window */
+	struct fmt_stride_change { uint64_t ticks; uint32_t stride, share_ppm; } *stride_changes;
+	uint32_t nstride_changes; /* kept: the first FMT_MAX_STRIDE_CHANGES */
+	uint64_t stride_changes_more; /* changes past those, counted */
 	int has_heap_drops;        /* STATS/END gave them (collectors since 2026-11-22) */
 	/* COST (1.8), the last chunk's: fennec's work on the program's threads */
 	int has_cost;

@@ -106,6 +106,31 @@ static void samples_json(FILE *out, const ana_profile *p)
 	knum(out, "cpu_weight", (double)s->weight[ANA_CPU], &f1);
 	knum(out, "offcpu_weight", (double)s->weight[ANA_OFFCPU], &f1);
 	knum(out, "unknown_frames", (double)s->unknown_frames, &f1);
+	key(out, "budget", &f1);
+	if (!s->budget_ppm) {
+		fputs("null", out);
+	} else {
+		int g = 1;
+		fputc('{', out);
+		knum(out, "budget_pct", (double)s->budget_ppm / 1e4, &g);
+		knum(out, "last_share_pct", s->budget_share_pct, &g);
+		knum(out, "final_stride", s->budget_stride ? (double)s->budget_stride : 1, &g);
+		knum(out, "changes_not_kept", (double)s->budget_changes_more, &g);
+		key(out, "changes", &g);
+		fputc('[', out);
+		for (size_t i = 0; i < s->nbudget_changes; i++) {
+			const struct ana_budget_change *c = &s->budget_changes[i];
+			int h = 1;
+			fputs(i ? ", {" : "{", out);
+			knum(out, "pid", (double)c->pid, &h);
+			knum(out, "at_ns", c->at_ns, &h);
+			knum(out, "stride", c->stride, &h);
+			knum(out, "hz", s->period_ns ? 1e9 / (double)s->period_ns / c->stride : NAN, &h);
+			knum(out, "share_pct", c->share_pct, &h);
+			fputc('}', out);
+		}
+		fputs("]}", out);
+	}
 	key(out, "python", &f1);
 	if (!s->py_version) {
 		fputs("null", out);

@@ -164,6 +164,37 @@ static void hot_lines(FILE *out, const ana_profile *p, const ana_sample_view *v,
 		fprintf(out, "  ... %u more lines\n", v->nlines[kind] - rows);
 }
 
+/* What the overhead budget changed (record --overhead-budget): the first changes, each
+ * with the share of the CPU fennec had in the window that decided it. */
+static void budget_text(FILE *out, const ana_profile *p)
+{
+	const ana_sampling *s = &p->smp;
+	char a[32];
+	double hz = s->period_ns ? 1e9 / (double)s->period_ns : 0;
+	fprintf(out, "  budget       %g%% of the program's CPU", (double)s->budget_ppm / 1e4);
+	if (!s->nbudget_changes) {
+		fprintf(out, ": no change needed (fennec %.2f%% of the CPU in its last look)\n", s->budget_share_pct);
+		return;
+	}
+	int pids = 0;
+	for (size_t i = 1; i < s->nbudget_changes; i++)
+		pids |= s->budget_changes[i].pid != s->budget_changes[0].pid;
+	size_t shown = s->nbudget_changes < 6 ? s->nbudget_changes : 6;
+	fprintf(out, ":");
+	for (size_t i = 0; i < shown; i++) {
+		const struct ana_budget_change *c = &s->budget_changes[i];
+		fprintf(out, "%s", i ? ";" : "");
+		if (pids)
+			fprintf(out, " pid %llu", (unsigned long long)c->pid);
+		fprintf(out, " %.3g Hz from %s (fennec was %.1f%%)", hz / c->stride, ana_fmt_ns(c->at_ns, a, sizeof a),
+			c->share_pct);
+	}
+	size_t more = s->nbudget_changes - shown + (size_t)s->budget_changes_more;
+	if (more)
+		fprintf(out, "; %zu more changes", more);
+	fprintf(out, "\n");
+}
+
 static void samples_text(FILE *out, const ana_profile *p, const char *bold, const char *reset)
 {
 	const ana_sampling *s = &p->smp;
@@ -177,6 +208,8 @@ static void samples_text(FILE *out, const ana_profile *p, const char *bold, cons
 		fprintf(out, "%.0f Hz per CPU second\n", s->achieved_hz);
 	else
 		fprintf(out, "- (no CPU time recorded)\n");
+	if (s->budget_ppm)
+		budget_text(out, p);
 	fprintf(out, "  samples      %llu (on-CPU %llu, off-CPU %llu)   dropped %llu   truncated %llu\n",
 		(unsigned long long)s->nsamples, (unsigned long long)s->all.samples[ANA_CPU],
 		(unsigned long long)s->all.samples[ANA_OFFCPU], (unsigned long long)s->dropped,
