@@ -9,7 +9,7 @@ more than any budget, then arithmetic), offcpu.c (40 % on CPU, 60 % blocked)."""
 import json
 
 from helpers import (MS, analyze, analyze_raw, assert_close, assert_eq, assert_rel, assert_true, collector,
-                     fixture, record, record_command, run, statistical)
+                     fixture, record, record_command, run, skip_under, statistical)
 
 
 def budget_of(rep):
@@ -78,6 +78,8 @@ def test_budget_keeps_shares_unbiased():
 
 
 def test_budget_raises_the_rate_again_when_the_cost_falls():
+    skip_under("asan", "the heap calibration is off under ASan (its allocator is not glibc's): the first "
+               "phase's wrapper cost is not counted, so nothing drives the rate down")
     r, path = record("budget_phases", 1500, 3000, opts=("--overhead-budget", "1%"))
     t, rep = truth(r), analyze(path)
     ch = budget_of(rep)["changes"]
