@@ -12,17 +12,16 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <gnu/libc-version.h>
-#include <malloc.h>
+#include <link.h>
 #include <math.h>
 #include <pthread.h>
 #include <sched.h>
 #include <signal.h>
 #include <stdatomic.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <link.h>
 #include <sys/mman.h>
-#include <sys/resource.h>
 #include <sys/syscall.h>
 #include <sys/uio.h>
 #include <time.h>
@@ -32,49 +31,10 @@
 #include <libunwind.h>
 #include <unwind.h>
 
-#include "collect/pyframes.h"
 #include "collect/cfi.h"
-#include "collect/collect.h"
+#include "collect/heap.h"
 #include "collect/mmap_event.h"
-#include "collect/ring.h"
-#include "fennec.h"
-
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
-#define MEM_SANITIZER 1 /* the sanitizer owns malloc: libfennec does not interpose it */
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
-#define MEM_SANITIZER 1
-#endif
-#endif
-#ifndef MEM_SANITIZER
-#define MEM_SANITIZER 0
-#endif
-
-#define API FENNEC_API
-#define MEM_SLOTS 1024                  /* threads with counters of their own */
-#define SET_SIZE (1u << 16)             /* sampled live blocks tracked (sampled mode) */
-#define SET_PROBES 64
-#define FILTER_BITS (1u << 15)          /* the filter in front of the set: 4 KiB of bits */
-#define SET_TOMB ((uintptr_t)1)
-#define RING_SAMPLED CM_SMALL(4u << 20, 64u << 10)
-#define RING_FULL CM_SMALL(16u << 20, 64u << 10)          /* the writer drains at 25 %, looking every 2-6 ms */
-#define RING_AHEAD 1024                 /* producers and the writer prefetch this far ahead */
-#define REC_HDR 48                      /* ALLOC and SNAP records' header; FREE's is REC_FREE */
-#define REC_FREE 32
-#define MREC_TRUNCATED 1                /* ALLOC: the stack was cut at the depth limit */
-#define MREC_SAME 2                     /* ALLOC: no frames or regions follow: the stack (and
-					   regions) the thread's record with the same `entry`
-					   carried last */
-
-typedef void *(*malloc_fn)(size_t);
-typedef void *(*calloc_fn)(size_t, size_t);
-typedef void *(*realloc_fn)(void *, size_t);
-typedef void *(*reallocarray_fn)(void *, size_t, size_t);
-typedef void (*free_fn)(void *);
-typedef void *(*memalign_fn)(size_t, size_t);
-typedef int (*posix_memalign_fn)(void **, size_t, size_t);
-typedef void *(*valloc_fn)(size_t);
-typedef size_t (*usable_fn)(void *);
+#include "collect/pyframes.h"
 
 extern void *__libc_malloc(size_t);
 extern void *__libc_calloc(size_t, size_t);
@@ -94,416 +54,26 @@ static int stub_posix_memalign(void **out, size_t align, size_t n);
 static void *stub_valloc(size_t n);
 static void *stub_pvalloc(size_t n);
 
-/* The next allocator. Until it is resolved these are stubs that resolve it and call it: the
- * wrappers' common path need not check. */
-static struct {
-	malloc_fn malloc;
-	calloc_fn calloc;
-	realloc_fn realloc;
-	reallocarray_fn reallocarray;
-	free_fn free;
-	memalign_fn memalign, aligned_alloc;
-	posix_memalign_fn posix_memalign;
-	valloc_fn valloc, pvalloc;
-	usable_fn usable;
-} R = {stub_malloc, stub_calloc, stub_realloc, NULL, stub_free, stub_memalign, stub_aligned_alloc,
-       stub_posix_memalign, stub_valloc, stub_pvalloc, NULL};
-static _Atomic int resolved; /* 0: not yet, 1: resolving, 2: done */
-enum { HEAP_NONE, HEAP_GLIBC, HEAP_OTHER };
-/* NONE: no counters (FENNEC_MEMORY=none) or not known yet; GLIBC: the next allocator is
- * glibc's, read its chunk headers; OTHER: ask it. Written once by resolve(), read by every
- * thread's gate_update() (fennec_intern on a thread that never allocated reads it while
- * fennec_start resolves: a data race under TSan), so atomic; relaxed: resolved's release
- * store publishes it, and a thread that reads NONE early has its gate closed. */
-static _Atomic int heap_kind_;
-#define HEAP_KIND() atomic_load_explicit(&heap_kind_, memory_order_relaxed)
-
-/* Counters of one thread: written by their owner only (plain load + store), summed by
- * readers. Threads beyond MEM_SLOTS, and threads after their exit, use `shared`
- * (atomically). Live
- * bytes change by `live_delta` until it reaches LIVE_BATCH either way, then it is folded
- * into the shared `live` with one atomic: the fast path has no atomic operation, and the
- * peak is exact to LIVE_BATCH per thread (a block of LIVE_BATCH or more is folded at once). */
-#define LIVE_BATCH (64 * 1024)
-typedef struct mem_slot {
-	_Atomic uint64_t allocs, frees, bytes, largest;
-	_Atomic int64_t live_delta;
-	_Atomic uint64_t reallocs; /* reallocs of a block: each one allocation and one free */
-	_Atomic uint64_t sample_at; /* sampled mode: the owner's next sampled allocation is the
-				      one that takes `bytes` to sample_at or beyond (0: draw
-				      it); one comparison with the sum the inline paths
-				      compute anyway */
-	_Atomic int used;
-} __attribute__((aligned(64))) mem_slot;
+/* The next allocator (heap.h). Until it is resolved these are stubs that resolve it and
+ * call it: the wrappers' common path need not check. */
+struct col_heap_next R = {stub_malloc, stub_calloc, stub_realloc, NULL, stub_free, stub_memalign, stub_aligned_alloc,
+			  stub_posix_memalign, stub_valloc, stub_pvalloc, NULL};
+_Atomic int resolved; /* 0: not yet, 1: resolving, 2: done */
+_Atomic int heap_kind_;
 
 static mem_slot slots[MEM_SLOTS];
 static mem_slot shared, retired; /* atomically updated */
 static _Atomic uint32_t slots_hwm;
 static _Atomic int64_t live;      /* usable bytes of live blocks */
-static _Atomic uint64_t peak;     /* highest `live` since the process (or session) started */
-static _Atomic uint64_t peak_ticks, peak_step;
-static _Atomic uint32_t peak_site;
+_Atomic uint64_t peak;
+_Atomic uint64_t peak_ticks, peak_step;
+_Atomic uint32_t peak_site;
 static pthread_key_t slot_key;
 static pthread_once_t key_once = PTHREAD_ONCE_INIT;
 static int key_ok;
 
-typedef struct mem_tls {
-	mem_slot *slot;      /* NULL until the first allocation */
-	mem_slot *fast;      /* the wrappers' gate: slot while the heap is glibc's and `own` is
-				clear (gate_update()), else NULL: their inline paths need no
-				other check of the thread */
-	union {
-		struct {
-			uint8_t busy;      /* inside a wrapper's recording path */
-			uint8_t internal;  /* fennec's own code runs on this thread */
-			uint8_t resolving; /* this thread runs dlsym for the real allocator */
-		};
-		uint32_t own;        /* any of them: allocations go to fennec's own heap, uncounted */
-	};
-	uint8_t claimed;     /* a slot was claimed (or refused): without one, count in `shared` */
-	pid_t tid;           /* cached gettid(); 0 until known (reset in a fork child) */
-	uint64_t peak_at;    /* ticks at which this thread last raised the peak */
-	int64_t countdown;   /* sampled mode: bytes until the next sampled allocation, while
-				the thread has no slot (else the slot's) */
-	uint64_t rng;
-	struct sc_cache *stacks; /* cache of allocation stacks (NULL until the first) */
-	uintptr_t stack_lo, stack_hi; /* the thread's stack, where cached stacks may be read */
-	uint8_t no_cache;    /* the cache was given back (thread exit) or could not be made */
-} mem_tls;
-static __thread mem_tls T;
-
-/* Open or close the wrappers' gate after T.own, T.slot or the heap kind changed. */
-static inline void gate_update(void)
-{
-	T.fast = !T.own && HEAP_KIND() == HEAP_GLIBC ? T.slot : NULL;
-}
-
-/* Leave a recording path: clear T.busy and update the gate. The other flags are read
- * before the store: a load of T.own just after the byte store to T.busy cannot take its
- * value from that store and waits until it, and every store before it, is written to the
- * cache: the record's stores to the ring (cache misses) included. */
-static inline void busy_end(void)
-{
-	int others = T.internal | T.resolving;
-	__asm__ volatile("" ::: "memory"); /* the loads stay before the store */
-	T.busy = 0;
-	T.fast = !others && HEAP_KIND() == HEAP_GLIBC ? T.slot : NULL;
-}
-
-static inline uint32_t my_tid(void)
-{
-	if (unlikely(!T.tid))
-		T.tid = (pid_t)syscall(SYS_gettid);
-	return (uint32_t)T.tid;
-}
-
-/* Recording state of the session. */
-static struct {
-	_Atomic int mode;          /* enum fmt_mem_mode while recording, else FMT_MEM_OFF */
-	_Atomic int64_t limit;     /* the inline allocation paths' gate, set with mode
-				      (alloc_gate()): 0 sampled, INT64_MAX full, else INT64_MIN */
-	int session_mode;
-	uint64_t rate;
-	uint64_t interval_ns;
-	uint32_t depth;
-	uint64_t ring_bytes;           /* FENNEC_HEAP_RING or the mode's default (ring_size()) */
-	uint64_t scan_ms;              /* FENNEC_LEAK_SCAN_MS: the reachability scan's limit */
-	int fork_child;                /* this image began as a fork child (col_mem_atfork_child()) ... */
-	int forked;                    /* ... and has fork children of its own (col_mem_atfork_parent()) */
-	col_ring ring;
-	uint64_t records;              /* records the writer took (only it counts, under flush_lock) */
-	_Atomic uint64_t dropped, truncated, untracked;
-	_Atomic uint64_t dropped_allocs, dropped_frees; /* of `dropped`: ALLOCs, FREEs (the rest are SNAPs) */
-	uint64_t base_allocs, base_frees, base_bytes; /* totals at session start */
-	_Atomic uint32_t gen;          /* sessions started: threads' MREC_SAME hints are of this one */
-	int statm_fd;
-	long page;
-	uint64_t next_snap_ns;
-	/* sampled mode: addresses of sampled live blocks, with a filter in front: a bit per
-	 * 16-byte granule of a 512 KiB window (address bits 4-18), set while a sampled block
-	 * there is live, which free()'s inline path tests; set_insert() and set_remove()
-	 * keep the counts of blocks per bit (255 sticks: never decremented again). While in
-	 * full mode every bit is set (filter_fill()), so that free()'s inline path checks
-	 * nothing else. */
-	_Atomic uintptr_t set[SET_SIZE];
-	_Atomic uint64_t filter[FILTER_BITS / 64];
-	_Atomic uint8_t filter_count[FILTER_BITS];
-	/* writer side (docs/format.md, "Heap (1.3)") */
-	struct stk { uint64_t hash; uint32_t id; uint32_t off; } *stacks;
-	uint32_t nstacks, stacks_cap;  /* open addressing, cap a power of two */
-	cm_buf stack_data;             /* interned stacks: nf, nr, flags, frames, regions */
-	/* the blocks allocated and not freed, by address (see leaf_find()) */
-	struct wpage *pages;             /* the page table */
-	uint32_t npages, pages_cap;
-	struct wpage *leaf_cache;        /* WL_CACHE pages found lately, by page number */
-	struct wleaf *leaf_free;         /* leaves of no page */
-	uint8_t *leaf_slab;              /* where the next new leaf goes ... */
-	uint32_t leaf_slab_left;         /* ... and how many more fit there */
-	uint32_t leaf_slabs;             /* slabs allocated */
-	struct wblock **pool;            /* chunks of WB_CHUNK entries */
-	uint32_t pool_chunks, pool_chunks_cap;
-	uint32_t pool_used, pool_free;   /* ids handed out so far; the first free one (0: none) */
-	struct wover *over;              /* blocks that share a slot with another, by address */
-	uint32_t nover, over_cap;
-	struct wthread *threads;       /* by tid */
-	struct wthread *hot;           /* the latest looked up (NULL after the table moved) */
-	uint32_t nthreads, threads_cap;
-	uint32_t chunk_threads;        /* THREAD indices given in the chunk being written */
-	uint32_t cur_tid;              /* the thread of the chunk's latest ALLOC or FREE; 0: none */
-	uint64_t cur_q, cur_step;      /* the chunk's TIME and STEP state */
-	unsigned shift;                /* TIME unit: 2^shift ticks */
-	cm_buf body, chunk;
-	uint64_t emitted_ns;           /* when the latest chunk was written */
-	int counters_written;
-	uint64_t last_records, last_dropped, last_allocs, last_frees;
-} M = {.statm_fd = -1, .limit = INT64_MIN};
-
-/* The stopping thread's stack pointer (col_mem_stop()): its live frames are above it, for
- * the reachability scan at the end (col_mem_reach()). */
-static uintptr_t reach_stop_sp;
-#define REACH_MAX_SELF 8
-static struct {
-	uint64_t lo[REACH_MAX_SELF], hi[REACH_MAX_SELF]; /* libfennec's writable segments */
-	uint32_t n;
-} SELF;
-/* The code of the C library, the loader and libfennec: the frames of exit() and of the
- * session's end, whose slots hold what earlier calls left there (col_mem_stop()). */
-#define RT_RANGES 24
-static struct {
-	uint64_t lo[RT_RANGES], hi[RT_RANGES];
-	uint32_t n;
-} RT;
-static int self_segments(struct dl_phdr_info *info, size_t size, void *arg);
-static void note_stop_sp(int unwind);
-
-/* Stacks of threads that ended: glibc keeps them mapped for later threads, with the
- * pointers their frames held, which the scan must not take for live ones. A thread notes
- * its stack when it ends (thread_gone()), and one that starts on a noted stack takes it
- * back (sc_get()). The latest DEAD_STACKS are kept. */
-#define DEAD_STACKS 256
-static struct {
-	_Atomic uintptr_t lo[DEAD_STACKS], hi[DEAD_STACKS];
-	_Atomic uint32_t next;
-} DEAD;
-
-#if !MEM_SANITIZER /* the sanitizer builds keep no stacks (sc_get()) */
-static void dead_stack_add(uintptr_t lo, uintptr_t hi)
-{
-	uint32_t i = atomic_fetch_add_explicit(&DEAD.next, 1, memory_order_relaxed) % DEAD_STACKS;
-	atomic_store_explicit(&DEAD.lo[i], lo, memory_order_relaxed);
-	atomic_store_explicit(&DEAD.hi[i], hi, memory_order_release);
-}
-
-static void dead_stack_take(uintptr_t lo, uintptr_t hi)
-{
-	uint32_t n = atomic_load_explicit(&DEAD.next, memory_order_relaxed);
-	for (uint32_t i = 0; i < DEAD_STACKS && i < n; i++)
-		if (atomic_load_explicit(&DEAD.lo[i], memory_order_relaxed) < hi &&
-		    atomic_load_explicit(&DEAD.hi[i], memory_order_acquire) > lo)
-			atomic_store_explicit(&DEAD.hi[i], 0, memory_order_relaxed);
-}
-#endif
-
-/* One heap event as it sits in the ring (host byte order), followed by frames and
- * region ids (ALLOC) or three counters (SNAP). A FREE is the first REC_FREE bytes only. */
-typedef struct mrec {
-	uint32_t len;
-	uint8_t type;      /* enum fmt_heap_rec */
-	uint8_t flags;     /* ALLOC: MREC_TRUNCATED, MREC_SAME; SNAP: enum fmt_snap_reason */
-	uint16_t nframes;
-	uint32_t tid;
-	uint16_t nregions;
-	uint16_t entry;    /* ALLOC: 1 + the thread's stack cache entry it came from; 0: none */
-	uint64_t ticks;
-	uint64_t a;        /* ALLOC, FREE: address; SNAP: live bytes */
-	uint64_t b;        /* ALLOC: size; SNAP: RSS bytes */
-	uint64_t step;     /* ALLOC, SNAP */
-} mrec;
-_Static_assert(sizeof(mrec) == REC_HDR, "heap record header");
-_Static_assert(offsetof(mrec, b) == REC_FREE, "a FREE record ends before the size");
-
-/* ---- fennec's own heap ---- */
-
-/*
- * Allocations made by fennec itself (T.own: its writer thread and API calls, libunwind
- * inside a recording, dlsym while the real allocator is resolved) come from a private
- * mapping, never from the program's allocator. In the program's heap they took its arena
- * locks and changed its layout: the writer growing its output buffer in the main arena put
- * a block above a realloc chain that had grown in place at the top of the heap, and every
- * realloc after that split a free neighbour instead (bench/memory.sh, realloc: 2.4x the
- * unprofiled run where counting alone cost 1.5x).
- * Blocks hold 16 << k bytes behind a 16-byte header; a free list per size; one spinlock
- * (fennec allocates rarely, never on the program's hot path). Freed blocks of OWN_RELEASE
- * or more give their pages back. The header's second word is what glibc keeps before an
- * mmapped chunk, so malloc_usable_size() works on these blocks too.
- */
-#if !MEM_SANITIZER
-#define OWN_SPACE (8ull << 30)   /* address space reserved at first use (less if refused) */
-#define OWN_COMMIT (1u << 20)    /* made accessible at a time */
-#define OWN_CLASSES 40
-#define OWN_RELEASE (64u << 10)
-
-static struct {
-	uint8_t *base;
-	_Atomic size_t span;      /* bytes reserved at base; 0 until mapped */
-	size_t used, committed;   /* handed out, made accessible: under lock */
-	uint8_t *free_list[OWN_CLASSES];
-	atomic_flag lock;
-	_Atomic int state;        /* 0 unmapped, 1 being mapped, 2 mapped, 3 failed */
-} H = {.lock = ATOMIC_FLAG_INIT};
-
-static inline int own_block(const void *p)
-{
-	return (uintptr_t)p - (uintptr_t)H.base < atomic_load_explicit(&H.span, memory_order_relaxed);
-}
-
-static void own_lock(void)
-{
-	while (atomic_flag_test_and_set_explicit(&H.lock, memory_order_acquire))
-		sched_yield();
-}
-
-static void own_unlock(void)
-{
-	atomic_flag_clear_explicit(&H.lock, memory_order_release);
-}
-
-/* Reserve the address space once; a smaller one where a limit refuses 8 GiB. */
-static int own_map(void)
-{
-	int s = atomic_load_explicit(&H.state, memory_order_acquire), expect = 0;
-	if (likely(s == 2))
-		return 0;
-	if (s == 0 && atomic_compare_exchange_strong(&H.state, &expect, 1)) {
-		for (size_t size = OWN_SPACE; size >= (16u << 20); size /= 4) {
-			void *m = mmap(NULL, size, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-			if (m != MAP_FAILED) {
-				H.base = m;
-				atomic_store(&H.span, size);
-				atomic_store(&H.state, 2);
-				return 0;
-			}
-		}
-		atomic_store(&H.state, 3);
-		return -1;
-	}
-	while ((s = atomic_load(&H.state)) == 1)
-		sched_yield();
-	return s == 2 ? 0 : -1;
-}
-
-/* `n` new bytes at the end of the used space, made accessible as needed. Under lock. */
-static uint8_t *own_bump(size_t n)
-{
-	size_t span = atomic_load_explicit(&H.span, memory_order_relaxed);
-	if (n > span - H.used)
-		return NULL;
-	if (H.used + n > H.committed) {
-		size_t c = (H.used + n + OWN_COMMIT - 1) & ~(size_t)(OWN_COMMIT - 1);
-		if (c > span)
-			c = span;
-		if (mprotect(H.base + H.committed, c - H.committed, PROT_READ | PROT_WRITE) != 0)
-			return NULL;
-		H.committed = c;
-	}
-	uint8_t *b = H.base + H.used;
-	H.used += n;
-	return b;
-}
-
-/* `n` bytes aligned to `align` (a power of two). NULL when out of memory; when no address
- * space could be reserved at all, from the real allocator (uncounted, as before). *fresh
- * (when not NULL) is set when the block's bytes were never handed out: still zero. */
-static void *own_alloc_at(size_t n, size_t align, int *fresh)
-{
-	if (align < 16)
-		align = 16;
-	if (n > (OWN_SPACE >> 2) || align > (OWN_SPACE >> 4))
-		return NULL;
-	if (unlikely(own_map() < 0))
-		return atomic_load(&resolved) == 2 ? R.memalign(align, n) : NULL;
-	unsigned k = 0;
-	while (((size_t)16 << k) < n + align - 16) /* room to move the start to `align` */
-		k++;
-	size_t blk = ((size_t)16 << k) + 16;
-	own_lock();
-	uint8_t *b = H.free_list[k];
-	int reused = b != NULL;
-	if (b)
-		H.free_list[k] = *(uint8_t **)(b + 16);
-	else
-		b = own_bump(blk);
-	own_unlock();
-	if (fresh)
-		*fresh = !reused;
-	if (!b)
-		return NULL;
-	uint8_t *p = (uint8_t *)(((uintptr_t)b + 16 + align - 1) & ~(uintptr_t)(align - 1));
-	size_t *h = (size_t *)p - 2;
-	h[0] = k | (size_t)(p - b) << 8;
-	h[1] = ((size_t)(b + blk - p) + 16) | 2; /* glibc: an mmapped chunk's size word */
-	return p;
-}
-
-static void *own_alloc(size_t n, size_t align)
-{
-	return own_alloc_at(n, align, NULL);
-}
-
-static inline size_t own_usable(const void *p)
-{
-	return (((const size_t *)p)[-1] & ~(size_t)7) - 16;
-}
-
-static void own_free(void *p)
-{
-	size_t *h = (size_t *)p - 2;
-	unsigned k = (unsigned)(h[0] & 0xff);
-	uint8_t *b = (uint8_t *)p - (h[0] >> 8);
-	size_t blk = ((size_t)16 << k) + 16;
-	if (blk >= OWN_RELEASE) {
-		uintptr_t lo = ((uintptr_t)b + 24 + 4095) & ~(uintptr_t)4095, hi = ((uintptr_t)b + blk) & ~(uintptr_t)4095;
-		if (hi > lo)
-			madvise((void *)lo, hi - lo, MADV_DONTNEED);
-	}
-	own_lock();
-	*(uint8_t **)(b + 16) = H.free_list[k];
-	H.free_list[k] = b;
-	own_unlock();
-}
-
-static void *own_calloc(size_t n, size_t size)
-{
-	size_t total;
-	if (__builtin_mul_overflow(n, size, &total))
-		return NULL;
-	/* Bumped space is zero (never written since it was mapped): writing it anyway cost
-	 * the sampler's 900 KiB thread table 225 page faults at every start of a process. */
-	int fresh = 0;
-	void *p = own_alloc_at(total, 16, &fresh);
-	if (p && !(fresh && own_block(p)))
-		memset(p, 0, total); /* the real allocator's too (no space could be reserved) */
-	return p;
-}
-
-static void *own_realloc(void *p, size_t n)
-{
-	size_t old = own_usable(p);
-	if (n <= old)
-		return p;
-	void *q = own_alloc(n, 16);
-	if (q) {
-		memcpy(q, p, old);
-		own_free(p);
-	}
-	return q;
-}
-
-static void own_child(void)
-{
-	atomic_flag_clear(&H.lock); /* the thread that held it does not exist here */
-}
-#endif
+__thread mem_tls T;
+struct col_heap_state M = {.statm_fd = -1, .limit = INT64_MIN};
 
 /* ---- resolving the real allocator ---- */
 
@@ -535,7 +105,7 @@ static int in_glibc(const void *f)
 	return o && o == object_of((const void *)gnu_get_libc_version);
 }
 
-static void resolve(void)
+void resolve(void)
 {
 	int expect = 0;
 	if (!atomic_compare_exchange_strong(&resolved, &expect, 1)) {
@@ -571,12 +141,6 @@ static void resolve(void)
 	atomic_store(&resolved, 2);
 }
 
-/* The real allocator is known. Callers have checked T.own (which includes T.resolving). */
-static inline void ready(void)
-{
-	if (unlikely(atomic_load_explicit(&resolved, memory_order_acquire) != 2))
-		resolve();
-}
 
 static void *stub_malloc(size_t n) { resolve(); return R.malloc(n); }
 static void *stub_calloc(size_t n, size_t size) { resolve(); return R.calloc(n, size); }
@@ -636,10 +200,6 @@ static void slot_release(void *arg)
 	atomic_store_explicit(&s->used, 0, memory_order_release);
 }
 
-#if !MEM_SANITIZER
-static void sc_release(void);
-#endif
-
 static void thread_gone(void *arg)
 {
 	mem_slot *s = arg;
@@ -690,7 +250,7 @@ static __attribute__((noinline)) mem_slot *claim_slot(void)
 
 /* Raise the peak to `now`. While recording, note its time (in T.peak_at), step and
  * region, and return 1. */
-static int raise_peak(uint64_t now)
+int raise_peak(uint64_t now)
 {
 	uint64_t p = atomic_load_explicit(&peak, memory_order_relaxed);
 	while (now > p) {
@@ -782,11 +342,8 @@ static inline int count(uint64_t nalloc, uint64_t nfree, uint64_t bytes, int64_t
 	return count_slow(nalloc, nfree, bytes, dlive);
 }
 
-typedef struct totals {
-	uint64_t allocs, frees, bytes, largest;
-} totals;
 
-static void sum_totals(totals *t)
+void sum_totals(totals *t)
 {
 	const mem_slot *all[3] = {&shared, &retired, NULL};
 	memset(t, 0, sizeof *t);
@@ -803,7 +360,7 @@ static void sum_totals(totals *t)
 	}
 }
 
-static uint64_t live_now(void)
+uint64_t live_now(void)
 {
 	int64_t l = atomic_load_explicit(&live, memory_order_relaxed);
 	uint32_t n = atomic_load(&slots_hwm);
@@ -859,10 +416,10 @@ static inline uint32_t filter_bit(uintptr_t p)
  * rare (one per ~512 KiB allocated): two atomics on a free of one, a load on an
  * allocation of one. FENNEC_FILTER_DELAY_US (tests only) holds a remover in the window.
  */
-static _Atomic uint32_t clearing;
-static __thread uint8_t clearing_here;
-static _Atomic uint32_t filter_delay_us;
-static _Atomic pid_t filter_pid; /* the process of the session: a fork child, before its atfork
+_Atomic uint32_t clearing;
+__thread uint8_t clearing_here;
+_Atomic uint32_t filter_delay_us;
+_Atomic pid_t filter_pid; /* the process of the session: a fork child, before its atfork
 			    handler has reset `clearing`, does not wait on its parent's threads */
 
 /* One more sampled block at p: the bit goes on with the first. */
@@ -951,20 +508,6 @@ static __attribute__((noinline)) int set_remove(uintptr_t p)
 	return 0;
 }
 
-/* Set the filter for the mode that starts: in full mode every bit, so that every free
- * leaves free()'s inline path for the general one, which reads the mode; else the bits of
- * the sampled blocks still in the set (from earlier sessions: their frees are still looked
- * for). No sampled block is added or removed meanwhile: the mode is not sampled. */
-static void filter_fill(int mode)
-{
-	for (uint32_t w = 0; w < FILTER_BITS / 64; w++) {
-		uint64_t bits = 0;
-		for (uint32_t b = 0; b < 64; b++)
-			if (mode == FMT_MEM_FULL || atomic_load_explicit(&M.filter_count[w * 64 + b], memory_order_relaxed))
-				bits |= 1ull << b;
-		atomic_store_explicit(&M.filter[w], bits, memory_order_relaxed);
-	}
-}
 
 /* How a record that finds the ring full waits for the writer (up to about a second) rather
  * than be lost: a FREE of a recorded block always (a lost free would show as a leak), an
@@ -1054,81 +597,7 @@ static inline __attribute__((always_inline)) int put_rec(mrec *r, size_t hdr, ui
 	return 0;
 }
 
-/* ---- stacks of allocations ---- */
-
-/*
- * A per-thread cache of allocation stacks: a call site that allocates again and again from
- * the same stack is not unwound each time (libunwind's unw_backtrace took ~1800
- * instructions per allocation of a 5-frame stack, most of full mode's cost in the program).
- * The key is the stack address of the wrapper's return address: the caller's stack pointer
- * at the call. An entry keeps each frame's return address and the stack address it was read
- * from (a frame's stack pointer minus 8, as unw_step computed it); a hit reads those words
- * again and compares every one. For frames whose size is fixed by their code address, equal
- * words at equal places mean the same frames, by induction from the caller's stack pointer.
- * A frame that moves its stack pointer by a variable amount (alloca, variable-length arrays,
- * stack realignment) above the allocating call could in principle leave an old return
- * address where a later call reads it, and the hit would be wrong: docs/memory.md.
- * A key has several stacks when a function that allocates is called from several places
- * at the same depth, so a set of SC_WAYS entries holds them side by side. An entry is filled
- * on the second miss at its key in a row (unw_step, slower than unw_backtrace), so a stack
- * seen once costs one unw_backtrace. Only stacks within the thread's own stack and at most
- * SC_FRAMES deep are cached.
- */
-#define SC_SETS 16
-#define SC_WAYS 4
-#define SC_FRAMES 48
-
-typedef struct sc_entry {
-	uintptr_t key;                /* the wrapper's return-address slot; 0: empty */
-	uint32_t n;                   /* frames */
-	uint32_t sent;                /* the cache's epoch when an ALLOC record last carried
-					 these frames; 0: not since the latest fill */
-	uint8_t truncated;            /* deeper than M.depth */
-	uint8_t id;                   /* its index in the cache: the records' `entry` - 1 */
-	uint64_t frames[SC_FRAMES];   /* return addresses, innermost (the caller's) first */
-	uintptr_t locs[SC_FRAMES];    /* where each was read */
-} sc_entry;
-
-typedef struct sc_set {
-	uintptr_t seen;               /* the key of the set's latest miss */
-	uint32_t next;                /* the way to fill next */
-	sc_entry way[SC_WAYS];
-} sc_set;
-
-/* A thread's cache. Every ALLOC record of a cached stack names its entry; the writer keeps,
- * per thread and entry, the stack the latest record with frames for that entry carried. A
- * record whose entry has sent its frames in this epoch (not refilled since) carries none
- * (MREC_SAME). The epoch changes, and every entry sends its frames again, when the thread's
- * regions change (they are part of the stack), at a new session (the writer starts over)
- * and in a fork child. An ALLOC record lost for want of room changes nothing: an entry is
- * marked sent only once its record is in the ring, and the writer reads a thread's records
- * in the order it wrote them. Before, only a record with the same entry as the thread's
- * previous ALLOC carried no frames: jq alternates between a few stacks, and a third of its
- * records carried frames that the writer hashed and compared again (now 0.2 %). */
-#define SC_ENTRIES (SC_SETS * SC_WAYS)
-typedef struct sc_cache {
-	sc_set sets[SC_SETS];
-	uint32_t epoch;               /* starts at 1 */
-	uint32_t gen;                 /* the session (M.gen) of the epoch */
-	uint32_t nregions;            /* the regions of the epoch */
-	uint32_t regions[COL_MAX_DEPTH];
-	uint64_t scratch[COL_SAMPLE_MAX_DEPTH + 16]; /* a stack being unwound: record_alloc()'s
-				      4 KiB were on the program's stack, which overflowed a
-				      signal handler's alternate stack of 16 KiB */
-	sc_entry once;                /* a stack walked but not cached (alloc_stack()) */
-	sc_entry *recent;             /* the entry of the thread's latest hit or fill: a walk
-				         stops where it meets that stack (sc_walk_rules()) */
-} sc_cache;
-
-/* FENNEC_HEAP_UNWIND's walker (G below): HU_RULES (unset, empty or "1"), HU_GCC ("gcc"),
- * HU_UNW ("0"), HU_CHECK ("check"); -1 for another value (col_mem_prepare() says it). */
-enum { HU_RULES, HU_GCC, HU_UNW, HU_CHECK };
-static int heap_unwind_parse(const char *e)
-{
-	if (!e || !*e || !strcmp(e, "1"))
-		return HU_RULES;
-	return !strcmp(e, "gcc") ? HU_GCC : !strcmp(e, "0") ? HU_UNW : !strcmp(e, "check") ? HU_CHECK : -1;
-}
+/* ---- stacks of allocations (the walkers: heap_stacks.c) ---- */
 
 #if !MEM_SANITIZER
 static sc_cache *sc_get(void)
@@ -1159,234 +628,12 @@ static sc_cache *sc_get(void)
 	return e;
 }
 
-static void sc_release(void)
-{
-	if (T.stacks && own_block(T.stacks))
-		own_free(T.stacks);
-	T.stacks = NULL;
-	T.no_cache = 1;
-}
-
 static inline int sc_valid(const sc_entry *e)
 {
 	for (uint32_t i = 1; i < e->n; i++)
 		if (*(const uint64_t *)e->locs[i] != e->frames[i])
 			return 0;
 	return 1;
-}
-
-/*
- * sc_fill() walks the stack with cfi.c's call-frame rules (cfi_walk_local: the rule of
- * each address computed once from its object's .eh_frame, found with glibc's lock-free
- * _dl_find_object, and cached for all threads; a frame is then a probe and a load or two), and
- * where a frame needs more than those rules do (a signal frame, a PLT entry, a CFA
- * expression, code without unwind tables), with libgcc's unwinder (_Unwind_Backtrace,
- * taken from libgcc_s.so.1 by col_mem_start(): libunwind exports a function of the same
- * name), which also finds FDEs with _dl_find_object but reads them again for every frame
- * (~145 ns a frame here). Both give every frame's stack pointer, so where each return
- * address was read. libunwind's unw_step gives that too, but Debian's libunwind is built
- * without per-thread caches: every step took its global cache's lock, blocking and
- * restoring all signals around it, two rt_sigprocmask calls a frame, four when its cache
- * missed (119,309 for 24,249 allocations of a Python script in full mode).
- * FENNEC_HEAP_UNWIND: 1 (default) rules, then libgcc; "gcc" libgcc only; 0 libunwind only;
- * "check" as 1, and libunwind on every walk too (fills and uncached), compared (the first
- * result is kept), the counts printed at exit (to stderr, or appended to
- * FENNEC_HEAP_UNWIND_LOG).
- */
-static struct {
-	_Unwind_Reason_Code (*backtrace)(_Unwind_Trace_Fn, void *);
-	_Unwind_Ptr (*get_ip)(struct _Unwind_Context *);
-	_Unwind_Word (*get_cfa)(struct _Unwind_Context *);
-	int rules;          /* cfi.c's rules first */
-	int check;
-	_Atomic uint64_t both, differ, only_fast, only_unw; /* check mode: stacks walked by
-					both, differing, walked by one side only */
-	_Atomic uint64_t by_rules, by_gcc; /* check mode: the fast side's walks, by walker */
-	FILE *log;
-} G;
-
-#define SC_WALK_MAX (17 + SC_FRAMES + 1) /* sc_fill's, 16 of fennec's, an entry's, one to say "more" */
-typedef struct sc_walk {
-	uint64_t *ip, *sp; /* each frame's, innermost (the walker's caller's) first */
-	uint32_t n;
-	uint8_t full;      /* stopped at SC_WALK_MAX: the stack goes on */
-} sc_walk;
-
-static _Unwind_Reason_Code sc_walk_frame(struct _Unwind_Context *ctx, void *arg)
-{
-	sc_walk *w = arg;
-	if (w->n == SC_WALK_MAX) {
-		w->full = 1;
-		return _URC_NORMAL_STOP;
-	}
-	uint64_t ip = (uint64_t)G.get_ip(ctx);
-	if (ip) { /* 0: past the outermost frame */
-		w->ip[w->n] = ip;
-		/* a caller's "CFA" here is its stack pointer, just above the return address
-		 * that leads to it */
-		w->sp[w->n++] = (uint64_t)G.get_cfa(ctx);
-	}
-	return _URC_NO_REASON;
-}
-
-/* One more frame of the entry: the return address ip, read at loc. */
-static inline int sc_put(sc_entry *e, uint32_t *n, void **slot, uint64_t ip, uintptr_t loc)
-{
-	if (loc < (uintptr_t)slot || loc + 8 > T.stack_hi || *(const uint64_t *)loc != ip)
-		return -1; /* not read from this stack (a signal frame, another stack) */
-	e->frames[*n] = ip;
-	e->locs[(*n)++] = loc;
-	return 0;
-}
-
-/* The caller whose return address is at `slot`, then its callers' return addresses up to
- * `depth`, from a walk w (frame 0 the walker's, then fennec's, at most 16), into e with
- * where each was read. Returns how many, or -1; *more: the stack goes on. A walk that
- * stopped where it met the stack of entry `join` (its frame jat) goes on with that entry's
- * frames beyond it, each checked in place as a cache hit checks them. */
-static int sc_take(sc_entry *e, void **slot, uint32_t depth, const sc_walk *w, int *more, const sc_entry *join,
-		   uint32_t jat)
-{
-	uint32_t k = 1, n = 0;
-	while (k <= 16 && k < w->n && w->sp[k] != (uintptr_t)(slot + 1))
-		k++;
-	if (k > 16 || k >= w->n || w->ip[k] != (uint64_t)(uintptr_t)*slot)
-		return -1;
-	e->frames[n] = w->ip[k];
-	e->locs[n++] = (uintptr_t)slot;
-	for (;;) {
-		int walked = k + 1 < w->n, joined = !walked && join && jat + 1 < join->n;
-		*more = walked || joined || (join ? join->truncated : w->full);
-		if (!*more || n == depth)
-			return (int)n;
-		if (walked) {
-			k++;
-			if (sc_put(e, &n, slot, w->ip[k], (uintptr_t)w->sp[k] - 8) < 0)
-				return -1;
-		} else if (joined) {
-			jat++;
-			if (sc_put(e, &n, slot, join->frames[jat], join->locs[jat]) < 0)
-				return -1;
-		} else {
-			return -1; /* the walk (or the joined entry) stopped before the entry was full */
-		}
-	}
-}
-
-/* A walk's return addresses into an array, with libgcc's accessors (alloc_stack()). */
-typedef struct gcc_ips {
-	uint64_t *f;
-	int n, max;
-} gcc_ips;
-
-static _Unwind_Reason_Code gcc_ip(struct _Unwind_Context *ctx, void *arg)
-{
-	gcc_ips *g = arg;
-	if (g->n >= g->max)
-		return _URC_END_OF_STACK;
-	g->f[g->n++] = (uint64_t)G.get_ip(ctx);
-	return _URC_NO_REASON;
-}
-
-/* libgcc's walk (G.backtrace set). */
-static int sc_walk_gcc(sc_entry *e, void **slot, uint32_t depth, int *more)
-{
-	uint64_t *scratch = T.stacks->scratch; /* COL_SAMPLE_MAX_DEPTH + 16 words */
-	_Static_assert(2 * SC_WALK_MAX <= COL_SAMPLE_MAX_DEPTH + 16, "scratch holds a walk");
-	sc_walk w = {scratch, scratch + SC_WALK_MAX, 0, 0};
-	_Unwind_Reason_Code rc = G.backtrace(sc_walk_frame, &w);
-	if (!w.full && rc != _URC_END_OF_STACK)
-		return -1;
-	return sc_take(e, slot, depth, &w, more, NULL, 0);
-}
-
-/* The call-frame rules of cfi.c, cached by address (a frame: a probe and a load or two);
- * -2 when a frame needs more than they do (the caller walks another way). */
-static int sc_walk_rules(sc_entry *e, void **slot, uint32_t depth, int *more)
-{
-#if defined(__x86_64__)
-	sc_cache *c = T.stacks;
-	uint64_t *scratch = c->scratch;
-	int full;
-	uint32_t at = 0;
-	/* Deep stacks share their outer frames with the thread's previous one: meeting it, the
-	 * walk stops (cc1plus: ~36 frames a stack; the walk was 9.4 % of its samples). */
-	const sc_entry *r = c->recent;
-	cfi_join j = {r ? r->frames : NULL, r ? (const uint64_t *)r->locs : NULL, r && r != e && r->key ? r->n : 0,
-		      (uintptr_t)slot, &at};
-	uint32_t n = cfi_walk_local(T.stack_hi, scratch, scratch + SC_WALK_MAX, SC_WALK_MAX, &full, j.n ? &j : NULL);
-	if (!n)
-		return -2;
-	sc_walk w = {scratch, scratch + SC_WALK_MAX, n, (uint8_t)full};
-	int got = sc_take(e, slot, depth, &w, more, at ? r : NULL, at ? at - 1 : 0);
-	if (got >= 0 || !at)
-		return got;
-	/* Beyond the frame where they met, the two stacks differ (a function at the same place,
-	 * called from elsewhere), or the other one was cut: walk it all. */
-	if (!(n = cfi_walk_local(T.stack_hi, scratch, scratch + SC_WALK_MAX, SC_WALK_MAX, &full, NULL)))
-		return -2;
-	w = (sc_walk){scratch, scratch + SC_WALK_MAX, n, (uint8_t)full};
-	return sc_take(e, slot, depth, &w, more, NULL, 0);
-#else
-	(void)e, (void)slot, (void)depth, (void)more;
-	return -2;
-#endif
-}
-
-static int sc_walk_unw(sc_entry *e, void **slot, uint32_t depth, int *more)
-{
-	unw_context_t uc;
-	unw_cursor_t c;
-	unw_word_t ip, sp;
-	uint32_t n = 0;
-	if (unw_getcontext(&uc) < 0 || unw_init_local(&c, &uc) < 0)
-		return -1;
-	for (int k = 0;; k++) {
-		if (k >= 16 || unw_step(&c) <= 0 || unw_get_reg(&c, UNW_REG_SP, &sp) < 0)
-			return -1;
-		if (sp == (uintptr_t)(slot + 1))
-			break;
-	}
-	if (unw_get_reg(&c, UNW_REG_IP, &ip) < 0 || ip != (unw_word_t)(uintptr_t)*slot)
-		return -1;
-	e->frames[n] = ip;
-	e->locs[n++] = (uintptr_t)slot;
-	while ((*more = unw_step(&c)) > 0 && n < depth)
-		if (unw_get_reg(&c, UNW_REG_IP, &ip) < 0 || unw_get_reg(&c, UNW_REG_SP, &sp) < 0 ||
-		    sc_put(e, &n, slot, ip, (uintptr_t)sp - 8) < 0)
-			return -1;
-	return *more < 0 ? -1 : (int)n; /* an unwinding error */
-}
-
-/* FENNEC_HEAP_UNWIND=check: the walk that gave e (n frames, or < 0; `rules`: by the rules)
- * against libunwind's. */
-static __attribute__((noinline)) void heap_unwind_compare(const sc_entry *e, void **slot, uint32_t depth, int n,
-							   int more, int rules)
-{
-	sc_entry u;
-	int more_u = 0, nu = sc_walk_unw(&u, slot, depth, &more_u);
-	atomic_fetch_add(rules ? &G.by_rules : &G.by_gcc, 1);
-	if (n >= 0 && nu >= 0) {
-		atomic_fetch_add(&G.both, 1);
-		if (n != nu || (more > 0) != (more_u > 0) || memcmp(e->frames, u.frames, 8 * (size_t)n) ||
-		    memcmp(e->locs, u.locs, 8 * (size_t)n))
-			atomic_fetch_add(&G.differ, 1);
-	} else if (n >= 0 || nu >= 0) {
-		atomic_fetch_add(n >= 0 ? &G.only_fast : &G.only_unw, 1);
-	}
-}
-
-/* The frames a walk keeps: the depth limit, at most an entry's. */
-static inline uint32_t sc_depth(void)
-{
-	return M.depth < SC_FRAMES ? M.depth : SC_FRAMES;
-}
-
-/* Whether a walk of n frames (*more: the stack went on) gave the whole stack up to the depth
- * limit: not when the limit is above what an entry holds and the walk stopped there. */
-static inline int sc_whole(int n, int more)
-{
-	return n >= 0 && !(more > 0 && M.depth > SC_FRAMES && n == SC_FRAMES);
 }
 
 static int sc_fill(sc_entry *e, void **slot)
@@ -1411,45 +658,6 @@ static int sc_fill(sc_entry *e, void **slot)
 	e->key = (uintptr_t)slot;
 	e->sent = 0; /* new frames: the writer has not seen them */
 	return 0;
-}
-
-static void heap_unwind_report(void)
-{
-	fprintf(G.log, "fennec: heap unwind check: %s: %llu stacks walked by both, %llu differ, %llu by fennec only, "
-		       "%llu by libunwind only; %llu walks by rules, %llu by libgcc\n",
-		program_invocation_short_name, (unsigned long long)G.both, (unsigned long long)G.differ,
-		(unsigned long long)G.only_fast, (unsigned long long)G.only_unw, (unsigned long long)G.by_rules,
-		(unsigned long long)G.by_gcc);
-}
-
-/* At a session's start (not inside an allocation): libgcc's unwinder, per FENNEC_HEAP_UNWIND. */
-static void heap_unwind_init(void)
-{
-	static int done;
-	if (done)
-		return;
-	done = 1;
-	int how = heap_unwind_parse(getenv("FENNEC_HEAP_UNWIND"));
-	if (how == HU_UNW)
-		return;
-	void *h = dlopen("libgcc_s.so.1", RTLD_NOW | RTLD_LOCAL);
-	void *bt = h ? dlsym(h, "_Unwind_Backtrace") : NULL;
-	void *ip = h ? dlsym(h, "_Unwind_GetIP") : NULL, *cfa = h ? dlsym(h, "_Unwind_GetCFA") : NULL;
-	if (!bt || !ip || !cfa)
-		return;
-	G.get_ip = (_Unwind_Ptr(*)(struct _Unwind_Context *))ip;
-	G.get_cfa = (_Unwind_Word(*)(struct _Unwind_Context *))cfa;
-	G.rules = how != HU_GCC;
-	if (how == HU_CHECK) {
-		const char *log = getenv("FENNEC_HEAP_UNWIND_LOG");
-		G.log = log ? fopen(log, "ae") : NULL;
-		if (!G.log)
-			G.log = stderr;
-		setvbuf(G.log, NULL, _IOLBF, 0);
-		G.check = 1;
-		atexit(heap_unwind_report);
-	}
-	__atomic_store_n(&G.backtrace, (_Unwind_Reason_Code(*)(_Unwind_Trace_Fn, void *))bt, __ATOMIC_RELEASE);
 }
 #endif
 
@@ -2091,6 +1299,572 @@ API void *pvalloc(size_t n)
 	return on_alloc(R.pvalloc(n), n, RA());
 }
 
+void map_counted(const mapping *m, void **slot)
+{
+	after_alloc((void *)m->addr, m->len, slot, count(1, 0, m->len, (int64_t)m->len));
+}
+
+void unmap_counted(const mapping *m)
+{
+	count(0, 1, 0, -(int64_t)m->len);
+	before_free((void *)m->addr);
+}
+#endif /* !MEM_SANITIZER */
+
+/* ---- the timeline (SNAP records) ---- */
+
+static uint64_t rss_now(void)
+{
+	if (M.statm_fd < 0)
+		return 0;
+	char buf[128];
+	ssize_t n = pread(M.statm_fd, buf, sizeof buf - 1, 0);
+	if (n <= 0)
+		return 0;
+	buf[n] = 0;
+	char *s = strchr(buf, ' ');
+	return s ? strtoull(s + 1, NULL, 10) * (uint64_t)M.page : 0;
+}
+
+/* The peak as far as the batched deltas let a reader see it (a heap smaller than
+ * LIVE_BATCH per thread never folds): taken at every timeline point. */
+static uint64_t live_seen(void)
+{
+	uint64_t l = live_now(), p = atomic_load(&peak);
+	while (l > p && !atomic_compare_exchange_weak(&peak, &p, l))
+		;
+	return l;
+}
+
+void snapshot(unsigned reason)
+{
+	totals t;
+	sum_totals(&t);
+	uint64_t c[3] = {t.allocs - M.base_allocs, t.frees - M.base_frees, t.bytes - M.base_bytes};
+	mrec r = {0, FMT_HR_SNAP, (uint8_t)reason, 0, my_tid(), 0, 0, 0, live_seen(), rss_now(),
+		  col_step_index()};
+	put_rec(&r, REC_HDR, 0, c, sizeof c, NULL, 0, WAIT_NEVER);
+}
+
+/* In a fork child: counters of threads that do not exist here are history: fold them. */
+void slots_fork_child(void)
+{
+	uint32_t n = atomic_load(&slots_hwm);
+	for (uint32_t i = 0; i < n; i++)
+		if (&slots[i] != T.slot && atomic_load(&slots[i].used))
+			slot_release(&slots[i]);
+}
+
+/* ---- what the wrappers cost ---- */
+
+uint64_t col_mem_record_ticks(void)
+{
+	return atomic_load_explicit(&rec_ticks, memory_order_relaxed);
+}
+
+/*
+ * What the wrappers add to one glibc malloc or free (COST chunk), in picoseconds a call: 6
+ * rounds of 256 frees and mallocs of 16-1040 bytes at random places of a live set of 2048
+ * blocks (a program's pattern: the header of the block freed is seldom in L1; a loop of
+ * malloc(48)/free read half of what the wrappers cost such a program) through
+ * the wrappers, with this thread's gate opened on a scratch slot (its counts go nowhere),
+ * against the same rounds of glibc's own calls; the fastest round of each. About 0.5 ms,
+ * most of it filling the live sets.
+ * Not in full mode, whose every call records (that time is measured:
+ * col_mem_record_ticks()), nor on another allocator: 0 there. Called on the flushing
+ * thread under the flush lock, never at the session's end (an _exit may come from a
+ * handler that interrupted the allocator).
+ */
+#define CALIB_LIVE 2048
+uint64_t col_mem_call_cost_ps(double ticks_per_ns)
+{
+#if MEM_SANITIZER
+	(void)ticks_per_ns;
+	return 0;
+#else
+	if (ticks_per_ns <= 0 || HEAP_KIND() != HEAP_GLIBC || atomic_load(&M.mode) == FMT_MEM_FULL || T.busy ||
+	    T.resolving)
+		return 0;
+	void *(*volatile mf)(size_t) = malloc;
+	void (*volatile ff)(void *) = free;
+	static void *blocks[2][CALIB_LIVE];
+	for (int w = 0; w < 2; w++)
+		for (int k = 0; k < CALIB_LIVE; k++)
+			blocks[w][k] = R.malloc(16 + (size_t)(k * 37 % 1025));
+	mem_slot scratch;
+	memset(&scratch, 0, sizeof scratch);
+	SET(scratch.sample_at, UINT64_MAX >> 2);
+	mem_slot *fast = T.fast;
+	uint32_t own = T.own;
+	T.own = 0;
+	T.fast = &scratch;
+	uint64_t best[2] = {UINT64_MAX, UINT64_MAX};
+	for (int r = 0; r < 12; r++) {
+		int w = r & 1; /* 0: the wrappers, 1: glibc's */
+		uint64_t x = 0x9e3779b97f4a7c15ull; /* the same sequence both ways */
+		uint64_t t0 = col_ticks();
+		for (int i = 0; i < 256; i++) {
+			x ^= x << 13;
+			x ^= x >> 7;
+			x ^= x << 17;
+			void **b = &blocks[w][x % CALIB_LIVE];
+			size_t size = 16 + (size_t)((x >> 20) % 1025);
+			if (w) {
+				R.free(*b);
+				*b = R.malloc(size);
+			} else {
+				/* the scratch batch stays near 0, so that no call leaves the inline
+				 * paths, which would count in this thread's real slot (or `shared`) */
+				SET(scratch.live_delta, 0);
+				if (*b && set_may_hold((uintptr_t)*b))
+					R.free(*b); /* a filter hit takes the general path: not what is timed */
+				else
+					ff(*b);
+				*b = mf(size);
+			}
+		}
+		uint64_t dt = col_ticks() - t0;
+		if (dt < best[w])
+			best[w] = dt;
+	}
+	T.own = own;
+	T.fast = fast;
+	for (int w = 0; w < 2; w++)
+		for (int k = 0; k < CALIB_LIVE; k++)
+			R.free(blocks[w][k]);
+	return best[0] > best[1] ? (uint64_t)((double)(best[0] - best[1]) / ticks_per_ns * 1000.0 / 512.0) : 0;
+#endif
+}
+
+/*
+ * Allocations made by fennec itself (T.own: its writer thread and API calls, libunwind
+ * inside a recording, dlsym while the real allocator is resolved) come from a private
+ * mapping, never from the program's allocator. In the program's heap they took its arena
+ * locks and changed its layout: the writer growing its output buffer in the main arena put
+ * a block above a realloc chain that had grown in place at the top of the heap, and every
+ * realloc after that split a free neighbour instead (bench/memory.sh, realloc: 2.4x the
+ * unprofiled run where counting alone cost 1.5x).
+ * Blocks hold 16 << k bytes behind a 16-byte header; a free list per size; one spinlock
+ * (fennec allocates rarely, never on the program's hot path). Freed blocks of OWN_RELEASE
+ * or more give their pages back. The header's second word is what glibc keeps before an
+ * mmapped chunk, so malloc_usable_size() works on these blocks too.
+ */
+#if !MEM_SANITIZER
+struct col_heap_own H = {.lock = ATOMIC_FLAG_INIT};
+
+static void own_lock(void)
+{
+	while (atomic_flag_test_and_set_explicit(&H.lock, memory_order_acquire))
+		sched_yield();
+}
+
+static void own_unlock(void)
+{
+	atomic_flag_clear_explicit(&H.lock, memory_order_release);
+}
+
+/* Reserve the address space once; a smaller one where a limit refuses 8 GiB. */
+static int own_map(void)
+{
+	int s = atomic_load_explicit(&H.state, memory_order_acquire), expect = 0;
+	if (likely(s == 2))
+		return 0;
+	if (s == 0 && atomic_compare_exchange_strong(&H.state, &expect, 1)) {
+		for (size_t size = OWN_SPACE; size >= (16u << 20); size /= 4) {
+			void *m = mmap(NULL, size, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+			if (m != MAP_FAILED) {
+				H.base = m;
+				atomic_store(&H.span, size);
+				atomic_store(&H.state, 2);
+				return 0;
+			}
+		}
+		atomic_store(&H.state, 3);
+		return -1;
+	}
+	while ((s = atomic_load(&H.state)) == 1)
+		sched_yield();
+	return s == 2 ? 0 : -1;
+}
+
+/* `n` new bytes at the end of the used space, made accessible as needed. Under lock. */
+static uint8_t *own_bump(size_t n)
+{
+	size_t span = atomic_load_explicit(&H.span, memory_order_relaxed);
+	if (n > span - H.used)
+		return NULL;
+	if (H.used + n > H.committed) {
+		size_t c = (H.used + n + OWN_COMMIT - 1) & ~(size_t)(OWN_COMMIT - 1);
+		if (c > span)
+			c = span;
+		if (mprotect(H.base + H.committed, c - H.committed, PROT_READ | PROT_WRITE) != 0)
+			return NULL;
+		H.committed = c;
+	}
+	uint8_t *b = H.base + H.used;
+	H.used += n;
+	return b;
+}
+
+/* `n` bytes aligned to `align` (a power of two). NULL when out of memory; when no address
+ * space could be reserved at all, from the real allocator (uncounted, as before). *fresh
+ * (when not NULL) is set when the block's bytes were never handed out: still zero. */
+void *own_alloc_at(size_t n, size_t align, int *fresh)
+{
+	if (align < 16)
+		align = 16;
+	if (n > (OWN_SPACE >> 2) || align > (OWN_SPACE >> 4))
+		return NULL;
+	if (unlikely(own_map() < 0))
+		return atomic_load(&resolved) == 2 ? R.memalign(align, n) : NULL;
+	unsigned k = 0;
+	while (((size_t)16 << k) < n + align - 16) /* room to move the start to `align` */
+		k++;
+	size_t blk = ((size_t)16 << k) + 16;
+	own_lock();
+	uint8_t *b = H.free_list[k];
+	int reused = b != NULL;
+	if (b)
+		H.free_list[k] = *(uint8_t **)(b + 16);
+	else
+		b = own_bump(blk);
+	own_unlock();
+	if (fresh)
+		*fresh = !reused;
+	if (!b)
+		return NULL;
+	uint8_t *p = (uint8_t *)(((uintptr_t)b + 16 + align - 1) & ~(uintptr_t)(align - 1));
+	size_t *h = (size_t *)p - 2;
+	h[0] = k | (size_t)(p - b) << 8;
+	h[1] = ((size_t)(b + blk - p) + 16) | 2; /* glibc: an mmapped chunk's size word */
+	return p;
+}
+
+static inline size_t own_usable(const void *p)
+{
+	return (((const size_t *)p)[-1] & ~(size_t)7) - 16;
+}
+
+void own_free(void *p)
+{
+	size_t *h = (size_t *)p - 2;
+	unsigned k = (unsigned)(h[0] & 0xff);
+	uint8_t *b = (uint8_t *)p - (h[0] >> 8);
+	size_t blk = ((size_t)16 << k) + 16;
+	if (blk >= OWN_RELEASE) {
+		uintptr_t lo = ((uintptr_t)b + 24 + 4095) & ~(uintptr_t)4095, hi = ((uintptr_t)b + blk) & ~(uintptr_t)4095;
+		if (hi > lo)
+			madvise((void *)lo, hi - lo, MADV_DONTNEED);
+	}
+	own_lock();
+	*(uint8_t **)(b + 16) = H.free_list[k];
+	H.free_list[k] = b;
+	own_unlock();
+}
+
+void *own_calloc(size_t n, size_t size)
+{
+	size_t total;
+	if (__builtin_mul_overflow(n, size, &total))
+		return NULL;
+	/* Bumped space is zero (never written since it was mapped): writing it anyway cost
+	 * the sampler's 900 KiB thread table 225 page faults at every start of a process. */
+	int fresh = 0;
+	void *p = own_alloc_at(total, 16, &fresh);
+	if (p && !(fresh && own_block(p)))
+		memset(p, 0, total); /* the real allocator's too (no space could be reserved) */
+	return p;
+}
+
+void *own_realloc(void *p, size_t n)
+{
+	size_t old = own_usable(p);
+	if (n <= old)
+		return p;
+	void *q = own_alloc(n, 16);
+	if (q) {
+		memcpy(q, p, old);
+		own_free(p);
+	}
+	return q;
+}
+
+static void own_child(void)
+{
+	atomic_flag_clear(&H.lock); /* the thread that held it does not exist here */
+}
+
+/* A fork must not copy the own heap's lock held by a thread the child will not have. */
+void own_atfork(void)
+{
+	pthread_atfork(own_lock, own_unlock, own_child);
+}
+#endif
+
+struct col_heap_dead DEAD;
+
+#if !MEM_SANITIZER /* the sanitizer builds keep no stacks (sc_get()) */
+void dead_stack_add(uintptr_t lo, uintptr_t hi)
+{
+	uint32_t i = atomic_fetch_add_explicit(&DEAD.next, 1, memory_order_relaxed) % DEAD_STACKS;
+	atomic_store_explicit(&DEAD.lo[i], lo, memory_order_relaxed);
+	atomic_store_explicit(&DEAD.hi[i], hi, memory_order_release);
+}
+
+void dead_stack_take(uintptr_t lo, uintptr_t hi)
+{
+	uint32_t n = atomic_load_explicit(&DEAD.next, memory_order_relaxed);
+	for (uint32_t i = 0; i < DEAD_STACKS && i < n; i++)
+		if (atomic_load_explicit(&DEAD.lo[i], memory_order_relaxed) < hi &&
+		    atomic_load_explicit(&DEAD.hi[i], memory_order_acquire) > lo)
+			atomic_store_explicit(&DEAD.hi[i], 0, memory_order_relaxed);
+}
+#endif
+
+enum { HU_RULES, HU_GCC, HU_UNW, HU_CHECK };
+int heap_unwind_parse(const char *e)
+{
+	if (!e || !*e || !strcmp(e, "1"))
+		return HU_RULES;
+	return !strcmp(e, "gcc") ? HU_GCC : !strcmp(e, "0") ? HU_UNW : !strcmp(e, "check") ? HU_CHECK : -1;
+}
+
+#if !MEM_SANITIZER
+void sc_release(void)
+{
+	if (T.stacks && own_block(T.stacks))
+		own_free(T.stacks);
+	T.stacks = NULL;
+	T.no_cache = 1;
+}
+
+/*
+ * sc_fill() walks the stack with cfi.c's call-frame rules (cfi_walk_local: the rule of
+ * each address computed once from its object's .eh_frame, found with glibc's lock-free
+ * _dl_find_object, and cached for all threads; a frame is then a probe and a load or two), and
+ * where a frame needs more than those rules do (a signal frame, a PLT entry, a CFA
+ * expression, code without unwind tables), with libgcc's unwinder (_Unwind_Backtrace,
+ * taken from libgcc_s.so.1 by col_mem_start(): libunwind exports a function of the same
+ * name), which also finds FDEs with _dl_find_object but reads them again for every frame
+ * (~145 ns a frame here). Both give every frame's stack pointer, so where each return
+ * address was read. libunwind's unw_step gives that too, but Debian's libunwind is built
+ * without per-thread caches: every step took its global cache's lock, blocking and
+ * restoring all signals around it, two rt_sigprocmask calls a frame, four when its cache
+ * missed (119,309 for 24,249 allocations of a Python script in full mode).
+ * FENNEC_HEAP_UNWIND: 1 (default) rules, then libgcc; "gcc" libgcc only; 0 libunwind only;
+ * "check" as 1, and libunwind on every walk too (fills and uncached), compared (the first
+ * result is kept), the counts printed at exit (to stderr, or appended to
+ * FENNEC_HEAP_UNWIND_LOG).
+ */
+struct col_heap_unwind G;
+
+#define SC_WALK_MAX (17 + SC_FRAMES + 1) /* sc_fill's, 16 of fennec's, an entry's, one to say "more" */
+typedef struct sc_walk {
+	uint64_t *ip, *sp; /* each frame's, innermost (the walker's caller's) first */
+	uint32_t n;
+	uint8_t full;      /* stopped at SC_WALK_MAX: the stack goes on */
+} sc_walk;
+
+static _Unwind_Reason_Code sc_walk_frame(struct _Unwind_Context *ctx, void *arg)
+{
+	sc_walk *w = arg;
+	if (w->n == SC_WALK_MAX) {
+		w->full = 1;
+		return _URC_NORMAL_STOP;
+	}
+	uint64_t ip = (uint64_t)G.get_ip(ctx);
+	if (ip) { /* 0: past the outermost frame */
+		w->ip[w->n] = ip;
+		/* a caller's "CFA" here is its stack pointer, just above the return address
+		 * that leads to it */
+		w->sp[w->n++] = (uint64_t)G.get_cfa(ctx);
+	}
+	return _URC_NO_REASON;
+}
+
+/* One more frame of the entry: the return address ip, read at loc. */
+static inline int sc_put(sc_entry *e, uint32_t *n, void **slot, uint64_t ip, uintptr_t loc)
+{
+	if (loc < (uintptr_t)slot || loc + 8 > T.stack_hi || *(const uint64_t *)loc != ip)
+		return -1; /* not read from this stack (a signal frame, another stack) */
+	e->frames[*n] = ip;
+	e->locs[(*n)++] = loc;
+	return 0;
+}
+
+/* The caller whose return address is at `slot`, then its callers' return addresses up to
+ * `depth`, from a walk w (frame 0 the walker's, then fennec's, at most 16), into e with
+ * where each was read. Returns how many, or -1; *more: the stack goes on. A walk that
+ * stopped where it met the stack of entry `join` (its frame jat) goes on with that entry's
+ * frames beyond it, each checked in place as a cache hit checks them. */
+static int sc_take(sc_entry *e, void **slot, uint32_t depth, const sc_walk *w, int *more, const sc_entry *join,
+		   uint32_t jat)
+{
+	uint32_t k = 1, n = 0;
+	while (k <= 16 && k < w->n && w->sp[k] != (uintptr_t)(slot + 1))
+		k++;
+	if (k > 16 || k >= w->n || w->ip[k] != (uint64_t)(uintptr_t)*slot)
+		return -1;
+	e->frames[n] = w->ip[k];
+	e->locs[n++] = (uintptr_t)slot;
+	for (;;) {
+		int walked = k + 1 < w->n, joined = !walked && join && jat + 1 < join->n;
+		*more = walked || joined || (join ? join->truncated : w->full);
+		if (!*more || n == depth)
+			return (int)n;
+		if (walked) {
+			k++;
+			if (sc_put(e, &n, slot, w->ip[k], (uintptr_t)w->sp[k] - 8) < 0)
+				return -1;
+		} else if (joined) {
+			jat++;
+			if (sc_put(e, &n, slot, join->frames[jat], join->locs[jat]) < 0)
+				return -1;
+		} else {
+			return -1; /* the walk (or the joined entry) stopped before the entry was full */
+		}
+	}
+}
+
+_Unwind_Reason_Code gcc_ip(struct _Unwind_Context *ctx, void *arg)
+{
+	gcc_ips *g = arg;
+	if (g->n >= g->max)
+		return _URC_END_OF_STACK;
+	g->f[g->n++] = (uint64_t)G.get_ip(ctx);
+	return _URC_NO_REASON;
+}
+
+/* libgcc's walk (G.backtrace set). */
+int sc_walk_gcc(sc_entry *e, void **slot, uint32_t depth, int *more)
+{
+	uint64_t *scratch = T.stacks->scratch; /* COL_SAMPLE_MAX_DEPTH + 16 words */
+	_Static_assert(2 * SC_WALK_MAX <= COL_SAMPLE_MAX_DEPTH + 16, "scratch holds a walk");
+	sc_walk w = {scratch, scratch + SC_WALK_MAX, 0, 0};
+	_Unwind_Reason_Code rc = G.backtrace(sc_walk_frame, &w);
+	if (!w.full && rc != _URC_END_OF_STACK)
+		return -1;
+	return sc_take(e, slot, depth, &w, more, NULL, 0);
+}
+
+/* The call-frame rules of cfi.c, cached by address (a frame: a probe and a load or two);
+ * -2 when a frame needs more than they do (the caller walks another way). */
+int sc_walk_rules(sc_entry *e, void **slot, uint32_t depth, int *more)
+{
+#if defined(__x86_64__)
+	sc_cache *c = T.stacks;
+	uint64_t *scratch = c->scratch;
+	int full;
+	uint32_t at = 0;
+	/* Deep stacks share their outer frames with the thread's previous one: meeting it, the
+	 * walk stops (cc1plus: ~36 frames a stack; the walk was 9.4 % of its samples). */
+	const sc_entry *r = c->recent;
+	cfi_join j = {r ? r->frames : NULL, r ? (const uint64_t *)r->locs : NULL, r && r != e && r->key ? r->n : 0,
+		      (uintptr_t)slot, &at};
+	uint32_t n = cfi_walk_local(T.stack_hi, scratch, scratch + SC_WALK_MAX, SC_WALK_MAX, &full, j.n ? &j : NULL);
+	if (!n)
+		return -2;
+	sc_walk w = {scratch, scratch + SC_WALK_MAX, n, (uint8_t)full};
+	int got = sc_take(e, slot, depth, &w, more, at ? r : NULL, at ? at - 1 : 0);
+	if (got >= 0 || !at)
+		return got;
+	/* Beyond the frame where they met, the two stacks differ (a function at the same place,
+	 * called from elsewhere), or the other one was cut: walk it all. */
+	if (!(n = cfi_walk_local(T.stack_hi, scratch, scratch + SC_WALK_MAX, SC_WALK_MAX, &full, NULL)))
+		return -2;
+	w = (sc_walk){scratch, scratch + SC_WALK_MAX, n, (uint8_t)full};
+	return sc_take(e, slot, depth, &w, more, NULL, 0);
+#else
+	(void)e, (void)slot, (void)depth, (void)more;
+	return -2;
+#endif
+}
+
+int sc_walk_unw(sc_entry *e, void **slot, uint32_t depth, int *more)
+{
+	unw_context_t uc;
+	unw_cursor_t c;
+	unw_word_t ip, sp;
+	uint32_t n = 0;
+	if (unw_getcontext(&uc) < 0 || unw_init_local(&c, &uc) < 0)
+		return -1;
+	for (int k = 0;; k++) {
+		if (k >= 16 || unw_step(&c) <= 0 || unw_get_reg(&c, UNW_REG_SP, &sp) < 0)
+			return -1;
+		if (sp == (uintptr_t)(slot + 1))
+			break;
+	}
+	if (unw_get_reg(&c, UNW_REG_IP, &ip) < 0 || ip != (unw_word_t)(uintptr_t)*slot)
+		return -1;
+	e->frames[n] = ip;
+	e->locs[n++] = (uintptr_t)slot;
+	while ((*more = unw_step(&c)) > 0 && n < depth)
+		if (unw_get_reg(&c, UNW_REG_IP, &ip) < 0 || unw_get_reg(&c, UNW_REG_SP, &sp) < 0 ||
+		    sc_put(e, &n, slot, ip, (uintptr_t)sp - 8) < 0)
+			return -1;
+	return *more < 0 ? -1 : (int)n; /* an unwinding error */
+}
+
+/* FENNEC_HEAP_UNWIND=check: the walk that gave e (n frames, or < 0; `rules`: by the rules)
+ * against libunwind's. */
+__attribute__((noinline)) void heap_unwind_compare(const sc_entry *e, void **slot, uint32_t depth, int n,
+							   int more, int rules)
+{
+	sc_entry u;
+	int more_u = 0, nu = sc_walk_unw(&u, slot, depth, &more_u);
+	atomic_fetch_add(rules ? &G.by_rules : &G.by_gcc, 1);
+	if (n >= 0 && nu >= 0) {
+		atomic_fetch_add(&G.both, 1);
+		if (n != nu || (more > 0) != (more_u > 0) || memcmp(e->frames, u.frames, 8 * (size_t)n) ||
+		    memcmp(e->locs, u.locs, 8 * (size_t)n))
+			atomic_fetch_add(&G.differ, 1);
+	} else if (n >= 0 || nu >= 0) {
+		atomic_fetch_add(n >= 0 ? &G.only_fast : &G.only_unw, 1);
+	}
+}
+
+static void heap_unwind_report(void)
+{
+	fprintf(G.log, "fennec: heap unwind check: %s: %llu stacks walked by both, %llu differ, %llu by fennec only, "
+		       "%llu by libunwind only; %llu walks by rules, %llu by libgcc\n",
+		program_invocation_short_name, (unsigned long long)G.both, (unsigned long long)G.differ,
+		(unsigned long long)G.only_fast, (unsigned long long)G.only_unw, (unsigned long long)G.by_rules,
+		(unsigned long long)G.by_gcc);
+}
+
+/* At a session's start (not inside an allocation): libgcc's unwinder, per FENNEC_HEAP_UNWIND. */
+void heap_unwind_init(void)
+{
+	static int done;
+	if (done)
+		return;
+	done = 1;
+	int how = heap_unwind_parse(getenv("FENNEC_HEAP_UNWIND"));
+	if (how == HU_UNW)
+		return;
+	void *h = dlopen("libgcc_s.so.1", RTLD_NOW | RTLD_LOCAL);
+	void *bt = h ? dlsym(h, "_Unwind_Backtrace") : NULL;
+	void *ip = h ? dlsym(h, "_Unwind_GetIP") : NULL, *cfa = h ? dlsym(h, "_Unwind_GetCFA") : NULL;
+	if (!bt || !ip || !cfa)
+		return;
+	G.get_ip = (_Unwind_Ptr(*)(struct _Unwind_Context *))ip;
+	G.get_cfa = (_Unwind_Word(*)(struct _Unwind_Context *))cfa;
+	G.rules = how != HU_GCC;
+	if (how == HU_CHECK) {
+		const char *log = getenv("FENNEC_HEAP_UNWIND_LOG");
+		G.log = log ? fopen(log, "ae") : NULL;
+		if (!G.log)
+			G.log = stderr;
+		setvbuf(G.log, NULL, _IOLBF, 0);
+		G.check = 1;
+		atexit(heap_unwind_report);
+	}
+	__atomic_store_n(&G.backtrace, (_Unwind_Reason_Code(*)(_Unwind_Trace_Fn, void *))bt, __ATOMIC_RELEASE);
+}
+#endif
+
+#if !MEM_SANITIZER
+
 /*
  * Mappings. `fennec record --memory-mmap` preloads libfennec-mmap.so beside this library:
  * its mmap, munmap and mremap call fennec__mmap_event(), and an anonymous mapping of at
@@ -2102,17 +1876,7 @@ API void *pvalloc(size_t n)
  * old and allocates the new. Unmaps are recorded before the system call, so that another
  * thread's mapping at the same address comes after.
  */
-typedef struct mapping {
-	uintptr_t addr;
-	size_t len;
-} mapping;
-
-static struct {
-	atomic_flag lock;
-	size_t min;          /* bytes; 0: mappings are not tracked */
-	mapping *v;
-	size_t n, cap;
-} MAPS = {ATOMIC_FLAG_INIT, 0, NULL, 0, 0};
+struct col_heap_maps MAPS = {ATOMIC_FLAG_INIT, 0, NULL, 0, 0};
 
 #define MAP_BATCH 32 /* mappings changed by one event, accounted at a time */
 
@@ -2179,16 +1943,6 @@ static void maps_unlock(void)
 	atomic_flag_clear_explicit(&MAPS.lock, memory_order_release);
 }
 
-static void map_counted(const mapping *m, void **slot)
-{
-	after_alloc((void *)m->addr, m->len, slot, count(1, 0, m->len, (int64_t)m->len));
-}
-
-static void unmap_counted(const mapping *m)
-{
-	count(0, 1, 0, -(int64_t)m->len);
-	before_free((void *)m->addr);
-}
 
 /* The tracked mappings in [a, a + len) are going: account for them and what stays.
  * Returns whether there were any. */
@@ -2247,19 +2001,6 @@ _Static_assert(__builtin_types_compatible_p(__typeof__(fennec__mmap_event), fenn
 #endif /* !MEM_SANITIZER */
 
 /* ---- the public counters ---- */
-
-static uint64_t rss_now(void)
-{
-	if (M.statm_fd < 0)
-		return 0;
-	char buf[128];
-	ssize_t n = pread(M.statm_fd, buf, sizeof buf - 1, 0);
-	if (n <= 0)
-		return 0;
-	buf[n] = 0;
-	char *s = strchr(buf, ' ');
-	return s ? strtoull(s + 1, NULL, 10) * (uint64_t)M.page : 0;
-}
 
 static void open_statm(void)
 {
@@ -2343,90 +2084,28 @@ uint64_t col_mem_calls(void)
 	return t.allocs + t.frees;
 }
 
-uint64_t col_mem_record_ticks(void)
-{
-	return atomic_load_explicit(&rec_ticks, memory_order_relaxed);
-}
-
-/*
- * What the wrappers add to one glibc malloc or free (COST chunk), in picoseconds a call: 6
- * rounds of 256 frees and mallocs of 16-1040 bytes at random places of a live set of 2048
- * blocks (a program's pattern: the header of the block freed is seldom in L1; a loop of
- * malloc(48)/free read half of what the wrappers cost such a program) through
- * the wrappers, with this thread's gate opened on a scratch slot (its counts go nowhere),
- * against the same rounds of glibc's own calls; the fastest round of each. About 0.5 ms,
- * most of it filling the live sets.
- * Not in full mode, whose every call records (that time is measured:
- * col_mem_record_ticks()), nor on another allocator: 0 there. Called on the flushing
- * thread under the flush lock, never at the session's end (an _exit may come from a
- * handler that interrupted the allocator).
- */
-#define CALIB_LIVE 2048
-uint64_t col_mem_call_cost_ps(double ticks_per_ns)
-{
-#if MEM_SANITIZER
-	(void)ticks_per_ns;
-	return 0;
-#else
-	if (ticks_per_ns <= 0 || HEAP_KIND() != HEAP_GLIBC || atomic_load(&M.mode) == FMT_MEM_FULL || T.busy ||
-	    T.resolving)
-		return 0;
-	void *(*volatile mf)(size_t) = malloc;
-	void (*volatile ff)(void *) = free;
-	static void *blocks[2][CALIB_LIVE];
-	for (int w = 0; w < 2; w++)
-		for (int k = 0; k < CALIB_LIVE; k++)
-			blocks[w][k] = R.malloc(16 + (size_t)(k * 37 % 1025));
-	mem_slot scratch;
-	memset(&scratch, 0, sizeof scratch);
-	SET(scratch.sample_at, UINT64_MAX >> 2);
-	mem_slot *fast = T.fast;
-	uint32_t own = T.own;
-	T.own = 0;
-	T.fast = &scratch;
-	uint64_t best[2] = {UINT64_MAX, UINT64_MAX};
-	for (int r = 0; r < 12; r++) {
-		int w = r & 1; /* 0: the wrappers, 1: glibc's */
-		uint64_t x = 0x9e3779b97f4a7c15ull; /* the same sequence both ways */
-		uint64_t t0 = col_ticks();
-		for (int i = 0; i < 256; i++) {
-			x ^= x << 13;
-			x ^= x >> 7;
-			x ^= x << 17;
-			void **b = &blocks[w][x % CALIB_LIVE];
-			size_t size = 16 + (size_t)((x >> 20) % 1025);
-			if (w) {
-				R.free(*b);
-				*b = R.malloc(size);
-			} else {
-				/* the scratch batch stays near 0, so that no call leaves the inline
-				 * paths, which would count in this thread's real slot (or `shared`) */
-				SET(scratch.live_delta, 0);
-				if (*b && set_may_hold((uintptr_t)*b))
-					R.free(*b); /* a filter hit takes the general path: not what is timed */
-				else
-					ff(*b);
-				*b = mf(size);
-			}
-		}
-		uint64_t dt = col_ticks() - t0;
-		if (dt < best[w])
-			best[w] = dt;
-	}
-	T.own = own;
-	T.fast = fast;
-	for (int w = 0; w < 2; w++)
-		for (int k = 0; k < CALIB_LIVE; k++)
-			R.free(blocks[w][k]);
-	return best[0] > best[1] ? (uint64_t)((double)(best[0] - best[1]) / ticks_per_ns * 1000.0 / 512.0) : 0;
-#endif
-}
 
 void col_mem_dropped(uint64_t *allocs, uint64_t *frees)
 {
 	*allocs = atomic_load_explicit(&M.dropped_allocs, memory_order_relaxed);
 	*frees = atomic_load_explicit(&M.dropped_frees, memory_order_relaxed);
 }
+
+/* Set the filter for the mode that starts: in full mode every bit, so that every free
+ * leaves free()'s inline path for the general one, which reads the mode; else the bits of
+ * the sampled blocks still in the set (from earlier sessions: their frees are still looked
+ * for). No sampled block is added or removed meanwhile: the mode is not sampled. */
+static void filter_fill(int mode)
+{
+	for (uint32_t w = 0; w < FILTER_BITS / 64; w++) {
+		uint64_t bits = 0;
+		for (uint32_t b = 0; b < 64; b++)
+			if (mode == FMT_MEM_FULL || atomic_load_explicit(&M.filter_count[w * 64 + b], memory_order_relaxed))
+				bits |= 1ull << b;
+		atomic_store_explicit(&M.filter[w], bits, memory_order_relaxed);
+	}
+}
+
 
 /* ---- the session ---- */
 
@@ -2441,13 +2120,6 @@ int col_mem_mode_parse(const char *s)
 	return -1;
 }
 
-#if !MEM_SANITIZER
-/* A fork must not copy the own heap's lock held by a thread the child will not have. */
-static void own_atfork(void)
-{
-	pthread_atfork(own_lock, own_unlock, own_child);
-}
-#endif
 
 /* The heap ring's size for a session in `mode`: the mode's default, or FENNEC_HEAP_RING
  * bytes (a power of two from 64 KiB to 1 GiB; others between are rounded up to one, others
@@ -2504,27 +2176,6 @@ void col_mem_prepare(int mode, uint64_t rate, uint32_t interval_ms, uint32_t dep
 #endif
 }
 
-/* The peak as far as the batched deltas let a reader see it (a heap smaller than
- * LIVE_BATCH per thread never folds): taken at every timeline point. */
-static uint64_t live_seen(void)
-{
-	uint64_t l = live_now(), p = atomic_load(&peak);
-	while (l > p && !atomic_compare_exchange_weak(&peak, &p, l))
-		;
-	return l;
-}
-
-static void snapshot(unsigned reason)
-{
-	totals t;
-	sum_totals(&t);
-	uint64_t c[3] = {t.allocs - M.base_allocs, t.frees - M.base_frees, t.bytes - M.base_bytes};
-	mrec r = {0, FMT_HR_SNAP, (uint8_t)reason, 0, my_tid(), 0, 0, 0, live_seen(), rss_now(),
-		  col_step_index()};
-	put_rec(&r, REC_HDR, 0, c, sizeof c, NULL, 0, WAIT_NEVER);
-}
-
-static void writer_reset(void);
 
 /* HEAP2 times are in units of 2^shift ticks, the largest power of two not over
  * HEAP_TIME_UNIT_US (docs/format.md): ticks per microsecond measured over 20 us of
@@ -2664,11 +2315,7 @@ void col_mem_atfork_child(void)
 	clearing_here = 0;
 	if (T.stacks)
 		T.stacks->epoch++; /* the child's file starts without this thread's stacks */
-	/* Counters of threads that do not exist here are history: fold them. */
-	uint32_t n = atomic_load(&slots_hwm);
-	for (uint32_t i = 0; i < n; i++)
-		if (&slots[i] != T.slot && atomic_load(&slots[i].used))
-			slot_release(&slots[i]);
+	slots_fork_child();
 	atomic_store(&M.mode, FMT_MEM_OFF);
 	atomic_store(&M.limit, INT64_MIN);
 	if (M.session_mode == FMT_MEM_FULL)
@@ -2688,11 +2335,6 @@ void col_mem_atfork_child(void)
  * the step are written when they change, a stack when it differs from the thread's previous
  * one, nothing at all for a free of the thread's latest allocation in the chunk.
  */
-typedef struct wblock {
-	uint64_t size_lo;    /* size << 5 | the address's low 5 bits; free: the next free id */
-	uint32_t stack;      /* 0: a free pool entry */
-	uint32_t tid;        /* the allocating thread */
-} wblock;
 
 typedef struct wthread {
 	uint32_t tid;        /* 0: a free table entry */
@@ -2735,34 +2377,6 @@ static inline uint64_t mix64(uint64_t h)
  * mode a few of its pages are ever used, and faulting in 2 MiB at the start cost ~1 % of
  * a short malloc-heavy program's CPU time (bench/alloc_overhead.c).
  */
-#define WP_SHIFT 12                      /* a leaf covers 4 KiB of addresses */
-#define WP_SLOTS (1u << (WP_SHIFT - 5))  /* one slot per 32 bytes */
-#define WB_CHUNK 65536u                  /* pool entries allocated at a time (1 MiB) */
-#define WB_SIZE_MAX ((uint64_t)-1 >> 5)  /* above any block that can exist */
-#define WL_CACHE 256                     /* pages found lately, direct-mapped */
-#define WL_SLAB (1u << 20)               /* bytes of leaves allocated at a time */
-
-typedef struct wleaf {
-	uint64_t page;       /* address >> WP_SHIFT */
-	struct wleaf *next;  /* in M.leaf_free */
-	uint32_t count;      /* ids in slots */
-	uint32_t slots[WP_SLOTS]; /* pool ids; 0: none */
-} wleaf;
-
-typedef struct wpage {
-	uint64_t page;       /* 0: a free entry (no block is in the first page) */
-	wleaf *leaf;
-} wpage;
-
-typedef struct wover {
-	uint64_t addr;       /* 0: a free table entry */
-	wblock b;
-} wover;
-
-static inline uint64_t wb_size(const wblock *b)
-{
-	return b->size_lo >> 5;
-}
 
 static inline int wb_is(const wblock *b, uint64_t addr)
 {
@@ -2789,10 +2403,6 @@ static void populate(void *p, size_t n)
 		madvise((void *)lo, hi - lo, MADV_POPULATE_WRITE);
 }
 
-static inline wblock *pool_at(uint32_t id)
-{
-	return &M.pool[id / WB_CHUNK][id % WB_CHUNK];
-}
 
 /* A free pool entry's id (ids start at 1), or 0 when out of memory. */
 static uint32_t pool_get(void)
@@ -2866,7 +2476,7 @@ static void *table_grow(void *old, uint32_t old_cap, uint32_t cap, size_t size, 
 
 /* The leaf of a page, or NULL. The leaf cache is looked at first: a lookup that hits it
  * touches no other line. */
-static wleaf *leaf_find(uint64_t page)
+wleaf *leaf_find(uint64_t page)
 {
 	if (!M.pages_cap) /* nothing made yet (nor the cache) */
 		return NULL;
@@ -3146,7 +2756,7 @@ static void chunk_reset(void)
 }
 
 /* Forget everything written (a new file: a new session or a fork child). */
-static void writer_reset(void)
+void writer_reset(void)
 {
 	M.nstacks = 0;
 	if (M.stacks)
@@ -3550,6 +3160,10 @@ void col_mem_drain(void (*emit)(unsigned type, cm_buf *raw), void (*before)(void
 		cm_buf_free(&M.body);
 }
 
+uintptr_t reach_stop_sp;
+struct col_heap_self SELF;
+struct col_heap_runtime RT;
+
 /* ---- what is still reachable at the end (full mode) ---- */
 
 /*
@@ -3570,7 +3184,7 @@ void col_mem_drain(void (*emit)(unsigned type, cm_buf *raw), void (*before)(void
 #define REACH_PAGES 256           /* pages of blocks the scan keeps copies of */
 
 
-static int self_segments(struct dl_phdr_info *info, size_t size, void *arg)
+int self_segments(struct dl_phdr_info *info, size_t size, void *arg)
 {
 	(void)size;
 	uintptr_t me = (uintptr_t)arg;
@@ -3648,7 +3262,7 @@ static _Unwind_Reason_Code stop_frame_unw(struct _Unwind_Context *ctx, void *arg
  * may run in a signal handler that interrupted the loader (the unwinder takes its lock):
  * there from the stack pointer.
  */
-static void note_stop_sp(int unwind)
+void note_stop_sp(int unwind)
 {
 	uintptr_t sp = (uintptr_t)__builtin_frame_address(0);
 	stop_walk w = {sp, 0};
