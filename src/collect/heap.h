@@ -27,7 +27,9 @@
 
 /* The short names the heap files use for what they share. The symbols are prefixed: hidden
  * from libfennec.so's dynamic table (-fvisibility=hidden, and the pragma below for the
- * declarations), but a program that links libfennec.a sees them beside its own. */
+ * declarations), but a program that links libfennec.a sees them beside its own. Being
+ * macros, they would rename what a header included after this one declares: include it
+ * last. */
 #define M col_heap
 #define T col_heap_thread
 #define R col_heap_next

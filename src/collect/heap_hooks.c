@@ -27,8 +27,8 @@
 #include <libunwind.h>
 #include <unwind.h>
 
-#include "collect/heap.h"
 #include "collect/pyframes.h"
+#include "collect/heap.h"
 
 extern void *__libc_malloc(size_t);
 extern void *__libc_calloc(size_t, size_t);

@@ -6,11 +6,10 @@
 #include <sched.h>
 #include <string.h>
 
-#include "collect/heap.h"
 #include "collect/mmap_event.h"
+#include "collect/heap.h"
 
 #if !MEM_SANITIZER
-
 /*
  * Mappings. `fennec record --memory-mmap` preloads libfennec-mmap.so beside this library:
  * its mmap, munmap and mremap call fennec__mmap_event(), and an anonymous mapping of at

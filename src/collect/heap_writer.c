@@ -8,8 +8,8 @@
 #include <string.h>
 #include <sys/mman.h>
 
-#include "collect/heap.h"
 #include "collect/pyframes.h"
+#include "collect/heap.h"
 
 /* ---- the writer's side ---- */
 
