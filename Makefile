@@ -65,7 +65,7 @@ endif
 
 COMMON_SRC  := $(wildcard src/common/*.c)
 COLLECT_SRC := $(wildcard src/collect/*.c) src/format/writer.c
-ANALYZE_SRC := src/format/reader.c src/format/pipe.c $(wildcard src/analyze/*.c) $(wildcard src/symbol/*.c) $(wildcard src/report/*.c) \
+ANALYZE_SRC := $(wildcard src/format/reader*.c) src/format/pipe.c $(wildcard src/analyze/*.c) $(wildcard src/symbol/*.c) $(wildcard src/report/*.c) \
                $(wildcard src/export/*.c) $(wildcard src/plot/*.c)
 CLI_SRC     := $(wildcard src/cli/*.c) $(wildcard src/view/*.c)
 

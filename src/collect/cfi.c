@@ -592,7 +592,7 @@ cfi_stats cfi_get_stats(void)
 	return stats;
 }
 
-/* ---- walks of the caller's own stack (memory.c) ---- */
+/* ---- walks of the caller's own stack (heap_stacks.c) ---- */
 
 _Atomic uint64_t cfi_local_gen;
 

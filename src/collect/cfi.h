@@ -6,7 +6,7 @@
  * expressions, code without unwind tables) it leaves to the caller's other unwinder. Two
  * users: the ring source's samples (cfi_walk: a copy of the stack, on the draining thread
  * only, under the dynamic loader's lock, perfring.c) and the heap profiler's stacks
- * (cfi_walk_local: the calling thread's own stack, any thread, memory.c).
+ * (cfi_walk_local: the calling thread's own stack, any thread, heap_stacks.c).
  */
 #ifndef FENNEC_CFI_H
 #define FENNEC_CFI_H
@@ -43,7 +43,7 @@ typedef struct cfi_sample {
 uint32_t cfi_walk(const cfi_sample *s, uint64_t *frames, uint32_t depth, int *ran_off);
 
 /*
- * Walks of the calling thread's own stack (memory.c's stack cache), with the same rules:
+ * Walks of the calling thread's own stack (heap_stacks.c's stack cache), with the same rules:
  * objects found with glibc's _dl_find_object (no lock, no table of ours), rules in a cache
  * shared by all threads without a lock, emptied when cfi_local_gen changes (dlclose).
  * Fills ips and sps (each frame's return address and stack pointer; frame 0 is

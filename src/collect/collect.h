@@ -161,11 +161,11 @@ int col_autostart_value(const char *a);
  * docs/internals/collect.md, "What fennec costs"). The calibrations run on the flushing
  * thread under the flush lock; the measured sums are cumulative for the process. */
 uint64_t col_event_cost_ps(double ticks_per_ns);  /* api.c: one region event, calibrated */
-uint64_t col_mem_call_cost_ps(double ticks_per_ns); /* memory.c: one counted heap call beyond
+uint64_t col_mem_call_cost_ps(double ticks_per_ns); /* heap_hooks.c: one counted heap call beyond
 						     glibc's, calibrated (0: cannot be here) */
-uint64_t col_mem_calls(void);           /* memory.c: allocations and frees counted since the
+uint64_t col_mem_calls(void);           /* heap_session.c: allocations and frees counted since the
 					   process started (reallocs count one of each) */
-uint64_t col_mem_record_ticks(void);    /* memory.c: ticks in heap records (1 in 16 timed) */
+uint64_t col_mem_record_ticks(void);    /* heap_hooks.c: ticks in heap records (1 in 16 timed) */
 uint64_t col_sample_handler_ticks(void); /* sample.c: ticks in the sampling signal handler */
 uint64_t col_sample_kernel_ns(double ticks_per_ns); /* sample.c: the kernel's part of one
 						     sample, calibrated (0: unknown) */
@@ -214,7 +214,7 @@ int col_pthread_create_real(pthread_t *th, void *(*fn)(void *), void *arg);
 /* The calling thread's open region site ids, outermost first, at most `max` (async-signal-safe). */
 uint32_t col_region_stack(uint32_t *out, uint32_t max);
 
-/* Heap profiling (memory.c). The allocator wrappers run from process start; a session
+/* Heap profiling (heap_*.c). The allocator wrappers run from process start; a session
  * turns recording on (prepare, start) and off (stop). */
 typedef struct col_mem_info {
 	unsigned mode;           /* enum fmt_mem_mode */

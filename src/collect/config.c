@@ -2,7 +2,7 @@
  * config.c - the collector's configuration: the FENNEC_* environment read into a
  * fennec_config (defaults, then the variables), and the list of values that could not be
  * used, which session.c writes into every file's header. The subsystems (sample.c,
- * memory.c, gpu*.c, system.c, pyframes.c) read their own variables through
+ * heap_session.c, gpu*.c, system.c, pyframes.c) read their own variables through
  * col_env_number() and col_config_warn().
  */
 #include "collect/collect.h"

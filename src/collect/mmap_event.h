@@ -1,6 +1,6 @@
 /*
  * mmap_event.h - what libfennec-mmap.so (src/mmap/mmap.c) tells libfennec about the
- * program's mappings, through fennec__mmap_event() (memory.c; docs/memory.md, "Mappings").
+ * program's mappings, through fennec__mmap_event() (heap_mmap.c; docs/memory.md, "Mappings").
  * The library finds the function with dlsym, so that it loads without libfennec too.
  */
 #ifndef FENNEC_MMAP_EVENT_H

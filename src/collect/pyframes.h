@@ -12,7 +12,7 @@
 
 #define COL_PY_MAX_FRAMES 256 /* Python frames kept per sample (innermost first) */
 #define COL_PY_HEAP_FRAMES 64 /* per heap stack */
-/* A Python frame among a heap stack's frames (memory.c): 0xfd in the top byte, which no
+/* A Python frame among a heap stack's frames (heap_hooks.c): 0xfd in the top byte, which no
  * address has; bit 55 the entry mark, bits 24-54 the code id, bits 0-23 the line. */
 #define COL_PY_TAG 0xfd00000000000000ull
 

@@ -1,6 +1,6 @@
 /*
  * ring.h - a multi-producer, single-consumer byte ring for variable-length records, shared
- * by every thread of the process: CPU samples (sample.c) and heap events (memory.c).
+ * by every thread of the process: CPU samples (sample.c) and heap events (heap_hooks.c).
  * Producers reserve with one CAS on the tail, fill, then publish the record's length word
  * with a release store; the writer thread consumes in reservation order. Producers never
  * block and never allocate, so they may run in signal handlers and inside malloc.

@@ -80,16 +80,18 @@ def test_budget_keeps_shares_unbiased():
 def test_budget_raises_the_rate_again_when_the_cost_falls():
     skip_under("asan", "the heap calibration is off under ASan (its allocator is not glibc's): the first "
                "phase's wrapper cost is not counted, so nothing drives the rate down")
-    r, path = record("budget_phases", 1500, 3000, opts=("--overhead-budget", "1%"))
+    r, path = record("budget_phases", 2500, 3000, opts=("--overhead-budget", "1%"))
     t, rep = truth(r), analyze(path)
     ch = budget_of(rep)["changes"]
     start = t["compute_start_ns"]
-    before = [c for c in ch if c["at_ns"] < start]
-    after = [c for c in ch if c["at_ns"] > start + 50 * MS]
-    assert_true(before and max(c["stride"] for c in before) >= 50,
-                "the heap wrappers' 10-30 %% drive sampling to its floor (10 Hz, stride 99) in the first "
-                "phase: %s" % ch)
-    assert_true(after and after[-1]["stride"] < before[-1]["stride"],
+    # a look judges the second before it: the one that reaches the floor may come just
+    # after the phase's end, the ones that raise the rate a look or two into the second
+    low = [i for i, c in enumerate(ch) if c["stride"] >= 50]
+    assert_true(low and ch[low[0]]["at_ns"] < start + 1200 * MS,
+                "the heap wrappers' 10-30 %% drive sampling to its floor (10 Hz, stride 99) in the first phase "
+                "(it ended %.0f ms in): %s" % (start / MS, ch))
+    later = [c for c in ch[low[0] + 1:] if c["at_ns"] > start]
+    assert_true(later and later[-1]["stride"] < ch[low[0]]["stride"] / 2,
                 "the arithmetic costs fennec little: the rate rises again after %.0f ms: %s" % (start / MS, ch))
     assert_rel(func(rep, "compute_phase")["total_samples"] * rep["samples"]["period_ns"], t["compute_ns"], 0.15,
                "compute_phase's sampled CPU time, strides of both phases weighed", " ns")
