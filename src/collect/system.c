@@ -45,8 +45,16 @@ static struct {
 	unsigned sources;        /* bit 0 RAPL, bit 1 NVML */
 	uint32_t next_domain;
 	uint32_t gpu_domain[16]; /* NVML device i's domain id (0: not yet) */
-	int started;
+	int started;             /* set (release) after the first point, read (acquire) by the writer */
 } Y;
+
+/* session_begin starts the writer thread before col_sys_start takes the first point: the
+ * writer's col_sys_tick must not see started before the state that point wrote (TSan:
+ * Y.next_ns written by col_sys_start, read by writer_main's tick). */
+static int sys_started(void)
+{
+	return __atomic_load_n(&Y.started, __ATOMIC_ACQUIRE);
+}
 
 /* Read a small file into buf (NUL-terminated); the bytes read, or -1. No allocation. */
 static ssize_t slurp(const char *path, char *buf, size_t cap)
@@ -366,12 +374,12 @@ void col_sys_start(void)
 	take(FMT_SYS_START, 1);
 	col_mem_internal(was);
 	Y.next_ns = Y.last_ns + Y.interval_ns;
-	Y.started = 1;
+	__atomic_store_n(&Y.started, 1, __ATOMIC_RELEASE);
 }
 
 void col_sys_tick(uint64_t now_ns)
 {
-	if (!Y.started)
+	if (!sys_started())
 		return;
 	if (now_ns >= Y.next_ns) {
 		take(FMT_SYS_TIMER, 1);
@@ -383,7 +391,7 @@ void col_sys_tick(uint64_t now_ns)
 
 uint64_t col_sys_quiet_ns(uint64_t now_ns)
 {
-	if (!Y.started)
+	if (!sys_started())
 		return UINT64_MAX;
 	return Y.next_ns > now_ns ? Y.next_ns - now_ns : 0;
 }
@@ -394,7 +402,7 @@ uint64_t col_sys_quiet_ns(uint64_t now_ns)
  * them is dropped (docs/format.md, "Capped recordings"). */
 void col_sys_domains(void (*emit)(unsigned type, cm_buf *raw))
 {
-	if (!Y.started)
+	if (!sys_started())
 		return;
 	cm_buf b = {0};
 	uint64_t prev = 0;
@@ -419,7 +427,7 @@ void col_sys_domains(void (*emit)(unsigned type, cm_buf *raw))
 
 void col_sys_drain(void (*emit)(unsigned type, cm_buf *raw), int final)
 {
-	if (!Y.started)
+	if (!sys_started())
 		return;
 	if (final)
 		take(FMT_SYS_FINAL, final != 2);

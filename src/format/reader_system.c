@@ -72,7 +72,21 @@ int decode_energy(rd *r, cur *c)
 				return fail(r, FENNEC_ECORRUPT, r->chunk_off, "ENERGY: bad DOMAIN record at payload byte %td", at - base);
 			}
 			fmt_energy_domain *d = &f->energy_domains[id];
-			free(d->name);
+			if (d->defined) {
+				/* The writer names its domains again in every segment of a capped
+				 * recording (read joined, as one file). The readings handed on before
+				 * hold this name (the analysis keeps the pointer): the first
+				 * definition stays for the file's life. Freeing it here left the
+				 * analysis a freed name (heap-use-after-free in the JSON report,
+				 * found by analysis_fuzz). A domain redefined otherwise is corrupt. */
+				int same = d->source == src && d->kind == kind && !strcmp(d->name, name);
+				free(name);
+				if (!same)
+					return fail(r, FENNEC_ECORRUPT, r->chunk_off,
+						    "ENERGY: DOMAIN record at payload byte %td redefines domain %u", at - base,
+						    (unsigned)id);
+				continue;
+			}
 			*d = (fmt_energy_domain){src, kind, name, 1};
 			continue;
 		}

@@ -56,7 +56,6 @@ def test_fork_both_processes():
 @collector
 @timing
 def test_fork_exec_followed():
-    skip_under("tsan", TSAN_FORK)
     r, path = record("forker", "exec")
     rep = analyze(path)
     o = by_origin(rep)

@@ -65,6 +65,19 @@ def main():
     put("huge_thread_index.fnc", base[:chunks[1].offset] + fncfile.make_chunk(3, thr) + base[chunks[1].offset:],
         "-", 1, "bad thread record (index 4673748)")
 
+    # found by analysis_fuzz: the writer names its energy domains again in each segment of
+    # a capped recording; the reader freed the first name on the second DOMAIN record while
+    # the analysis held it for the report (heap-use-after-free in rep_sys_json). The same
+    # definition again is read; a different one for the same id is refused.
+    at = chunks[1].offset
+    one = fncfile.energy_payload([(1, 1, "package", "package-0")], [(1, 1000, 5000, 1 << 32)])
+    again = fncfile.energy_payload([(1, 1, "package", "package-0")], [(1, 2000, 9000, 1 << 32)])
+    other = fncfile.energy_payload([(1, 1, "dram", "dram")], [(1, 2000, 9000, 1 << 32)])
+    put("energy_domain_again.fnc", base[:at] + fncfile.make_chunk(18, one) + fncfile.make_chunk(18, again) +
+        base[at:], "-", 0, "-")
+    put("energy_domain_redefined.fnc", base[:at] + fncfile.make_chunk(18, one) + fncfile.make_chunk(18, other) +
+        base[at:], "-", 1, "redefines domain 1")
+
     # found by analysis_fuzz (kept as it minimised, not made here): with --force a sample
     # with no frames reached the stack table before any other, memcpy from a NULL buffer
     # (UBSan in samples.c stack_for)
