@@ -99,7 +99,7 @@ static struct {
 	_Atomic uint32_t next_index; /* per-file thread numbers */
 	uint32_t sites_written;
 	pthread_t writer;
-	int stop_writer;
+	_Atomic int stop_writer; /* atomic: TSan saw session_end()'s store race the writer's load in a fork child (issue 29) */
 	int writer_thread;     /* FENNEC_WRITER=thread: never lazy (below) */
 	int lazy;              /* no writer thread (yet): the program's thread flushes (below) */
 	int heap_call_deferred; /* the heap calibration waits for the session's end (emit_cost) */
