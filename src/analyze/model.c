@@ -564,6 +564,111 @@ static char *node_path(ana_profile *p, uint32_t n)
 
 /* ---- loading ---- */
 
+/* The first process's steps: those of its thread with the most marks. A step is the time
+ * between two consecutive marks; the time before the first mark is set-up. */
+static void first_process_steps(ana_profile *p, ctx *c, const fmt_file *f)
+{
+	lthread *best = NULL;
+	uint64_t other_marks = 0;
+	for (uint32_t i = 0; i < c->nth; i++)
+		if (c->th[i].g != ANA_NONE && c->th[i].step_ticks.n) {
+			p->step_threads++;
+			other_marks += c->th[i].step_ticks.n - 1; /* steps: from mark to mark */
+			if (!best || c->th[i].step_ticks.n > best->step_ticks.n)
+				best = &c->th[i];
+		}
+	if (best && p->step_threads > 1) {
+		other_marks -= best->step_ticks.n - 1;
+		ana_warn(p, "%s: steps were marked on %u threads; the step statistics count only those of "
+			    "thread %llu (%zu steps, the most), not the other threads' %llu: mark steps on one "
+			    "thread (the training loop's)",
+			 f->path, p->step_threads, (unsigned long long)p->threads[best->g].tid,
+			 best->step_ticks.n - 1, (unsigned long long)other_marks);
+	}
+	if (best) {
+		p->steps_tid = p->threads[best->g].tid;
+		uint64_t prev = best->step_ticks.v[0];
+		p->setup_ns = setup_of(f, best, c->lo);
+		for (size_t k = 1; k < best->step_ticks.n; k++) {
+			uint64_t tk = best->step_ticks.v[k];
+			u64_push(&p->step_ns, (uint64_t)llround(fmt_dticks_to_ns(f, tk > prev ? tk - prev : 0)));
+			u64_push(&p->step_start_ns, (uint64_t)llround(fmt_ticks_to_ns(f, prev)));
+			u64_push(&p->step_items, best->step_items.v[k]);
+			u64_push(&p->step_flags, best->step_flags.v[k]);
+			prev = tk;
+			p->items += best->step_items.v[k];
+			if (best->step_flags.v[k] & 2)
+				p->has_items = 1;
+			if (best->step_flags.v[k] & 1)
+				p->steps_recorded++;
+		}
+		p->marks = best->step_ticks.n;
+		p->steps = best->step_ticks.n - 1;
+	}
+}
+
+/* What a file says of itself that the reader of the report must know: a capped
+ * recording's dropped start, a run cut short, damage skipped, names cut, lost bytes. */
+static void file_warnings(ana_profile *p, const ana_process *pr)
+{
+	const fmt_file *f = &pr->file;
+	if (f->seg_dropped) {
+		/* A capped recording (--max-size, --max-duration): the analysis covers what is kept. */
+		char a[32], b[32], cap[80] = "";
+		double dropped_ns = (double)(f->start_mono_ns - f->seg_session_start_mono_ns);
+		if (f->seg_max_bytes)
+			snprintf(cap, sizeof cap, " to stay within %s", ana_fmt_bytes((double)f->seg_max_bytes, b, sizeof b));
+		else if (f->seg_max_ns)
+			snprintf(cap, sizeof cap, " to keep the last %s", ana_fmt_ns((double)f->seg_max_ns, b, sizeof b));
+		ana_warn(p, "%s: capped recording: the first %s (%llu steps, %llu events; segments 0 to %llu) were dropped%s; "
+			    "this analysis covers the last %s, from step %llu on (its step numbers count from there)",
+			 f->path, ana_fmt_ns(dropped_ns, a, sizeof a), (unsigned long long)f->seg_steps_before,
+			 (unsigned long long)f->seg_events_before, (unsigned long long)(f->seg_first - 1), cap,
+			 ana_fmt_ns((double)pr->wall_ns, b, sizeof b), (unsigned long long)f->seg_steps_before);
+	}
+	if (f->cut_short)
+		ana_warn(p, "%s: the run was cut short (no END record: killed, crashed, still running, or a write "
+			    "failed, as on a full disk); "
+			    "the profile holds what was flushed%s",
+			 f->path, f->torn_offset ? "" : ", up to its last flush");
+	if (f->torn_offset)
+		ana_warn(p, "%s: byte %llu: partial chunk at the end of the file ignored", f->path,
+			 (unsigned long long)f->torn_offset);
+	static const char *const skip_why[] = {
+		[FMT_SKIP_HEADER] = "a chunk header with impossible fields",
+		[FMT_SKIP_LENGTH] = "a chunk claiming more bytes than the file holds",
+		[FMT_SKIP_CHECKSUM] = "a chunk whose checksum fails",
+	};
+	for (uint32_t k = 0; k < f->nskips && k < FMT_MAX_SKIPS; k++) {
+		const fmt_skip *sk = &f->skips[k];
+		ana_warn(p, "%s: byte %llu: %s (type %u, stored length %u): skipped %llu bytes to the next whole "
+			    "chunk, at byte %llu (--force); what they held is missing",
+			 f->path, (unsigned long long)sk->offset, skip_why[sk->why], sk->type, sk->stored,
+			 (unsigned long long)sk->bytes, (unsigned long long)(sk->offset + sk->bytes));
+	}
+	if (f->nskips > FMT_MAX_SKIPS)
+		ana_warn(p, "%s: %u damaged places skipped in all (--force), %llu bytes", f->path, f->nskips,
+			 (unsigned long long)f->skipped_bytes);
+	if (f->long_names) {
+		const char *nm = f->long_name_site < f->nsites ? f->sites[f->long_name_site].name : NULL;
+		ana_warn(p, "%s: %llu region or metric name%s longer than %u bytes cut to that (the first, of %llu "
+			    "bytes: \"%.60s…\")",
+			 f->path, (unsigned long long)f->long_names, f->long_names == 1 ? "" : "s", FMT_MAX_NAME,
+			 (unsigned long long)f->long_name_bytes, nm ? nm : "");
+	}
+	if (f->bad_ends)
+		ana_warn(p, "%s: %llu region ends without a matching begin were ignored", f->path,
+			 (unsigned long long)f->bad_ends);
+	if (f->sites_refused)
+		ana_warn(p, "%s: the collector's table of %u region and metric names was full: %llu call%s "
+			    "recorded under the one name \"<site table full>\"; a name per call "
+			    "(formatted into a fresh buffer) fills it: name regions by a fixed set of strings",
+			 f->path, 65536u, (unsigned long long)f->sites_refused, f->sites_refused == 1 ? " was" : "s were");
+	if (f->lost_bytes)
+		ana_warn(p, "%s: the collector could not write %llu bytes (disk full or I/O error); data is missing",
+			 f->path, (unsigned long long)f->lost_bytes);
+}
+
 static int load_file(ana_profile *p, const char *path, fmt_error *err)
 {
 	ana_process *procs = realloc(p->procs, (p->nprocs + 1) * sizeof *procs);
@@ -626,47 +731,8 @@ static int load_file(ana_profile *p, const char *path, fmt_error *err)
 		for (uint32_t i = 0; i < c.nth; i++)
 			if (c.th[i].g != ANA_NONE && c.th[i].max_depth >= FMT_MAX_DEPTH)
 				p->deep_threads++;
-		/* Steps: the thread with the most marks in the first process. A step is the time
-		 * between two consecutive marks; the time before the first mark is set-up. */
-		if (pr == &p->procs[0]) {
-			lthread *best = NULL;
-			uint64_t other_marks = 0;
-			for (uint32_t i = 0; i < c.nth; i++)
-				if (c.th[i].g != ANA_NONE && c.th[i].step_ticks.n) {
-					p->step_threads++;
-					other_marks += c.th[i].step_ticks.n - 1; /* steps: from mark to mark */
-					if (!best || c.th[i].step_ticks.n > best->step_ticks.n)
-						best = &c.th[i];
-				}
-			if (best && p->step_threads > 1) {
-				other_marks -= best->step_ticks.n - 1;
-				ana_warn(p, "%s: steps were marked on %u threads; the step statistics count only those of "
-					    "thread %llu (%zu steps, the most), not the other threads' %llu: mark steps on one "
-					    "thread (the training loop's)",
-					 f->path, p->step_threads, (unsigned long long)p->threads[best->g].tid,
-					 best->step_ticks.n - 1, (unsigned long long)other_marks);
-			}
-			if (best) {
-				p->steps_tid = p->threads[best->g].tid;
-				uint64_t prev = best->step_ticks.v[0];
-				p->setup_ns = setup_of(f, best, c.lo);
-				for (size_t k = 1; k < best->step_ticks.n; k++) {
-					uint64_t tk = best->step_ticks.v[k];
-					u64_push(&p->step_ns, (uint64_t)llround(fmt_dticks_to_ns(f, tk > prev ? tk - prev : 0)));
-					u64_push(&p->step_start_ns, (uint64_t)llround(fmt_ticks_to_ns(f, prev)));
-					u64_push(&p->step_items, best->step_items.v[k]);
-					u64_push(&p->step_flags, best->step_flags.v[k]);
-					prev = tk;
-					p->items += best->step_items.v[k];
-					if (best->step_flags.v[k] & 2)
-						p->has_items = 1;
-					if (best->step_flags.v[k] & 1)
-						p->steps_recorded++;
-				}
-				p->marks = best->step_ticks.n;
-				p->steps = best->step_ticks.n - 1;
-			}
-		}
+		if (pr == &p->procs[0])
+			first_process_steps(p, &c, f);
 		/* Every process's steps, on its thread with the most marks: ranks.c compares them. */
 		lthread *st = NULL;
 		for (uint32_t i = 0; i < c.nth; i++)
@@ -702,61 +768,7 @@ static int load_file(ana_profile *p, const char *path, fmt_error *err)
 				pr->threads++;
 				pr->dropped += f->threads[i].dropped;
 			}
-		if (f->seg_dropped) {
-			/* A capped recording (--max-size, --max-duration): the analysis covers what is kept. */
-			char a[32], b[32], cap[80] = "";
-			double dropped_ns = (double)(f->start_mono_ns - f->seg_session_start_mono_ns);
-			if (f->seg_max_bytes)
-				snprintf(cap, sizeof cap, " to stay within %s", ana_fmt_bytes((double)f->seg_max_bytes, b, sizeof b));
-			else if (f->seg_max_ns)
-				snprintf(cap, sizeof cap, " to keep the last %s", ana_fmt_ns((double)f->seg_max_ns, b, sizeof b));
-			ana_warn(p, "%s: capped recording: the first %s (%llu steps, %llu events; segments 0 to %llu) were dropped%s; "
-				    "this analysis covers the last %s, from step %llu on (its step numbers count from there)",
-				 f->path, ana_fmt_ns(dropped_ns, a, sizeof a), (unsigned long long)f->seg_steps_before,
-				 (unsigned long long)f->seg_events_before, (unsigned long long)(f->seg_first - 1), cap,
-				 ana_fmt_ns((double)pr->wall_ns, b, sizeof b), (unsigned long long)f->seg_steps_before);
-		}
-		if (f->cut_short)
-			ana_warn(p, "%s: the run was cut short (no END record: killed, crashed, still running, or a write "
-				    "failed, as on a full disk); "
-				    "the profile holds what was flushed%s",
-				 f->path, f->torn_offset ? "" : ", up to its last flush");
-		if (f->torn_offset)
-			ana_warn(p, "%s: byte %llu: partial chunk at the end of the file ignored", f->path,
-				 (unsigned long long)f->torn_offset);
-		static const char *const skip_why[] = {
-			[FMT_SKIP_HEADER] = "a chunk header with impossible fields",
-			[FMT_SKIP_LENGTH] = "a chunk claiming more bytes than the file holds",
-			[FMT_SKIP_CHECKSUM] = "a chunk whose checksum fails",
-		};
-		for (uint32_t k = 0; k < f->nskips && k < FMT_MAX_SKIPS; k++) {
-			const fmt_skip *sk = &f->skips[k];
-			ana_warn(p, "%s: byte %llu: %s (type %u, stored length %u): skipped %llu bytes to the next whole "
-				    "chunk, at byte %llu (--force); what they held is missing",
-				 f->path, (unsigned long long)sk->offset, skip_why[sk->why], sk->type, sk->stored,
-				 (unsigned long long)sk->bytes, (unsigned long long)(sk->offset + sk->bytes));
-		}
-		if (f->nskips > FMT_MAX_SKIPS)
-			ana_warn(p, "%s: %u damaged places skipped in all (--force), %llu bytes", f->path, f->nskips,
-				 (unsigned long long)f->skipped_bytes);
-		if (f->long_names) {
-			const char *nm = f->long_name_site < f->nsites ? f->sites[f->long_name_site].name : NULL;
-			ana_warn(p, "%s: %llu region or metric name%s longer than %u bytes cut to that (the first, of %llu "
-				    "bytes: \"%.60s…\")",
-				 f->path, (unsigned long long)f->long_names, f->long_names == 1 ? "" : "s", FMT_MAX_NAME,
-				 (unsigned long long)f->long_name_bytes, nm ? nm : "");
-		}
-		if (f->bad_ends)
-			ana_warn(p, "%s: %llu region ends without a matching begin were ignored", f->path,
-				 (unsigned long long)f->bad_ends);
-		if (f->sites_refused)
-			ana_warn(p, "%s: the collector's table of %u region and metric names was full: %llu call%s "
-				    "recorded under the one name \"<site table full>\"; a name per call "
-				    "(formatted into a fresh buffer) fills it: name regions by a fixed set of strings",
-				 f->path, 65536u, (unsigned long long)f->sites_refused, f->sites_refused == 1 ? " was" : "s were");
-		if (f->lost_bytes)
-			ana_warn(p, "%s: the collector could not write %llu bytes (disk full or I/O error); data is missing",
-				 f->path, (unsigned long long)f->lost_bytes);
+		file_warnings(p, pr);
 		config_warnings(p, pr);
 		FOR_AGGREGATORS(a)
 			if (a->end_process && a->end_process(p, c.proc, f))

@@ -114,13 +114,17 @@ static void no_data(const char *path, int format, const ana_profile *p, const ex
 		  o->kind == ANA_CPU && !p->smp.weight[ANA_CPU] && p->smp.weight[ANA_OFFCPU] ? ", all off-CPU: try --kind offcpu" : "");
 }
 
-int cmd_export(int argc, char **argv)
-{
-	const char *path = NULL, *out_path = NULL, *base_path = NULL;
-	int format = -1, kind_given = 0, table = -1;
+typedef struct export_args {
+	const char *path, *out_path, *base_path;
+	int format, kind_given, table;
 	exp_options o;
-	ana_options ao = {.hot_threshold_pct = 10};
-	exp_options_init(&o);
+	ana_options ao;
+} export_args;
+
+/* fennec export's arguments into ea. -1 to go on, else the exit status (0 after --help,
+ * 2 for a usage error, said). */
+static int export_args_read(int argc, char **argv, export_args *ea)
+{
 	for (int i = 1; i < argc; i++) {
 		cli_arg x;
 		cli_arg_read(&x, argc, argv, i);
@@ -129,17 +133,17 @@ int cmd_export(int argc, char **argv)
 		if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
 			fputs(help, stdout);
 			return 0;
-		} else if ((wa = cli_window_arg("export", &x, &ao.window)) != 0) {
+		} else if ((wa = cli_window_arg("export", &x, &ea->ao.window)) != 0) {
 			if (wa < 0) {
 				return 2;
 			}
 			i += cli_take(&x);
 		} else if (!strcmp(a, "--format") || !strcmp(a, "-f")) {
-			format = -1;
+			ea->format = -1;
 			for (int k = 0; v && k < (int)ARRAY_LEN(formats); k++)
 				if (!strcmp(v, formats[k]))
-					format = k;
-			if (format < 0) {
+					ea->format = k;
+			if (ea->format < 0) {
 				cli_error("export", "--format must be folded, svg, diff-svg, pprof, speedscope, chrome-trace, csv or tensorboard, not '%s'",
 					  v ? v : "");
 				return 2;
@@ -150,20 +154,20 @@ int cmd_export(int argc, char **argv)
 				cli_error("export", "%s needs a file name", a);
 				return 2;
 			}
-			out_path = v;
+			ea->out_path = v;
 			i += cli_take(&x);
 		} else if (!strcmp(a, "--kind")) {
 			if (v && !strcmp(v, "cpu"))
-				o.kind = ANA_CPU;
+				ea->o.kind = ANA_CPU;
 			else if (v && !strcmp(v, "offcpu"))
-				o.kind = ANA_OFFCPU;
+				ea->o.kind = ANA_OFFCPU;
 			else if (v && !strcmp(v, "all"))
-				o.kind = EXP_KIND_ALL;
+				ea->o.kind = EXP_KIND_ALL;
 			else {
 				cli_error("export", "--kind must be cpu, offcpu or all, not '%s'", v ? v : "");
 				return 2;
 			}
-			kind_given = 1;
+			ea->kind_given = 1;
 			i += cli_take(&x);
 		} else if (!strcmp(a, "--thread")) {
 			char *end;
@@ -173,18 +177,18 @@ int cmd_export(int argc, char **argv)
 				cli_error("export", "--thread needs a thread id (a tid), not '%s'", v ? v : "");
 				return 2;
 			}
-			o.has_tid = 1;
-			o.tid = tid;
+			ea->o.has_tid = 1;
+			ea->o.tid = tid;
 			i += cli_take(&x);
 		} else if (!strcmp(a, "--region")) {
 			if (!v || !v[0]) {
 				cli_error("export", "--region needs a region name or path");
 				return 2;
 			}
-			o.region = v;
+			ea->o.region = v;
 			i += cli_take(&x);
 		} else if (!strcmp(a, "--prefix")) {
-			if (parse_prefix(v, &o) < 0) {
+			if (parse_prefix(v, &ea->o) < 0) {
 				cli_error("export", "--prefix must be thread, region or thread,region, not '%s'", v ? v : "");
 				return 2;
 			}
@@ -194,128 +198,155 @@ int cmd_export(int argc, char **argv)
 				cli_error("export", "--title needs a text");
 				return 2;
 			}
-			o.title = v;
+			ea->o.title = v;
 			i += cli_take(&x);
 		} else if (!strcmp(a, "--base")) {
 			if (!v || !v[0]) {
 				cli_error("export", "--base needs the recording to compare with");
 				return 2;
 			}
-			base_path = v;
+			ea->base_path = v;
 			i += cli_take(&x);
 		} else if (!strcmp(a, "--table")) {
-			if ((table = exp_csv_table_parse(v)) < 0) {
+			if ((ea->table = exp_csv_table_parse(v)) < 0) {
 				cli_error("export", "--table must be regions, steps, metrics, samples or threads, not '%s'",
 					  v ? v : "");
 				return 2;
 			}
 			i += cli_take(&x);
 		} else if (!strcmp(a, "--memory")) {
-			if ((o.memory = exp_memory_parse(v)) < 0) {
+			if ((ea->o.memory = exp_memory_parse(v)) < 0) {
 				cli_error("export", "--memory must be allocated, peak, leaked or live, not '%s'", v ? v : "");
 				return 2;
 			}
 			i += cli_take(&x);
 		} else if (!strcmp(a, "--force"))
-			ao.force = 1;
+			ea->ao.force = 1;
 		else if (!strcmp(a, "--native"))
-			ao.native = 1;
+			ea->ao.native = 1;
 		else if (a[0] == '-' && a[1]) {
 			cli_error("export", "unknown option '%s' (see fennec export --help)", a);
 			return 2;
-		} else if (!path)
-			path = a;
+		} else if (!ea->path)
+			ea->path = a;
 		else {
-			cli_error("export", "one recording at a time: '%s' and '%s'", path, a);
+			cli_error("export", "one recording at a time: '%s' and '%s'", ea->path, a);
 			return 2;
 		}
 		if (cli_arg_done("export", &x) < 0)
 			return 2;
 	}
-	if (!path) {
+	if (!ea->path) {
 		cli_error("export", "which recording? usage: fennec export FILE --format FORMAT [-o OUT]");
 		return 2;
 	}
-	if (format < 0) {
+	if (ea->format < 0) {
 		cli_error("export", "which format? --format folded, svg, diff-svg, pprof, speedscope, chrome-trace or csv");
 		return 2;
 	}
-	if (format == F_TENSORBOARD) {
-		if (!out_path) {
-			cli_error("export", "tensorboard writes a folder of event files: give -o DIR");
-			return 2;
-		}
-		if (kind_given || o.has_tid || o.region || o.memory || o.title || base_path || table >= 0 ||
-		    o.prefix_thread || o.prefix_region) {
-			cli_error("export", "tensorboard takes no sample, table or title options");
-			return 2;
-		}
-		ana_profile p;
-		fmt_error err;
-		int rc = ana_load(path, &ao, &p, &err);
-		if (!rc) {
-			memset(&err, 0, sizeof err);
-			rc = exp_tensorboard(&p, out_path, &err);
-		}
-		if (rc)
-			fprintf(stderr, "fennec export: %s\n", err.msg[0] ? err.msg : fennec_strerror(rc));
-		if (p.window.bad) {
-			ana_profile_free(&p);
-			return 2;
-		}
-		if (rc)
-			;
-		else
-			for (uint32_t i = 0; i < p.nwarnings; i++)
-				fprintf(stderr, "fennec export: warning: %s\n", p.warnings[i]);
-		ana_profile_free(&p);
-		return rc ? 1 : 0;
+	return -1;
+}
+
+/* --format tensorboard: a folder of event files, from the analysis. */
+static int export_tensorboard(export_args *ea)
+{
+	if (!ea->out_path) {
+		cli_error("export", "tensorboard writes a folder of event files: give -o DIR");
+		return 2;
 	}
-	if (table >= 0 && format != F_CSV) {
+	if (ea->kind_given || ea->o.has_tid || ea->o.region || ea->o.memory || ea->o.title || ea->base_path || ea->table >= 0 ||
+	    ea->o.prefix_thread || ea->o.prefix_region) {
+		cli_error("export", "tensorboard takes no sample, table or title options");
+		return 2;
+	}
+	ana_profile p;
+	fmt_error err;
+	int rc = ana_load(ea->path, &ea->ao, &p, &err);
+	if (!rc) {
+		memset(&err, 0, sizeof err);
+		rc = exp_tensorboard(&p, ea->out_path, &err);
+	}
+	if (rc)
+		fprintf(stderr, "fennec export: %s\n", err.msg[0] ? err.msg : fennec_strerror(rc));
+	if (p.window.bad) {
+		ana_profile_free(&p);
+		return 2;
+	}
+	if (rc)
+		;
+	else
+		for (uint32_t i = 0; i < p.nwarnings; i++)
+			fprintf(stderr, "fennec export: warning: %s\n", p.warnings[i]);
+	ana_profile_free(&p);
+	return rc ? 1 : 0;
+}
+
+/* The options that depend on the format. -1 to go on, else 2 (said). */
+static int export_args_check(export_args *ea)
+{
+	if (ea->table >= 0 && ea->format != F_CSV) {
 		cli_error("export", "--table applies to csv only");
 		return 2;
 	}
-	if (format == F_CSV) {
-		table = table < 0 ? EXP_CSV_REGIONS : table;
-		if (table != EXP_CSV_SAMPLES && (kind_given || o.has_tid || o.region)) {
+	if (ea->format == F_CSV) {
+		ea->table = ea->table < 0 ? EXP_CSV_REGIONS : ea->table;
+		if (ea->table != EXP_CSV_SAMPLES && (ea->kind_given || ea->o.has_tid || ea->o.region)) {
 			cli_error("export", "--kind, --thread and --region select samples: use them with --table samples");
 			return 2;
 		}
-		if (o.title) {
+		if (ea->o.title) {
 			cli_error("export", "--title applies to svg only");
 			return 2;
 		}
 	}
-	if ((format == F_DIFF_SVG) != !!base_path) {
-		cli_error("export", base_path ? "--base applies to diff-svg only" : "diff-svg needs --base A, the recording to compare with");
+	if ((ea->format == F_DIFF_SVG) != !!ea->base_path) {
+		cli_error("export", ea->base_path ? "--base applies to diff-svg only" : "diff-svg needs --base A, the recording to compare with");
 		return 2;
 	}
-	if ((o.prefix_thread || o.prefix_region) && format != F_FOLDED && format != F_SVG && format != F_DIFF_SVG) {
+	if ((ea->o.prefix_thread || ea->o.prefix_region) && ea->format != F_FOLDED && ea->format != F_SVG && ea->format != F_DIFF_SVG) {
 		cli_error("export", "--prefix applies to folded, svg and diff-svg only");
 		return 2;
 	}
 	/* One weight per stack: a flame graph shows one kind at a time. */
-	if (format == F_FOLDED || format == F_SVG || format == F_DIFF_SVG) {
-		if (!kind_given)
-			o.kind = ANA_CPU;
-		else if (o.kind == EXP_KIND_ALL) {
-			cli_error("export", "%s shows one kind of sample: --kind cpu or --kind offcpu", formats[format]);
+	if (ea->format == F_FOLDED || ea->format == F_SVG || ea->format == F_DIFF_SVG) {
+		if (!ea->kind_given)
+			ea->o.kind = ANA_CPU;
+		else if (ea->o.kind == EXP_KIND_ALL) {
+			cli_error("export", "%s shows one kind of sample: --kind cpu or --kind offcpu", formats[ea->format]);
 			return 2;
 		}
 	}
 	/* Allocation sites belong to a process, not a thread, and are of no sample kind. */
-	if (o.memory && (format > F_SPEEDSCOPE || kind_given || o.has_tid || o.prefix_thread)) {
-		cli_error("export", format > F_SPEEDSCOPE ? "--memory applies to folded, svg, pprof and speedscope"
+	if (ea->o.memory && (ea->format > F_SPEEDSCOPE || ea->kind_given || ea->o.has_tid || ea->o.prefix_thread)) {
+		cli_error("export", ea->format > F_SPEEDSCOPE ? "--memory applies to folded, svg, pprof and speedscope"
 							  : "--memory weighs allocation stacks: --kind, --thread and --prefix thread do not apply");
 		return 2;
 	}
-	if (format == F_PPROF && !out_path && isatty(STDOUT_FILENO)) {
+	if (ea->format == F_PPROF && !ea->out_path && isatty(STDOUT_FILENO)) {
 		cli_error("export", "pprof output is binary: give -o FILE (e.g. -o profile.pb.gz)");
 		return 2;
 	}
-	const char *inputs[] = {path, base_path};
-	if (cli_out_check("export", out_path, inputs, 2) < 0)
+	const char *inputs[] = {ea->path, ea->base_path};
+	if (cli_out_check("export", ea->out_path, inputs, 2) < 0)
 		return 2;
+	return -1;
+}
+
+int cmd_export(int argc, char **argv)
+{
+	export_args ea0 = {.format = -1, .table = -1, .ao = {.hot_threshold_pct = 10}}, *ea = &ea0;
+	exp_options_init(&ea->o);
+	int rc0 = export_args_read(argc, argv, ea);
+	if (rc0 >= 0)
+		return rc0;
+	if (ea->format == F_TENSORBOARD)
+		return export_tensorboard(ea);
+	if ((rc0 = export_args_check(ea)) >= 0)
+		return rc0;
+	const char *path = ea->path, *out_path = ea->out_path, *base_path = ea->base_path;
+	int format = ea->format, kind_given = ea->kind_given, table = ea->table;
+	exp_options o = ea->o;
+	ana_options ao = ea->ao;
 
 	ana_profile p;
 	fmt_error err;

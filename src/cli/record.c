@@ -889,62 +889,54 @@ static void rec_options_env(const rec_opts *o)
 	}
 }
 
-int cmd_record(int argc, char **argv)
+/* The options that depend on each other and on the environment, checked before anything
+ * is touched: --continuous's defaults (its folder made, its recording and cap), the budget,
+ * FENNEC_SAMPLE and FENNEC_MEMORY, a cap's exclusions. -1 to go on, else the exit status
+ * (said). */
+static int rec_options_check(rec_opts *o, const char *default_output, int have_program, char *cont_out,
+			     size_t cont_cap, uint64_t *interval_ms)
 {
-	static const char default_output[] = "fennec.fnc";
-	rec_opts o = {.output = default_output};
-	int i, rc = rec_options_read(argc, argv, &o, &i);
-	if (rc >= 0)
-		return rc;
-	/* --continuous DIR (continuous.c): CPU profiles at a rate cheap enough to leave on, from
-	 * a recording capped to the last two intervals and 15 s (the cap turns heap profiling off, and
-	 * refuses --gpu and --metrics-listen, below). */
-	char cont_out[PATH_MAX + 32];
-	uint64_t interval_ms = 60000;
-	if (!o.continuous && (o.interval || o.keep)) {
-		cli_error("record", "%s applies to --continuous only", o.interval ? "--interval" : "--keep");
+	if (!o->continuous && (o->interval || o->keep)) {
+		cli_error("record", "%s applies to --continuous only", o->interval ? "--interval" : "--keep");
 		return 2;
 	}
-	if (o.continuous) {
-		const char *smp = o.sample ? o.sample : getenv("FENNEC_SAMPLE");
+	if (o->continuous) {
+		const char *smp = o->sample ? o->sample : getenv("FENNEC_SAMPLE");
 		if (smp && (!strcmp(smp, "off") || !strcmp(smp, "none") || !strcmp(smp, "0"))) {
 			cli_error("record", "--continuous writes sampled profiles: not with --sample off");
 			return 2;
 		}
-		if (o.interval)
-			interval_ms = strtoull(o.interval_s, NULL, 10);
+		if (o->interval)
+			*interval_ms = strtoull(o->interval_s, NULL, 10);
 		char failed[PATH_MAX];
-		if (make_dirs(o.continuous, failed, sizeof failed) < 0)
-			return dirs_failed(failed, o.continuous);
-		if (o.output == default_output) {
-			if ((size_t)snprintf(cont_out, sizeof cont_out, "%s/recording.fnc", o.continuous) >= sizeof cont_out) {
-				cli_error("record", "--continuous %s: path too long", o.continuous);
+		if (make_dirs(o->continuous, failed, sizeof failed) < 0)
+			return dirs_failed(failed, o->continuous);
+		if (o->output == default_output) {
+			if ((size_t)snprintf(cont_out, cont_cap, "%s/recording.fnc", o->continuous) >= cont_cap) {
+				cli_error("record", "--continuous %s: path too long", o->continuous);
 				return 2;
 			}
-			o.output = cont_out;
+			o->output = cont_out;
 		}
-		if (!o.max_size && !o.max_dur) {
+		if (!o->max_size && !o->max_dur) {
 			/* an interval is read up to 10 s after its end (continuous.c, LATE_NS), and the
 			 * oldest segment goes whole: 2 intervals and 15 s (with 1 s intervals and a cap
 			 * of 2 s, the segment holding an interval's start was gone when it was read) */
-			snprintf(o.max_dur_s, sizeof o.max_dur_s, "%llu", (unsigned long long)(2 * interval_ms + 15000));
-			o.max_dur = o.max_dur_s;
+			snprintf(o->max_dur_s, sizeof o->max_dur_s, "%llu", (unsigned long long)(2 * *interval_ms + 15000));
+			o->max_dur = o->max_dur_s;
 		}
 		const char *hz = getenv("FENNEC_HZ");
-		if (!o.freq && (!hz || !*hz))
-			o.freq = "49";
+		if (!o->freq && (!hz || !*hz))
+			o->freq = "49";
 	}
-	if (o.budget) {
-		const char *smp = o.sample ? o.sample : getenv("FENNEC_SAMPLE");
+	if (o->budget) {
+		const char *smp = o->sample ? o->sample : getenv("FENNEC_SAMPLE");
 		if (smp && (!strcmp(smp, "off") || !strcmp(smp, "none") || !strcmp(smp, "0"))) {
 			cli_error("record", "--overhead-budget lowers the sampling rate: not with --sample off");
 			return 2;
 		}
 	}
-	const char *output = o.output, *sample = o.sample, *memory = o.memory, *mem_mmap = o.mem_mmap;
-	int gpu_mode = o.gpu_mode, quiet = o.quiet;
-	const char *metrics_listen = o.metrics_listen;
-	if (i >= argc) {
+	if (!have_program) {
 		cli_error("record", "no program to run: fennec record [options] -- PROGRAM [ARGS...]");
 		return 2;
 	}
@@ -958,7 +950,7 @@ int cmd_record(int argc, char **argv)
 	};
 	for (size_t k = 0; k < sizeof stand_in / sizeof *stand_in; k++) {
 		const char *e = getenv(stand_in[k].env);
-		if (!e || !*e || (k == 0 ? sample : memory))
+		if (!e || !*e || (k == 0 ? o->sample : o->memory))
 			continue;
 		int ok = k == 0 && !strcmp(e, "1");
 		for (size_t j = 0; j < 6 && stand_in[k].ok[j]; j++)
@@ -973,68 +965,83 @@ int cmd_record(int argc, char **argv)
 	/* A capped recording drops its oldest segments: heap blocks and GPU activity of a
 	 * dropped segment would still be counted live, and live metrics follow one file, so
 	 * those are refused rather than reported wrong (docs/format.md, "Capped recordings"). */
-	if (o.max_size || o.max_dur) {
-		const char *cap = o.max_size ? "--max-size" : "--max-duration";
-		const char *me = memory ? memory : getenv("FENNEC_MEMORY");
+	if (o->max_size || o->max_dur) {
+		const char *cap = o->max_size ? "--max-size" : "--max-duration";
+		const char *me = o->memory ? o->memory : getenv("FENNEC_MEMORY");
 		if (me && *me && strcmp(me, "off") && strcmp(me, "none")) {
 			cli_error("record", "%s: not with heap profiling (--memory %s): the live heap would count blocks of "
 					    "dropped segments; give --memory off or leave it out", cap, me);
 			return 2;
 		}
-		if (gpu_mode) {
+		if (o->gpu_mode) {
 			cli_error("record", "%s: not with --gpu (its activity spans dropped segments)", cap);
 			return 2;
 		}
-		if (metrics_listen) {
+		if (o->metrics_listen) {
 			cli_error("record", "%s: not with --metrics-listen (it follows one file, not segments)", cap);
 			return 2;
 		}
-		if (mem_mmap) {
+		if (o->mem_mmap) {
 			cli_error("record", "%s: not with --memory-mmap (heap profiling)", cap);
 			return 2;
 		}
-		o.memory = memory = "off";
+		o->memory = "off";
 	}
-	char lib[PATH_MAX], maplib[PATH_MAX + 32] = "";
-	if (find_library(lib, sizeof lib) < 0) {
+	return -1;
+}
+
+/* What a recording needs before the program starts: the collector's libraries, the output
+ * (named for this process, made absolute), the program found, and an old recording there
+ * removed, in an order that loses nothing when one of them fails. -1 to go on, else the
+ * exit status (said). */
+typedef struct rec_paths {
+	char lib[PATH_MAX], maplib[PATH_MAX + 32];
+	char named[PATH_MAX], abs[PATH_MAX], prog[PATH_MAX];
+	const char *output; /* as the user is told: the name for this process */
+} rec_paths;
+
+static int rec_paths_make(const rec_opts *o, const char *program, rec_paths *rp)
+{
+	rp->output = o->output;
+	rp->maplib[0] = 0;
+	if (find_library(rp->lib, sizeof rp->lib) < 0) {
 		cli_error("record", "cannot find libfennec.so next to the fennec binary (set FENNEC_LIB to its path)");
 		return 1;
 	}
-	if (mem_mmap) {
-		if (memory && !strcmp(memory, "off")) {
+	if (o->mem_mmap) {
+		if (o->memory && !strcmp(o->memory, "off")) {
 			cli_error("record", "--memory-mmap counts mappings as heap allocations: not with --memory off");
 			return 2;
 		}
 		/* libfennec-mmap.so beside libfennec.so */
-		snprintf(maplib, sizeof maplib, "%s", lib);
-		char *slash = strrchr(maplib, '/');
-		snprintf(slash ? slash + 1 : maplib, sizeof maplib - (size_t)(slash ? slash + 1 - maplib : 0),
+		snprintf(rp->maplib, sizeof rp->maplib, "%s", rp->lib);
+		char *slash = strrchr(rp->maplib, '/');
+		snprintf(slash ? slash + 1 : rp->maplib, sizeof rp->maplib - (size_t)(slash ? slash + 1 - rp->maplib : 0),
 			 "libfennec-mmap.so");
-		if (access(maplib, R_OK) != 0) {
-			cli_error("record", "--memory-mmap: cannot read %s (built beside libfennec.so)", maplib);
+		if (access(rp->maplib, R_OK) != 0) {
+			cli_error("record", "--memory-mmap: cannot read %s (built beside libfennec.so)", rp->maplib);
 			return 1;
 		}
 	}
 	/* The name for this process (ranks, a directory), then absolute: the program may
 	 * change directory. */
-	char named[PATH_MAX], abs[PATH_MAX];
 	const char *expanded = getenv("FENNEC_OUTPUT_EXPANDED"); /* by fennec record --view */
 	int orc;
 	if (expanded && !strcmp(expanded, "1"))
 		unsetenv("FENNEC_OUTPUT_EXPANDED");
-	else if ((orc = cli_record_output(output, named, sizeof named)) != 0)
+	else if ((orc = cli_record_output(rp->output, rp->named, sizeof rp->named)) != 0)
 		return orc;
 	else
-		output = named;
-	if (output[0] == '/')
-		snprintf(abs, sizeof abs, "%s", output);
+		rp->output = rp->named;
+	if (rp->output[0] == '/')
+		snprintf(rp->abs, sizeof rp->abs, "%s", rp->output);
 	else {
 		char cwd[PATH_MAX];
 		if (!getcwd(cwd, sizeof cwd)) {
 			cli_error("record", "cannot read the current directory: %s", strerror(errno));
 			return 1;
 		}
-		if ((size_t)snprintf(abs, sizeof abs, "%s/%s", cwd, output) >= sizeof abs) {
+		if ((size_t)snprintf(rp->abs, sizeof rp->abs, "%s/%s", cwd, rp->output) >= sizeof rp->abs) {
 			cli_error("record", "output path too long");
 			return 1;
 		}
@@ -1042,10 +1049,9 @@ int cmd_record(int argc, char **argv)
 	/* The old recording at PATH is removed below: first make sure the program can be
 	 * started, as execvp in the child will look for it, so that a mistyped name does not
 	 * cost the last recording. */
-	char prog[PATH_MAX];
-	int perr = find_program(argv[i], prog, sizeof prog);
+	int perr = find_program(program, rp->prog, sizeof rp->prog);
 	if (perr) {
-		fprintf(stderr, "fennec record: cannot run '%s': %s\n", argv[i], strerror(perr));
+		fprintf(stderr, "fennec record: cannot run '%s': %s\n", program, strerror(perr));
 		return perr == ENOENT ? 127 : 126;
 	}
 	/* A recording is files: PATH, and PATH.PID.N beside it for each further process. A
@@ -1054,36 +1060,179 @@ int cmd_record(int argc, char **argv)
 	 * device with the recording. So is a regular file that is not a recording: -o naming
 	 * the program, or a source file, replaced it. */
 	struct stat st, pst;
-	int existed = lstat(abs, &st) == 0;
+	int existed = lstat(rp->abs, &st) == 0;
 	if (existed && !S_ISREG(st.st_mode)) {
 		cli_error("record", "cannot record to %s: it is not a regular file (a recording is a file there "
-				    "plus one beside it per further process; name a file, or a directory with -o DIR/)", abs);
+				    "plus one beside it per further process; name a file, or a directory with -o DIR/)", rp->abs);
 		return 1;
 	}
-	if (existed && stat(prog, &pst) == 0 && pst.st_dev == st.st_dev && pst.st_ino == st.st_ino) {
-		cli_error("record", "cannot record to %s: it is the program being run; choose another name with -o", output);
+	if (existed && stat(rp->prog, &pst) == 0 && pst.st_dev == st.st_dev && pst.st_ino == st.st_ino) {
+		cli_error("record", "cannot record to %s: it is the program being run; choose another name with -o", rp->output);
 		return 2;
 	}
-	if (existed && !replaceable(abs)) {
+	if (existed && !replaceable(rp->abs)) {
 		cli_error("record", "cannot record to %s: it exists and is not a fennec recording; remove it, or "
-				    "choose another name with -o", output);
+				    "choose another name with -o", rp->output);
 		return 2;
 	}
 	/* Fail early, with the reason, if the profile cannot be created. */
-	int probe = open(abs, O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
+	int probe = open(rp->abs, O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
 	if (probe < 0) {
-		cli_error("record", "cannot create %s: %s", abs, strerror(errno));
+		cli_error("record", "cannot create %s: %s", rp->abs, strerror(errno));
 		return 1;
 	}
 	close(probe);
-	unlink(abs); /* a regular file: the earlier recording, or the probe's */
-	remove_old_siblings(abs);
+	unlink(rp->abs); /* a regular file: the earlier recording, or the probe's */
+	remove_old_siblings(rp->abs);
+	return -1;
+}
+
+/* The child: the program's signal state as fennec record was given it, the collector's
+ * environment, then the program. */
+static __attribute__((noreturn)) void rec_exec_child(char **argv, const rec_opts *o, const rec_paths *rp,
+						    const sigset_t *fwd_set, const sigset_t *orig_mask,
+						    const struct sigaction *old, uint64_t rec_id, const char *tsc,
+						    const cli_gpu *gpu, pid_t self)
+{
+	if (own_group) {
+		setpgid(0, 0);
+		prctl(PR_SET_PDEATHSIG, SIGKILL);
+		if (getppid() != self) /* fennec record was killed before the line above */
+			_exit(128 + SIGKILL);
+	}
+	for (int s = 1; s < _NSIG; s++)
+		if (sigismember(fwd_set, s) == 1)
+			sigaction(s, &old[s], NULL);
+	sigprocmask(SIG_SETMASK, orig_mask, NULL);
+	char v[PATH_MAX * 3 + 64];
+	const char *pre = getenv("LD_PRELOAD");
+	snprintf(v, sizeof v, "%s%s%s%s%s", rp->lib, *rp->maplib ? ":" : "", rp->maplib, pre && *pre ? ":" : "",
+		 pre && *pre ? pre : "");
+	setenv("LD_PRELOAD", v, 1);
+	setenv("FENNEC_AUTOSTART", "1", 1);
+	setenv("FENNEC_OUTPUT", rp->abs, 1);
+	snprintf(v, sizeof v, "%llx", (unsigned long long)rec_id);
+	setenv("FENNEC_RECORDING_ID", v, 1);
+	snprintf(v, sizeof v, "%d", (int)getpid());
+	setenv("FENNEC_ROOT_PID", v, 1);
+	unsetenv("FENNEC_EXEC_FROM");
+	if (*tsc)
+		setenv(CM_TSC_RATE_ENV, tsc, 1);
+	else
+		unsetenv(CM_TSC_RATE_ENV);
+	rec_options_env(o);
+	cli_gpu_env(gpu, rp->lib);
+	/* oneDNN (PyTorch's CPU convolutions and matrix products) runs kernels it generates
+	 * as it goes, in no object; asked to, it names each in /tmp/perf-PID.map, which
+	 * the analysis reads (symbol.c). A value the user set stays. */
+	if (!getenv("ONEDNN_JIT_PROFILE") && !getenv("DNNL_JIT_PROFILE")) {
+		setenv("ONEDNN_JIT_PROFILE", "2", 1);
+		setenv("DNNL_JIT_PROFILE", "2", 1); /* the name before oneDNN 2.x's rename */
+	}
+	execvp(argv[0], argv);
+	int e = errno;
+	fprintf(stderr, "fennec record: cannot run '%s': %s\n", argv[0], strerror(e));
+	_exit(e == ENOENT ? 127 : 126);
+}
+
+/* After the program: what the collector could not use, and the summary line. */
+static void rec_report(const char *program, const rec_paths *rp, int status, int quiet, int launched)
+{
+	unsigned long long bytes = 0;
+	int files = 0, unfinished = 0, empty = 0;
+	char warn[4096] = "";
+	if (launched)
+		recording_size(rp->abs, &bytes, &files, &unfinished, &empty, warn, sizeof warn);
+	/* What the collector could not use, said here: it says nothing to the program's
+	 * standard error (STYLE.md). Even with -q: it is no summary. */
+	for (const char *l = warn; *l;) {
+		const char *nl = strchr(l, '\n');
+		int n = nl ? (int)(nl - l) : (int)strlen(l);
+		fprintf(stderr, "fennec record: warning: the collector could not use %.*s\n", n, l);
+		l += n + (nl != NULL);
+	}
+	if (!quiet && launched) {
+		char fr[32];
+		if (!files && empty) {
+			low_space(rp->abs, fr, sizeof fr);
+			fprintf(stderr, "fennec record: no profile could be written: %s is empty", rp->output);
+			if (*fr)
+				fprintf(stderr, " (the filesystem holding it has %s free)", fr);
+			fprintf(stderr, "\n");
+		} else if (!files) {
+			const char *why = why_no_preload(rp->prog);
+			if (why)
+				fprintf(stderr, "fennec record: no profile was written: %s cannot be profiled because %s\n",
+					program, why);
+			else
+				fprintf(stderr, "fennec record: no profile was written: %s did not load libfennec "
+						"(a static or setuid program ignores LD_PRELOAD)\n", program);
+		}
+		else {
+			fprintf(stderr, "fennec record: wrote %s (%llu bytes", rp->output, bytes);
+			if (files > 1)
+				fprintf(stderr, " in %d process files", files);
+			fprintf(stderr, ")");
+			if (WIFSIGNALED(status))
+				fprintf(stderr, "; %s was killed by signal %d (%s): the profile holds what was flushed "
+						"before",
+					program, WTERMSIG(status), strsignal(WTERMSIG(status)));
+			fprintf(stderr, "\n");
+			if (unfinished && !(WIFSIGNALED(status) && files == 1))
+				report_unfinished(rp->abs, unfinished, files);
+			if (empty)
+				report_empty(rp->abs, empty);
+		}
+	}
+}
+
+/* fennec record's exit status is the program's: its code, or death by its signal. */
+static int rec_exit_as(int status)
+{
+	if (WIFEXITED(status))
+		return WEXITSTATUS(status);
+	if (WIFSIGNALED(status)) {
+		/* Die of the same signal, without a core file of our own. */
+		int sig = WTERMSIG(status);
+		struct rlimit no_core = {0, 0};
+		setrlimit(RLIMIT_CORE, &no_core);
+		signal(sig, SIG_DFL);
+		sigset_t set;
+		sigemptyset(&set);
+		sigaddset(&set, sig);
+		sigprocmask(SIG_UNBLOCK, &set, NULL);
+		raise(sig);
+		return 128 + sig;
+	}
+	return 1;
+}
+
+int cmd_record(int argc, char **argv)
+{
+	static const char default_output[] = "fennec.fnc";
+	rec_opts o = {.output = default_output};
+	int i, rc = rec_options_read(argc, argv, &o, &i);
+	if (rc >= 0)
+		return rc;
+	/* --continuous DIR (continuous.c): CPU profiles at a rate cheap enough to leave on, from
+	 * a recording capped to the last two intervals and 15 s (the cap turns heap profiling off, and
+	 * refuses --gpu and --metrics-listen, below). */
+	char cont_out[PATH_MAX + 32];
+	uint64_t interval_ms = 60000;
+	if ((rc = rec_options_check(&o, default_output, i < argc, cont_out, sizeof cont_out, &interval_ms)) >= 0)
+		return rc;
+	int gpu_mode = o.gpu_mode, quiet = o.quiet;
+	static rec_paths rp; /* 20 KiB: not on the stack */
+	int orc;
+	if ((orc = rec_paths_make(&o, argv[i], &rp)) >= 0)
+		return orc;
+	const char *abs = rp.abs;
 
 	/* --metrics-listen: listening before the program starts, so that a port that cannot be
 	 * had stops the run here; the collector then flushes on its writer thread, also while
 	 * the program does not allocate (docs/internals/collect.md). */
 	view_metrics *metrics = NULL;
-	if (metrics_listen && (orc = start_metrics(metrics_listen, abs, &metrics)) != 0)
+	if (o.metrics_listen && (orc = start_metrics(o.metrics_listen, abs, &metrics)) != 0)
 		return orc;
 
 	uint64_t rec_id;
@@ -1131,47 +1280,8 @@ int cmd_record(int argc, char **argv)
 		cli_error("record", "fork failed: %s", strerror(errno));
 		return 1;
 	}
-	if (child == 0) {
-		if (own_group) {
-			setpgid(0, 0);
-			prctl(PR_SET_PDEATHSIG, SIGKILL);
-			if (getppid() != self) /* fennec record was killed before the line above */
-				_exit(128 + SIGKILL);
-		}
-		for (int s = 1; s < _NSIG; s++)
-			if (sigismember(&fwd_set, s) == 1)
-				sigaction(s, &old[s], NULL);
-		sigprocmask(SIG_SETMASK, &orig_mask, NULL);
-		char v[PATH_MAX * 3 + 64];
-		const char *pre = getenv("LD_PRELOAD");
-		snprintf(v, sizeof v, "%s%s%s%s%s", lib, *maplib ? ":" : "", maplib, pre && *pre ? ":" : "",
-			 pre && *pre ? pre : "");
-		setenv("LD_PRELOAD", v, 1);
-		setenv("FENNEC_AUTOSTART", "1", 1);
-		setenv("FENNEC_OUTPUT", abs, 1);
-		snprintf(v, sizeof v, "%llx", (unsigned long long)rec_id);
-		setenv("FENNEC_RECORDING_ID", v, 1);
-		snprintf(v, sizeof v, "%d", (int)getpid());
-		setenv("FENNEC_ROOT_PID", v, 1);
-		unsetenv("FENNEC_EXEC_FROM");
-		if (*tsc)
-			setenv(CM_TSC_RATE_ENV, tsc, 1);
-		else
-			unsetenv(CM_TSC_RATE_ENV);
-		rec_options_env(&o);
-		cli_gpu_env(&gpu, lib);
-		/* oneDNN (PyTorch's CPU convolutions and matrix products) runs kernels it generates
-		 * as it goes, in no object; asked to, it names each in /tmp/perf-PID.map, which
-		 * the analysis reads (symbol.c). A value the user set stays. */
-		if (!getenv("ONEDNN_JIT_PROFILE") && !getenv("DNNL_JIT_PROFILE")) {
-			setenv("ONEDNN_JIT_PROFILE", "2", 1);
-			setenv("DNNL_JIT_PROFILE", "2", 1); /* the name before oneDNN 2.x's rename */
-		}
-		execvp(argv[i], argv + i);
-		int e = errno;
-		fprintf(stderr, "fennec record: cannot run '%s': %s\n", argv[i], strerror(e));
-		_exit(e == ENOENT ? 127 : 126);
-	}
+	if (child == 0)
+		rec_exec_child(argv + i, &o, &rp, &fwd_set, &orig_mask, old, rec_id, tsc, &gpu, self);
 	if (own_group)
 		setpgid(child, child); /* as the child does: whichever comes first */
 	sigprocmask(SIG_SETMASK, &orig_mask, NULL);
@@ -1205,68 +1315,8 @@ int cmd_record(int argc, char **argv)
 		}
 	view_metrics_close(metrics); /* the endpoint ends with the program */
 	int launched = !(WIFEXITED(status) && (WEXITSTATUS(status) == 127 || WEXITSTATUS(status) == 126) && access(abs, F_OK) != 0);
-	unsigned long long bytes = 0;
-	int files = 0, unfinished = 0, empty = 0;
-	char warn[4096] = "";
-	if (launched)
-		recording_size(abs, &bytes, &files, &unfinished, &empty, warn, sizeof warn);
-	/* What the collector could not use, said here: it says nothing to the program's
-	 * standard error (STYLE.md). Even with -q: it is no summary. */
-	for (const char *l = warn; *l;) {
-		const char *nl = strchr(l, '\n');
-		int n = nl ? (int)(nl - l) : (int)strlen(l);
-		fprintf(stderr, "fennec record: warning: the collector could not use %.*s\n", n, l);
-		l += n + (nl != NULL);
-	}
-	if (!quiet && launched) {
-		char fr[32];
-		if (!files && empty) {
-			low_space(abs, fr, sizeof fr);
-			fprintf(stderr, "fennec record: no profile could be written: %s is empty", output);
-			if (*fr)
-				fprintf(stderr, " (the filesystem holding it has %s free)", fr);
-			fprintf(stderr, "\n");
-		} else if (!files) {
-			const char *why = why_no_preload(prog);
-			if (why)
-				fprintf(stderr, "fennec record: no profile was written: %s cannot be profiled because %s\n",
-					argv[i], why);
-			else
-				fprintf(stderr, "fennec record: no profile was written: %s did not load libfennec "
-						"(a static or setuid program ignores LD_PRELOAD)\n", argv[i]);
-		}
-		else {
-			fprintf(stderr, "fennec record: wrote %s (%llu bytes", output, bytes);
-			if (files > 1)
-				fprintf(stderr, " in %d process files", files);
-			fprintf(stderr, ")");
-			if (WIFSIGNALED(status))
-				fprintf(stderr, "; %s was killed by signal %d (%s): the profile holds what was flushed "
-						"before",
-					argv[i], WTERMSIG(status), strsignal(WTERMSIG(status)));
-			fprintf(stderr, "\n");
-			if (unfinished && !(WIFSIGNALED(status) && files == 1))
-				report_unfinished(abs, unfinished, files);
-			if (empty)
-				report_empty(abs, empty);
-		}
-	}
+	rec_report(argv[i], &rp, status, quiet, launched);
 	if (launched)
 		cli_continuous_close(cont); /* the last intervals, now that the files are complete */
-	if (WIFEXITED(status))
-		return WEXITSTATUS(status);
-	if (WIFSIGNALED(status)) {
-		/* Die of the same signal, without a core file of our own. */
-		int sig = WTERMSIG(status);
-		struct rlimit no_core = {0, 0};
-		setrlimit(RLIMIT_CORE, &no_core);
-		signal(sig, SIG_DFL);
-		sigset_t set;
-		sigemptyset(&set);
-		sigaddset(&set, sig);
-		sigprocmask(SIG_UNBLOCK, &set, NULL);
-		raise(sig);
-		return 128 + sig;
-	}
-	return 1;
+	return rec_exit_as(status);
 }

@@ -729,10 +729,9 @@ static void critpath_json(FILE *out, const ana_profile *p)
 	fputs("\n  },\n", out);
 }
 
-int rep_json(FILE *out, const ana_profile *p, const rep_options *o)
+/* The schema, the files read, the warnings and the window the analysis covers. */
+static void head_json(FILE *out, const ana_profile *p)
 {
-	(void)o;
-	const ana_process *first = &p->procs[0];
 	int f1;
 	fprintf(out, "{\n  \"schema\": \"fennec.analysis/1\",\n  \"fennec_version\": \"%d.%d.%d\",\n",
 		FENNEC_VERSION_MAJOR, FENNEC_VERSION_MINOR, FENNEC_VERSION_PATCH);
@@ -764,7 +763,13 @@ int rep_json(FILE *out, const ana_profile *p, const rep_options *o)
 	knum(out, "first_step", (double)w->first_step, &f1);
 	knum(out, "steps", (double)p->steps, &f1);
 	fputs("\n  },\n", out);
+}
 
+/* `summary`: the run as a whole. */
+static void summary_json(FILE *out, const ana_profile *p)
+{
+	int f1;
+	const ana_process *first = &p->procs[0];
 	fputs("  \"summary\": {", out);
 	f1 = 1;
 	kstr(out, "command", first->file.cmdline, &f1);
@@ -816,8 +821,12 @@ int rep_json(FILE *out, const ana_profile *p, const rep_options *o)
 	fputs(p->cut_short ? "true" : "false", out);
 	knum(out, "events", (double)p->events, &f1);
 	fputs("\n  },\n", out);
+}
 
-	/* Regions, by total time. */
+/* Regions, by total time. */
+static int regions_json(FILE *out, const ana_profile *p)
+{
+	int f1;
 	uint32_t *order = rep_region_order(p);
 	if (!order)
 		return FENNEC_ENOMEM;
@@ -845,7 +854,13 @@ int rep_json(FILE *out, const ana_profile *p, const rep_options *o)
 	}
 	free(order);
 	fputs(p->nnodes ? "\n  ],\n" : "],\n", out);
+	return 0;
+}
 
+/* `steps`: the step durations, thinned to 10,000. */
+static void steps_json(FILE *out, const ana_profile *p)
+{
+	int f1;
 	fputs("  \"steps\": {", out);
 	f1 = 1;
 	knum(out, "count", (double)p->steps, &f1);
@@ -863,7 +878,12 @@ int rep_json(FILE *out, const ana_profile *p, const rep_options *o)
 	for (size_t i = 0; i < ns; i += stride)
 		fprintf(out, "%s%llu", i ? "," : "", (unsigned long long)p->step_ns.v[i]);
 	fputs("]\n  },\n", out);
+}
 
+/* `threads`. */
+static void threads_json(FILE *out, const ana_profile *p)
+{
+	int f1;
 	fputs("  \"threads\": [", out);
 	for (uint32_t i = 0; i < p->nthreads; i++) {
 		const ana_thread *t = &p->threads[i];
@@ -885,8 +905,12 @@ int rep_json(FILE *out, const ana_profile *p, const rep_options *o)
 		fputs("}", out);
 	}
 	fputs(p->nthreads ? "\n  ],\n" : "],\n", out);
-	critpath_json(out, p);
+}
 
+/* `processes`: each file's process. */
+static void processes_json(FILE *out, const ana_profile *p)
+{
+	int f1;
 	fputs("  \"processes\": [", out);
 	for (uint32_t i = 0; i < p->nprocs; i++) {
 		const ana_process *pr = &p->procs[i];
@@ -949,9 +973,12 @@ int rep_json(FILE *out, const ana_profile *p, const rep_options *o)
 		fputs("}", out);
 	}
 	fputs(p->nprocs ? "\n  ],\n" : "],\n", out);
-	ranks_json(out, p);
-	roofline_json(out, p);
+}
 
+/* `metrics`: counters, gauges and values. */
+static void metrics_json(FILE *out, const ana_profile *p)
+{
+	int f1;
 	fputs("  \"metrics\": [", out);
 	for (uint32_t i = 0; i < p->nmetrics; i++) {
 		const ana_metric *m = &p->metrics[i];
@@ -975,12 +1002,12 @@ int rep_json(FILE *out, const ana_profile *p, const rep_options *o)
 		fputs("}", out);
 	}
 	fputs(p->nmetrics ? "\n  ],\n" : "],\n", out);
+}
 
-	samples_json(out, p);
-	memory_json(out, p);
-	rep_gpu_json(out, p);
-	rep_sys_json(out, p);
-
+/* `findings`, and the document's end. */
+static void findings_json(FILE *out, const ana_profile *p)
+{
+	int f1;
 	fputs("  \"findings\": [", out);
 	for (uint32_t i = 0; i < p->nfindings; i++) {
 		const ana_finding *f = &p->findings[i];
@@ -1005,5 +1032,26 @@ int rep_json(FILE *out, const ana_profile *p, const rep_options *o)
 		fputs("}", out);
 	}
 	fputs(p->nfindings ? "\n  ]\n}\n" : "]\n}\n", out);
+}
+
+int rep_json(FILE *out, const ana_profile *p, const rep_options *o)
+{
+	(void)o;
+	head_json(out, p);
+	summary_json(out, p);
+	if (regions_json(out, p))
+		return FENNEC_ENOMEM;
+	steps_json(out, p);
+	threads_json(out, p);
+	critpath_json(out, p);
+	processes_json(out, p);
+	ranks_json(out, p);
+	roofline_json(out, p);
+	metrics_json(out, p);
+	samples_json(out, p);
+	memory_json(out, p);
+	rep_gpu_json(out, p);
+	rep_sys_json(out, p);
+	findings_json(out, p);
 	return ferror(out) ? FENNEC_EIO : 0;
 }
