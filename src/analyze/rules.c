@@ -10,12 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-static const char *base_name(const char *path)
-{
-	const char *s = strrchr(path, '/');
-	return s && s[1] ? s + 1 : path;
-}
-
+#include "analyze/rules.h"
 
 /* From this share of its on-CPU time in the kernel, a hot region's or function's advice is
  * about the kernel's part (page faults, system calls), not "optimise its code": a program
@@ -60,7 +55,7 @@ static int region_top_func(const ana_profile *p, const ana_node_samples *ns)
  * children carry the finding. Severity: HIGH above 30 %, MEDIUM from 10 %, LOW from the
  * configured threshold when that is below 10 %.
  */
-static void rule_hot_operation(ana_profile *p)
+void rule_hot_operation(ana_profile *p)
 {
 	double thr = p->opt.hot_threshold_pct;
 	double *kern = p->smp.present ? ana_node_kernel_ns(p) : NULL;
@@ -306,19 +301,6 @@ static ana_finding *module_finding(ana_profile *p, uint64_t self, double pct, do
 	return ana_finding_add(p, "hot_function", pct > 30 ? ANA_HIGH : pct >= 10 ? ANA_MEDIUM : ANA_LOW);
 }
 
-/* An OpenMP runtime: GCC's libgomp, LLVM's libomp, Intel's libiomp5 (rule_parallel_wait()). */
-static int openmp_runtime(const char *path)
-{
-	const char *b = base_name(path);
-	return !strncmp(b, "libgomp.so", 10) || !strncmp(b, "libomp.so", 9) || !strncmp(b, "libiomp5.so", 11);
-}
-
-/* The C library and what has no module: a waiting runtime blocks in them. */
-static int below_runtime(const char *path)
-{
-	const char *b = base_name(path);
-	return path[0] == '[' || !strncmp(b, "libc.so", 7) || !strncmp(b, "ld-linux", 8) || !strncmp(b, "libpthread.so", 13);
-}
 
 /* Whether a module is CPython's interpreter: libpython3.11.so.1.0, or an executable
  * python3.11 with libpython linked in (Debian's). */
@@ -415,7 +397,7 @@ static void kernel_advice(ana_profile *p, ana_finding *f, uint32_t func, const c
 	}
 }
 
-static void rule_hot_function(ana_profile *p)
+void rule_hot_function(ana_profile *p)
 {
 	const ana_sampling *s = &p->smp;
 	const ana_sample_view *v = &s->all;
@@ -636,6 +618,77 @@ static void rule_hot_function(ana_profile *p)
 	}
 }
 
+/*
+ * memory_bound / compute_bound (docs/roofline.md): a region annotated with
+ * fennec_region_work, of at least --roofline-min-share % of the wall in its own code,
+ * placed on this machine's roofline. Below the ridge point it is memory bound, above it
+ * compute bound; what reaching its roof would save (self share x (1 - roof %)) is the
+ * gain and sets the severity: HIGH from 10 points, MEDIUM from 3, LOW under.
+ */
+void rule_roofline(ana_profile *p)
+{
+	const ana_roofline *rl = &p->roof;
+	if (rl->calibrated != 1)
+		return;
+	for (uint32_t i = 0; i < rl->n; i++) {
+		const ana_roof *r = &rl->r[i];
+		const ana_node *n = &p->nodes[r->node];
+		if (n->self_pct < p->opt.roofline_min_share_pct || !isfinite(r->roof_pct))
+			continue;
+		double head = r->roof_pct >= 100 ? 0 : 1 - r->roof_pct / 100;
+		double gain = n->self_pct * head;
+		ana_finding *f = ana_finding_add(p, r->memory_bound ? "memory_bound" : "compute_bound",
+					         gain >= 10 ? ANA_HIGH : gain >= 3 ? ANA_MEDIUM : ANA_LOW);
+		if (!f)
+			return;
+		char t[32], bw[32], rb[32];
+		ana_fmt_ns((double)n->self_ns, t, sizeof t);
+		ana_fmt_bytes(r->bytes_per_s, bw, sizeof bw);
+		ana_fmt_bytes(r->roof, rb, sizeof rb);
+		f->subject = ana_strf("%s", n->path);
+		if (r->flops > 0)
+			f->evidence = ana_strf("%s does %.3g FLOP per byte: %.3g GFLOP/s and %s/s over %s of its own time (%.1f%% of the "
+					       "wall, %s, %s); the %s roof at that intensity is %.3g GFLOP/s (ridge point %.2f FLOP/byte), "
+					       "so it reaches %.0f%% of it%s",
+					       n->path, r->ai, r->flops_per_s / 1e9, bw, t, n->self_pct,
+					       r->one_thread ? "one thread" : "several threads", r->fp32 ? "fp32" : "fp64",
+					       r->memory_bound ? "memory" : "compute",
+					       r->roof / 1e9, r->ridge, r->roof_pct,
+					       r->memory_bound && r->roof_pct > 110 ? " (above the memory roof: its data comes from cache)" : "");
+		else
+			f->evidence = ana_strf("%s moves %s/s over %s of its own time (%.1f%% of the wall, %s) and does no annotated "
+					       "FLOP; peak bandwidth is %s/s, so it reaches %.0f%% of it",
+					       n->path, bw, t, n->self_pct, r->one_thread ? "one thread" : "several threads", rb,
+					       r->roof_pct);
+		ana_finding_num(f, "arithmetic_intensity", r->ai);
+		ana_finding_num(f, "flops_per_s", r->flops_per_s);
+		ana_finding_num(f, "bytes_per_s", r->bytes_per_s);
+		ana_finding_num(f, "roof", r->roof);
+		ana_finding_num(f, "roof_pct", r->roof_pct);
+		ana_finding_num(f, "self_pct", n->self_pct);
+		int at_roof = r->roof_pct >= 80;
+		if (r->memory_bound && at_roof)
+			f->recommendation = ana_strf("%s runs at the memory roof: only moving fewer bytes helps. Fuse passes over the "
+						     "same data, tile or block so that data is reused from cache, or use smaller types "
+						     "(fp32, bf16, int8) where precision allows.", n->path);
+		else if (r->memory_bound)
+			f->recommendation = ana_strf("%s is memory bound but uses %.0f%% of the bandwidth its intensity allows: make "
+						     "its accesses contiguous and prefetchable (unit stride, structure of arrays, no "
+						     "pointer chasing)%s, then raise its intensity by tiling for cache or fusing loops. "
+						     "Reaching the roof would save up to %.1f%% of the run.",
+						     n->path, r->roof_pct, r->one_thread ? " and spread it over the cores" : "", gain);
+		else if (at_roof)
+			f->recommendation = ana_strf("%s runs at the compute roof: only fewer operations help (a cheaper algorithm, "
+						     "lower precision, skipping work that does not change the result).", n->path);
+		else
+			f->recommendation = ana_strf("%s is compute bound at %.0f%% of peak FLOP/s: vectorise it (-O3 -march=native, "
+						     "contiguous aligned data, restrict pointers, no branches in the inner loop), keep "
+						     "enough independent FMAs in flight%s. Reaching the roof would save up to %.1f%% of "
+						     "the run.", n->path, r->roof_pct, r->one_thread ? " and use all cores" : "", gain);
+		f->expected_gain_pct = gain;
+	}
+}
+
 /* "function (file:line)" of a heap site's allocation point, into buf. */
 static const char *site_where(const ana_profile *p, const ana_mem_site *s, char *buf, size_t n)
 {
@@ -747,7 +800,7 @@ static int growth_over_threshold(const ana_profile *p)
 	return trend_judged(m) && m->trend_points >= 3 && m->r2 >= 0.8 && (steep || adds_up);
 }
 
-static void rule_memory_leak(ana_profile *p)
+void rule_memory_leak(ana_profile *p)
 {
 	const ana_memory *m = &p->mem;
 	if (!m->present)
@@ -875,7 +928,7 @@ static void rule_memory_leak(ana_profile *p)
 #define STEADY_MIN_SHARE 0.5
 #define STEADY_MIN_BYTES (4.0 * 1048576)
 
-static void rule_memory_steady_growth(ana_profile *p)
+void rule_memory_steady_growth(ana_profile *p)
 {
 	const ana_memory *m = &p->mem;
 	if (!m->present || !trend_judged(m) || growth_over_threshold(p) || m->slope <= 0 || !m->peak_bytes)
@@ -932,7 +985,7 @@ static void rule_memory_steady_growth(ana_profile *p)
  * without steps more than 1,000,000 per second. Each costs tens of nanoseconds plus cache
  * misses; the largest sites by count are named.
  */
-static void rule_allocation_churn(ana_profile *p)
+void rule_allocation_churn(ana_profile *p)
 {
 	const ana_memory *m = &p->mem;
 	if (!m->present || !m->allocs)
@@ -978,77 +1031,6 @@ static void rule_allocation_churn(ana_profile *p)
 	f->expected_gain_pct = 0;
 }
 
-/*
- * memory_bound / compute_bound (docs/roofline.md): a region annotated with
- * fennec_region_work, of at least --roofline-min-share % of the wall in its own code,
- * placed on this machine's roofline. Below the ridge point it is memory bound, above it
- * compute bound; what reaching its roof would save (self share x (1 - roof %)) is the
- * gain and sets the severity: HIGH from 10 points, MEDIUM from 3, LOW under.
- */
-static void rule_roofline(ana_profile *p)
-{
-	const ana_roofline *rl = &p->roof;
-	if (rl->calibrated != 1)
-		return;
-	for (uint32_t i = 0; i < rl->n; i++) {
-		const ana_roof *r = &rl->r[i];
-		const ana_node *n = &p->nodes[r->node];
-		if (n->self_pct < p->opt.roofline_min_share_pct || !isfinite(r->roof_pct))
-			continue;
-		double head = r->roof_pct >= 100 ? 0 : 1 - r->roof_pct / 100;
-		double gain = n->self_pct * head;
-		ana_finding *f = ana_finding_add(p, r->memory_bound ? "memory_bound" : "compute_bound",
-					         gain >= 10 ? ANA_HIGH : gain >= 3 ? ANA_MEDIUM : ANA_LOW);
-		if (!f)
-			return;
-		char t[32], bw[32], rb[32];
-		ana_fmt_ns((double)n->self_ns, t, sizeof t);
-		ana_fmt_bytes(r->bytes_per_s, bw, sizeof bw);
-		ana_fmt_bytes(r->roof, rb, sizeof rb);
-		f->subject = ana_strf("%s", n->path);
-		if (r->flops > 0)
-			f->evidence = ana_strf("%s does %.3g FLOP per byte: %.3g GFLOP/s and %s/s over %s of its own time (%.1f%% of the "
-					       "wall, %s, %s); the %s roof at that intensity is %.3g GFLOP/s (ridge point %.2f FLOP/byte), "
-					       "so it reaches %.0f%% of it%s",
-					       n->path, r->ai, r->flops_per_s / 1e9, bw, t, n->self_pct,
-					       r->one_thread ? "one thread" : "several threads", r->fp32 ? "fp32" : "fp64",
-					       r->memory_bound ? "memory" : "compute",
-					       r->roof / 1e9, r->ridge, r->roof_pct,
-					       r->memory_bound && r->roof_pct > 110 ? " (above the memory roof: its data comes from cache)" : "");
-		else
-			f->evidence = ana_strf("%s moves %s/s over %s of its own time (%.1f%% of the wall, %s) and does no annotated "
-					       "FLOP; peak bandwidth is %s/s, so it reaches %.0f%% of it",
-					       n->path, bw, t, n->self_pct, r->one_thread ? "one thread" : "several threads", rb,
-					       r->roof_pct);
-		ana_finding_num(f, "arithmetic_intensity", r->ai);
-		ana_finding_num(f, "flops_per_s", r->flops_per_s);
-		ana_finding_num(f, "bytes_per_s", r->bytes_per_s);
-		ana_finding_num(f, "roof", r->roof);
-		ana_finding_num(f, "roof_pct", r->roof_pct);
-		ana_finding_num(f, "self_pct", n->self_pct);
-		int at_roof = r->roof_pct >= 80;
-		if (r->memory_bound && at_roof)
-			f->recommendation = ana_strf("%s runs at the memory roof: only moving fewer bytes helps. Fuse passes over the "
-						     "same data, tile or block so that data is reused from cache, or use smaller types "
-						     "(fp32, bf16, int8) where precision allows.", n->path);
-		else if (r->memory_bound)
-			f->recommendation = ana_strf("%s is memory bound but uses %.0f%% of the bandwidth its intensity allows: make "
-						     "its accesses contiguous and prefetchable (unit stride, structure of arrays, no "
-						     "pointer chasing)%s, then raise its intensity by tiling for cache or fusing loops. "
-						     "Reaching the roof would save up to %.1f%% of the run.",
-						     n->path, r->roof_pct, r->one_thread ? " and spread it over the cores" : "", gain);
-		else if (at_roof)
-			f->recommendation = ana_strf("%s runs at the compute roof: only fewer operations help (a cheaper algorithm, "
-						     "lower precision, skipping work that does not change the result).", n->path);
-		else
-			f->recommendation = ana_strf("%s is compute bound at %.0f%% of peak FLOP/s: vectorise it (-O3 -march=native, "
-						     "contiguous aligned data, restrict pointers, no branches in the inner loop), keep "
-						     "enough independent FMAs in flight%s. Reaching the roof would save up to %.1f%% of "
-						     "the run.", n->path, r->roof_pct, r->one_thread ? " and use all cores" : "", gain);
-		f->expected_gain_pct = gain;
-	}
-}
-
 /* "rank 3", or "recording 2" for a recording without a rank. */
 static const char *rank_name(const ana_profile *p, uint32_t r, char *buf, size_t n)
 {
@@ -1068,7 +1050,7 @@ static const char *rank_name(const ana_profile *p, uint32_t r, char *buf, size_t
  * measure less the others' mean), as a share of its wall time: an upper bound, reached if
  * the slowest rank did no more than the others.
  */
-static void rule_rank_imbalance(ana_profile *p)
+void rule_rank_imbalance(ana_profile *p)
 {
 	const ana_balance *b = &p->balance;
 	double thr = p->opt.imbalance_threshold_pct > 0 ? p->opt.imbalance_threshold_pct : 5;
@@ -1248,7 +1230,7 @@ out:
 	return best;
 }
 
-static void rule_step_variance(ana_profile *p)
+void rule_step_variance(ana_profile *p)
 {
 	size_t n = p->step_ns.n;
 	double med = p->step_dist.p50, factor = p->opt.outlier_factor > 1 ? p->opt.outlier_factor : 1.5;
@@ -1339,6 +1321,176 @@ done:
 	free(out);
 	free(ex);
 	free(is_out);
+}
+
+/*
+ * input_bound: the thread that computes (the first process's stepping thread, else its
+ * busiest) spends a large share of the run loading data: in data-loading regions (names
+ * whose words begin with load, data, batch, fetch, read, or are io; --data-regions names
+ * others), or, with wall-clock sampling, blocked in a function with such a name outside
+ * them. Fires from 5 % of the wall time: LOW, MEDIUM from 10 %, HIGH above 30 %.
+ * Only per-batch loading counts: with steps, what ran inside the steps (a data set built
+ * once in the set-up, before the first mark, or after the last step is one-off work);
+ * without steps, the data-loading regions called more than once.
+ */
+
+/* Per region node (p->nnodes entries): the time of its calls on stepping thread `thread`
+ * that ended inside one of its `steps` steps. NULL when out of memory. */
+static double *in_steps_ns(const ana_profile *p, uint32_t thread, uint64_t steps)
+{
+	double *ns = calloc(p->nnodes ? p->nnodes : 1, sizeof *ns);
+	for (size_t i = 0; ns && i < p->nstep_nodes; i++) {
+		const ana_step_node *s = &p->step_nodes[i];
+		if (s->thread == thread && s->step < steps)
+			ns[s->node] += (double)s->ns;
+	}
+	return ns;
+}
+
+void rule_input_bound(ana_profile *p)
+{
+	const ana_process *pr = &p->procs[0];
+	uint32_t main = pr->step_thread;
+	for (uint32_t t = 0; main == ANA_NONE && t < p->nthreads; t++)
+		if (p->threads[t].process == 0 && p->threads[t].busy_ns &&
+		    (main == ANA_NONE || p->threads[t].busy_ns > p->threads[main].busy_ns))
+			main = t;
+	if (main == ANA_NONE || !pr->wall_ns)
+		return;
+	const char *list = p->opt.data_regions;
+	uint8_t *data = calloc(p->nnodes ? p->nnodes : 1, 1);
+	if (!data)
+		return;
+	for (uint32_t n = 0; n < p->nnodes; n++) {
+		uint32_t parent = p->nodes[n].parent;
+		data[n] = parent != ANA_NONE && data[parent] ? 2 /* inside one */
+			: ana_name_is_data(p->names[p->nodes[n].name], list) || (list && ana_name_is_data(p->nodes[n].path, list));
+	}
+	/* nodes are created parent first, so data[parent] is known */
+	double in_regions = 0, loader_ns = 0, loader_calls = 0, other_ns = 0, once_ns = 0;
+	uint32_t top = ANA_NONE, loaders = 0, once_top = ANA_NONE;
+	double top_ns = 0, once_top_ns = 0;
+	uint64_t nsteps = main == pr->step_thread ? pr->step_ns.n : 0;
+	double *stepped = nsteps ? in_steps_ns(p, main, nsteps) : NULL;
+	if (nsteps && !stepped) {
+		free(data);
+		return;
+	}
+	for (uint32_t i = 0; i < p->ntnodes; i++) {
+		const ana_tnode *t = &p->tnodes[i];
+		if (!data[t->node] && t->thread == main && p->nodes[t->node].parent == ANA_NONE)
+			other_ns += stepped ? stepped[t->node] : (double)t->total_ns; /* its top-level regions that do not load */
+		if (data[t->node] != 1)
+			continue;
+		if (t->thread != main) { /* a loader thread or process */
+			loaders++;
+			loader_ns += (double)t->total_ns;
+			loader_calls += (double)t->count;
+			continue;
+		}
+		/* per-batch: inside the steps, or, without steps, a region called more than once */
+		double per = stepped ? stepped[t->node] : t->count > 1 ? (double)t->total_ns : 0;
+		double once = (double)t->total_ns - per;
+		if (once > 0) {
+			once_ns += once;
+			if (once > once_top_ns) {
+				once_top_ns = once;
+				once_top = t->node;
+			}
+		}
+		in_regions += per;
+		if (per > top_ns) {
+			top_ns = per;
+			top = t->node;
+		}
+	}
+	/* wall mode: blocked outside data regions in a function with a data-loading name */
+	double in_stacks = 0;
+	const char *blocked_in = NULL;
+	const ana_sampling *s = &p->smp;
+	for (size_t i = 0; s->present && i < s->nsamples; i++) {
+		const ana_sample *x = &s->samples[i];
+		if (x->thread != main || x->kind != ANA_OFFCPU || (x->node != ANA_NONE && data[x->node]))
+			continue;
+		if (nsteps && (x->step < 1 || x->step > nsteps))
+			continue; /* in the set-up or after the last step: not per-batch */
+		const ana_stack *st = &s->stacks[x->stack];
+		for (uint32_t k = st->n; k-- > 0;) {
+			const char *fn = p->names[s->funcs[s->locs[st->locs[k]].func].name];
+			if (ana_name_is_data(fn, list)) {
+				in_stacks += (double)x->weight * (double)s->period_ns;
+				blocked_in = fn;
+				break;
+			}
+		}
+	}
+	free(data);
+	free(stepped);
+	double share = 100 * (in_regions + in_stacks) / (double)pr->wall_ns;
+	if (share < 5)
+		return;
+	ana_finding *f = ana_finding_add(p, "input_bound", share > 30 ? ANA_HIGH : share >= 10 ? ANA_MEDIUM : ANA_LOW);
+	if (!f)
+		return;
+	const ana_thread *th = &p->threads[main];
+	const char *what = top != ANA_NONE ? p->nodes[top].path : blocked_in;
+	char a[32], b[32], c[32];
+	uint64_t steps = pr->step_ns.n;
+	double per_step = steps ? (in_regions + in_stacks) / (double)steps : NAN;
+	/* compute per step: its other regions in the steps when it has some, else the median
+	 * step less the loading */
+	double compute = !steps ? NAN : other_ns > 0 ? other_ns / (double)steps : pr->step_dist.p50 - per_step;
+	/* one batch's load: a loader's call when there are loaders, else the main loop's */
+	double load = loader_calls > 0 ? loader_ns / loader_calls : per_step;
+	unsigned need = steps && compute > 0 ? (unsigned)ceil(load / compute) : 0;
+	f->subject = ana_strf("%s: %.1f%% of the run loading data on the computing thread", what, share);
+	char parts[700] = "";
+	size_t k = 0;
+	if (in_regions > 0)
+		k += (size_t)snprintf(parts + k, sizeof parts - k, "%s in data-loading regions (%s the largest)",
+				      ana_fmt_ns(in_regions, b, sizeof b), p->nodes[top].path);
+	if (in_stacks > 0 && k < sizeof parts)
+		snprintf(parts + k, sizeof parts - k, "%sabout %s blocked in %s (wall-clock samples)", k ? ", and " : "",
+			 ana_fmt_ns(in_stacks, c, sizeof c), blocked_in);
+	char once[400] = "";
+	if (once_ns > 0)
+		snprintf(once, sizeof once, "; not counted: %s of one-off loading (%s the largest) %s", ana_fmt_ns(once_ns, c, sizeof c),
+			 p->nodes[once_top].path, steps ? "outside the steps (set-up before the first mark, or after the last)"
+							: "in data-loading regions called once");
+	f->evidence = ana_strf("thread %llu%s%s%s, which %s, spends %s (%.1f%% of the wall time) loading data%s: %s%s%s",
+			       (unsigned long long)th->tid, th->name && *th->name ? " (" : "", th->name ? th->name : "",
+			       th->name && *th->name ? ")" : "", steps ? "marks the steps" : "is the busiest",
+			       ana_fmt_ns(in_regions + in_stacks, a, sizeof a), share, steps ? " in its steps" : " batch by batch",
+			       parts, loaders ? "; other threads or processes run data-loading regions too (loaders)" : "", once);
+	ana_finding_num(f, "share_pct", share);
+	ana_finding_num(f, "load_ns", in_regions + in_stacks);
+	ana_finding_num(f, "region_ns", in_regions);
+	ana_finding_num(f, "blocked_ns", in_stacks);
+	ana_finding_num(f, "loaders", loaders);
+	ana_finding_num(f, "one_off_ns", once_ns);
+	if (steps) {
+		ana_finding_num(f, "load_per_step_ns", per_step);
+		ana_finding_num(f, "compute_per_step_ns", compute);
+		ana_finding_num(f, "load_per_batch_ns", load);
+		ana_finding_num(f, "workers_needed", need);
+	}
+	f->expected_gain_pct = share > 100 ? 100 : share;
+	char workers[200] = "";
+	if (need)
+		snprintf(workers, sizeof workers, " Loading a batch takes %s against %s of compute per step: %u loader worker%s "
+			 "or more keep%s up.", ana_fmt_ns(load, a, sizeof a), ana_fmt_ns(compute, b, sizeof b), need,
+			 need > 1 ? "s" : "", need > 1 ? "" : "s");
+	if (loaders)
+		f->recommendation = ana_strf("The loader workers do not keep up: the computing thread still waits in %s. Add "
+					     "loader workers (PyTorch: a larger DataLoader num_workers), prefetch deeper "
+					     "(prefetch_factor), or make each load cheaper (decode less, cache decoded data)."
+					     "%s Hidden entirely, loading would save up to %.1f%% of the run.",
+					     what, workers, f->expected_gain_pct);
+	else
+		f->recommendation = ana_strf("Load the next batch while this one computes: move %s to a loader thread or "
+					     "process with a prefetch queue (PyTorch: DataLoader(num_workers=N, "
+					     "prefetch_factor=2, pin_memory=True)).%s Hidden entirely, loading would save up "
+					     "to %.1f%% of the run.", what, workers, f->expected_gain_pct);
 }
 
 /*
@@ -1494,7 +1646,7 @@ static int data_stack(const ana_profile *p, const ana_stack *st)
 	return 0;
 }
 
-static void rule_off_cpu(ana_profile *p)
+void rule_off_cpu(ana_profile *p)
 {
 	const ana_sampling *s = &p->smp;
 	if (!s->present || !s->all.samples[ANA_OFFCPU] || !s->period_ns || !p->nthreads)
@@ -1538,184 +1690,6 @@ static void rule_off_cpu(ana_profile *p)
 }
 
 /*
- * input_bound: the thread that computes (the first process's stepping thread, else its
- * busiest) spends a large share of the run loading data: in data-loading regions (names
- * whose words begin with load, data, batch, fetch, read, or are io; --data-regions names
- * others), or, with wall-clock sampling, blocked in a function with such a name outside
- * them. Fires from 5 % of the wall time: LOW, MEDIUM from 10 %, HIGH above 30 %.
- * Only per-batch loading counts: with steps, what ran inside the steps (a data set built
- * once in the set-up, before the first mark, or after the last step is one-off work);
- * without steps, the data-loading regions called more than once.
- */
-
-/* Per region node (p->nnodes entries): the time of its calls on stepping thread `thread`
- * that ended inside one of its `steps` steps. NULL when out of memory. */
-static double *in_steps_ns(const ana_profile *p, uint32_t thread, uint64_t steps)
-{
-	double *ns = calloc(p->nnodes ? p->nnodes : 1, sizeof *ns);
-	for (size_t i = 0; ns && i < p->nstep_nodes; i++) {
-		const ana_step_node *s = &p->step_nodes[i];
-		if (s->thread == thread && s->step < steps)
-			ns[s->node] += (double)s->ns;
-	}
-	return ns;
-}
-
-static void rule_input_bound(ana_profile *p)
-{
-	const ana_process *pr = &p->procs[0];
-	uint32_t main = pr->step_thread;
-	for (uint32_t t = 0; main == ANA_NONE && t < p->nthreads; t++)
-		if (p->threads[t].process == 0 && p->threads[t].busy_ns &&
-		    (main == ANA_NONE || p->threads[t].busy_ns > p->threads[main].busy_ns))
-			main = t;
-	if (main == ANA_NONE || !pr->wall_ns)
-		return;
-	const char *list = p->opt.data_regions;
-	uint8_t *data = calloc(p->nnodes ? p->nnodes : 1, 1);
-	if (!data)
-		return;
-	for (uint32_t n = 0; n < p->nnodes; n++) {
-		uint32_t parent = p->nodes[n].parent;
-		data[n] = parent != ANA_NONE && data[parent] ? 2 /* inside one */
-			: ana_name_is_data(p->names[p->nodes[n].name], list) || (list && ana_name_is_data(p->nodes[n].path, list));
-	}
-	/* nodes are created parent first, so data[parent] is known */
-	double in_regions = 0, loader_ns = 0, loader_calls = 0, other_ns = 0, once_ns = 0;
-	uint32_t top = ANA_NONE, loaders = 0, once_top = ANA_NONE;
-	double top_ns = 0, once_top_ns = 0;
-	uint64_t nsteps = main == pr->step_thread ? pr->step_ns.n : 0;
-	double *stepped = nsteps ? in_steps_ns(p, main, nsteps) : NULL;
-	if (nsteps && !stepped) {
-		free(data);
-		return;
-	}
-	for (uint32_t i = 0; i < p->ntnodes; i++) {
-		const ana_tnode *t = &p->tnodes[i];
-		if (!data[t->node] && t->thread == main && p->nodes[t->node].parent == ANA_NONE)
-			other_ns += stepped ? stepped[t->node] : (double)t->total_ns; /* its top-level regions that do not load */
-		if (data[t->node] != 1)
-			continue;
-		if (t->thread != main) { /* a loader thread or process */
-			loaders++;
-			loader_ns += (double)t->total_ns;
-			loader_calls += (double)t->count;
-			continue;
-		}
-		/* per-batch: inside the steps, or, without steps, a region called more than once */
-		double per = stepped ? stepped[t->node] : t->count > 1 ? (double)t->total_ns : 0;
-		double once = (double)t->total_ns - per;
-		if (once > 0) {
-			once_ns += once;
-			if (once > once_top_ns) {
-				once_top_ns = once;
-				once_top = t->node;
-			}
-		}
-		in_regions += per;
-		if (per > top_ns) {
-			top_ns = per;
-			top = t->node;
-		}
-	}
-	/* wall mode: blocked outside data regions in a function with a data-loading name */
-	double in_stacks = 0;
-	const char *blocked_in = NULL;
-	const ana_sampling *s = &p->smp;
-	for (size_t i = 0; s->present && i < s->nsamples; i++) {
-		const ana_sample *x = &s->samples[i];
-		if (x->thread != main || x->kind != ANA_OFFCPU || (x->node != ANA_NONE && data[x->node]))
-			continue;
-		if (nsteps && (x->step < 1 || x->step > nsteps))
-			continue; /* in the set-up or after the last step: not per-batch */
-		const ana_stack *st = &s->stacks[x->stack];
-		for (uint32_t k = st->n; k-- > 0;) {
-			const char *fn = p->names[s->funcs[s->locs[st->locs[k]].func].name];
-			if (ana_name_is_data(fn, list)) {
-				in_stacks += (double)x->weight * (double)s->period_ns;
-				blocked_in = fn;
-				break;
-			}
-		}
-	}
-	free(data);
-	free(stepped);
-	double share = 100 * (in_regions + in_stacks) / (double)pr->wall_ns;
-	if (share < 5)
-		return;
-	ana_finding *f = ana_finding_add(p, "input_bound", share > 30 ? ANA_HIGH : share >= 10 ? ANA_MEDIUM : ANA_LOW);
-	if (!f)
-		return;
-	const ana_thread *th = &p->threads[main];
-	const char *what = top != ANA_NONE ? p->nodes[top].path : blocked_in;
-	char a[32], b[32], c[32];
-	uint64_t steps = pr->step_ns.n;
-	double per_step = steps ? (in_regions + in_stacks) / (double)steps : NAN;
-	/* compute per step: its other regions in the steps when it has some, else the median
-	 * step less the loading */
-	double compute = !steps ? NAN : other_ns > 0 ? other_ns / (double)steps : pr->step_dist.p50 - per_step;
-	/* one batch's load: a loader's call when there are loaders, else the main loop's */
-	double load = loader_calls > 0 ? loader_ns / loader_calls : per_step;
-	unsigned need = steps && compute > 0 ? (unsigned)ceil(load / compute) : 0;
-	f->subject = ana_strf("%s: %.1f%% of the run loading data on the computing thread", what, share);
-	char parts[700] = "";
-	size_t k = 0;
-	if (in_regions > 0)
-		k += (size_t)snprintf(parts + k, sizeof parts - k, "%s in data-loading regions (%s the largest)",
-				      ana_fmt_ns(in_regions, b, sizeof b), p->nodes[top].path);
-	if (in_stacks > 0 && k < sizeof parts)
-		snprintf(parts + k, sizeof parts - k, "%sabout %s blocked in %s (wall-clock samples)", k ? ", and " : "",
-			 ana_fmt_ns(in_stacks, c, sizeof c), blocked_in);
-	char once[400] = "";
-	if (once_ns > 0)
-		snprintf(once, sizeof once, "; not counted: %s of one-off loading (%s the largest) %s", ana_fmt_ns(once_ns, c, sizeof c),
-			 p->nodes[once_top].path, steps ? "outside the steps (set-up before the first mark, or after the last)"
-							: "in data-loading regions called once");
-	f->evidence = ana_strf("thread %llu%s%s%s, which %s, spends %s (%.1f%% of the wall time) loading data%s: %s%s%s",
-			       (unsigned long long)th->tid, th->name && *th->name ? " (" : "", th->name ? th->name : "",
-			       th->name && *th->name ? ")" : "", steps ? "marks the steps" : "is the busiest",
-			       ana_fmt_ns(in_regions + in_stacks, a, sizeof a), share, steps ? " in its steps" : " batch by batch",
-			       parts, loaders ? "; other threads or processes run data-loading regions too (loaders)" : "", once);
-	ana_finding_num(f, "share_pct", share);
-	ana_finding_num(f, "load_ns", in_regions + in_stacks);
-	ana_finding_num(f, "region_ns", in_regions);
-	ana_finding_num(f, "blocked_ns", in_stacks);
-	ana_finding_num(f, "loaders", loaders);
-	ana_finding_num(f, "one_off_ns", once_ns);
-	if (steps) {
-		ana_finding_num(f, "load_per_step_ns", per_step);
-		ana_finding_num(f, "compute_per_step_ns", compute);
-		ana_finding_num(f, "load_per_batch_ns", load);
-		ana_finding_num(f, "workers_needed", need);
-	}
-	f->expected_gain_pct = share > 100 ? 100 : share;
-	char workers[200] = "";
-	if (need)
-		snprintf(workers, sizeof workers, " Loading a batch takes %s against %s of compute per step: %u loader worker%s "
-			 "or more keep%s up.", ana_fmt_ns(load, a, sizeof a), ana_fmt_ns(compute, b, sizeof b), need,
-			 need > 1 ? "s" : "", need > 1 ? "" : "s");
-	if (loaders)
-		f->recommendation = ana_strf("The loader workers do not keep up: the computing thread still waits in %s. Add "
-					     "loader workers (PyTorch: a larger DataLoader num_workers), prefetch deeper "
-					     "(prefetch_factor), or make each load cheaper (decode less, cache decoded data)."
-					     "%s Hidden entirely, loading would save up to %.1f%% of the run.",
-					     what, workers, f->expected_gain_pct);
-	else
-		f->recommendation = ana_strf("Load the next batch while this one computes: move %s to a loader thread or "
-					     "process with a prefetch queue (PyTorch: DataLoader(num_workers=N, "
-					     "prefetch_factor=2, pin_memory=True)).%s Hidden entirely, loading would save up "
-					     "to %.1f%% of the run.", what, workers, f->expected_gain_pct);
-}
-
-static int cmp_finding(const void *a, const void *b)
-{
-	const ana_finding *x = a, *y = b;
-	if (x->severity != y->severity)
-		return (int)y->severity - (int)x->severity;
-	return (y->expected_gain_pct > x->expected_gain_pct) - (y->expected_gain_pct < x->expected_gain_pct);
-}
-
-/*
  * parallel_wait: the threads of an OpenMP team (GCC's libgomp, LLVM's libomp, Intel's
  * libiomp5) wait in the runtime instead of computing. A sample waits when its innermost
  * frame outside the C library is the runtime's: spinning at a barrier on the CPU, or
@@ -1729,7 +1703,7 @@ static int cmp_finding(const void *a, const void *b)
 #define PARALLEL_WAIT_MIN_SAMPLES 100
 
 
-static void rule_parallel_wait(ana_profile *p)
+void rule_parallel_wait(ana_profile *p)
 {
 	const ana_sampling *s = &p->smp;
 	if (!s->present || !p->nthreads || !s->nstacks || !s->period_ns)
@@ -1890,7 +1864,7 @@ out:
  */
 #define GIL_WAIT_MIN_PCT 10.0
 #define GIL_WAIT_MIN_SAMPLES 50
-static void rule_gil_wait(ana_profile *p)
+void rule_gil_wait(ana_profile *p)
 {
 	const ana_sampling *s = &p->smp;
 	if (!s->py_samples || s->py_gil_wait < GIL_WAIT_MIN_SAMPLES)
@@ -1934,6 +1908,14 @@ static void rule_gil_wait(ana_profile *p)
 				     "threads overlap. Up to %.0f%% of the Python threads' time is waiting.",
 				     pct);
 	f->expected_gain_pct = NAN;
+}
+
+static int cmp_finding(const void *a, const void *b)
+{
+	const ana_finding *x = a, *y = b;
+	if (x->severity != y->severity)
+		return (int)y->severity - (int)x->severity;
+	return (y->expected_gain_pct > x->expected_gain_pct) - (y->expected_gain_pct < x->expected_gain_pct);
 }
 
 void ana_rules(ana_profile *p)
