@@ -454,7 +454,7 @@ void rule_hot_function(ana_profile *p)
 		    python_interpreter(p->names[fn->module]) || openmp_runtime(p->names[fn->module]))
 			continue; /* the interpreter's: hot_python(); an OpenMP runtime's: rule_parallel_wait() */
 		/* fennec's own code in the program's threads (recording an allocation, its stack
-		 * cache), one function [fennec] of the profile (samples.c), is the profiler's
+		 * cache), one function [fennec] of the profile (samples_symbols.c), is the profiler's
 		 * cost, never the program's to optimise. */
 		int ours = ana_module_is_fennec(p->names[fn->module]);
 		if (ours)

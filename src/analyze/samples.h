@@ -179,6 +179,19 @@ typedef struct pstate {
 #define PY_TAG 0xfd00000000000000ull
 static inline int is_py(uint64_t a) { return (a >> 56) == 0xfd; }
 
+/* Whether two modules' loaded segments overlap: the later replaces the earlier (an epoch
+ * ends). */
+static inline int mods_overlap(const fmt_module *a, const fmt_module *b)
+{
+	if (a->hi <= b->lo || b->hi <= a->lo)
+		return 0;
+	for (uint32_t i = 0; i < a->nsegs; i++)
+		for (uint32_t k = 0; k < b->nsegs; k++)
+			if (a->segs[i].start < b->segs[k].end && b->segs[k].start < a->segs[i].end)
+				return 1;
+	return 0;
+}
+
 /* ---- the finish ---- */
 
 typedef struct fin {
