@@ -313,6 +313,74 @@ static int cmp_proc_cpu(const void *a, const void *b)
 	return x->cpu != y->cpu ? (x->cpu < y->cpu ? 1 : -1) : (x->i > y->i) - (x->i < y->i);
 }
 
+/* The finish's warnings: sampling on and no samples, dropped samples, stacks cut short,
+ * modules without symbols (bad), an on-CPU rate (cpu_samples) below the one requested. */
+static void finish_warnings(ana_profile *p, const badmod *bad, size_t nbad, uint64_t cpu_samples)
+{
+	ana_sampling *s = &p->smp;
+	if (s->mode != FMT_SAMPLE_OFF && !s->taken && !s->nsamples && s->period_ns) {
+		/* Sampling was on and nothing came: say why, not just "0 Hz". */
+		/* CPU mode: the program's CPU, less the writer's (fennec's own threads are never
+		 * sampled: under ASan an empty program's 15.6 ms of CPU was most of it fennec's) */
+		double cpu = (double)(p->cpu_user_ns + p->cpu_sys_ns), own = (double)p->collector_cpu_ns;
+		double basis = s->mode == FMT_SAMPLE_WALL ? (double)p->wall_ns : cpu > own ? cpu - own : 0;
+		double due = basis / (double)s->period_ns;
+		char a[32], b[32];
+		if (due >= 10) {
+			s->none_why = "the sampling signal reached no thread (a thread that blocks every signal is never sampled)";
+			ana_warn(p, "no samples where about %.0f were due (%s mode, one every %s of %s time, %s of it): the "
+				    "sampling signal reached no thread; a thread that blocks every signal (sigprocmask or "
+				    "pthread_sigmask of a full set) cannot be sampled, so only its regions are reported",
+				 due, ana_sample_mode_name(s->mode), ana_fmt_ns((double)s->period_ns, a, sizeof a),
+				 s->mode == FMT_SAMPLE_WALL ? "wall" : "CPU", ana_fmt_ns(basis, b, sizeof b));
+		} else
+			s->none_why = "the run was shorter than ten sample periods";
+	}
+	if (s->dropped)
+		ana_warn(p, "%llu of %llu samples were dropped (the sample buffer was full): shares are computed "
+			    "from the samples kept; record again with a lower -F or a smaller --flush-ms",
+			 (unsigned long long)s->dropped, (unsigned long long)(s->taken + s->dropped));
+	if (s->truncated) {
+		/* A sample cut with fewer frames than the limit was cut where the kernel's copy of
+		 * the stack ended: a stack of large frames (fennec's own unwinding of an
+		 * allocation among them), or a sample taken as the stack grew into a new page,
+		 * which gets no copy (docs/sampling.md). */
+		uint64_t depth = p->procs[0].file.sample_depth;
+		uint64_t shortn = s->truncated_short < s->truncated ? s->truncated_short : s->truncated;
+		if (worth_warning(s->truncated - shortn, s->taken))
+			ana_warn(p, "%llu of %llu samples had call stacks deeper than the %llu-frame limit and lost "
+				    "their outermost frames: total shares of outer functions are low; %s",
+				 (unsigned long long)(s->truncated - shortn), (unsigned long long)s->taken,
+				 (unsigned long long)depth,
+				 depth >= 512 ? "512 frames is the most fennec keeps (a recursion this deep is best "
+						"read from its innermost frames)"
+				 : depth >= 256 ? "record again with --stack-depth 512 (FENNEC_STACK_DEPTH=512)"
+						: "record again with --stack-depth 256 or more (FENNEC_STACK_DEPTH)");
+		if (worth_warning(shortn, s->taken))
+			ana_warn(p, "%llu of %llu samples lost their outer frames where the copy of the stack ended, "
+				    "short of the %llu-frame limit (large stack frames, or a sample taken as the stack grew "
+				    "into a new page): total shares of outer functions are low; a larger --stack-depth "
+				    "copies more (FENNEC_STACK_COPY sets the bytes)",
+				 (unsigned long long)shortn, (unsigned long long)s->taken, (unsigned long long)depth);
+	}
+	for (size_t i = 0; i < nbad; i++) {
+		if (bad[i].status == SYM_NOSYMS)
+			ana_warn(p, "%s: no symbols (stripped); %llu samples shown as module+offset", p->names[bad[i].path],
+				 (unsigned long long)bad[i].samples);
+		else
+			ana_warn(p, "%s: %s; %llu samples unsymbolised", p->names[bad[i].path],
+				 bad[i].status == SYM_BUILDID ? "build id differs from the recording" : "missing",
+				 (unsigned long long)bad[i].samples);
+	}
+	/* (with a budget's stride the rate was lowered on purpose: the budget line says so) */
+	if (s->mode == FMT_SAMPLE_CPU && s->requested_hz && cpu_samples >= 50 && isfinite(s->achieved_hz) &&
+	    !s->nbudget_changes && s->achieved_hz < 0.5 * (double)s->requested_hz)
+		ana_warn(p, "sampled at %.0f Hz of CPU time, below the %llu Hz requested%s; shares remain unbiased "
+			    "estimates, from fewer samples",
+			 s->achieved_hz, (unsigned long long)s->requested_hz,
+			 s->source == FMT_SRC_TIMER ? " (POSIX CPU timers fire at most at the kernel tick rate)" : "");
+}
+
 int ana_samples_finish(ana_profile *p)
 {
 	ana_sampling *s = &p->smp;
@@ -487,68 +555,7 @@ int ana_samples_finish(ana_profile *p)
 	if (ana_sample_view_build(p, flt->pid || flt->tid || flt->region ? flt : NULL, &s->sel))
 		goto out;
 
-	/* Warnings. */
-	if (s->mode != FMT_SAMPLE_OFF && !s->taken && !s->nsamples && s->period_ns) {
-		/* Sampling was on and nothing came: say why, not just "0 Hz". */
-		/* CPU mode: the program's CPU, less the writer's (fennec's own threads are never
-		 * sampled: under ASan an empty program's 15.6 ms of CPU was most of it fennec's) */
-		double cpu = (double)(p->cpu_user_ns + p->cpu_sys_ns), own = (double)p->collector_cpu_ns;
-		double basis = s->mode == FMT_SAMPLE_WALL ? (double)p->wall_ns : cpu > own ? cpu - own : 0;
-		double due = basis / (double)s->period_ns;
-		char a[32], b[32];
-		if (due >= 10) {
-			s->none_why = "the sampling signal reached no thread (a thread that blocks every signal is never sampled)";
-			ana_warn(p, "no samples where about %.0f were due (%s mode, one every %s of %s time, %s of it): the "
-				    "sampling signal reached no thread; a thread that blocks every signal (sigprocmask or "
-				    "pthread_sigmask of a full set) cannot be sampled, so only its regions are reported",
-				 due, ana_sample_mode_name(s->mode), ana_fmt_ns((double)s->period_ns, a, sizeof a),
-				 s->mode == FMT_SAMPLE_WALL ? "wall" : "CPU", ana_fmt_ns(basis, b, sizeof b));
-		} else
-			s->none_why = "the run was shorter than ten sample periods";
-	}
-	if (s->dropped)
-		ana_warn(p, "%llu of %llu samples were dropped (the sample buffer was full): shares are computed "
-			    "from the samples kept; record again with a lower -F or a smaller --flush-ms",
-			 (unsigned long long)s->dropped, (unsigned long long)(s->taken + s->dropped));
-	if (s->truncated) {
-		/* A sample cut with fewer frames than the limit was cut where the kernel's copy of
-		 * the stack ended: a stack of large frames (fennec's own unwinding of an
-		 * allocation among them), or a sample taken as the stack grew into a new page,
-		 * which gets no copy (docs/sampling.md). */
-		uint64_t depth = p->procs[0].file.sample_depth;
-		uint64_t shortn = s->truncated_short < s->truncated ? s->truncated_short : s->truncated;
-		if (worth_warning(s->truncated - shortn, s->taken))
-			ana_warn(p, "%llu of %llu samples had call stacks deeper than the %llu-frame limit and lost "
-				    "their outermost frames: total shares of outer functions are low; %s",
-				 (unsigned long long)(s->truncated - shortn), (unsigned long long)s->taken,
-				 (unsigned long long)depth,
-				 depth >= 512 ? "512 frames is the most fennec keeps (a recursion this deep is best "
-						"read from its innermost frames)"
-				 : depth >= 256 ? "record again with --stack-depth 512 (FENNEC_STACK_DEPTH=512)"
-						: "record again with --stack-depth 256 or more (FENNEC_STACK_DEPTH)");
-		if (worth_warning(shortn, s->taken))
-			ana_warn(p, "%llu of %llu samples lost their outer frames where the copy of the stack ended, "
-				    "short of the %llu-frame limit (large stack frames, or a sample taken as the stack grew "
-				    "into a new page): total shares of outer functions are low; a larger --stack-depth "
-				    "copies more (FENNEC_STACK_COPY sets the bytes)",
-				 (unsigned long long)shortn, (unsigned long long)s->taken, (unsigned long long)depth);
-	}
-	for (size_t i = 0; i < nbad; i++) {
-		if (bad[i].status == SYM_NOSYMS)
-			ana_warn(p, "%s: no symbols (stripped); %llu samples shown as module+offset", p->names[bad[i].path],
-				 (unsigned long long)bad[i].samples);
-		else
-			ana_warn(p, "%s: %s; %llu samples unsymbolised", p->names[bad[i].path],
-				 bad[i].status == SYM_BUILDID ? "build id differs from the recording" : "missing",
-				 (unsigned long long)bad[i].samples);
-	}
-	/* (with a budget's stride the rate was lowered on purpose: the budget line says so) */
-	if (s->mode == FMT_SAMPLE_CPU && s->requested_hz && cpu_samples >= 50 && isfinite(s->achieved_hz) &&
-	    !s->nbudget_changes && s->achieved_hz < 0.5 * (double)s->requested_hz)
-		ana_warn(p, "sampled at %.0f Hz of CPU time, below the %llu Hz requested%s; shares remain unbiased "
-			    "estimates, from fewer samples",
-			 s->achieved_hz, (unsigned long long)s->requested_hz,
-			 s->source == FMT_SRC_TIMER ? " (POSIX CPU timers fire at most at the kernel tick rate)" : "");
+	finish_warnings(p, bad, nbad, cpu_samples);
 	rc = 0;
 out:
 	sym_close(x.sym);
