@@ -398,15 +398,13 @@ static void kernel_advice(ana_profile *p, ana_finding *f, uint32_t func, const c
 	}
 }
 
-void rule_hot_function(ana_profile *p)
+/* Code of a module that could not be read (missing, or rebuilt since) has one name per
+ * address, which says nothing: its share is judged as a whole, per module (hot_function,
+ * threshold thr). */
+static void hot_unsymbolised_modules(ana_profile *p, double thr)
 {
 	const ana_sampling *s = &p->smp;
 	const ana_sample_view *v = &s->all;
-	if (!s->present || v->samples[ANA_CPU] < HOT_FUNCTION_MIN_TOTAL || !v->weight[ANA_CPU])
-		return;
-	double thr = p->opt.hot_threshold_pct;
-	/* Code of a module that could not be read (missing, or rebuilt since) has one name per
-	 * address, which says nothing: its share is judged as a whole, per module. */
 	for (uint32_t m = 0; m < s->nmodules; m++) {
 		const ana_module *mod = &s->modules[m];
 		if ((mod->status != 1 && mod->status != 2) || p->names[mod->path][0] == '[')
@@ -435,6 +433,16 @@ void rule_hot_function(ana_profile *p)
 		double frac = p->wall_ns && cpu_all > 0 && cpu_all < (double)p->wall_ns ? cpu_all / (double)p->wall_ns : 1;
 		f->expected_gain_pct = pct * frac;
 	}
+}
+
+void rule_hot_function(ana_profile *p)
+{
+	const ana_sampling *s = &p->smp;
+	const ana_sample_view *v = &s->all;
+	if (!s->present || v->samples[ANA_CPU] < HOT_FUNCTION_MIN_TOTAL || !v->weight[ANA_CPU])
+		return;
+	double thr = p->opt.hot_threshold_pct;
+	hot_unsymbolised_modules(p, thr);
 	/* The part of the wall time that is CPU time bounds what faster code can save. */
 	double cpu = (double)(p->cpu_user_ns + p->cpu_sys_ns);
 	double cpu_frac = p->wall_ns && cpu > 0 ? cpu / (double)p->wall_ns : 1;
