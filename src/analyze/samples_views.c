@@ -163,6 +163,76 @@ static uint32_t line_id(vwork *w, uint32_t file, uint32_t line)
 	return (uint32_t)w->nl++;
 }
 
+/* Pass 1 of ana_sample_view_build, over the samples `flt` selects (nodesel: its region's
+ * nodes): weights per (stack, kind) into sw, per thread and per region node into v, and
+ * the on-CPU weight per (region node, leaf function) into ntop. Returns 0, or -1 when out
+ * of memory. */
+static int view_samples(const ana_profile *p, const ana_sample_filter *flt, const uint8_t *nodesel,
+			ana_sample_view *v, uint64_t *sw, kmap *ntop)
+{
+	const ana_sampling *s = &p->smp;
+	for (size_t i = 0; i < s->nsamples; i++) {
+		const ana_sample *x = &s->samples[i];
+		const ana_thread *t = &p->threads[x->thread];
+		if (flt) {
+			if (flt->pid && p->procs[t->process].file.pid != flt->pid)
+				continue;
+			if (flt->tid && t->tid != flt->tid)
+				continue;
+			if (flt->region && (x->node == ANA_NONE || !nodesel[x->node]))
+				continue;
+		}
+		unsigned k = x->kind;
+		v->samples[k]++;
+		v->weight[k] += x->weight;
+		sw[(size_t)x->stack * ANA_NKINDS + k] += x->weight;
+		v->thread_samples[(size_t)x->thread * ANA_NKINDS + k]++;
+		v->thread_weight[(size_t)x->thread * ANA_NKINDS + k] += x->weight;
+		const ana_stack *st = &s->stacks[x->stack];
+		uint32_t leaf = st->n ? s->locs[st->locs[st->n - 1]].func : ANA_NONE;
+		for (uint32_t n = x->node; n != ANA_NONE; n = p->nodes[n].parent) {
+			v->nodes[n].samples[k]++;
+			v->nodes[n].weight[k] += x->weight;
+			if (k == ANA_CPU && leaf != ANA_NONE) {
+				uint64_t *nw = kmap_slot(ntop, (uint64_t)n << 32 | leaf, NULL);
+				if (!nw)
+					return -1;
+				*nw += x->weight;
+			}
+		}
+	}
+	return 0;
+}
+
+/* The top functions of each region node of v (on-CPU self weight inside the region), from
+ * the weights per (node, leaf function) in ntop, and their shares. */
+static void node_tops(const ana_profile *p, const kmap *ntop, ana_sample_view *v)
+{
+	for (size_t i = 0; i < ntop->cap; i++) {
+		if (!ntop->used[i])
+			continue;
+		uint32_t n = (uint32_t)(ntop->key[i] >> 32), fn = (uint32_t)ntop->key[i];
+		uint64_t wt = ntop->val[i];
+		ana_node_samples *ns = &v->nodes[n];
+		uint32_t at = ns->ntop;
+		while (at > 0 && (ns->top_weight[at - 1] < wt || (ns->top_weight[at - 1] == wt && ns->top[at - 1] > fn)))
+			at--;
+		if (at >= ANA_NODE_TOP)
+			continue;
+		for (uint32_t j = ns->ntop < ANA_NODE_TOP ? ns->ntop : ANA_NODE_TOP - 1; j > at; j--) {
+			ns->top[j] = ns->top[j - 1];
+			ns->top_weight[j] = ns->top_weight[j - 1];
+		}
+		ns->top[at] = fn;
+		ns->top_weight[at] = wt;
+		if (ns->ntop < ANA_NODE_TOP)
+			ns->ntop++;
+	}
+	for (uint32_t n = 0; n < p->nnodes; n++)
+		for (uint32_t j = 0; j < v->nodes[n].ntop; j++)
+			v->nodes[n].top_pct[j] = 100.0 * (double)v->nodes[n].top_weight[j] / (double)v->nodes[n].weight[ANA_CPU];
+}
+
 int ana_sample_view_build(const ana_profile *p, const ana_sample_filter *flt, ana_sample_view *v)
 {
 	const ana_sampling *s = &p->smp;
@@ -198,36 +268,8 @@ int ana_sample_view_build(const ana_profile *p, const ana_sample_filter *flt, an
 		goto out;
 
 	/* Pass 1, over the samples selected: per stack and kind, per thread, per region node. */
-	for (size_t i = 0; i < s->nsamples; i++) {
-		const ana_sample *x = &s->samples[i];
-		const ana_thread *t = &p->threads[x->thread];
-		if (flt) {
-			if (flt->pid && p->procs[t->process].file.pid != flt->pid)
-				continue;
-			if (flt->tid && t->tid != flt->tid)
-				continue;
-			if (flt->region && (x->node == ANA_NONE || !nodesel[x->node]))
-				continue;
-		}
-		unsigned k = x->kind;
-		v->samples[k]++;
-		v->weight[k] += x->weight;
-		sw[(size_t)x->stack * ANA_NKINDS + k] += x->weight;
-		v->thread_samples[(size_t)x->thread * ANA_NKINDS + k]++;
-		v->thread_weight[(size_t)x->thread * ANA_NKINDS + k] += x->weight;
-		const ana_stack *st = &s->stacks[x->stack];
-		uint32_t leaf = st->n ? s->locs[st->locs[st->n - 1]].func : ANA_NONE;
-		for (uint32_t n = x->node; n != ANA_NONE; n = p->nodes[n].parent) {
-			v->nodes[n].samples[k]++;
-			v->nodes[n].weight[k] += x->weight;
-			if (k == ANA_CPU && leaf != ANA_NONE) {
-				uint64_t *nw = kmap_slot(&w.ntop, (uint64_t)n << 32 | leaf, NULL);
-				if (!nw)
-					goto out;
-				*nw += x->weight;
-			}
-		}
-	}
+	if (view_samples(p, flt, nodesel, v, sw, &w.ntop))
+		goto out;
 
 	/* Pass 2, over the distinct stacks: self and total per function (a function counted
 	 * once per stack however often it recurs), lines, callers, the call tree. */
@@ -359,30 +401,7 @@ int ana_sample_view_build(const ana_profile *p, const ana_sample_filter *flt, an
 			qsort(v->lines[k], v->nlines[k], sizeof *v->lines[k], cmp_hot_line);
 	}
 
-	/* Top functions per region node (on-CPU self weight inside the region). */
-	for (size_t i = 0; i < w.ntop.cap; i++) {
-		if (!w.ntop.used[i])
-			continue;
-		uint32_t n = (uint32_t)(w.ntop.key[i] >> 32), fn = (uint32_t)w.ntop.key[i];
-		uint64_t wt = w.ntop.val[i];
-		ana_node_samples *ns = &v->nodes[n];
-		uint32_t at = ns->ntop;
-		while (at > 0 && (ns->top_weight[at - 1] < wt || (ns->top_weight[at - 1] == wt && ns->top[at - 1] > fn)))
-			at--;
-		if (at >= ANA_NODE_TOP)
-			continue;
-		for (uint32_t j = ns->ntop < ANA_NODE_TOP ? ns->ntop : ANA_NODE_TOP - 1; j > at; j--) {
-			ns->top[j] = ns->top[j - 1];
-			ns->top_weight[j] = ns->top_weight[j - 1];
-		}
-		ns->top[at] = fn;
-		ns->top_weight[at] = wt;
-		if (ns->ntop < ANA_NODE_TOP)
-			ns->ntop++;
-	}
-	for (uint32_t n = 0; n < p->nnodes; n++)
-		for (uint32_t j = 0; j < v->nodes[n].ntop; j++)
-			v->nodes[n].top_pct[j] = 100.0 * (double)v->nodes[n].top_weight[j] / (double)v->nodes[n].weight[ANA_CPU];
+	node_tops(p, &w.ntop, v);
 	rc = 0;
 out:
 	if (rc)
