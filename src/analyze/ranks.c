@@ -2,7 +2,7 @@
  * ranks.c - processes and ranks of a merged recording: per-process and per-rank totals
  * (busy time, work, steps, top region) and the balance between ranks (docs/ranks.md):
  * the imbalance, the slowest rank, and the regions where it loses time to the others.
- * Everything here is computed once for every renderer and for rules.c.
+ * Everything here is computed once for every renderer and for the rules (rules_steps.c).
  */
 #include "analyze/aggregate.h"
 

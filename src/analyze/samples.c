@@ -1,10 +1,13 @@
 /*
  * samples.c - sampled call stacks in the analysis model. While the reader streams a file,
  * each sample is kept with its raw stack and region path interned per process; at the end
- * every process's stacks are symbolised (src/symbol/), each distinct address once, into
- * locations, functions and stacks shared by the whole recording, and the views that the
- * renderers show are aggregated: hot functions and lines, the call tree, per region and per
- * thread numbers. Design notes: docs/internals/symbol.md.
+ * every process's stacks are symbolised (samples_symbols.c, src/symbol/), each distinct
+ * address once, into locations, functions and stacks shared by the whole recording, the
+ * samples are put in time order with their threads and region nodes, the views that the
+ * renderers show are aggregated (samples_views.c: hot functions and lines, the call tree,
+ * per region and per thread numbers), and what limits them (dropped samples, cut stacks,
+ * modules without symbols, a low rate) is said in warnings. What the files share is
+ * samples.h. Design notes: docs/internals/symbol.md.
  */
 #include "analyze/aggregate.h"
 #include "symbol/symbol.h"
@@ -13,7 +16,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-/* ---- containers ---- */
+#include "analyze/samples.h"
+
+/* ---- raw samples, kept while reading ---- */
 
 static uint64_t hash_u64s(const uint64_t *v, size_t n, uint64_t h)
 {
@@ -22,172 +27,10 @@ static uint64_t hash_u64s(const uint64_t *v, size_t n, uint64_t h)
 	return h;
 }
 
-/* Map from a 64-bit key to a 64-bit value, open addressing. */
-typedef struct kmap {
-	uint64_t *key, *val;
-	uint8_t *used;
-	size_t cap, n;
-} kmap;
-
-static void kmap_free(kmap *m)
-{
-	free(m->key);
-	free(m->val);
-	free(m->used);
-	memset(m, 0, sizeof *m);
-}
-
-/* The slot of `key`, inserted (value 0) if absent; NULL on allocation failure. */
-static uint64_t *kmap_slot(kmap *m, uint64_t key, int *isnew)
-{
-	if ((m->n + 1) * 2 > m->cap) {
-		size_t cap = m->cap ? m->cap * 2 : 256;
-		kmap nm = {malloc(cap * 8), malloc(cap * 8), calloc(cap, 1), cap, 0};
-		if (!nm.key || !nm.val || !nm.used) {
-			kmap_free(&nm);
-			return NULL;
-		}
-		for (size_t i = 0; i < m->cap; i++) {
-			if (!m->used[i])
-				continue;
-			size_t j = cm_mix64(m->key[i]) & (cap - 1);
-			while (nm.used[j])
-				j = (j + 1) & (cap - 1);
-			nm.used[j] = 1;
-			nm.key[j] = m->key[i];
-			nm.val[j] = m->val[i];
-		}
-		nm.n = m->n;
-		kmap_free(m);
-		*m = nm;
-	}
-	size_t i = cm_mix64(key) & (m->cap - 1);
-	for (; m->used[i]; i = (i + 1) & (m->cap - 1))
-		if (m->key[i] == key) {
-			if (isnew)
-				*isnew = 0;
-			return &m->val[i];
-		}
-	m->used[i] = 1;
-	m->key[i] = key;
-	m->val[i] = 0;
-	m->n++;
-	if (isnew)
-		*isnew = 1;
-	return &m->val[i];
-}
-
-/* Interning of variable-length sequences: hash -> candidate ids, compared by the caller. */
-typedef struct itab {
-	uint32_t *id;         /* UINT32_MAX: empty */
-	uint64_t *h;
-	size_t cap, n;
-} itab;
-
-static void itab_free(itab *t)
-{
-	free(t->id);
-	free(t->h);
-	memset(t, 0, sizeof *t);
-}
-
-static int itab_reserve(itab *t)
-{
-	if ((t->n + 1) * 2 <= t->cap)
-		return 0;
-	size_t cap = t->cap ? t->cap * 2 : 1024;
-	uint32_t *id = malloc(cap * sizeof *id);
-	uint64_t *h = malloc(cap * sizeof *h);
-	if (!id || !h) {
-		free(id);
-		free(h);
-		return -1;
-	}
-	memset(id, 0xff, cap * sizeof *id);
-	for (size_t i = 0; i < t->cap; i++) {
-		if (t->id[i] == UINT32_MAX)
-			continue;
-		size_t j = t->h[i] & (cap - 1);
-		while (id[j] != UINT32_MAX)
-			j = (j + 1) & (cap - 1);
-		id[j] = t->id[i];
-		h[j] = t->h[i];
-	}
-	free(t->id);
-	free(t->h);
-	t->id = id;
-	t->h = h;
-	t->cap = cap;
-	return 0;
-}
-
-/* ---- raw samples, kept while reading ---- */
-
-typedef struct rstack {
-	size_t off;           /* into pstate.frames */
-	uint32_t n;
-	uint32_t epoch;       /* module epoch of its samples (see below) */
-	uint8_t flags;        /* FMT_S_EXACT_PC | FMT_S_TRUNCATED | FMT_S_PYTHON | FMT_S_GIL | FMT_S_PYCUT */
-	uint32_t stack;       /* ana stack, once symbolised */
-	uint64_t count;       /* samples */
-} rstack;
-
-typedef struct rpath {
-	size_t off;           /* into pstate.sites */
-	uint32_t n;
-	uint32_t node;
-} rpath;
-
-typedef struct rsample {
-	uint64_t ticks, tid, step;
-	uint32_t stack, path; /* rstack, rpath (ANA_NONE: outside regions) */
-	uint32_t weight;
-	uint8_t kind;
-	uint8_t kernel;       /* FMT_S_KERNEL: taken in the kernel */
-} rsample;
-
-/*
- * Module epochs. A MODULES record whose range overlaps an earlier one replaces it
- * (dlclose, then another dlopen at the same address). Samples are decoded in file order,
- * and every module a sample needs is recorded before it, so a sample decoded when the
- * file had m modules resolves against modules [0, m), the newest covering an address
- * winning. An epoch is a run of samples between two such replacements; a raw stack is
- * interned per epoch, and resolves against the modules known at the epoch's end.
- */
-typedef struct pstate {
-	rsample *s;
-	size_t ns, s_cap;
-	rstack *st;
-	size_t nst, st_cap;
-	uint64_t *frames;
-	size_t nframes, frames_cap;
-	itab stab;
-	rpath *rp;
-	size_t nrp, rp_cap;
-	uint32_t *sites;
-	size_t nsites, sites_cap;
-	itab ptab;
-	size_t nmods_seen;
-	uint32_t epoch;
-	size_t *epoch_end;    /* modules known at the end of each closed epoch */
-	size_t nepochs, epoch_cap;
-} pstate;
-
 typedef struct sstate {
 	pstate *ps;           /* per process */
 	size_t nps, ps_cap;
 } sstate;
-
-static int mods_overlap(const fmt_module *a, const fmt_module *b)
-{
-	if (a->hi <= b->lo || b->hi <= a->lo)
-		return 0;
-	for (uint32_t i = 0; i < a->nsegs; i++)
-		for (uint32_t k = 0; k < b->nsegs; k++)
-			if (a->segs[i].start < b->segs[k].end && b->segs[k].start < a->segs[i].end)
-				return 1;
-	return 0;
-}
 
 /* The process state of `proc`, made on first use; NULL when out of memory. */
 static pstate *pstate_of(ana_profile *p, uint32_t proc)
@@ -287,18 +130,13 @@ static int worth_warning(uint64_t n, uint64_t taken)
 	return n && n * 100 >= taken;
 }
 
-/*
- * A Python frame in a raw stack: 0xfd in the top byte (no user or kernel address has it),
- * bit 55 the entry mark, bits 24-54 the code id, bits 0-23 the line.
- */
-#define PY_TAG 0xfd00000000000000ull
+/* v as a Python frame of a raw stack (PY_TAG, samples.h). */
 static uint64_t py_tag(uint64_t v)
 {
 	uint64_t line = fmt_pyframe_line(v);
 	return PY_TAG | (uint64_t)fmt_pyframe_entry(v) << 55 | (uint64_t)(fmt_pyframe_code(v) & 0x7fffffffu) << 24 |
 	       (line < 0xffffff ? line : 0xffffff);
 }
-static int is_py(uint64_t a) { return (a >> 56) == 0xfd; }
 
 int ana_samples_event(ana_profile *p, uint32_t proc, const fmt_file *f, const fmt_event *ev)
 {
@@ -400,661 +238,7 @@ static void sstate_free(ana_profile *p)
 	p->smp.priv = NULL;
 }
 
-/* ---- symbolisation, per process ---- */
-
-/* A loaded segment of an effective module of one epoch. */
-typedef struct seg {
-	uint64_t start, end;
-	uint32_t mod;         /* index into the file's modules */
-} seg;
-
-typedef struct fin {
-	ana_profile *p;
-	sym_ctx *sym;
-	uint32_t eval_name;   /* names index of "_PyEval_EvalFrameDefault" */
-	uint32_t take_gil;    /* names index of "take_gil" (CPython's ceval_gil.c) */
-	uint32_t *py;         /* Python locations of a stack being built */
-	size_t py_cap;
-	itab ftab;            /* funcs by (name, module) */
-	itab stab;            /* ana stacks by locs */
-	uint32_t *tmp;        /* a stack being built */
-	size_t tmp_cap;
-	uint32_t unknown_func, kernel_func;
-	uint32_t fennec_loc;  /* the [fennec] location of the process being symbolised */
-} fin;
-
-static int cmp_seg(const void *a, const void *b)
-{
-	const seg *x = a, *y = b;
-	return (x->start > y->start) - (x->start < y->start);
-}
-
-/* The segments of the modules known at the end of an epoch, each replaced module left out,
- * sorted; *out is non-NULL on success. */
-static int epoch_segments(const fmt_file *f, size_t known, seg **out, size_t *nout)
-{
-	size_t n = 0, cap = 0;
-	seg *v = NULL;
-	for (size_t i = 0; i < known; i++) {
-		int replaced = 0;
-		for (size_t j = i + 1; j < known && !replaced; j++)
-			replaced = mods_overlap(&f->modules[i], &f->modules[j]);
-		if (replaced)
-			continue;
-		for (uint32_t k = 0; k < f->modules[i].nsegs; k++) {
-			if (ana_grow(&v, &cap, n, sizeof *v) < 0) {
-				free(v);
-				return FENNEC_ENOMEM;
-			}
-			v[n++] = (seg){f->modules[i].segs[k].start, f->modules[i].segs[k].end, (uint32_t)i};
-		}
-	}
-	if (!v && !(v = malloc(sizeof *v))) /* no modules: an empty table, still non-NULL */
-		return FENNEC_ENOMEM;
-	if (n > 1)
-		qsort(v, n, sizeof *v, cmp_seg);
-	*out = v;
-	*nout = n;
-	return 0;
-}
-
-static uint32_t seg_find(const seg *v, size_t n, uint64_t addr)
-{
-	size_t lo = 0, hi = n;
-	while (lo < hi) {
-		size_t mid = lo + (hi - lo) / 2;
-		if (v[mid].start <= addr)
-			lo = mid + 1;
-		else
-			hi = mid;
-	}
-	return lo && addr < v[lo - 1].end ? v[lo - 1].mod : ANA_NONE;
-}
-
-static uint32_t func_for(fin *x, uint32_t name, uint32_t module, uint32_t file, uint32_t line)
-{
-	ana_sampling *s = &x->p->smp;
-	uint64_t h = cm_mix64((uint64_t)name << 32 | module);
-	if (itab_reserve(&x->ftab) < 0)
-		return ANA_NONE;
-	size_t i = h & (x->ftab.cap - 1);
-	for (; x->ftab.id[i] != UINT32_MAX; i = (i + 1) & (x->ftab.cap - 1)) {
-		ana_func *fn = &s->funcs[x->ftab.id[i]];
-		if (fn->name == name && fn->module == module)
-			return x->ftab.id[i];
-	}
-	size_t cap = s->funcs_cap;
-	if (s->nfuncs == UINT32_MAX - 1 || ana_grow(&s->funcs, &cap, s->nfuncs, sizeof *s->funcs) < 0)
-		return ANA_NONE;
-	s->funcs_cap = (uint32_t)(cap < UINT32_MAX ? cap : UINT32_MAX);
-	uint32_t id = s->nfuncs++;
-	s->funcs[id] = (ana_func){.name = name, .module = module, .file = file, .line = line};
-	x->ftab.id[i] = id;
-	x->ftab.h[i] = h;
-	x->ftab.n++;
-	return id;
-}
-
-static uint32_t new_loc(fin *x, uint32_t func, uint32_t file, uint32_t line, uint32_t proc, uint64_t addr,
-			uint64_t rel, int inlined)
-{
-	ana_sampling *s = &x->p->smp;
-	size_t cap = s->locs_cap;
-	if (func == ANA_NONE || s->nlocs == UINT32_MAX - 1 || ana_grow(&s->locs, &cap, s->nlocs, sizeof *s->locs) < 0)
-		return ANA_NONE;
-	s->locs_cap = (uint32_t)(cap < UINT32_MAX ? cap : UINT32_MAX);
-	s->locs[s->nlocs] = (ana_loc){func, file, line, proc, addr, rel, inlined};
-	return s->nlocs++;
-}
-
-/* Whether a module is the system's (the C library, libgcc, libstdc++, the vDSO, the
- * kernel): code that fennec's own work calls into as much as the program does. */
-int ana_module_is_system(const char *path)
-{
-	return path[0] == '[' || !strncmp(path, "/lib/", 5) || !strncmp(path, "/lib64/", 7) ||
-	       !strncmp(path, "/usr/lib/", 9) || !strncmp(path, "/usr/lib64/", 11);
-}
-
-/* A name with the C library's decorations taken off: leading underscores and a libc_
- * prefix (__libc_malloc, ___dlopen, __posix_memalign are malloc, dlopen, posix_memalign). */
-static const char *plain_name(const char *s)
-{
-	while (*s == '_')
-		s++;
-	if (!strncmp(s, "libc_", 5))
-		for (s += 5; *s == '_'; s++)
-			;
-	return s;
-}
-
-/*
- * Whether library function `callee`, called from fennec's wrapper function `wrapper`, is
- * the call the wrapper forwards (the real malloc under fennec's malloc, glibc's
- * __pthread_create_2_1 under its pthread_create): the program's work, not fennec's. The
- * paths of a wrapper are named after the function it wraps (malloc_slow, free_marked),
- * and the wrapper itself is often gone from the stack, reached by a tail call.
- */
-static int forwarded_call(const char *callee, const char *wrapper)
-{
-	const char *a = plain_name(callee), *b = plain_name(wrapper);
-	size_t n = strlen(a), m = strlen(b);
-	if (n && !strncmp(a, b, n) && (!b[n] || b[n] == '_'))
-		return 1;
-	return m && !strncmp(a, b, m) && a[m] == '_' && a[m + 1] >= '0' && a[m + 1] <= '9'; /* a version */
-}
-
-/*
- * fennec's own work out of the program's stack (x->tmp, nl locations innermost first). The
- * innermost run of libfennec frames is entered at its outermost frame, the entry: the
- * wrapper or API function the program called (malloc, fennec_region_begin), or the
- * trampoline that starts a thread. A sample is fennec's own when its innermost frame is in
- * libfennec, or in a system library that fennec's frames call for their own work (the
- * unwinder's _Unwind_Find_FDE under the stack cache; a clock read) while program code
- * lies further out. Its frames up to the entry become one location, [fennec], so that
- * fennec's functions (col_site_id, alloc_slow, record_alloc) are one entry of the
- * profile, below the program's function whose call paid for them (the entry itself is
- * often gone from the stack: malloc reaches malloc_slow by a tail call). What the wrapper forwards (glibc's
- * malloc under fennec's) and what the trampoline or a signal chain calls back (the
- * thread's function, the program's handler) stay the program's. Further-out fennec frames
- * (the trampoline below every thread's function, the pthread_create and exec wrappers the
- * program's calls pass through) are dropped. Returns the new length, SIZE_MAX when out of memory.
- */
-static size_t fold_fennec(fin *x, size_t nl, uint32_t proc)
-{
-	ana_profile *p = x->p;
-	const ana_sampling *s = &p->smp;
-	size_t a = 0, b;
-	int ours = 1;
-#define MOD_OF(i) (p->names[s->funcs[s->locs[x->tmp[i]].func].module])
-	while (a < nl && !ana_module_is_fennec(MOD_OF(a)))
-		a++;
-	if (a == nl)
-		return nl;
-	for (b = a; b < nl && ana_module_is_fennec(MOD_OF(b)); b++)
-		;
-	const ana_func *entry = &s->funcs[s->locs[x->tmp[b - 1]].func];
-	if (a) {
-		const ana_func *callee = &s->funcs[s->locs[x->tmp[a - 1]].func];
-		int program_outside = 0;
-		for (size_t i = b; i < nl && !program_outside; i++)
-			program_outside = !ana_module_is_fennec(MOD_OF(i)) && !ana_module_is_system(MOD_OF(i));
-		ours = program_outside && ana_module_is_system(p->names[callee->module]);
-		for (size_t i = a; i < b && ours; i++)
-			ours = !forwarded_call(p->names[callee->name], p->names[s->funcs[s->locs[x->tmp[i]].func].name]);
-	}
-	size_t k = a;
-	if (ours) {
-		if (x->fennec_loc == ANA_NONE) {
-			uint32_t nm = ana_intern(p, "[fennec]");
-			uint32_t fn = nm == ANA_NONE ? ANA_NONE : func_for(x, nm, entry->module, ANA_NONE, 0);
-			if ((x->fennec_loc = new_loc(x, fn, ANA_NONE, 0, proc, 0, 0, 0)) == ANA_NONE)
-				return SIZE_MAX;
-		}
-		x->tmp[0] = x->fennec_loc;
-		k = 1;
-	}
-	for (size_t i = b; i < nl; i++)
-		if (!ana_module_is_fennec(MOD_OF(i)))
-			x->tmp[k++] = x->tmp[i];
-#undef MOD_OF
-	return k;
-}
-
-static uint32_t stack_for(fin *x, const uint32_t *locs, uint32_t n, int truncated)
-{
-	ana_sampling *s = &x->p->smp;
-	uint64_t h = 0x51ed270b27u ^ (uint64_t)truncated;
-	for (uint32_t i = 0; i < n; i++)
-		h = cm_mix64(h ^ locs[i]) + i;
-	if (itab_reserve(&x->stab) < 0)
-		return ANA_NONE;
-	size_t i = h & (x->stab.cap - 1);
-	for (; x->stab.id[i] != UINT32_MAX; i = (i + 1) & (x->stab.cap - 1)) {
-		const ana_stack *st = &s->stacks[x->stab.id[i]];
-		if (x->stab.h[i] == h && st->n == n && st->truncated == truncated &&
-		    (!n || !memcmp(st->locs, locs, n * sizeof *locs)))
-			return x->stab.id[i];
-	}
-	size_t cap = s->stacks_cap;
-	if (s->nstacks == UINT32_MAX - 1 || ana_grow(&s->stacks, &cap, s->nstacks, sizeof *s->stacks) < 0)
-		return ANA_NONE;
-	s->stacks_cap = (uint32_t)(cap < UINT32_MAX ? cap : UINT32_MAX);
-	uint32_t *copy = malloc((n ? n : 1) * sizeof *copy);
-	if (!copy)
-		return ANA_NONE;
-	if (n) /* a sample with no frames: locs may be NULL (nothing put in the buffer yet) */
-		memcpy(copy, locs, n * sizeof *locs);
-	uint32_t id = s->nstacks++;
-	s->stacks[id] = (ana_stack){copy, n, truncated};
-	x->stab.id[i] = id;
-	x->stab.h[i] = h;
-	x->stab.n++;
-	return id;
-}
-
-/* Per-module bookkeeping of one process. */
-typedef struct pmod {
-	uint32_t sym;         /* symboliser handle, ANA_NONE until used */
-	uint32_t ana;         /* index into smp.modules, ANA_NONE until used */
-	uint32_t name;        /* names index of its path */
-	uint64_t stamp;       /* last raw stack counted in `samples` + 1 */
-	uint64_t samples;     /* samples with a frame in it */
-} pmod;
-
-static uint32_t ana_module_for(ana_profile *p, uint32_t proc, uint32_t path, int status)
-{
-	ana_sampling *s = &p->smp;
-	size_t cap = s->modules_cap;
-	if (ana_grow(&s->modules, &cap, s->nmodules, sizeof *s->modules) < 0)
-		return ANA_NONE;
-	s->modules_cap = (uint32_t)cap;
-	s->modules[s->nmodules] = (ana_module){proc, path, 0, status};
-	return s->nmodules++;
-}
-
-/* The locations of one address of one module, chained per address. */
-typedef struct acache {
-	uint32_t mod;         /* index into the file's modules, ANA_NONE: none */
-	int exact;
-	uint32_t first, n;    /* locs [first, first + n) */
-	uint64_t next;        /* next entry of the same address + 1, 0: none */
-} acache;
-
-/* Warnings about unsymbolised modules, merged over processes by path. */
-typedef struct badmod {
-	uint32_t path;
-	int status;
-	uint64_t samples;
-} badmod;
-
-static int ld_so(const char *path)
-{
-	const char *b = strrchr(path, '/');
-	return !strncmp(b ? b + 1 : path, "ld-linux", 8);
-}
-
-/* Whether the frame at `i` of a stack (locs innermost first) is the dynamic loader's, called
- * by the interpreter itself (its thread-local lookups, __tls_get_addr): the loader's frames
- * and then the interpreter's. A loader reached through libc (dlopen under an import) is
- * the loader's own work, and stays. */
-static int called_by_interp(const ana_profile *p, const uint32_t *locs, size_t i, size_t n, uint32_t interp)
-{
-	for (; i < n; i++) {
-		uint32_t mod = p->smp.funcs[p->smp.locs[locs[i]].func].module;
-		if (mod == interp)
-			return 1;
-		if (mod == ANA_NONE || !ld_so(p->names[mod]))
-			return 0;
-	}
-	return 0;
-}
-
-/* The location of a tagged Python frame of process proc. */
-static uint32_t py_loc(fin *x, uint32_t proc, const fmt_file *f, kmap *cache, uint64_t v)
-{
-	ana_profile *p = x->p;
-	uint64_t key = v & ~(1ull << 55);
-	int isnew = 0;
-	uint64_t *slot = kmap_slot(cache, key, &isnew);
-	if (!slot)
-		return ANA_NONE;
-	if (!isnew && *slot)
-		return (uint32_t)(*slot - 1);
-	uint32_t code = (uint32_t)(v >> 24) & 0x7fffffffu, line = (uint32_t)(v & 0xffffff);
-	const fmt_pycode *pc = fmt_pycode_get(f, code);
-	char unk[48];
-	snprintf(unk, sizeof unk, "<python code %u>", code);
-	const char *qn = pc && pc->qualname && *pc->qualname ? pc->qualname : unk;
-	const char *fn = pc && pc->filename && *pc->filename ? pc->filename : "<unknown>";
-	uint32_t nm = ana_intern(p, qn), file = ana_intern(p, fn);
-	if (nm == ANA_NONE || file == ANA_NONE)
-		return ANA_NONE;
-	uint32_t fid = func_for(x, nm, file, file, pc ? pc->firstlineno : 0);
-	if (fid == ANA_NONE)
-		return ANA_NONE;
-	p->smp.funcs[fid].lang = ANA_LANG_PYTHON;
-	uint32_t l = new_loc(x, fid, file, line, proc, key, 0, 0);
-	if (l != ANA_NONE)
-		*slot = (uint64_t)l + 1;
-	return l;
-}
-
-/*
- * Put a sample's Python frames (py, n, innermost first) into its native stack (x->tmp,
- * *nl locations innermost first): each run of Python frames that one interpreter loop
- * ran (up to and with a frame marked entry) takes the place of that loop's
- * _PyEval_EvalFrameDefault frame, the k-th run from the inside the k-th such frame; runs
- * beyond the outermost loop go with it. Without opt.native, the interpreter's other C
- * frames (those of the module the loop is in) fold into the Python frame that runs them,
- * and the native frames outside the outermost Python frame (the thread's start) go.
- */
-/* The pseudo-function that stands for the interpreter's wait for the GIL, per process. */
-static uint32_t gil_loc(fin *x, uint32_t proc, kmap *cache)
-{
-	ana_profile *p = x->p;
-	uint64_t *slot = kmap_slot(cache, PY_TAG | 0x00ffffffffffffffull, NULL);
-	if (!slot)
-		return ANA_NONE;
-	if (*slot)
-		return (uint32_t)(*slot - 1);
-	uint32_t nm = ana_intern(p, ANA_GIL_WAIT), mod = ana_intern(p, "[python]");
-	if (nm == ANA_NONE || mod == ANA_NONE)
-		return ANA_NONE;
-	uint32_t fid = func_for(x, nm, mod, ANA_NONE, 0);
-	if (fid == ANA_NONE)
-		return ANA_NONE;
-	p->smp.funcs[fid].lang = ANA_LANG_PYTHON;
-	uint32_t l = new_loc(x, fid, ANA_NONE, 0, proc, 0, 0, 0);
-	if (l != ANA_NONE)
-		*slot = (uint64_t)l + 1;
-	return l;
-}
-
-static int py_merge(fin *x, uint32_t proc, const fmt_file *f, const uint64_t *py, uint32_t n, size_t *nl,
-		    kmap *cache, uint64_t count, unsigned flags)
-{
-	ana_profile *p = x->p;
-	if (!n)
-		return 0;
-	if (x->eval_name == ANA_NONE && (x->eval_name = ana_intern(p, "_PyEval_EvalFrameDefault")) == ANA_NONE)
-		return -1;
-	/* CPython 3.12+ run with -X perf calls each Python function through a trampoline of
-	 * its own, named "py::qualname:file" in the perf map: the Python frame read from the
-	 * interpreter says the same, so the trampoline goes, in --native too (it would be a
-	 * second, self-less frame of each Python call). */
-	size_t kept = 0;
-	for (size_t i = 0; i < *nl; i++) {
-		const ana_func *fn = &p->smp.funcs[p->smp.locs[x->tmp[i]].func];
-		const char *mod = fn->module != ANA_NONE ? p->names[fn->module] : "";
-		size_t ml = strlen(mod);
-		if (!strncmp(p->names[fn->name], "py::", 4) && ml > 4 && !strcmp(mod + ml - 4, ".map") &&
-		    strstr(mod, "perf-"))
-			continue;
-		x->tmp[kept++] = x->tmp[i];
-	}
-	*nl = kept;
-	uint32_t interp = ANA_NONE, evals = 0;
-	for (size_t i = 0; i < *nl; i++) {
-		const ana_func *fn = &p->smp.funcs[p->smp.locs[x->tmp[i]].func];
-		if (fn->name == x->eval_name) {
-			interp = fn->module;
-			evals++;
-		}
-	}
-	/* A thread without the GIL inside the interpreter's take_gil waits for it: its leaf
-	 * frames (the condition variable's wait, the futex) become one [waiting for the GIL].
-	 * An interpreter without its static symbols (Debian's python3.11 is stripped to its
-	 * dynamic ones: take_gil is "python3.11+0x4f92c0") is known by its wait instead: the
-	 * first frame of the interpreter, unnamed, right above libc's pthread_cond_timedwait,
-	 * which only take_gil calls there (sleeps, I/O and threading's locks wait in
-	 * clock_nanosleep, read, select and sem_clockwait). */
-	if (!(flags & FMT_S_GIL) && !p->opt.native) {
-		if (x->take_gil == ANA_NONE && (x->take_gil = ana_intern(p, "take_gil")) == ANA_NONE)
-			return -1;
-		int cond_wait = 0;
-		for (size_t i = 0; i < *nl; i++) {
-			const ana_func *fn = &p->smp.funcs[p->smp.locs[x->tmp[i]].func];
-			const char *nm = p->names[fn->name];
-			int unnamed_wait = 0;
-			if (interp != ANA_NONE && fn->module == interp) {
-				unnamed_wait = cond_wait == 1 && strstr(nm, "+0x") != NULL;
-				cond_wait = -1; /* the first interpreter frame decides */
-			} else if (cond_wait >= 0 && strstr(nm, "pthread_cond_timedwait")) {
-				cond_wait = 1;
-			}
-			if (fn->name == x->take_gil || !strncmp(nm, "take_gil.", 9) || unnamed_wait) {
-				uint32_t g = gil_loc(x, proc, cache);
-				if (g == ANA_NONE)
-					return -1;
-				x->tmp[i] = g;
-				memmove(x->tmp, x->tmp + i, (*nl - i) * sizeof *x->tmp);
-				*nl -= i;
-				p->smp.py_gil_wait += count;
-				break;
-			}
-		}
-	}
-	if (ana_grow(&x->py, &x->py_cap, n, sizeof *x->py) < 0)
-		return -1;
-	for (uint32_t i = 0; i < n; i++)
-		if ((x->py[i] = py_loc(x, proc, f, cache, py[i])) == ANA_NONE)
-			return -1;
-	/* the result, built in a copy */
-	size_t cap = *nl + n + 1;
-	uint32_t *out = malloc(cap * sizeof *out);
-	if (!out)
-		return -1;
-	size_t k = 0, at = 0; /* at: next Python frame */
-	uint32_t seen = 0;
-	size_t last_py = SIZE_MAX;
-	for (size_t i = 0; i < *nl; i++) {
-		uint32_t loc = x->tmp[i];
-		const ana_func *fn = &p->smp.funcs[p->smp.locs[loc].func];
-		if (fn->name == x->eval_name) {
-			seen++;
-			size_t before = at;
-			/* this loop's run: to the next entry mark; the outermost loop takes the rest */
-			while (at < n) {
-				int entry = (py[at] >> 55) & 1;
-				out[k++] = x->py[at++];
-				last_py = k;
-				if (entry && seen < evals)
-					break;
-			}
-			if (p->opt.native && at == before)
-				out[k++] = loc;
-			continue;
-		}
-		if (!p->opt.native && interp != ANA_NONE && (fn->module == interp || called_by_interp(p, x->tmp, i, *nl, interp)))
-			continue; /* the interpreter, and the dynamic loader's code it calls itself (TLS lookups) */
-		out[k++] = loc;
-	}
-	if (at < n) {
-		/* no interpreter loop to stand in for (an interpreter without symbols): outermost */
-		p->smp.py_unplaced += count;
-		while (at < n)
-			out[k++] = x->py[at++];
-		last_py = k;
-	}
-	if (!p->opt.native && last_py != SIZE_MAX)
-		k = last_py;
-	if (ana_grow(&x->tmp, &x->tmp_cap, k, sizeof *x->tmp) < 0) {
-		free(out);
-		return -1;
-	}
-	memcpy(x->tmp, out, k * sizeof *out);
-	*nl = k;
-	free(out);
-	return 0;
-}
-
-static int symbolise_process(fin *x, uint32_t proc, pstate *ps, badmod **bad, size_t *nbad, size_t *bad_cap)
-{
-	ana_profile *p = x->p;
-	const fmt_file *f = &p->procs[proc].file;
-	int rc = FENNEC_ENOMEM;
-	x->fennec_loc = ANA_NONE;
-	pmod *pm = calloc(f->nmodules + 1, sizeof *pm);
-	seg **segs = calloc(ps->epoch + 1, sizeof *segs);
-	size_t *nsegs = calloc(ps->epoch + 1, sizeof *nsegs);
-	kmap addr_idx = {0};    /* address -> first cache entry + 1 */
-	kmap py_locs = {0};     /* Python frame (tagged, without the entry mark) -> location + 1 */
-	acache *ac = NULL;      /* entries, chained per address */
-	size_t nac = 0, ac_cap = 0;
-	uint32_t perf_sym = ANA_NONE, perf_ana = ANA_NONE, perf_path = ANA_NONE, unk_ana = ANA_NONE;
-	if (!pm || !segs || !nsegs)
-		goto out;
-	for (size_t i = 0; i < f->nmodules; i++) {
-		pm[i].sym = pm[i].ana = pm[i].name = ANA_NONE;
-	}
-	for (uint32_t sid = 0; sid < ps->nst; sid++) {
-		rstack *r = &ps->st[sid];
-		uint32_t e = r->epoch;
-		if (!segs[e]) {
-			size_t known = e < ps->nepochs ? ps->epoch_end[e] : f->nmodules;
-			if (epoch_segments(f, known, &segs[e], &nsegs[e]))
-				goto out;
-		}
-		size_t nl = 0;
-		uint32_t nnat = r->n;
-		while (nnat && is_py(ps->frames[r->off + nnat - 1]))
-			nnat--;
-		for (uint32_t k = 0; k < nnat; k++) {
-			uint64_t addr = ps->frames[r->off + k];
-			int exact = k == 0 && (r->flags & FMT_S_EXACT_PC);
-			uint32_t mi = seg_find(segs[e], nsegs[e], addr);
-			/* the address's locations, cached per (module, address, exact) */
-			uint64_t *head = kmap_slot(&addr_idx, addr, NULL);
-			if (!head)
-				goto out;
-			uint32_t first = ANA_NONE, cnt = 0;
-			uint64_t e_at = *head;
-			while (e_at && (ac[e_at - 1].mod != mi || ac[e_at - 1].exact != exact))
-				e_at = ac[e_at - 1].next;
-			if (e_at) {
-				first = ac[e_at - 1].first;
-				cnt = ac[e_at - 1].n;
-			} else {
-				const sym_frame *fr = NULL;
-				uint32_t nfr = 0;
-				uint32_t modname = ANA_NONE;
-				uint64_t rel = addr;
-				if (mi != ANA_NONE) {
-					const fmt_module *fm = &f->modules[mi];
-					if (pm[mi].sym == ANA_NONE && sym_add_module(x->sym, fm, &pm[mi].sym))
-						goto out;
-					if (sym_lookup(x->sym, pm[mi].sym, addr, exact, &fr, &nfr))
-						goto out;
-					if (pm[mi].name == ANA_NONE && (pm[mi].name = ana_intern(p, fm->path ? fm->path : "")) == ANA_NONE)
-						goto out;
-					if (pm[mi].ana == ANA_NONE &&
-					    (pm[mi].ana = ana_module_for(p, proc, pm[mi].name, sym_module_status(x->sym, pm[mi].sym))) == ANA_NONE)
-						goto out;
-					modname = pm[mi].name;
-					rel = addr - fm->bias;
-				} else if (addr < 0xffff800000000000ull) {
-					if (perf_sym == ANA_NONE) {
-						uint64_t since = f->start_real_ns > 5000000000ull ? f->start_real_ns - 5000000000ull : 0;
-						if (sym_add_perf_map(x->sym, f->pid, since, &perf_sym))
-							goto out;
-					}
-					if (sym_lookup(x->sym, perf_sym, addr, exact, &fr, &nfr))
-						goto out;
-					if (nfr) {
-						if (perf_path == ANA_NONE &&
-						    (perf_path = ana_intern(p, sym_module_path(x->sym, perf_sym))) == ANA_NONE)
-							goto out;
-						if (perf_ana == ANA_NONE && (perf_ana = ana_module_for(p, proc, perf_path, SYM_OK)) == ANA_NONE)
-							goto out;
-						modname = perf_path;
-					}
-				}
-				if (!nfr) {
-					/* In no module: [unknown], or the kernel (samples taken in a system call
-					 * with kernel call chains). */
-					int kernel = addr >= 0xffff800000000000ull;
-					uint32_t *fid = kernel ? &x->kernel_func : &x->unknown_func;
-					if (*fid == ANA_NONE) {
-						uint32_t nm = ana_intern(p, kernel ? "[kernel]" : "[unknown]");
-						if (nm == ANA_NONE || (*fid = func_for(x, nm, nm, ANA_NONE, 0)) == ANA_NONE)
-							goto out;
-					}
-					if (unk_ana == ANA_NONE && !kernel &&
-					    (unk_ana = ana_module_for(p, proc, p->smp.funcs[*fid].module, SYM_MISSING)) == ANA_NONE)
-						goto out;
-					if (!kernel)
-						p->smp.unknown_frames += r->count;
-					first = new_loc(x, *fid, ANA_NONE, 0, proc, addr, addr, 0);
-					if (first == ANA_NONE)
-						goto out;
-					cnt = 1;
-				} else {
-					for (uint32_t i = 0; i < nfr; i++) {
-						uint32_t nm = ana_intern(p, fr[i].func);
-						uint32_t file = fr[i].file ? ana_intern(p, fr[i].file) : ANA_NONE;
-						if (nm == ANA_NONE || (fr[i].file && file == ANA_NONE))
-							goto out;
-						uint32_t fn = func_for(x, nm, modname, file, fr[i].line);
-						uint32_t l = new_loc(x, fn, file, fr[i].line, proc, addr, rel, fr[i].inlined);
-						if (l == ANA_NONE)
-							goto out;
-						if (!i)
-							first = l;
-					}
-					cnt = nfr;
-				}
-				if (ana_grow(&ac, &ac_cap, nac, sizeof *ac) < 0)
-					goto out;
-				ac[nac] = (acache){mi, exact, first, cnt, *head};
-				*head = ++nac;
-			}
-			/* module accounting: frames, and samples with a frame in the module */
-			if (mi != ANA_NONE) {
-				p->smp.modules[pm[mi].ana].samples += r->count;
-				if (pm[mi].stamp != (uint64_t)sid + 1) {
-					pm[mi].stamp = (uint64_t)sid + 1;
-					pm[mi].samples += r->count;
-				}
-			} else if (unk_ana != ANA_NONE && p->smp.locs[first].func == x->unknown_func) {
-				p->smp.modules[unk_ana].samples += r->count;
-			} else if (perf_ana != ANA_NONE && p->smp.locs[first].func != x->kernel_func) {
-				p->smp.modules[perf_ana].samples += r->count;
-			}
-			if (ana_grow(&x->tmp, &x->tmp_cap, nl + cnt, sizeof *x->tmp) < 0)
-				goto out;
-			for (uint32_t i = 0; i < cnt; i++)
-				x->tmp[nl++] = first + i;
-		}
-		nl = fold_fennec(x, nl, proc);
-		if (nl == SIZE_MAX)
-			goto out;
-		if (r->flags & FMT_S_PYTHON) {
-			if (py_merge(x, proc, f, ps->frames + r->off + nnat, r->n - nnat, &nl, &py_locs, r->count, r->flags) < 0)
-				goto out;
-		}
-		/* innermost first -> outermost first */
-		for (size_t a = 0, b = nl ? nl - 1 : 0; a < b; a++, b--) {
-			uint32_t t = x->tmp[a];
-			x->tmp[a] = x->tmp[b];
-			x->tmp[b] = t;
-		}
-		if (nl > UINT32_MAX)
-			goto out;
-		r->stack = stack_for(x, x->tmp, (uint32_t)nl, !!(r->flags & FMT_S_TRUNCATED));
-		if (r->stack == ANA_NONE)
-			goto out;
-	}
-	/* Modules that could not be read, for the warnings. */
-	for (size_t i = 0; i < f->nmodules; i++) {
-		if (pm[i].ana == ANA_NONE || p->smp.modules[pm[i].ana].status == SYM_OK)
-			continue;
-		const char *path = p->names[pm[i].name];
-		if (path[0] == '[')
-			continue; /* [vdso] and the like: no file to read, nothing to fix */
-		size_t k = 0;
-		while (k < *nbad && (*bad)[k].path != pm[i].name)
-			k++;
-		if (k == *nbad) {
-			if (ana_grow(bad, bad_cap, k, sizeof **bad) < 0)
-				goto out;
-			(*bad)[k] = (badmod){pm[i].name, p->smp.modules[pm[i].ana].status, 0};
-			(*nbad)++;
-		}
-		(*bad)[k].samples += pm[i].samples;
-	}
-	rc = 0;
-out:
-	if (segs)
-		for (uint32_t e = 0; e <= ps->epoch; e++)
-			free(segs[e]);
-	free(segs);
-	free(nsegs);
-	free(pm);
-	kmap_free(&addr_idx);
-	kmap_free(&py_locs);
-	free(ac);
-	return rc;
-}
+/* ---- the finish: samples in time order, threads, warnings ---- */
 
 /* The region node of a path of site ids: the deepest node of the path that exists (a
  * region whose begin was dropped has none; its samples go to its parent). */
@@ -1127,6 +311,74 @@ static int cmp_proc_cpu(const void *a, const void *b)
 {
 	const struct proc_cpu *x = a, *y = b;
 	return x->cpu != y->cpu ? (x->cpu < y->cpu ? 1 : -1) : (x->i > y->i) - (x->i < y->i);
+}
+
+/* The finish's warnings: sampling on and no samples, dropped samples, stacks cut short,
+ * modules without symbols (bad), an on-CPU rate (cpu_samples) below the one requested. */
+static void finish_warnings(ana_profile *p, const badmod *bad, size_t nbad, uint64_t cpu_samples)
+{
+	ana_sampling *s = &p->smp;
+	if (s->mode != FMT_SAMPLE_OFF && !s->taken && !s->nsamples && s->period_ns) {
+		/* Sampling was on and nothing came: say why, not just "0 Hz". */
+		/* CPU mode: the program's CPU, less the writer's (fennec's own threads are never
+		 * sampled: under ASan an empty program's 15.6 ms of CPU was most of it fennec's) */
+		double cpu = (double)(p->cpu_user_ns + p->cpu_sys_ns), own = (double)p->collector_cpu_ns;
+		double basis = s->mode == FMT_SAMPLE_WALL ? (double)p->wall_ns : cpu > own ? cpu - own : 0;
+		double due = basis / (double)s->period_ns;
+		char a[32], b[32];
+		if (due >= 10) {
+			s->none_why = "the sampling signal reached no thread (a thread that blocks every signal is never sampled)";
+			ana_warn(p, "no samples where about %.0f were due (%s mode, one every %s of %s time, %s of it): the "
+				    "sampling signal reached no thread; a thread that blocks every signal (sigprocmask or "
+				    "pthread_sigmask of a full set) cannot be sampled, so only its regions are reported",
+				 due, ana_sample_mode_name(s->mode), ana_fmt_ns((double)s->period_ns, a, sizeof a),
+				 s->mode == FMT_SAMPLE_WALL ? "wall" : "CPU", ana_fmt_ns(basis, b, sizeof b));
+		} else
+			s->none_why = "the run was shorter than ten sample periods";
+	}
+	if (s->dropped)
+		ana_warn(p, "%llu of %llu samples were dropped (the sample buffer was full): shares are computed "
+			    "from the samples kept; record again with a lower -F or a smaller --flush-ms",
+			 (unsigned long long)s->dropped, (unsigned long long)(s->taken + s->dropped));
+	if (s->truncated) {
+		/* A sample cut with fewer frames than the limit was cut where the kernel's copy of
+		 * the stack ended: a stack of large frames (fennec's own unwinding of an
+		 * allocation among them), or a sample taken as the stack grew into a new page,
+		 * which gets no copy (docs/sampling.md). */
+		uint64_t depth = p->procs[0].file.sample_depth;
+		uint64_t shortn = s->truncated_short < s->truncated ? s->truncated_short : s->truncated;
+		if (worth_warning(s->truncated - shortn, s->taken))
+			ana_warn(p, "%llu of %llu samples had call stacks deeper than the %llu-frame limit and lost "
+				    "their outermost frames: total shares of outer functions are low; %s",
+				 (unsigned long long)(s->truncated - shortn), (unsigned long long)s->taken,
+				 (unsigned long long)depth,
+				 depth >= 512 ? "512 frames is the most fennec keeps (a recursion this deep is best "
+						"read from its innermost frames)"
+				 : depth >= 256 ? "record again with --stack-depth 512 (FENNEC_STACK_DEPTH=512)"
+						: "record again with --stack-depth 256 or more (FENNEC_STACK_DEPTH)");
+		if (worth_warning(shortn, s->taken))
+			ana_warn(p, "%llu of %llu samples lost their outer frames where the copy of the stack ended, "
+				    "short of the %llu-frame limit (large stack frames, or a sample taken as the stack grew "
+				    "into a new page): total shares of outer functions are low; a larger --stack-depth "
+				    "copies more (FENNEC_STACK_COPY sets the bytes)",
+				 (unsigned long long)shortn, (unsigned long long)s->taken, (unsigned long long)depth);
+	}
+	for (size_t i = 0; i < nbad; i++) {
+		if (bad[i].status == SYM_NOSYMS)
+			ana_warn(p, "%s: no symbols (stripped); %llu samples shown as module+offset", p->names[bad[i].path],
+				 (unsigned long long)bad[i].samples);
+		else
+			ana_warn(p, "%s: %s; %llu samples unsymbolised", p->names[bad[i].path],
+				 bad[i].status == SYM_BUILDID ? "build id differs from the recording" : "missing",
+				 (unsigned long long)bad[i].samples);
+	}
+	/* (with a budget's stride the rate was lowered on purpose: the budget line says so) */
+	if (s->mode == FMT_SAMPLE_CPU && s->requested_hz && cpu_samples >= 50 && isfinite(s->achieved_hz) &&
+	    !s->nbudget_changes && s->achieved_hz < 0.5 * (double)s->requested_hz)
+		ana_warn(p, "sampled at %.0f Hz of CPU time, below the %llu Hz requested%s; shares remain unbiased "
+			    "estimates, from fewer samples",
+			 s->achieved_hz, (unsigned long long)s->requested_hz,
+			 s->source == FMT_SRC_TIMER ? " (POSIX CPU timers fire at most at the kernel tick rate)" : "");
 }
 
 int ana_samples_finish(ana_profile *p)
@@ -1303,68 +555,7 @@ int ana_samples_finish(ana_profile *p)
 	if (ana_sample_view_build(p, flt->pid || flt->tid || flt->region ? flt : NULL, &s->sel))
 		goto out;
 
-	/* Warnings. */
-	if (s->mode != FMT_SAMPLE_OFF && !s->taken && !s->nsamples && s->period_ns) {
-		/* Sampling was on and nothing came: say why, not just "0 Hz". */
-		/* CPU mode: the program's CPU, less the writer's (fennec's own threads are never
-		 * sampled: under ASan an empty program's 15.6 ms of CPU was most of it fennec's) */
-		double cpu = (double)(p->cpu_user_ns + p->cpu_sys_ns), own = (double)p->collector_cpu_ns;
-		double basis = s->mode == FMT_SAMPLE_WALL ? (double)p->wall_ns : cpu > own ? cpu - own : 0;
-		double due = basis / (double)s->period_ns;
-		char a[32], b[32];
-		if (due >= 10) {
-			s->none_why = "the sampling signal reached no thread (a thread that blocks every signal is never sampled)";
-			ana_warn(p, "no samples where about %.0f were due (%s mode, one every %s of %s time, %s of it): the "
-				    "sampling signal reached no thread; a thread that blocks every signal (sigprocmask or "
-				    "pthread_sigmask of a full set) cannot be sampled, so only its regions are reported",
-				 due, ana_sample_mode_name(s->mode), ana_fmt_ns((double)s->period_ns, a, sizeof a),
-				 s->mode == FMT_SAMPLE_WALL ? "wall" : "CPU", ana_fmt_ns(basis, b, sizeof b));
-		} else
-			s->none_why = "the run was shorter than ten sample periods";
-	}
-	if (s->dropped)
-		ana_warn(p, "%llu of %llu samples were dropped (the sample buffer was full): shares are computed "
-			    "from the samples kept; record again with a lower -F or a smaller --flush-ms",
-			 (unsigned long long)s->dropped, (unsigned long long)(s->taken + s->dropped));
-	if (s->truncated) {
-		/* A sample cut with fewer frames than the limit was cut where the kernel's copy of
-		 * the stack ended: a stack of large frames (fennec's own unwinding of an
-		 * allocation among them), or a sample taken as the stack grew into a new page,
-		 * which gets no copy (docs/sampling.md). */
-		uint64_t depth = p->procs[0].file.sample_depth;
-		uint64_t shortn = s->truncated_short < s->truncated ? s->truncated_short : s->truncated;
-		if (worth_warning(s->truncated - shortn, s->taken))
-			ana_warn(p, "%llu of %llu samples had call stacks deeper than the %llu-frame limit and lost "
-				    "their outermost frames: total shares of outer functions are low; %s",
-				 (unsigned long long)(s->truncated - shortn), (unsigned long long)s->taken,
-				 (unsigned long long)depth,
-				 depth >= 512 ? "512 frames is the most fennec keeps (a recursion this deep is best "
-						"read from its innermost frames)"
-				 : depth >= 256 ? "record again with --stack-depth 512 (FENNEC_STACK_DEPTH=512)"
-						: "record again with --stack-depth 256 or more (FENNEC_STACK_DEPTH)");
-		if (worth_warning(shortn, s->taken))
-			ana_warn(p, "%llu of %llu samples lost their outer frames where the copy of the stack ended, "
-				    "short of the %llu-frame limit (large stack frames, or a sample taken as the stack grew "
-				    "into a new page): total shares of outer functions are low; a larger --stack-depth "
-				    "copies more (FENNEC_STACK_COPY sets the bytes)",
-				 (unsigned long long)shortn, (unsigned long long)s->taken, (unsigned long long)depth);
-	}
-	for (size_t i = 0; i < nbad; i++) {
-		if (bad[i].status == SYM_NOSYMS)
-			ana_warn(p, "%s: no symbols (stripped); %llu samples shown as module+offset", p->names[bad[i].path],
-				 (unsigned long long)bad[i].samples);
-		else
-			ana_warn(p, "%s: %s; %llu samples unsymbolised", p->names[bad[i].path],
-				 bad[i].status == SYM_BUILDID ? "build id differs from the recording" : "missing",
-				 (unsigned long long)bad[i].samples);
-	}
-	/* (with a budget's stride the rate was lowered on purpose: the budget line says so) */
-	if (s->mode == FMT_SAMPLE_CPU && s->requested_hz && cpu_samples >= 50 && isfinite(s->achieved_hz) &&
-	    !s->nbudget_changes && s->achieved_hz < 0.5 * (double)s->requested_hz)
-		ana_warn(p, "sampled at %.0f Hz of CPU time, below the %llu Hz requested%s; shares remain unbiased "
-			    "estimates, from fewer samples",
-			 s->achieved_hz, (unsigned long long)s->requested_hz,
-			 s->source == FMT_SRC_TIMER ? " (POSIX CPU timers fire at most at the kernel tick rate)" : "");
+	finish_warnings(p, bad, nbad, cpu_samples);
 	rc = 0;
 out:
 	sym_close(x.sym);
@@ -1396,413 +587,4 @@ void ana_samples_free(ana_profile *p)
 	ana_sample_view_free(&s->all);
 	ana_sample_view_free(&s->sel);
 	memset(s, 0, sizeof *s);
-}
-
-/* ---- modules ---- */
-
-static const char *module_file(const char *path)
-{
-	const char *b = strrchr(path, '/');
-	return b ? b + 1 : path;
-}
-
-int ana_module_is_fennec(const char *path) { return !strncmp(module_file(path), "libfennec", 9); }
-
-int ana_module_is_wrapper(const char *path)
-{
-	const char *b = module_file(path);
-	return ana_module_is_fennec(path) || !strncmp(b, "libasan", 7) || !strncmp(b, "libtsan", 7) ||
-	       !strncmp(b, "libubsan", 8) || !strncmp(b, "liblsan", 7);
-}
-
-/* ---- views ---- */
-
-static int cmp_hot_func(const void *a, const void *b)
-{
-	const ana_hot_func *x = a, *y = b;
-	if (x->self != y->self)
-		return (x->self < y->self) - (x->self > y->self);
-	if (x->total != y->total)
-		return (x->total < y->total) - (x->total > y->total);
-	return (x->func > y->func) - (x->func < y->func);
-}
-
-static int cmp_hot_line(const void *a, const void *b)
-{
-	const ana_hot_line *x = a, *y = b;
-	if (x->self != y->self)
-		return (x->self < y->self) - (x->self > y->self);
-	if (x->file != y->file)
-		return (x->file > y->file) - (x->file < y->file);
-	return (x->line > y->line) - (x->line < y->line);
-}
-
-void ana_sample_view_free(ana_sample_view *v)
-{
-	if (!v)
-		return;
-	for (int k = 0; k < ANA_NKINDS; k++) {
-		free(v->funcs[k]);
-		free(v->lines[k]);
-	}
-	free(v->tree);
-	free(v->nodes);
-	free(v->thread_samples);
-	free(v->thread_weight);
-	memset(v, 0, sizeof *v);
-}
-
-/* Nodes selected by a region filter: those named or pathed `region`, and their descendants. */
-static uint8_t *region_selection(const ana_profile *p, const char *region)
-{
-	uint8_t *sel = calloc(p->nnodes ? p->nnodes : 1, 1);
-	if (!sel)
-		return NULL;
-	for (uint32_t n = 0; n < p->nnodes; n++)
-		for (uint32_t a = n; a != ANA_NONE && !sel[n]; a = p->nodes[a].parent)
-			sel[n] = !strcmp(p->names[p->nodes[a].name], region) || (p->nodes[a].path && !strcmp(p->nodes[a].path, region));
-	return sel;
-}
-
-/* The child of call tree node `parent` (ANA_NONE: a root) for `func`. */
-static uint32_t tree_child(ana_sample_view *v, kmap *index, uint32_t parent, uint32_t func)
-{
-	int isnew;
-	uint64_t *slot = kmap_slot(index, (uint64_t)parent << 32 | func, &isnew);
-	if (!slot)
-		return ANA_NONE;
-	if (!isnew)
-		return (uint32_t)*slot;
-	size_t cap = v->tree_cap;
-	if (ana_grow(&v->tree, &cap, v->ntree, sizeof *v->tree) < 0)
-		return ANA_NONE;
-	v->tree_cap = (uint32_t)cap;
-	uint32_t n = v->ntree++;
-	v->tree[n] = (ana_cnode){.func = func, .parent = parent, .first_child = ANA_NONE, .next_sibling = ANA_NONE};
-	if (parent != ANA_NONE) {
-		v->tree[n].next_sibling = v->tree[parent].first_child;
-		v->tree[parent].first_child = n;
-	}
-	*slot = n;
-	return n;
-}
-
-/* Working state of one view build. Lines get dense ids; the per-kind maps are exact. */
-typedef struct vwork {
-	kmap lidx;            /* file << 32 | line -> line id */
-	uint32_t *lfile, *lline;
-	size_t nl, l_cap, l2_cap;
-	uint64_t *lw;         /* [line id * ANA_NKINDS + kind] self weight */
-	size_t lw_cap;
-	kmap flw[ANA_NKINDS]; /* func << 32 | line id -> self weight */
-	kmap cw[ANA_NKINDS];  /* callee << 32 | caller -> self weight of the callee */
-	kmap ew[ANA_NKINDS];  /* callee << 32 | entry (first caller in another module) -> self weight */
-	kmap tindex;          /* call tree: parent << 32 | func -> node */
-	kmap ntop;            /* region node << 32 | func -> on-CPU self weight */
-} vwork;
-
-/* For each callee of a map callee << 32 | other -> weight, in kind k: the other with the
- * most weight (the lowest id among equals), into best and id at callee * ANA_NKINDS + k. */
-static void heaviest_per_callee(const kmap *m, unsigned k, uint64_t *best, uint32_t *id)
-{
-	for (size_t i = 0; i < m->cap; i++) {
-		if (!m->used[i])
-			continue;
-		uint32_t callee = (uint32_t)(m->key[i] >> 32), other = (uint32_t)m->key[i];
-		size_t at = (size_t)callee * ANA_NKINDS + k;
-		if (m->val[i] > best[at] || (m->val[i] == best[at] && other < id[at])) {
-			best[at] = m->val[i];
-			id[at] = other;
-		}
-	}
-}
-
-static void vwork_free(vwork *w)
-{
-	kmap_free(&w->lidx);
-	free(w->lfile);
-	free(w->lline);
-	free(w->lw);
-	for (int k = 0; k < ANA_NKINDS; k++) {
-		kmap_free(&w->flw[k]);
-		kmap_free(&w->cw[k]);
-		kmap_free(&w->ew[k]);
-	}
-	kmap_free(&w->tindex);
-	kmap_free(&w->ntop);
-}
-
-static uint32_t line_id(vwork *w, uint32_t file, uint32_t line)
-{
-	int isnew;
-	uint64_t *v = kmap_slot(&w->lidx, (uint64_t)file << 32 | line, &isnew);
-	if (!v)
-		return ANA_NONE;
-	if (!isnew)
-		return (uint32_t)*v;
-	if (ana_grow(&w->lfile, &w->l_cap, w->nl, sizeof *w->lfile) < 0 || ana_grow(&w->lline, &w->l2_cap, w->nl, sizeof *w->lline) < 0 ||
-	    ana_grow(&w->lw, &w->lw_cap, (w->nl + 1) * ANA_NKINDS, sizeof *w->lw) < 0)
-		return ANA_NONE;
-	w->lfile[w->nl] = file;
-	w->lline[w->nl] = line;
-	*v = w->nl;
-	return (uint32_t)w->nl++;
-}
-
-int ana_sample_view_build(const ana_profile *p, const ana_sample_filter *flt, ana_sample_view *v)
-{
-	const ana_sampling *s = &p->smp;
-	memset(v, 0, sizeof *v);
-	if (flt)
-		v->filter = *flt;
-	int rc = FENNEC_ENOMEM;
-	vwork w = {0};
-	uint8_t *nodesel = NULL;
-	size_t nfk = (s->nfuncs ? (size_t)s->nfuncs : 1) * ANA_NKINDS;
-	uint64_t *sw = calloc(s->nstacks ? (size_t)s->nstacks * ANA_NKINDS : 1, sizeof *sw); /* per (stack, kind) */
-	uint64_t *stamp = calloc(s->nfuncs ? s->nfuncs : 1, sizeof *stamp); /* last (stack, kind) counted + 1 */
-	uint64_t *self = calloc(nfk, sizeof *self), *tot = calloc(nfk, sizeof *tot);
-	uint64_t *best = calloc(nfk, sizeof *best), *lbest = calloc(nfk, sizeof *lbest);
-	uint32_t *best_caller = malloc(nfk * sizeof *best_caller), *best_line = malloc(nfk * sizeof *best_line);
-	uint64_t *ebest = calloc(nfk, sizeof *ebest);
-	uint32_t *best_entry = malloc(nfk * sizeof *best_entry);
-	uint8_t *wrapper = calloc(s->nfuncs ? s->nfuncs : 1, 1); /* of libfennec, a sanitizer's runtime */
-	uint64_t *lfw = NULL;     /* per (line id, kind): weight of its best function */
-	uint32_t *lfn = NULL;     /* ... and that function */
-	v->nodes = calloc(p->nnodes ? p->nnodes : 1, sizeof *v->nodes);
-	v->thread_samples = calloc(p->nthreads ? (size_t)p->nthreads * ANA_NKINDS : 1, sizeof *v->thread_samples);
-	v->thread_weight = calloc(p->nthreads ? (size_t)p->nthreads * ANA_NKINDS : 1, sizeof *v->thread_weight);
-	if (!v->nodes || !v->thread_samples || !v->thread_weight || !sw || !stamp || !self || !tot || !best || !lbest ||
-	    !best_caller || !best_line || !ebest || !best_entry || !wrapper)
-		goto out;
-	for (uint32_t fn = 0; fn < s->nfuncs; fn++)
-		wrapper[fn] = (uint8_t)ana_module_is_wrapper(p->names[s->funcs[fn].module]);
-	memset(best_caller, 0xff, nfk * sizeof *best_caller);
-	memset(best_entry, 0xff, nfk * sizeof *best_entry);
-	memset(best_line, 0xff, nfk * sizeof *best_line);
-	if (flt && flt->region && !(nodesel = region_selection(p, flt->region)))
-		goto out;
-
-	/* Pass 1, over the samples selected: per stack and kind, per thread, per region node. */
-	for (size_t i = 0; i < s->nsamples; i++) {
-		const ana_sample *x = &s->samples[i];
-		const ana_thread *t = &p->threads[x->thread];
-		if (flt) {
-			if (flt->pid && p->procs[t->process].file.pid != flt->pid)
-				continue;
-			if (flt->tid && t->tid != flt->tid)
-				continue;
-			if (flt->region && (x->node == ANA_NONE || !nodesel[x->node]))
-				continue;
-		}
-		unsigned k = x->kind;
-		v->samples[k]++;
-		v->weight[k] += x->weight;
-		sw[(size_t)x->stack * ANA_NKINDS + k] += x->weight;
-		v->thread_samples[(size_t)x->thread * ANA_NKINDS + k]++;
-		v->thread_weight[(size_t)x->thread * ANA_NKINDS + k] += x->weight;
-		const ana_stack *st = &s->stacks[x->stack];
-		uint32_t leaf = st->n ? s->locs[st->locs[st->n - 1]].func : ANA_NONE;
-		for (uint32_t n = x->node; n != ANA_NONE; n = p->nodes[n].parent) {
-			v->nodes[n].samples[k]++;
-			v->nodes[n].weight[k] += x->weight;
-			if (k == ANA_CPU && leaf != ANA_NONE) {
-				uint64_t *nw = kmap_slot(&w.ntop, (uint64_t)n << 32 | leaf, NULL);
-				if (!nw)
-					goto out;
-				*nw += x->weight;
-			}
-		}
-	}
-
-	/* Pass 2, over the distinct stacks: self and total per function (a function counted
-	 * once per stack however often it recurs), lines, callers, the call tree. */
-	for (uint32_t si = 0; si < s->nstacks; si++) {
-		const ana_stack *st = &s->stacks[si];
-		for (unsigned k = 0; k < ANA_NKINDS; k++) {
-			uint64_t wt = sw[(size_t)si * ANA_NKINDS + k];
-			if (!wt || !st->n)
-				continue;
-			uint64_t mark = (uint64_t)si * ANA_NKINDS + k + 1;
-			uint32_t node = ANA_NONE;
-			for (uint32_t j = 0; j < st->n; j++) {
-				uint32_t fn = s->locs[st->locs[j]].func;
-				if (stamp[fn] != mark) {
-					stamp[fn] = mark;
-					tot[(size_t)fn * ANA_NKINDS + k] += wt;
-				}
-				if ((node = tree_child(v, &w.tindex, node, fn)) == ANA_NONE)
-					goto out;
-				v->tree[node].total[k] += wt;
-			}
-			v->tree[node].self[k] += wt;
-			const ana_loc *leaf = &s->locs[st->locs[st->n - 1]];
-			self[(size_t)leaf->func * ANA_NKINDS + k] += wt;
-			if (leaf->file != ANA_NONE) {
-				uint32_t lid = line_id(&w, leaf->file, leaf->line);
-				uint64_t *fl = lid == ANA_NONE ? NULL : kmap_slot(&w.flw[k], (uint64_t)leaf->func << 32 | lid, NULL);
-				if (!fl)
-					goto out;
-				w.lw[(size_t)lid * ANA_NKINDS + k] += wt;
-				*fl += wt;
-			}
-			/* the caller: the nearest outer frame in another function */
-			uint32_t j = st->n - 1;
-			while (j-- > 0) {
-				uint32_t caller = s->locs[st->locs[j]].func;
-				if (caller == leaf->func)
-					continue;
-				uint64_t *c = kmap_slot(&w.cw[k], (uint64_t)leaf->func << 32 | caller, NULL);
-				if (!c)
-					goto out;
-				*c += wt;
-				break;
-			}
-			/* the entry: the nearest outer frame in another module (j + 1 frames remain),
-			 * past the wrappers of fennec (its malloc around glibc's) and of a sanitizer's
-			 * runtime (ASan's qsort interceptor) */
-			uint32_t mod = s->funcs[leaf->func].module;
-			for (j++; j-- > 0;) {
-				uint32_t entry = s->locs[st->locs[j]].func;
-				if (s->funcs[entry].module == mod || (wrapper[entry] && !wrapper[leaf->func]))
-					continue;
-				uint64_t *c = kmap_slot(&w.ew[k], (uint64_t)leaf->func << 32 | entry, NULL);
-				if (!c)
-					goto out;
-				*c += wt;
-				break;
-			}
-		}
-	}
-
-	/* Per function and kind: the hottest caller and line; per line: the hottest function. */
-	lfw = calloc(w.nl ? w.nl * ANA_NKINDS : 1, sizeof *lfw);
-	lfn = malloc((w.nl ? w.nl * ANA_NKINDS : 1) * sizeof *lfn);
-	if (!lfw || !lfn)
-		goto out;
-	for (unsigned k = 0; k < ANA_NKINDS; k++) {
-		heaviest_per_callee(&w.cw[k], k, best, best_caller);
-		heaviest_per_callee(&w.ew[k], k, ebest, best_entry);
-		const kmap *fl = &w.flw[k];
-		for (size_t i = 0; i < fl->cap; i++) {
-			if (!fl->used[i])
-				continue;
-			uint32_t fn = (uint32_t)(fl->key[i] >> 32), lid = (uint32_t)fl->key[i];
-			size_t at = (size_t)fn * ANA_NKINDS + k, lat = (size_t)lid * ANA_NKINDS + k;
-			if (fl->val[i] > lbest[at] || (fl->val[i] == lbest[at] && lid < best_line[at])) {
-				lbest[at] = fl->val[i];
-				best_line[at] = lid;
-			}
-			if (fl->val[i] > lfw[lat] || (fl->val[i] == lfw[lat] && fn < lfn[lat])) {
-				lfw[lat] = fl->val[i];
-				lfn[lat] = fn;
-			}
-		}
-	}
-
-	/* Hot functions and hot lines per kind. */
-	for (unsigned k = 0; k < ANA_NKINDS; k++) {
-		double wk = (double)v->weight[k];
-		uint32_t n = 0;
-		for (uint32_t fn = 0; fn < s->nfuncs; fn++)
-			n += tot[(size_t)fn * ANA_NKINDS + k] > 0;
-		if (!(v->funcs[k] = calloc(n ? n : 1, sizeof *v->funcs[k])))
-			goto out;
-		for (uint32_t fn = 0; fn < s->nfuncs; fn++) {
-			size_t at = (size_t)fn * ANA_NKINDS + k;
-			if (!tot[at])
-				continue;
-			ana_hot_func *h = &v->funcs[k][v->nfuncs[k]++];
-			*h = (ana_hot_func){
-				.func = fn, .self = self[at], .total = tot[at],
-				.self_pct = wk > 0 ? 100.0 * (double)self[at] / wk : 0,
-				.total_pct = wk > 0 ? 100.0 * (double)tot[at] / wk : 0,
-				.file = s->funcs[fn].file, .line = s->funcs[fn].line, /* where first seen ... */
-				.caller = best_caller[at],
-				.caller_pct = self[at] && best_caller[at] != ANA_NONE ? 100.0 * (double)best[at] / (double)self[at] : 0,
-				.entry = best_entry[at],
-				.entry_pct = self[at] && best_entry[at] != ANA_NONE ? 100.0 * (double)ebest[at] / (double)self[at] : 0,
-			};
-			if (best_line[at] != ANA_NONE) { /* ... unless its self samples have a hottest line */
-				h->file = w.lfile[best_line[at]];
-				h->line = w.lline[best_line[at]];
-			}
-		}
-		if (v->nfuncs[k] > 1)
-			qsort(v->funcs[k], v->nfuncs[k], sizeof *v->funcs[k], cmp_hot_func);
-		if (!(v->lines[k] = calloc(w.nl ? w.nl : 1, sizeof *v->lines[k])))
-			goto out;
-		for (size_t lid = 0; lid < w.nl; lid++) {
-			size_t lat = lid * ANA_NKINDS + k;
-			if (!w.lw[lat])
-				continue;
-			v->lines[k][v->nlines[k]++] = (ana_hot_line){
-				.file = w.lfile[lid], .line = w.lline[lid], .func = lfn[lat], .self = w.lw[lat],
-				.self_pct = wk > 0 ? 100.0 * (double)w.lw[lat] / wk : 0,
-			};
-		}
-		if (v->nlines[k] > 1)
-			qsort(v->lines[k], v->nlines[k], sizeof *v->lines[k], cmp_hot_line);
-	}
-
-	/* Top functions per region node (on-CPU self weight inside the region). */
-	for (size_t i = 0; i < w.ntop.cap; i++) {
-		if (!w.ntop.used[i])
-			continue;
-		uint32_t n = (uint32_t)(w.ntop.key[i] >> 32), fn = (uint32_t)w.ntop.key[i];
-		uint64_t wt = w.ntop.val[i];
-		ana_node_samples *ns = &v->nodes[n];
-		uint32_t at = ns->ntop;
-		while (at > 0 && (ns->top_weight[at - 1] < wt || (ns->top_weight[at - 1] == wt && ns->top[at - 1] > fn)))
-			at--;
-		if (at >= ANA_NODE_TOP)
-			continue;
-		for (uint32_t j = ns->ntop < ANA_NODE_TOP ? ns->ntop : ANA_NODE_TOP - 1; j > at; j--) {
-			ns->top[j] = ns->top[j - 1];
-			ns->top_weight[j] = ns->top_weight[j - 1];
-		}
-		ns->top[at] = fn;
-		ns->top_weight[at] = wt;
-		if (ns->ntop < ANA_NODE_TOP)
-			ns->ntop++;
-	}
-	for (uint32_t n = 0; n < p->nnodes; n++)
-		for (uint32_t j = 0; j < v->nodes[n].ntop; j++)
-			v->nodes[n].top_pct[j] = 100.0 * (double)v->nodes[n].top_weight[j] / (double)v->nodes[n].weight[ANA_CPU];
-	rc = 0;
-out:
-	if (rc)
-		ana_sample_view_free(v);
-	vwork_free(&w);
-	free(nodesel);
-	free(sw);
-	free(stamp);
-	free(self);
-	free(tot);
-	free(best);
-	free(lbest);
-	free(best_caller);
-	free(ebest);
-	free(best_entry);
-	free(wrapper);
-	free(best_line);
-	free(lfw);
-	free(lfn);
-	return rc;
-}
-
-const char *ana_sample_kind_name(unsigned kind) { return kind == ANA_OFFCPU ? "offcpu" : "cpu"; }
-
-const char *ana_sample_mode_name(uint64_t mode)
-{
-	return mode == FMT_SAMPLE_CPU ? "cpu" : mode == FMT_SAMPLE_WALL ? "wall" : "off";
-}
-
-const char *ana_module_status_name(int status) { return sym_status_name(status); }
-
-const char *ana_sample_source_name(uint64_t source)
-{
-	return source == FMT_SRC_RING ? "perf_event task-clock ring" : source == FMT_SRC_PERF ? "perf_event task-clock"
-	       : source == FMT_SRC_TIMER ? "POSIX CPU timer"
-			       : source == FMT_SRC_WALL ? "wall-clock thread" : "unknown";
 }

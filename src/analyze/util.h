@@ -25,7 +25,7 @@ uint32_t ana_node_find(const ana_profile *p, uint32_t parent, uint32_t name);
 /* A warning for people, appended to p->warnings (dropped when out of memory). */
 void ana_warn(ana_profile *p, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
-/* For the rules (rules.c, gpu_rules.c, sys_rules.c, system.c): a malloc'd printf (NULL when
+/* For the rules (rules_*.c, gpu_rules.c, sys_rules.c, system.c): a malloc'd printf (NULL when
  * out of memory), a new finding appended to p->findings (NULL when out of memory), and one
  * of its numbers. */
 char *ana_strf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
