@@ -31,6 +31,8 @@
 #include <unistd.h>
 #include <zstd.h>
 
+#include "collect/session.h" /* last: its short names are macros */
+
 #define API FENNEC_API
 
 _Atomic uint32_t col_on;
@@ -44,17 +46,17 @@ _Atomic uint32_t col_nsites = 1; /* id 0 is reserved: "site table full" */
 static _Atomic(uintptr_t) site_keys[COL_SITE_HASH];
 static _Atomic uint32_t site_vals[COL_SITE_HASH]; /* kind << 24 | id, 0 while being filled */
 
-static _Atomic(col_thread *) slots[COL_MAX_THREADS];
-static _Atomic uint32_t nslots;
-static pthread_mutex_t reg_lock = PTHREAD_MUTEX_INITIALIZER;    /* slot allocation */
-static pthread_mutex_t flush_lock = PTHREAD_MUTEX_INITIALIZER;  /* writer state, file */
+_Atomic(col_thread *) slots[COL_MAX_THREADS];
+_Atomic uint32_t nslots;
+pthread_mutex_t reg_lock = PTHREAD_MUTEX_INITIALIZER;    /* slot allocation */
+pthread_mutex_t flush_lock = PTHREAD_MUTEX_INITIALIZER;  /* writer state, file */
 /* Threads other than the writer waiting for flush_lock (lock_flush_by()). The writer, which
  * takes the lock back at once after a flush while the rings stay full, lets them in first:
  * a mutex handed straight back to its holder kept a fork's atfork_prepare waiting for 2 to
  * 10 s while three threads allocated in full mode. */
-static _Atomic int flush_waiters;
+_Atomic int flush_waiters;
 
-static int lock_flush_by(const struct timespec *deadline)
+int lock_flush_by(const struct timespec *deadline)
 {
 	atomic_fetch_add_explicit(&flush_waiters, 1, memory_order_relaxed);
 	int rc = deadline ? pthread_mutex_timedlock(&flush_lock, deadline) : pthread_mutex_lock(&flush_lock);
@@ -62,93 +64,18 @@ static int lock_flush_by(const struct timespec *deadline)
 	return rc;
 }
 
-static void lock_flush(void) { lock_flush_by(NULL); }
-static pthread_mutex_t intern_lock = PTHREAD_MUTEX_INITIALIZER; /* fennec_intern table */
+void lock_flush(void) { lock_flush_by(NULL); }
+pthread_mutex_t intern_lock = PTHREAD_MUTEX_INITIALIZER; /* fennec_intern table */
 static pthread_key_t thread_key;
 static pthread_once_t once = PTHREAD_ONCE_INIT;
 
-/* Session state; written under flush_lock or before the writer exists. */
-#define SEG_KEEP 64 /* segments kept at most: a quarter of a cap each, so about 5 */
-typedef struct col_seg_thread {
-	fmt_scan scan;
-	int used;      /* has events */
-} col_seg_thread;
-
-static struct {
-	fennec_config cfg;
-	char path[PATH_MAX];   /* the recording's base path */
-	char file[PATH_MAX + 64]; /* this process's file */
-	int fd;
-	dev_t dev;             /* the file's, to know it is still fd's (file_write) */
-	ino_t ino;
-	uint64_t file_off;     /* bytes safely written */
-	uint64_t lost_bytes;   /* chunk bytes that could not be written */
-	uint64_t end_off;      /* where the END chunk of the last final flush starts (UINT64_MAX:
-				  not written); an exec that fails cuts it off again */
-	int write_failed;      /* a chunk could not be written: nothing more is (file_write) */
-	uint32_t stall_ms;     /* FENNEC_TEST_WRITER_STALL_MS (tests only): the writer sleeps this
-				  long before its first look at the rings, as a stalled one would */
-	uint32_t writes, fail_write; /* writes so far; FENNEC_TEST_FAIL_WRITE (tests only): the
-					write (from 1) that fails as if the disk were full */
-	uint64_t recording_id;
-	pid_t pid;
-	pid_t parent_pid;
-	unsigned origin;
-	double ticks_per_ns;
-	uint32_t gen;
-	_Atomic uint32_t next_index; /* per-file thread numbers */
-	uint32_t sites_written;
-	pthread_t writer;
-	_Atomic int stop_writer; /* atomic: TSan saw session_end()'s store race the writer's load in a fork child (issue 29) */
-	int writer_thread;     /* FENNEC_WRITER=thread: never lazy (below) */
-	int lazy;              /* no writer thread (yet): the program's thread flushes (below) */
-	int heap_call_deferred; /* the heap calibration waits for the session's end (emit_cost) */
-	int exec_inline;       /* lazy: the exec's thread holds the flush lock over the exec */
-	uint64_t lazy_flush_ns; /* lazy: when the next periodic flush is due */
-	uint64_t lazy_look_ticks; /* lazy: ticks between two looks */
-	uint64_t lazy_cpu_ns;  /* lazy: CPU the program's threads spent in the looks so far */
-	uint64_t lazy_cpu_from; /* lazy: the thread's CPU clock when the current look began */
-	uint64_t event_ps;     /* COST: a region event, calibrated at the first flush (0: not yet) */
-	uint64_t heap_call_ps; /* COST: a counted heap call, calibrated at a periodic flush */
-	int heap_call_done;    /* heap_call_ps was calibrated (or cannot be) */
-	uint64_t sample_kernel_ns; /* COST: the kernel's part of a sample, once measured */
-	uint64_t start_mono_ns; /* the session's start (its header's) */
-	uint64_t heap_calls_from; /* col_mem_calls() at the session's start */
-	unsigned end_reason; /* enum fmt_end of the final flush, which the writer makes on its stop */
-	uint64_t step_index;   /* steps completed */
-	uint32_t budget_ppm;   /* FENNEC_OVERHEAD_BUDGET (budget.c), 0: none */
-	uint64_t sample_cpu_ns; /* with a budget: the flushing threads' CPU in sample drains */
-	cm_buf out, raw, threads, ends;
-	ZSTD_CCtx *zctx;
-	col_sample_info sample;
-	col_mem_info mem;
-	/* A capped recording (FENNEC_MAX_SIZE, FENNEC_MAX_DURATION_MS; docs/internals/collect.md,
-	 * "Capped recordings"): S.fd is then the current segment file, efd the entry file. The
-	 * writer's, under flush_lock. */
-	struct {
-		int on;
-		uint64_t max_bytes, max_ns; /* the caps (0: none of that kind) */
-		int efd;                    /* the entry file: HEADER and the definitions */
-		dev_t edev;
-		ino_t eino;
-		uint64_t eoff;              /* its bytes written */
-		cm_buf defs;                /* this flush's chunks for the entry file */
-		uint64_t k, first;          /* the current segment's number; the oldest kept */
-		uint64_t size[SEG_KEEP];    /* bytes of kept segment n, at n % SEG_KEEP */
-		uint64_t start_ns[SEG_KEEP]; /* when it opened */
-		uint64_t steps, events;     /* STEP events and events written so far */
-		uint64_t dropped_bytes;     /* of the segments dropped */
-		col_seg_thread *th;         /* by thread index: its stream followed (fmt_scan) */
-		uint32_t nth;
-		int rotate;                 /* a flush was lost: the next one opens a new segment */
-		uint64_t prev_mono, prev_ticks; /* the previous flush's start: what a flush writes is newer */
-	} seg;
-} S = {.fd = -1, .end_off = UINT64_MAX, .seg = {.efd = -1}};
+/* Session state (session.h): written under flush_lock or before the writer exists. */
+struct col_session_state S = {.fd = -1, .end_off = UINT64_MAX, .seg = {.efd = -1}};
 
 /* ---- clock ---- */
 
 /* A (mono_ns, ticks) pair read at one instant, in col_ticks()'s unit. */
-static void calib_point(uint64_t *mono, uint64_t *ticks)
+void calib_point(uint64_t *mono, uint64_t *ticks)
 {
 	if (col_use_tsc)
 		cm_tsc_point(mono, ticks);
@@ -223,7 +150,7 @@ static inline uint32_t site_hash(uintptr_t key, unsigned kind)
  * full: written in STATS and END, said by the analysis. Keys (name addresses) past
  * SITE_KEYS_MAX are not added, so that a probe stays short (at 3/4 full, about 8.5 slots
  * for a key not there) when a program names regions by fresh buffers. */
-static _Atomic uint64_t sites_refused;
+_Atomic uint64_t sites_refused;
 static _Atomic uint32_t site_keys_used;
 #define SITE_KEYS_MAX (COL_SITE_HASH / 4 * 3)
 
@@ -451,7 +378,7 @@ static int fd_is(int fd, dev_t dev, ino_t ino)
 	return fstat(fd, &st) == 0 && st.st_dev == dev && st.st_ino == ino;
 }
 
-static int fd_is_ours(void) { return fd_is(S.fd, S.dev, S.ino); }
+int fd_is_ours(void) { return fd_is(S.fd, S.dev, S.ino); }
 
 /*
  * A write beyond RLIMIT_FSIZE fails with EFBIG and sends the writing thread SIGXFSZ, whose
@@ -462,7 +389,7 @@ static int fd_is_ours(void) { return fd_is(S.fd, S.dev, S.ino); }
  * size limit exceeded" instead of its own status, until 2026-12). One that was pending
  * before (the program's, which it blocks) is left for the program.
  */
-static __thread int all_blocked; /* fennec's writer thread: every signal blocked for good */
+__thread int all_blocked; /* fennec's writer thread: every signal blocked for good */
 
 typedef struct xfsz {
 	sigset_t old;
@@ -532,7 +459,7 @@ static void write_to(int fd, dev_t dev, ino_t ino, uint64_t *off, const uint8_t 
 	*off += n;
 }
 
-static void file_write(const uint8_t *buf, size_t n) { write_to(S.fd, S.dev, S.ino, &S.file_off, buf, n); }
+void file_write(const uint8_t *buf, size_t n) { write_to(S.fd, S.dev, S.ino, &S.file_off, buf, n); }
 
 
 /* A capped recording keeps what later chunks name in its entry file, never dropped. */
@@ -542,7 +469,7 @@ static int seg_def_chunk(unsigned type)
 	       type == FMT_PYCODE || type == FMT_THREAD_END;
 }
 
-static void emit_chunk(unsigned type, cm_buf *raw)
+void emit_chunk(unsigned type, cm_buf *raw)
 {
 	cm_buf *to = S.seg.on && seg_def_chunk(type) ? &S.seg.defs : &S.out;
 	if (raw->failed || fmt_chunk_append(to, type, raw->data, raw->len, S.cfg.compression_level, S.zctx) < 0)
@@ -564,7 +491,7 @@ static void read_file(const char *path, cm_buf *b)
 	close(fd);
 }
 
-static void write_header(uint64_t start_mono, uint64_t start_ticks, uint64_t start_real)
+void write_header(uint64_t start_mono, uint64_t start_ticks, uint64_t start_real)
 {
 	cm_buf h = {0}, tmp = {0};
 	char host[256] = "";
@@ -651,7 +578,7 @@ static void write_header(uint64_t start_mono, uint64_t start_ticks, uint64_t sta
 static void seg_unlink_stale(void);
 
 /* Open this process's file: the base path for the first process, else a new sibling. */
-static int open_file(void)
+int open_file(void)
 {
 	if (S.origin == FMT_ORIGIN_FIRST) {
 		snprintf(S.file, sizeof S.file, "%s", S.path);
@@ -754,7 +681,7 @@ static void seg_unlink_stale(void)
 	closedir(d);
 }
 
-static void seg_scan(uint32_t index, const uint8_t *p, size_t len)
+void seg_scan(uint32_t index, const uint8_t *p, size_t len)
 {
 	if (index >= S.seg.nth) {
 		uint32_t n = index + 16;
@@ -861,7 +788,7 @@ static void seg_open(uint64_t k, uint64_t mono, uint64_t ticks)
 }
 
 /* FENNEC_MAX_SIZE and FENNEC_MAX_DURATION_MS, before the header names them. */
-static void seg_config(void)
+void seg_config(void)
 {
 	free(S.seg.th);
 	cm_buf_free(&S.seg.defs);
@@ -886,7 +813,7 @@ static void seg_config(void)
 }
 
 /* After the header: the entry file becomes efd, segment 0 opens. */
-static void seg_start(uint64_t mono, uint64_t ticks)
+void seg_start(uint64_t mono, uint64_t ticks)
 {
 	if (!S.seg.on)
 		return;
@@ -901,7 +828,7 @@ static void seg_start(uint64_t mono, uint64_t ticks)
 }
 
 /* At the start of a flush: a new segment when the current one is full or old enough. */
-static void seg_rotate(void)
+void seg_rotate(void)
 {
 	uint64_t mono, ticks;
 	calib_point(&mono, &ticks);
@@ -925,7 +852,7 @@ static void seg_rotate(void)
 
 /* A flush's chunks: definitions to the entry file first, then the rest to the segment,
  * after dropping what the cap needs. */
-static void seg_write(void)
+void seg_write(void)
 {
 	if (S.seg.defs.len) {
 		write_to(S.seg.efd, S.seg.edev, S.seg.eino, &S.seg.eoff, S.seg.defs.data, S.seg.defs.len);
@@ -943,7 +870,7 @@ static void seg_write(void)
 }
 
 /* Close the recording's files. */
-static void files_close(void)
+void files_close(void)
 {
 	if (S.fd >= 0)
 		col_fd_close(S.fd);
@@ -1288,15 +1215,14 @@ static _Atomic uint32_t wake_word; /* futex: bumped to end the writer's wait ear
  * happened (what the program did meanwhile is in the rings, written at the next flush).
  * exec_state is the futex word of the handshake between the exec's thread and the writer.
  */
-enum { EXEC_NONE = 0, EXEC_ASKED = 1, EXEC_FROZEN = 2, EXEC_RESUME = 3 };
-static _Atomic uint32_t exec_state;
+_Atomic uint32_t exec_state;
 
-static void futex_wait(_Atomic uint32_t *w, uint32_t val)
+void futex_wait(_Atomic uint32_t *w, uint32_t val)
 {
 	syscall(SYS_futex, w, FUTEX_WAIT_PRIVATE, val, NULL, NULL, 0);
 }
 
-static void futex_wake(_Atomic uint32_t *w)
+void futex_wake(_Atomic uint32_t *w)
 {
 	syscall(SYS_futex, w, FUTEX_WAKE_PRIVATE, INT_MAX, NULL, NULL, 0);
 }
@@ -1319,8 +1245,6 @@ static int lazy_ask(void)
 
 /* The writer, holding the flush lock, for an exec (above): END, then frozen until the
  * exec's thread says it failed. */
-static void exec_resume(void);
-
 static void exec_freeze(void)
 {
 	flush_locked(1, FMT_END_EXEC);
@@ -1335,7 +1259,7 @@ static void exec_freeze(void)
 
 /* Under the flush lock: the exec failed, the session goes on in the same file. After a
  * failed write the file already ends at the last whole chunk, and stays so. */
-static void exec_resume(void)
+void exec_resume(void)
 {
 	if (S.end_off != UINT64_MAX && fd_is_ours() && ftruncate(S.fd, (off_t)S.end_off) == 0 &&
 	    lseek(S.fd, (off_t)S.end_off, SEEK_SET) == (off_t)S.end_off)
@@ -1349,7 +1273,7 @@ static void exec_resume(void)
 }
 _Atomic int col_writer_dozing;
 
-static void writer_wake(void)
+void writer_wake(void)
 {
 	atomic_fetch_add_explicit(&wake_word, 1, memory_order_release);
 	syscall(SYS_futex, &wake_word, FUTEX_WAKE_PRIVATE, 1, NULL, NULL, 0);
@@ -1481,7 +1405,7 @@ static void *writer_main(void *arg)
 	return arg;
 }
 
-static int start_writer(void)
+int start_writer(void)
 {
 	/* The writer blocks every signal, so the program's signals never land on it. */
 	sigset_t all, old;
@@ -1515,9 +1439,8 @@ static int start_writer(void)
  * its events are written then, or at its end. A process killed meanwhile (SIGKILL) loses
  * them, where the writer loses at most its last flush interval.
  */
-#define LAZY_LOOK_NS 10000000u /* the most between two looks (also the timeline's interval, if less) */
 
-static int lazy_allowed(void)
+int lazy_allowed(void)
 {
 	return !S.writer_thread && !S.stall_ms && __libc_single_threaded && col_mem_lazy_ok() &&
 	       S.cfg.sample_mode == FENNEC_SAMPLE_OFF && S.cfg.memory_mode != FENNEC_MEMORY_FULL &&
@@ -1526,14 +1449,14 @@ static int lazy_allowed(void)
 
 /* Under flush_lock: the next look, LAZY_LOOK_NS (or the timeline's interval) from now, or now
  * (due = 0) when a ring asked. */
-static void lazy_arm(int now)
+void lazy_arm(int now)
 {
 	uint64_t due = now ? 0 : col_ticks() + S.lazy_look_ticks;
 	atomic_store_explicit(&col_lazy_due, S.lazy ? due : UINT64_MAX, memory_order_relaxed);
 }
 
 /* Under flush_lock: leave lazy mode (the writer was started, or the session ends). */
-static void lazy_end(void)
+void lazy_end(void)
 {
 	if (!S.lazy)
 		return;
@@ -1557,7 +1480,7 @@ static void lazy_cpu_end(void)
 }
 
 /* Under flush_lock, no writer: a flush on this thread. */
-static void flush_inline(int final, unsigned exit_reason)
+void flush_inline(int final, unsigned exit_reason)
 {
 	lazy_cpu_begin();
 	flush_locked(final, exit_reason);
@@ -1624,9 +1547,6 @@ void col_writer_needed(void)
 
 /* ---- start and stop ---- */
 
-static void atfork_prepare(void);
-static void atfork_parent(void);
-static void atfork_child(void);
 
 static uint64_t new_recording_id(void)
 {
@@ -1640,7 +1560,7 @@ static uint64_t new_recording_id(void)
 }
 
 /* Start a session into S.path for this process; S.origin and S.parent_pid are set. */
-static int session_begin(void)
+int session_begin(void)
 {
 	uint64_t mono, ticks;
 	calib_point(&mono, &ticks);
@@ -1797,7 +1717,7 @@ static int flush_lock_by(const struct timespec *deadline)
  * flush takes (the sanitizers' allocators' in the ASan and TSan builds, where fennec's
  * allocations are theirs), and only another thread's wait for it can be timed.
  */
-static int session_end(unsigned exit_reason, const struct timespec *deadline)
+int session_end(unsigned exit_reason, const struct timespec *deadline)
 {
 	if (flush_lock_by(deadline))
 		return FENNEC_EIO;
@@ -1852,14 +1772,14 @@ API int fennec_is_running(void) { return atomic_load(&col_on) != 0; }
 
 /* ---- fork, exec, exit ---- */
 
-static void atfork_prepare(void)
+void atfork_prepare(void)
 {
 	lock_flush();
 	pthread_mutex_lock(&reg_lock);
 	pthread_mutex_lock(&intern_lock);
 }
 
-static void atfork_parent(void)
+void atfork_parent(void)
 {
 	col_mem_atfork_parent();
 	pthread_mutex_unlock(&intern_lock);
@@ -1867,7 +1787,7 @@ static void atfork_parent(void)
 	pthread_mutex_unlock(&flush_lock);
 }
 
-static void atfork_child(void)
+void atfork_child(void)
 {
 	col_fd_forked();
 	pthread_mutex_unlock(&intern_lock);
