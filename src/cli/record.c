@@ -373,7 +373,7 @@ static void low_space(const char *path, char *fr, size_t n)
 
 /* Files cut short although the program exited, on a filesystem with little room: say so.
  * Elsewhere a file without END is a process killed by a signal, one that called _exit from
- * a signal handler that had interrupted fennec's own code (session.c, exit_finish()), one
+ * a signal handler that had interrupted fennec's own code (session_fork.c, exit_finish()), one
  * that made the exit system call itself, or one still running: nothing to warn about. */
 static void report_unfinished(const char *path, int unfinished, int files)
 {
@@ -481,8 +481,8 @@ static void recording_size(const char *path, unsigned long long *bytes, int *fil
 
 /*
  * Launchers of distributed jobs and the variables that give a process its rank and the
- * job's size. The rank variables and their order are the collector's (env_rank in
- * src/collect/session.c), so that a file's name and its header agree.
+ * job's size. The rank variables and their order are the collector's (col_env_rank in
+ * src/collect/config.c), so that a file's name and its header agree.
  */
 static const struct { const char *rank, *size; } launchers[] = {
 	{"RANK", "WORLD_SIZE"},                          /* torchrun, torch.distributed */

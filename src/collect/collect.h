@@ -1,6 +1,6 @@
 /*
  * collect.h - internals of the in-process collector (libfennec). The hot API
- * (api.c) appends events to per-thread rings; the session (session.c) owns the file,
+ * (api.c) appends events to per-thread rings; the session (session*.c) owns the file,
  * the writer thread that drains the rings, and fork/exec handling. Design notes:
  * docs/internals/collect.md.
  */
@@ -89,12 +89,12 @@ int col_fd_keep(int fd);
 int col_fd_mark(int fd);
 int col_fd_marked(int fd);
 void col_fd_close(int fd);
-int col_session_fd_move(int fd); /* session.c: move the recording off fd; 0 if it was there */
+int col_session_fd_move(int fd); /* session_file.c: move the recording off fd; 0 if it was there */
 void col_writer_nudge(void);
 extern _Atomic int col_writer_dozing; /* 1 while the writer sleeps longer than its usual slice */
 void col_ring_crossed(col_thread *t); /* a thread's ring crossed a COL_NUDGE_BYTES boundary */
 #define COL_NUDGE_SHIFT 16            /* every 64 KiB of events, a thread checks its fill */
-/* A session without its writer thread (session.c, "the lazy writer"): while the process has
+/* A session without its writer thread (session_writer.c, "the lazy writer"): while the process has
  * one thread, the program's own thread does the writer's periodic work at its next safe point
  * (an allocation's slow path, a step) once col_ticks() reaches col_lazy_due (UINT64_MAX: no
  * lazy session). col_lazy_look() takes the flush lock only if it is free. col_writer_needed()

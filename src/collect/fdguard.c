@@ -8,7 +8,7 @@
  * are marked here. close() of a marked one fails with EBADF, as for any descriptor the
  * program never opened (valgrind does the same for its log); close_range() and
  * closefrom() close around them. dup2() and dup3() onto fennec's file move the file to
- * another number first (session.c); onto another marked descriptor they go ahead and the
+ * another number first (session_file.c); onto another marked descriptor they go ahead and the
  * mark is dropped, so that fennec never closes what is now the program's.
  *
  * The marks describe the descriptor table of one process (`owner`): the one that set up

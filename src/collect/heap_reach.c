@@ -543,7 +543,7 @@ static void reach_excl(rscan *s, const rmap *maps, size_t nmaps)
 	size_t n;
 	int got = 0;
 	/* The scanning thread's stack: the writer's, or the stopping thread's own in a session
-	 * without a writer thread (session.c, the lazy writer), whose frames from the program's
+	 * without a writer thread (session_writer.c, the lazy writer), whose frames from the program's
 	 * last one up are roots (reach_stop_sp): only the scan's own frames below are left out. */
 	uintptr_t lo = 0, hi = 0;
 	if (pthread_getattr_np(pthread_self(), &at) == 0) {

@@ -202,7 +202,7 @@ class Writer:
         stats = (_varint(end_ns) + _varint(end_t) + _varint(self.cpu_ns[0]) + _varint(self.cpu_ns[1]) + _varint(1024) +
                  _varint(len(self.threads)) + _varint(len(self.threads)) +
                  b"".join(_varint(i) + _varint(0) for i in range(len(self.threads))) +
-                 _varint(0) + _varint(0))  # lost bytes (src/collect/session.c), exit reason
+                 _varint(0) + _varint(0))  # lost bytes (src/collect/session_file.c), exit reason
         if self.collector_cpu_ns is not None:
             stats += _varint(self.collector_cpu_ns)
         out = bytearray(fncfile.MAGIC + struct.pack("<HHI", 1, 4 if self.collector_cpu_ns is None else 5, 0))

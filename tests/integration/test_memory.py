@@ -525,7 +525,7 @@ def test_blocks_live_at_exec_are_not_leaks():
     exec_bytes), not as unfreed, and makes no memory_leak finding (a MEDIUM one before).
     The timeline ends the image with a point at the exec. Sampled mode with every block
     sampled, where the session has no writer thread (the exec's thread ends the file
-    itself: session.c, the lazy writer), tells the same."""
+    itself: session_writer.c, the lazy writer), tells the same."""
     plain_only()
     build_program(KEEPS_THEN_EXECS, "execs.c", ("cc", "gcc"))
     for opts in (["--memory=full"], ["--memory=sampled", "--memory-rate", "1"]):
@@ -1836,7 +1836,7 @@ def test_a_single_threaded_program_keeps_glibc_single_threaded():
     in every malloc): on bench/work_alloc's mixed loop that cost more than fennec's heap
     counters. A session with no CPU sampling, no GPU and no full heap profile, in a process
     that has made no thread, runs without its writer until the program makes one
-    (session.c, "the lazy writer"): glibc still says the process is single-threaded, the
+    (session_writer.c, "the lazy writer"): glibc still says the process is single-threaded, the
     program's own thread writes the file at its safe points, every flush interval (a
     program killed after 0.4 s of steps keeps most of them), and the writer starts before
     the program's first thread. FENNEC_WRITER=thread keeps the writer from the start."""
