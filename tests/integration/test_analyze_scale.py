@@ -25,9 +25,16 @@ def analyze_rss(path, threads):
 
 @timeout(240)
 def test_big_recording_bounded_memory_and_same_json_on_one_or_two_threads():
-    r, path = record("flood", PAIRS, out="big.fnc",
-                     opts=("--sample=off", "--memory=off", "--buffer-kb", "32768"))
-    assert_true(os.path.getsize(path) > 1 << 20, "the recording is smaller than the two-thread reader's 1 MiB")
+    # Its size is the writer's chunks' (a writer late on a loaded machine writes 8 MB chunks,
+    # which zstd takes to a few hundred KB): under the reader's 1 MiB, three times the pairs
+    pairs = PAIRS
+    for tries in range(2):
+        r, path = record("flood", pairs, out="big.fnc", opts=("--sample=off", "--memory=off", "--buffer-kb", "32768"))
+        if os.path.getsize(path) > 1 << 20 or tries:
+            break
+        pairs *= 3
+    assert_true(os.path.getsize(path) > 1 << 20, "the recording of %d pairs (%d bytes) is smaller than the "
+                "two-thread reader's 1 MiB" % (pairs, os.path.getsize(path)))
     one, rss_one = analyze_rss(path, 1)
     two, rss_two = analyze_rss(path, 2)
     assert_true(one == two, "FENNEC_ANALYZE_THREADS=1 and =2 gave different JSON (%d and %d bytes)"
@@ -35,13 +42,13 @@ def test_big_recording_bounded_memory_and_same_json_on_one_or_two_threads():
     rep = parse_json(one.decode())
     dropped = rep["summary"]["dropped_events"]
     flood = region(rep, "flood")
-    assert_eq(flood["count"] + dropped // 2, PAIRS, "flood calls read plus dropped pairs")
+    assert_eq(flood["count"] + dropped // 2, pairs, "flood calls read plus dropped pairs")
     assert_true(flood["min_ns"] <= flood["p50_ns"] <= flood["p95_ns"] <= flood["p99_ns"] <= flood["max_ns"],
                 "flood percentiles out of order: %r" % flood)
     if not SANITIZER:  # a sanitizer's shadow memory is not fennec's
         for what, rss in (("one thread", rss_one), ("two threads", rss_two)):
             assert_true(rss < 100 * 1024, "analysing %d region pairs on %s took %d KiB, over 100 MiB"
-                        % (PAIRS, what, rss))
+                        % (pairs, what, rss))
 
 
 COMPARE_PAIRS = 10000000  # 10 M calls of one region a side: before, compare kept all 80 MB of each

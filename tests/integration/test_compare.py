@@ -17,7 +17,7 @@ import os
 import xml.etree.ElementTree as ET
 
 from helpers import (Skip, analyze, assert_between, assert_clean_error, assert_eq, assert_true, fennec_bin,
-                     record, run, timing)
+                     record, run, statistical, timing)
 
 SVG = "{http://www.w3.org/2000/svg}"
 STEPS = 60
@@ -233,6 +233,7 @@ def check_known_2x(doc):
     assert_eq(doc["findings"]["fixed"] + doc["findings"]["new"], [], "no finding fixed or new")
 
 
+@statistical
 def test_compare_functions():
     # --cpu: the deadlines are on the thread's CPU clock, so the CPU samples of variant_work
     # and variant_same are 2:1 in A and 1:1 in B whatever else runs on the machine. Three
