@@ -287,6 +287,7 @@ def test_python_gil_wait():
     assert_true(not [f for f in rep["findings"] if f["type"] == "gil_wait"], "gil_wait on one thread")
 
 
+@statistical
 @timeout(300)
 def test_pytorch_operator_table():
     """examples/torch_train.py (a CNN, a DataLoader, SGD) under fennec record: the operator
@@ -324,7 +325,9 @@ def test_pytorch_operator_table():
     top_t = sorted(t, key=lambda k: -t[k])[:5]
     top_f = sorted(f, key=lambda k: -f[k])[:5]
     # torch.profiler's own order of its top three changes from run to run (max_pool2d,
-    # convolution_backward and mm within a few points of each other): fennec's top is in it
+    # convolution_backward and mm within a few points of each other): fennec's top is in it.
+    # Retried once (@statistical): in the full suite of 2026-12-03 fennec's top,
+    # mkldnn_convolution, was torch.profiler's fourth, 4 of the top 5 in common
     assert_true(top_f[0] in top_t[:3], "the top operators: torch.profiler %s, fennec %s" % (top_t, top_f))
     # with oneDNN's kernels walked out of (test_pytorch_jit_kernels_under_their_operator):
     # 4, 4 and 5 of the top 5 in common in three runs on a loaded machine
