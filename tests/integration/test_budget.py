@@ -8,7 +8,7 @@ more than any budget, then arithmetic), offcpu.c (40 % on CPU, 60 % blocked)."""
 
 import json
 
-from helpers import (MS, analyze, analyze_raw, assert_close, assert_eq, assert_rel, assert_true, collector,
+from helpers import (MS, SANITIZER, analyze, analyze_raw, assert_close, assert_eq, assert_rel, assert_true, collector,
                      fixture, record, record_command, run, skip_under, statistical)
 
 
@@ -49,7 +49,10 @@ def test_budget_lowers_a_costly_sampling_rate_and_keeps_the_time_whole():
     assert_true(b["last_share_pct"] <= 1.5, "the last window's share %.2f %% is near the 1 %% budget"
                 % b["last_share_pct"])
     with_b, without = rep["summary"]["overhead_pct"], free["summary"]["overhead_pct"]
-    assert_true(with_b < without / 3, "the budget cut fennec's cost: %.2f %% with it, %.2f %% without"
+    # a third; under a sanitizer a half: the start, 0.4 s at 4999 Hz before the first look,
+    # is 5-15x slower there and weighs more of a 3 s run (TSan: 12.9 % against 37.7 %)
+    cut = 2 if SANITIZER else 3
+    assert_true(with_b < without / cut, "the budget cut fennec's cost: %.2f %% with it, %.2f %% without"
                 % (with_b, without))
     # each sample weighs its stride: the sampled CPU time is still the program's
     s = rep["samples"]

@@ -318,6 +318,13 @@ def test_empty_program():
     assert_eq(rep["warnings"], [], "warnings")
 
 
+# Once in a full TSan stage (2026-12-03) it warned "no samples where about 15 were due": 15 ms
+# of CPU, most of it TSan's own start and exit work on the program's thread, and no sample
+# of it; it passed 3 of 3 runs alone. Retried once rather than the warning allowed.
+test_empty_program.retries = 1
+test_empty_program.why_retry = "TSan-timing"
+
+
 @timing
 def test_never_api_program():
     rep, path = record_and_analyze("never_api", 100)
