@@ -889,6 +889,13 @@ static void rec_options_env(const rec_opts *o)
 	}
 }
 
+/* --sample off, or FENNEC_SAMPLE saying so without the option */
+static int sampling_off(const rec_opts *o)
+{
+	const char *smp = o->sample ? o->sample : getenv("FENNEC_SAMPLE");
+	return smp && (!strcmp(smp, "off") || !strcmp(smp, "none") || !strcmp(smp, "0"));
+}
+
 /* The options that depend on each other and on the environment, checked before anything
  * is touched: --continuous's defaults (its folder made, its recording and cap), the budget,
  * FENNEC_SAMPLE and FENNEC_MEMORY, a cap's exclusions. -1 to go on, else the exit status
@@ -901,8 +908,7 @@ static int rec_options_check(rec_opts *o, const char *default_output, int have_p
 		return 2;
 	}
 	if (o->continuous) {
-		const char *smp = o->sample ? o->sample : getenv("FENNEC_SAMPLE");
-		if (smp && (!strcmp(smp, "off") || !strcmp(smp, "none") || !strcmp(smp, "0"))) {
+		if (sampling_off(o)) {
 			cli_error("record", "--continuous writes sampled profiles: not with --sample off");
 			return 2;
 		}
@@ -930,8 +936,7 @@ static int rec_options_check(rec_opts *o, const char *default_output, int have_p
 			o->freq = "49";
 	}
 	if (o->budget) {
-		const char *smp = o->sample ? o->sample : getenv("FENNEC_SAMPLE");
-		if (smp && (!strcmp(smp, "off") || !strcmp(smp, "none") || !strcmp(smp, "0"))) {
+		if (sampling_off(o)) {
 			cli_error("record", "--overhead-budget lowers the sampling rate: not with --sample off");
 			return 2;
 		}

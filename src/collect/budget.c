@@ -23,7 +23,6 @@
 
 static struct {
 	uint32_t ppm;                /* the budget, in millionths of the process's CPU (0: none) */
-	uint32_t hz;                 /* the rate asked for, which stride 1 gives */
 	uint32_t kmax;               /* the largest stride: FLOOR_HZ */
 	int armed;                   /* a first point has been taken */
 	uint32_t looks;              /* windows judged */
@@ -76,8 +75,7 @@ uint32_t col_budget_prepare(uint32_t hz, int sampling, uint64_t start_mono_ns)
 		return 0;
 	}
 	B.ppm = ppm;
-	B.hz = hz ? hz : 1;
-	B.kmax = B.hz > FLOOR_HZ ? B.hz / FLOOR_HZ : 1;
+	B.kmax = hz > FLOOR_HZ ? hz / FLOOR_HZ : 1; /* stride 1 is the rate asked for */
 	return ppm;
 }
 
