@@ -36,18 +36,25 @@ static inline int ring_room(col_thread *t, uint64_t need)
  * committed (release), and copies around it. Only while the writer is in this lap and
  * past its quarter too: that is the room left until it passes the gap, and it holds the
  * END reserve, the next event and the 64 KiB to the next fill check (ev_commit()), which
- * is what wakes a lazy session's flush; so rings under 256 KiB never skip. Otherwise a
- * look every 4 KiB.
+ * is what wakes a lazy session's flush; so rings under 256 KiB never skip. And only for a
+ * thread that took LAP_MIN_US (100 ms) or more to write the quarter: a skip leaves
+ * it a quarter of the ring until the writer passes the gap, where a thread that writes as
+ * fast as it can (bench/region_overhead: 1.4 GB/s; flood.c) needs the whole ring to ride
+ * out the writer's next look, and dropped events without it; such a thread touches every
+ * page of its ring anyway. Otherwise a look every 4 KiB.
  */
+#define LAP_MIN_US 100000u
+
 static __attribute__((noinline, cold)) void ring_rewind(col_thread *t)
 {
 	uint64_t tail = t->tail, off = tail & (t->size - 1), lap = tail - off;
 	if (off < t->size / 4) { /* a lap that wrapped by itself */
 		t->rewind_at = lap + t->size / 4;
+		t->lap_ticks = t->last_ticks;
 		return;
 	}
 	uint64_t h = atomic_load_explicit(&t->head, memory_order_acquire);
-	if (h < lap + t->size / 4) {
+	if (h < lap + t->size / 4 || t->last_ticks - t->lap_ticks < col_us_ticks * LAP_MIN_US) {
 		t->rewind_at = tail + 4096;
 		return;
 	}
@@ -56,6 +63,7 @@ static __attribute__((noinline, cold)) void ring_rewind(col_thread *t)
 	t->tail = lap + t->size;
 	t->head_cache = h;
 	t->rewind_at = t->tail + t->size / 4;
+	t->lap_ticks = t->last_ticks;
 }
 
 /* ev_start() past t->lim: the look at rewind_at, then where this event goes, and the new

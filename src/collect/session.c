@@ -292,6 +292,7 @@ col_thread *col_thread_register(void)
 		/* Reset everything the previous owner left; the writer ignores FREE slots. */
 		t->tail = t->head_cache = t->reserve = 0;
 		t->rewind_at = size >= (4u << COL_NUDGE_SHIFT) ? size / 4 : UINT64_MAX; /* api.c */
+		t->lap_ticks = col_ticks();
 		t->lim = 0;
 		atomic_store_explicit(&t->jump_from, UINT64_MAX, memory_order_relaxed);
 		atomic_store_explicit(&t->jump_to, UINT64_MAX, memory_order_relaxed);
