@@ -446,8 +446,8 @@ static int on_event(void *vc, const fmt_file *f, const fmt_event *ev)
 		frame fr = t->stack[--t->depth];
 		uint64_t dt = to > from ? to - from : 0;
 		ana_node *n = &p->nodes[fr.node];
-		uint64_t dns = (uint64_t)llround(fmt_dticks_to_ns(f, dt));
-		uint64_t cns = fr.child_ticks ? (uint64_t)llround(fmt_dticks_to_ns(f, fr.child_ticks)) : 0;
+		uint64_t dns = ana_round_ns(fmt_dticks_to_ns(f, dt));
+		uint64_t cns = fr.child_ticks ? ana_round_ns(fmt_dticks_to_ns(f, fr.child_ticks)) : 0;
 		n->total_ns += dns;
 		n->child_ns += cns;
 		if (ana_durations_add(p, n, dns) < 0 || tnode_end(p, fr.tn, t->step_ticks.n, dns, cns) < 0)
