@@ -30,7 +30,8 @@ typedef struct fmt_pipe_ev {
 typedef struct fmt_pipe fmt_pipe;
 
 /* A pipe delivering to fn(ctx, f, ...) on its own thread, or NULL (no thread: the caller
- * delivers itself). FENNEC_ANALYZE_THREADS=1 in the environment refuses one. */
+ * delivers itself). Only when FENNEC_ANALYZE_THREADS=2 or more is in the environment (pipe.c
+ * says why). */
 fmt_pipe *fmt_pipe_start(fmt_event_fn fn, void *ctx, const fmt_file *f);
 /* The next free event of the batch being filled (publishing full batches as it goes), or
  * NULL once the callback failed: fmt_pipe_drain then says how. */
