@@ -1,7 +1,8 @@
 /*
  * sample.c - the sampling profiler inside the collector: a signal per sampling period on
  * each thread, a call stack taken in the handler, and the writer's side
- * (modules, thread names, SAMPLES chunks). Design: docs/internals/sampling.md.
+ * (modules, thread names, SAMPLES chunks); sample.h is what its parts share. Design:
+ * docs/internals/collect.md, "Samples".
  *
  * Sources, best first:
  *   ring     a perf_event task-clock counter per thread whose samples (registers and a
@@ -36,170 +37,31 @@
 #include <link.h>
 #include <linux/perf_event.h>
 #include <poll.h>
-#include <sys/epoll.h>
-#include <sys/msg.h>
-#include <sys/select.h>
-#include <sys/sem.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
 #include <sys/ioctl.h>
-#include <sys/mman.h>
+#include <sys/msg.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
-#include <sys/socket.h>
+#include <sys/select.h>
+#include <sys/sem.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <ucontext.h>
 #include <unistd.h>
 
-#if defined(__SANITIZE_THREAD__)
-#define COL_SANITIZE_THREAD 1
-#elif defined(__has_feature)
-#if __has_feature(thread_sanitizer)
-#define COL_SANITIZE_THREAD 1
-#endif
-#endif
-#ifndef COL_SANITIZE_THREAD
-#define COL_SANITIZE_THREAD 0
-#endif
+#include "collect/sample.h" /* last: its short names are macros */
 
 #define RING_SIZE CM_SMALL(8u << 20, 64u << 10) /* shared sample ring, bytes (power of two) */
-#define REC_HDR 40               /* record header bytes */
 #define MAX_TIDS 16384
-/* The value fennec's own signals carry (si_value): the wall sampler's (| 1 for a thread
- * seen blocked) and the CPU timers' (| 2). The program's signals on the same number go
- * to its own disposition (sigchain.c): 62 bits make a program's value that looks like
- * ours as good as impossible. */
-#define SIG_MAGIC 0x66656e6e65630000ull
-#define SIG_MAGIC_TIMER (SIG_MAGIC | 2)
-#define SIG_MAGIC_CALIB (SIG_MAGIC | 4) /* col_sample_kernel_ns()'s timer: the handler returns */
 
-/* One sample as it sits in the ring (host byte order), followed by frames, Python frames
- * (fmt_pyframe values) and regions. */
-typedef struct rec {
-	uint32_t len;      /* whole record, a multiple of 8; COL_RING_READY once complete */
-	uint32_t tid;
-	uint64_t ticks;
-	uint64_t step;
-	uint16_t weight;
-	uint16_t flags;
-	uint16_t nframes;
-	uint16_t nregions;
-	uint16_t npy;
-	uint16_t pad[3];
-} rec;
-_Static_assert(sizeof(rec) == REC_HDR, "record header");
+__thread blk *blk_tls;
 
-/* Wall mode: the stack of a thread at the entry of a sleeping call (nanosleep, poll, ...),
- * which the sampler may not interrupt. A sequence lock: odd while the thread is inside
- * the call and the stack is valid. A block belongs to its thread (blk_tls) from the
- * thread's first sleeping call until it exits, across sessions; it is never freed, only
- * handed to another thread after its owner's exit (blk_gone()). A tid entry of a session
- * borrows it (tid_ent.blk). Until 2026-12 the entry owned it: a session's stop, or a
- * release of a thread that blocks the signal, freed it while the thread's blk_tls still
- * pointed at it, and its next sleeping call wrote into fennec's freed memory. */
-#define BLK_FRAMES 64
-#define BLK_REGIONS 32
-#define BLK_PY 64
-typedef struct blk {
-	_Atomic uint32_t seq;
-	uint32_t nf, nr, npy, pyflags;
-	uint64_t frames[BLK_FRAMES];
-	uint32_t regions[BLK_REGIONS];
-	uint64_t py[BLK_PY];  /* the thread's Python frames at the call (pyframes.c) */
-	_Atomic pid_t owner; /* the thread whose blk_tls it is, 0 when free (claimed with a CAS) */
-	struct blk *next;  /* every block made (P.blk_all), set before it is pushed there */
-	/* Odd while a sleeping-call wrapper has the sampling signal blocked (sig_block()), any
-	 * sampling mode: the mask is fennec's, not the program's (blocks_signal()), and a
-	 * sample delivered when it is lifted was taken in the call (on_signal()). */
-	_Atomic uint32_t mask_seq;
-	void *fn, *ret;    /* the owner's: the call's real function and the wrapper's return address */
-} blk;
-static __thread blk *blk_tls;
-
-typedef struct tid_ent {
-	pid_t tid;
-	blk *blk;          /* wall mode, once the thread made a sleeping call (its, lent) */
-	uint32_t blk_gen;  /* P.blk_gen when blk was last looked for */
-	col_pr *pr;        /* ring source */
-	int fd;            /* perf event raising the signal, -1 if none */
-	timer_t timer;
-	int has_timer;
-	int stat_fd, sys_fd; /* wall mode: /proc/self/task/<tid>/{stat,syscall} */
-	int seen;          /* scan mark */
-} tid_ent;
-
-static struct {
-	/* Atomic, as the handler and the wrappers of every thread read them at any time while
-	 * a session's start (col_sample_prepare()) writes them: a thread that sleeps while the
-	 * next API session starts (TSan's data race in sig_block). */
-	_Atomic int mode;        /* enum fmt_sample_mode, for this session */
-	int source;              /* enum fmt_sample_source */
-	_Atomic int sig;         /* set before handler_installed, then for good */
-	uint64_t period_ns;      /* the session's period, which a sample of weight 1 stands for */
-	uint32_t hz;
-	/* The overhead budget's stride (col_sample_set_stride): every source samples every
-	 * `stride` periods, and each sample weighs `stride` times more. `hist` is when it
-	 * changed, for the ring source's samples, which are unwound later (ring_emit); the
-	 * writer's, under unwind_lock. */
-	_Atomic uint32_t stride;
-	struct stride_at { uint64_t mono; uint32_t k; } hist[32];
-	uint32_t nhist;
-	_Atomic uint32_t depth;
-	int exclude_kernel;
-	_Atomic int active;      /* the handler records while set */
-	_Atomic int handler_installed;
-	_Atomic int signalling;  /* some thread has a signal source: sleeping calls block it */
-	col_pr_cfg prc;          /* ring source: the counters' settings */
-	/* the environment, read at every session's start (sample_env()) */
-	int want_sig;            /* FENNEC_SIGNAL, else 0: the highest free one */
-	uint32_t wall_delay_us;  /* FENNEC_TEST_WALL_DELAY_US (tests only, col_sample_start()) */
-	int want_source;         /* FENNEC_SAMPLE_SOURCE: FMT_SRC_RING (default), _PERF, _TIMER */
-	uint32_t stack_copy;     /* FENNEC_STACK_COPY, else its default for the depth */
-	col_pr **retired;        /* rings of released threads, for the next drain to empty and free */
-	size_t nretired, retired_cap;
-	col_pr **snap;           /* the rings of one drain (under unwind_lock) */
-	size_t snap_cap;
-	uint64_t cal_mono, cal_ticks; /* a clock point at start, for ring samples' times */
-	col_ring ring;           /* samples, drained by the writer */
-	_Atomic uint64_t taken, dropped, truncated;
-	_Atomic uint64_t handler_ticks; /* spent in on_signal's sampling part, all threads */
-	pthread_mutex_t lock;    /* the tid table; never taken in the handler */
-	pthread_mutex_t unwind_lock; /* rings' reading and freeing, the unwinder (after lock in
-				      * order: flush lock, unwind_lock, lock) */
-	tid_ent *tids;
-	uint32_t ntids;
-	/* Sleeping calls' blocks, never freed: a lock-free list (a thread takes one inside a
-	 * sanitizer's interceptor of the call, where TSan does not see our locks), and a
-	 * number that changes when one is taken (tid_ent.blk_gen). */
-	_Atomic(blk *) blk_all;
-	_Atomic uint32_t blk_gen;
-	int fd_budget;           /* perf fds we may still open */
-	pid_t wall_tid;
-	pthread_t wall_thread;
-	int wall_running;
-	_Atomic int wall_stop;
-	uint64_t last_scan_ns;
-	/* Threads the last scans found blocking our signal (fennec's own, mostly), and when:
-	 * a scan checks such a thread's status again only after REFUSED_NS. */
-	struct refused { pid_t tid; uint64_t ns; } refused[8];
-	uint32_t nrefused;
-	/* writer side */
-	unsigned long long mod_adds, mod_subs;
-	int mod_scanned;
-	_Atomic uint64_t ring_min_bytes; /* the smallest ring opened (ring source); the writer reads it */
-	_Atomic uint64_t drained_ns;     /* when rings_drain() last took every ring with samples */
-	struct modkey { uintptr_t base; uint64_t ticks; char *path; } *mods;
-	size_t nmods, mods_cap;
-	struct named_ent { pid_t tid; uint32_t checks; uint64_t flush; char name[16]; } *named;
-	size_t nnamed, named_cap; /* threads named in TASKS */
-	uint64_t flushes;         /* drains so far */
-	uint64_t last_taken, last_dropped, last_truncated; /* counters in the last SAMPLES chunk */
-	int counters_written;
-	cm_buf recs, modules, tasks;
-} P = {.lock = PTHREAD_MUTEX_INITIALIZER, .unwind_lock = PTHREAD_MUTEX_INITIALIZER, .sig = 0, .stride = 1};
+struct col_sample_state P = {.lock = PTHREAD_MUTEX_INITIALIZER, .unwind_lock = PTHREAD_MUTEX_INITIALIZER, .sig = 0, .stride = 1};
 
 /* ---- configuration ---- */
 
@@ -235,7 +97,6 @@ static int pick_signal(void)
 	return 0;
 }
 
-static int fd_high(int fd);
 
 /* Descriptors that ever raised the sampling signal (F_SETSIG): the signal tells them by
  * si_fd. Never cleared: a signal may still be queued after its counter is closed, and
@@ -438,9 +299,9 @@ void col_sample_prepare(int mode, uint32_t hz, uint32_t depth, col_sample_info *
 
 /* Reserve, fill and publish one record. Async-signal-safe (atomics and memcpy only).
  * `ticks` 0: now. */
-static void ring_write_at(pid_t tid, unsigned flags, uint32_t weight, uint64_t ticks, uint64_t step,
-			  const uint64_t *frames, uint32_t nf, const uint32_t *regions, uint32_t nr,
-			  const uint64_t *py, uint32_t npy)
+void ring_write_at(pid_t tid, unsigned flags, uint32_t weight, uint64_t ticks, uint64_t step,
+		   const uint64_t *frames, uint32_t nf, const uint32_t *regions, uint32_t nr,
+		   const uint64_t *py, uint32_t npy)
 {
 	uint32_t len = (uint32_t)((REC_HDR + 8 * nf + 8 * npy + 4 * nr + 7) & ~7u);
 	uint64_t pos;
@@ -458,12 +319,6 @@ static void ring_write_at(pid_t tid, unsigned flags, uint32_t weight, uint64_t t
 	atomic_fetch_add_explicit(&P.taken, 1, memory_order_relaxed);
 	if (flags & FMT_S_TRUNCATED)
 		atomic_fetch_add_explicit(&P.truncated, 1, memory_order_relaxed);
-}
-
-static void ring_write(pid_t tid, unsigned flags, uint32_t weight, const uint64_t *frames, uint32_t nf,
-		       const uint32_t *regions, uint32_t nr, const uint64_t *py, uint32_t npy)
-{
-	ring_write_at(tid, flags, weight, 0, col_step_index(), frames, nf, regions, nr, py, npy);
 }
 
 /* ---- the handler ---- */
@@ -531,27 +386,6 @@ static uint32_t region_stack(uint32_t *out)
 	return col_region_stack(out, COL_MAX_DEPTH);
 }
 
-/* The blocking system calls that the kernel restarts after a SA_RESTART handler. */
-static int restartable_nr(long nr)
-{
-	switch (nr) {
-	case SYS_futex:
-	case SYS_wait4:
-	case SYS_waitid:
-	case SYS_flock:
-	case SYS_openat:
-	case SYS_open:
-	case SYS_read:
-	case SYS_write:
-	case SYS_readv:
-	case SYS_writev:
-	case SYS_pread64:
-	case SYS_pwrite64:
-		return 1;
-	default:
-		return 0;
-	}
-}
 
 /*
  * Whether the interrupted thread stands at a system call the kernel is restarting after
@@ -746,7 +580,7 @@ static void tid_release(tid_ent *e)
 
 /* Move an fd out of the low numbers programs use (select() has FD_SETSIZE 1024), and keep
  * it from the program's closes (fdguard.c): closed with col_fd_close. */
-static int fd_high(int fd) { return col_fd_keep(fd); }
+int fd_high(int fd) { return col_fd_keep(fd); }
 
 static int open_task_file(pid_t tid, const char *what)
 {
@@ -757,8 +591,6 @@ static int open_task_file(pid_t tid, const char *what)
 
 /* Whether thread `tid` blocks our signal (fennec's own threads block every signal). A
  * signal sent to it would stay queued, using up the user's real-time signal queue. */
-static blk *blk_of(pid_t tid);
-
 static int blocks_signal(pid_t tid)
 {
 	/* A thread in a sleeping call blocks it for the call's time (sig_block()): that mask is
@@ -804,14 +636,6 @@ static void signals_begin(void)
 #endif
 }
 
-/* The sleeping-call block of thread `tid`, if it made one. Caller holds P.lock. */
-static blk *blk_of(pid_t tid)
-{
-	for (blk *b = atomic_load_explicit(&P.blk_all, memory_order_acquire); b; b = b->next)
-		if (atomic_load_explicit(&b->owner, memory_order_acquire) == tid)
-			return b;
-	return NULL;
-}
 
 /* Start sampling thread `tid` of this process. Caller holds P.lock. */
 static int blocked_last; /* the latest tid_add refused its thread for blocking our signal */
@@ -908,7 +732,7 @@ static void tid_add(pid_t tid)
  * so tid_add refuses them), at every flush: most of the writer's /proc reading. */
 #define REFUSED_NS 1000000000ull
 
-static void scan_tasks(void)
+void scan_tasks(void)
 {
 	DIR *d = opendir("/proc/self/task");
 	if (!d)
@@ -972,190 +796,9 @@ void col_sample_thread_end(void)
 	pthread_mutex_unlock(&P.lock);
 }
 
-/* ---- wall mode ---- */
-
-/*
- * System calls that a signal handler installed with SA_RESTART does not disturb: the
- * kernel restarts them (signal(7)). Sleeps, poll/select/epoll and timed waits are not
- * among them, so threads blocked there are not signalled: the sampler records them
- * with the stack it can see (the system call's address), marked truncated. (The list:
- * restartable_nr, with the sampling handler.)
- */
-static int restartable(long nr, long arg0)
-{
-	if (!restartable_nr(nr))
-		return 0;
-	if (nr == SYS_read || nr == SYS_write || nr == SYS_readv || nr == SYS_writev || nr == SYS_pread64 ||
-	    nr == SYS_pwrite64) {
-		/* Sockets with SO_RCVTIMEO/SO_SNDTIMEO fail with EINTR instead. */
-		struct stat st;
-		return arg0 >= 0 && fstat((int)arg0, &st) == 0 && !S_ISSOCK(st.st_mode);
-	}
-	return 1;
-}
-
-static int task_state(tid_ent *e, char *state, long *nr, long *arg0, uint64_t *pc)
-{
-	char buf[512];
-	ssize_t n = pread(e->stat_fd, buf, sizeof buf - 1, 0);
-	if (n <= 0)
-		return -1;
-	buf[n] = 0;
-	char *p = strrchr(buf, ')');
-	if (!p || p[1] != ' ')
-		return -1;
-	*state = p[2];
-	*nr = -1;
-	*arg0 = -1;
-	*pc = 0;
-	if (*state != 'R' && e->sys_fd >= 0) {
-		n = pread(e->sys_fd, buf, sizeof buf - 1, 0);
-		if (n > 0) {
-			buf[n] = 0;
-			unsigned long long a[8] = {0};
-			long sn = -1;
-			int k = sscanf(buf, "%ld %llx %llx %llx %llx %llx %llx %llx %llx", &sn, &a[0], &a[1], &a[2], &a[3],
-				       &a[4], &a[5], &a[6], &a[7]);
-			*nr = sn;
-			if (k >= 2)
-				*arg0 = (long)a[0];
-			if (k == 9)
-				*pc = a[7];
-		}
-	}
-	return 0;
-}
-
-/* Record thread e's stack saved at the entry of the sleeping call it is in, if any. */
-static int blk_sample(tid_ent *e)
-{
-	uint32_t gen = atomic_load_explicit(&P.blk_gen, memory_order_acquire);
-	if (!e->blk && e->blk_gen != gen) { /* it took a block since it was last looked for */
-		e->blk_gen = gen;
-		e->blk = blk_of(e->tid);
-	}
-	blk *b = e->blk;
-	if (!b)
-		return 0;
-	uint32_t s1 = atomic_load_explicit(&b->seq, memory_order_acquire);
-	if (!(s1 & 1))
-		return 0;
-	uint64_t f[BLK_FRAMES], py[BLK_PY];
-	uint32_t r[BLK_REGIONS];
-	/* Acquire loads keep the check of seq below after them (a plain load on x86-64), as an
-	 * acquire fence before it would; TSan understands these and not a fence. */
-	uint32_t nf = __atomic_load_n(&b->nf, __ATOMIC_ACQUIRE), nr = __atomic_load_n(&b->nr, __ATOMIC_ACQUIRE);
-	uint32_t npy = __atomic_load_n(&b->npy, __ATOMIC_ACQUIRE), pyflags = __atomic_load_n(&b->pyflags, __ATOMIC_ACQUIRE);
-	if (nf > BLK_FRAMES || nr > BLK_REGIONS || npy > BLK_PY)
-		return 0;
-	for (uint32_t i = 0; i < nf; i++)
-		f[i] = __atomic_load_n(&b->frames[i], __ATOMIC_ACQUIRE);
-	for (uint32_t i = 0; i < nr; i++)
-		r[i] = __atomic_load_n(&b->regions[i], __ATOMIC_ACQUIRE);
-	for (uint32_t i = 0; i < npy; i++)
-		py[i] = __atomic_load_n(&b->py[i], __ATOMIC_ACQUIRE);
-	if (atomic_load_explicit(&b->seq, memory_order_relaxed) != s1)
-		return 0; /* it returned meanwhile */
-	ring_write(e->tid, FMT_S_OFFCPU | FMT_S_EXACT_PC | (nf == BLK_FRAMES ? FMT_S_TRUNCATED : 0) | pyflags,
-		   atomic_load_explicit(&P.stride, memory_order_relaxed), f, nf,
-		   r, nr, py, npy);
-	return 1;
-}
-
-static __thread int in_sampler; /* fennec's sampler thread: its own sleeps are not recorded */
-
-static void *wall_main(void *arg)
-{
-	in_sampler = 1;
-	prctl(PR_SET_NAME, "fennec-sampler");
-	col_mem_internal(1);
-	P.wall_tid = (pid_t)syscall(SYS_gettid);
-	pid_t pid = getpid();
-	uint64_t next = cm_mono_ns(), rnd = next | 1;
-	while (!atomic_load_explicit(&P.wall_stop, memory_order_acquire)) {
-		uint32_t k = atomic_load_explicit(&P.stride, memory_order_relaxed);
-		uint64_t per = P.period_ns * k;
-		if (k > 1) {
-			/* The budget's longer periods (10-100 ms) lock step with a program's periodic
-			 * sleeps: 99.8 ms against offcpu's 100 ms cycles put 23 % of the samples where
-			 * it computes 40 % of the time. Intervals drawn from [per/2, 3 per/2) keep the
-			 * mean, so each sample still weighs k, and sample every phase alike. */
-			rnd ^= rnd << 13, rnd ^= rnd >> 7, rnd ^= rnd << 17;
-			next += per / 2 + rnd % per;
-		} else {
-			next += per;
-		}
-		uint64_t now = cm_mono_ns();
-		if (next > now) {
-			struct timespec ts = {(time_t)(next / 1000000000u), (long)(next % 1000000000u)};
-			while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL) == EINTR)
-				;
-		} else if (now - next >= per) {
-			/* A period or more behind (a slow scan of the tasks, a stopped or overloaded
-			 * machine): the missed periods go unsampled. Catching up would take them
-			 * back to back, in microseconds, and give them all to what each thread is
-			 * doing now: ASan's slow first scan put 20 ms of start-up into wait_batch. */
-			next = now;
-		}
-		pthread_mutex_lock(&P.lock);
-		if (now - P.last_scan_ns > 100000000u) {
-			scan_tasks();
-			P.last_scan_ns = now;
-		}
-		for (uint32_t i = 0; i < P.ntids; i++) {
-			tid_ent *e = &P.tids[i];
-			char st;
-			long nr, a0;
-			uint64_t pc;
-			if (task_state(e, &st, &nr, &a0, &pc) < 0)
-				continue;
-			int off = st != 'R';
-			if (!off || restartable(nr, a0)) {
-				siginfo_t si;
-				memset(&si, 0, sizeof si);
-				si.si_signo = P.sig;
-				si.si_code = SI_QUEUE;
-				si.si_pid = pid;
-				si.si_uid = getuid();
-				si.si_value.sival_ptr = (void *)(uintptr_t)(SIG_MAGIC | (unsigned)off);
-				if (syscall(SYS_rt_tgsigqueueinfo, pid, e->tid, P.sig, &si) == 0)
-					continue;
-			}
-			if (off && !blk_sample(e)) {
-				uint64_t f[1] = {pc};
-				ring_write(e->tid, FMT_S_OFFCPU | FMT_S_EXACT_PC | FMT_S_TRUNCATED, 1, f, pc ? 1 : 0, NULL, 0, NULL, 0);
-			}
-		}
-		pthread_mutex_unlock(&P.lock);
-	}
-	return arg;
-}
-
 /* ---- start and stop ---- */
 
 static void release_blocking(void);
-
-/*
- * The module table (P.mods, P.modules) is the writer's, and also a closing thread's: a
- * library loaded and closed between two flushes would otherwise never be written, and the
- * heap stacks and samples taken in it could not be named. Lock order: the session's flush
- * lock, mod_lock, the loader's lock (dl_iterate_phdr).
- */
-static pthread_mutex_t mod_lock = PTHREAD_MUTEX_INITIALIZER;
-
-/* A fork waits for a drain in progress (a dlclose's, say): the drain holds the loader's
- * lock, which the child would inherit taken. Registered before the session's handlers, so
- * this prepare runs after the session's (flush lock first, as the writer takes them). */
-static void unwind_lock_take(void)
-{
-	pthread_mutex_lock(&P.unwind_lock);
-	pthread_mutex_lock(&mod_lock);
-}
-static void unwind_lock_drop(void)
-{
-	pthread_mutex_unlock(&mod_lock);
-	pthread_mutex_unlock(&P.unwind_lock);
-}
 
 void col_sample_start(void)
 {
@@ -1329,7 +972,594 @@ void col_sample_atfork_child(void)
 	P.nnamed = 0; /* the module table starts over with the child's file (col_modules_reset) */
 }
 
+/* ---- threads created by the program ---- */
+
+typedef struct tramp {
+	void *(*fn)(void *);
+	void *arg;
+} tramp;
+
+static void tramp_cleanup(void *unused)
+{
+	col_sample_thread_end();
+}
+
+static void *tramp_main(void *p)
+{
+	tramp t = *(tramp *)p;
+	int was = col_mem_internal(1); /* fennec's own: the trampoline, the thread's perf ring */
+	free(p);
+	note_stack();
+	col_sample_thread_begin();
+	col_mem_internal(was);
+	void *ret;
+	pthread_cleanup_push(tramp_cleanup, NULL);
+	ret = t.fn(t.arg);
+	pthread_cleanup_pop(1);
+	return ret;
+}
+
+typedef int (*pthread_create_fn)(pthread_t *, const pthread_attr_t *, void *(*)(void *), void *);
+
+static pthread_create_fn real_create(void)
+{
+	static _Atomic(pthread_create_fn) real;
+	pthread_create_fn f = atomic_load_explicit(&real, memory_order_acquire);
+	if (!f) {
+		f = (pthread_create_fn)dlsym(RTLD_NEXT, "pthread_create");
+		atomic_store_explicit(&real, f, memory_order_release);
+	}
+	return f;
+}
+
+static __thread int creating_own; /* col_pthread_create_real() runs on this thread */
+
+/*
+ * fennec's own threads (writer, sampler) are never sampled: they block every signal and
+ * are created here, not as the program's are (the wrapper below passes them on as they
+ * come). A sanitizer's runtime must see them start: where the program links libfennec
+ * (an API session) the runtime comes before it in the search order, so the next
+ * pthread_create after libfennec is libc's, and under TSan the writer's first
+ * instrumented function crashed (__tsan_func_entry <- writer_main). The runtime's
+ * interceptor is then called by name; it calls the wrapper below, which passes it on.
+ */
+int col_pthread_create_real(pthread_t *th, void *(*fn)(void *), void *arg)
+{
+	static _Atomic(pthread_create_fn) san;
+	static _Atomic int looked;
+	if (!atomic_load_explicit(&looked, memory_order_acquire)) {
+		pthread_create_fn f = (pthread_create_fn)dlsym(RTLD_DEFAULT, "__interceptor_pthread_create");
+		atomic_store_explicit(&san, f, memory_order_relaxed);
+		atomic_store_explicit(&looked, 1, memory_order_release);
+	}
+	pthread_create_fn real = atomic_load_explicit(&san, memory_order_relaxed);
+	if (!real)
+		real = real_create();
+	if (!real)
+		return EAGAIN;
+	creating_own = 1;
+	int rc = real(th, NULL, fn, arg);
+	creating_own = 0;
+	return rc;
+}
+
+/* New threads start sampling at once instead of at the writer's next scan. */
+FENNEC_API int pthread_create(pthread_t *th, const pthread_attr_t *attr, void *(*fn)(void *), void *arg)
+{
+	pthread_create_fn real = real_create();
+	if (!real)
+		return EAGAIN;
+	if (creating_own) /* fennec's own, through a sanitizer's interceptor */
+		return real(th, attr, fn, arg);
+	col_writer_needed(); /* a lazy session's writer starts before the program's first thread */
+	if (P.mode == FMT_SAMPLE_OFF || !atomic_load_explicit(&P.active, memory_order_relaxed))
+		return real(th, attr, fn, arg);
+	int was = col_mem_internal(1); /* fennec's block, not the program's */
+	tramp *t = malloc(sizeof *t);
+	col_mem_internal(was);
+	if (!t)
+		return real(th, attr, fn, arg);
+	t->fn = fn;
+	t->arg = arg;
+	int rc = real(th, attr, tramp_main, t);
+	if (rc) {
+		was = col_mem_internal(1);
+		free(t);
+		col_mem_internal(was);
+	}
+	return rc;
+}
+
+/* ---- wall mode ---- */
+
+/*
+ * System calls that a signal handler installed with SA_RESTART does not disturb: the
+ * kernel restarts them (signal(7)). Sleeps, poll/select/epoll and timed waits are not
+ * among them, so threads blocked there are not signalled: the sampler records them
+ * with the stack it can see (the system call's address), marked truncated. (The list:
+ * restartable_nr in sample.h, which the sampling handler uses too.)
+ */
+static int restartable(long nr, long arg0)
+{
+	if (!restartable_nr(nr))
+		return 0;
+	if (nr == SYS_read || nr == SYS_write || nr == SYS_readv || nr == SYS_writev || nr == SYS_pread64 ||
+	    nr == SYS_pwrite64) {
+		/* Sockets with SO_RCVTIMEO/SO_SNDTIMEO fail with EINTR instead. */
+		struct stat st;
+		return arg0 >= 0 && fstat((int)arg0, &st) == 0 && !S_ISSOCK(st.st_mode);
+	}
+	return 1;
+}
+
+static int task_state(tid_ent *e, char *state, long *nr, long *arg0, uint64_t *pc)
+{
+	char buf[512];
+	ssize_t n = pread(e->stat_fd, buf, sizeof buf - 1, 0);
+	if (n <= 0)
+		return -1;
+	buf[n] = 0;
+	char *p = strrchr(buf, ')');
+	if (!p || p[1] != ' ')
+		return -1;
+	*state = p[2];
+	*nr = -1;
+	*arg0 = -1;
+	*pc = 0;
+	if (*state != 'R' && e->sys_fd >= 0) {
+		n = pread(e->sys_fd, buf, sizeof buf - 1, 0);
+		if (n > 0) {
+			buf[n] = 0;
+			unsigned long long a[8] = {0};
+			long sn = -1;
+			int k = sscanf(buf, "%ld %llx %llx %llx %llx %llx %llx %llx %llx", &sn, &a[0], &a[1], &a[2], &a[3],
+				       &a[4], &a[5], &a[6], &a[7]);
+			*nr = sn;
+			if (k >= 2)
+				*arg0 = (long)a[0];
+			if (k == 9)
+				*pc = a[7];
+		}
+	}
+	return 0;
+}
+
+/* Record thread e's stack saved at the entry of the sleeping call it is in, if any. */
+static int blk_sample(tid_ent *e)
+{
+	uint32_t gen = atomic_load_explicit(&P.blk_gen, memory_order_acquire);
+	if (!e->blk && e->blk_gen != gen) { /* it took a block since it was last looked for */
+		e->blk_gen = gen;
+		e->blk = blk_of(e->tid);
+	}
+	blk *b = e->blk;
+	if (!b)
+		return 0;
+	uint32_t s1 = atomic_load_explicit(&b->seq, memory_order_acquire);
+	if (!(s1 & 1))
+		return 0;
+	uint64_t f[BLK_FRAMES], py[BLK_PY];
+	uint32_t r[BLK_REGIONS];
+	/* Acquire loads keep the check of seq below after them (a plain load on x86-64), as an
+	 * acquire fence before it would; TSan understands these and not a fence. */
+	uint32_t nf = __atomic_load_n(&b->nf, __ATOMIC_ACQUIRE), nr = __atomic_load_n(&b->nr, __ATOMIC_ACQUIRE);
+	uint32_t npy = __atomic_load_n(&b->npy, __ATOMIC_ACQUIRE), pyflags = __atomic_load_n(&b->pyflags, __ATOMIC_ACQUIRE);
+	if (nf > BLK_FRAMES || nr > BLK_REGIONS || npy > BLK_PY)
+		return 0;
+	for (uint32_t i = 0; i < nf; i++)
+		f[i] = __atomic_load_n(&b->frames[i], __ATOMIC_ACQUIRE);
+	for (uint32_t i = 0; i < nr; i++)
+		r[i] = __atomic_load_n(&b->regions[i], __ATOMIC_ACQUIRE);
+	for (uint32_t i = 0; i < npy; i++)
+		py[i] = __atomic_load_n(&b->py[i], __ATOMIC_ACQUIRE);
+	if (atomic_load_explicit(&b->seq, memory_order_relaxed) != s1)
+		return 0; /* it returned meanwhile */
+	ring_write(e->tid, FMT_S_OFFCPU | FMT_S_EXACT_PC | (nf == BLK_FRAMES ? FMT_S_TRUNCATED : 0) | pyflags,
+		   atomic_load_explicit(&P.stride, memory_order_relaxed), f, nf,
+		   r, nr, py, npy);
+	return 1;
+}
+
+static __thread int in_sampler; /* fennec's sampler thread: its own sleeps are not recorded */
+
+void *wall_main(void *arg)
+{
+	in_sampler = 1;
+	prctl(PR_SET_NAME, "fennec-sampler");
+	col_mem_internal(1);
+	P.wall_tid = (pid_t)syscall(SYS_gettid);
+	pid_t pid = getpid();
+	uint64_t next = cm_mono_ns(), rnd = next | 1;
+	while (!atomic_load_explicit(&P.wall_stop, memory_order_acquire)) {
+		uint32_t k = atomic_load_explicit(&P.stride, memory_order_relaxed);
+		uint64_t per = P.period_ns * k;
+		if (k > 1) {
+			/* The budget's longer periods (10-100 ms) lock step with a program's periodic
+			 * sleeps: 99.8 ms against offcpu's 100 ms cycles put 23 % of the samples where
+			 * it computes 40 % of the time. Intervals drawn from [per/2, 3 per/2) keep the
+			 * mean, so each sample still weighs k, and sample every phase alike. */
+			rnd ^= rnd << 13, rnd ^= rnd >> 7, rnd ^= rnd << 17;
+			next += per / 2 + rnd % per;
+		} else {
+			next += per;
+		}
+		uint64_t now = cm_mono_ns();
+		if (next > now) {
+			struct timespec ts = {(time_t)(next / 1000000000u), (long)(next % 1000000000u)};
+			while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL) == EINTR)
+				;
+		} else if (now - next >= per) {
+			/* A period or more behind (a slow scan of the tasks, a stopped or overloaded
+			 * machine): the missed periods go unsampled. Catching up would take them
+			 * back to back, in microseconds, and give them all to what each thread is
+			 * doing now: ASan's slow first scan put 20 ms of start-up into wait_batch. */
+			next = now;
+		}
+		pthread_mutex_lock(&P.lock);
+		if (now - P.last_scan_ns > 100000000u) {
+			scan_tasks();
+			P.last_scan_ns = now;
+		}
+		for (uint32_t i = 0; i < P.ntids; i++) {
+			tid_ent *e = &P.tids[i];
+			char st;
+			long nr, a0;
+			uint64_t pc;
+			if (task_state(e, &st, &nr, &a0, &pc) < 0)
+				continue;
+			int off = st != 'R';
+			if (!off || restartable(nr, a0)) {
+				siginfo_t si;
+				memset(&si, 0, sizeof si);
+				si.si_signo = P.sig;
+				si.si_code = SI_QUEUE;
+				si.si_pid = pid;
+				si.si_uid = getuid();
+				si.si_value.sival_ptr = (void *)(uintptr_t)(SIG_MAGIC | (unsigned)off);
+				if (syscall(SYS_rt_tgsigqueueinfo, pid, e->tid, P.sig, &si) == 0)
+					continue;
+			}
+			if (off && !blk_sample(e)) {
+				uint64_t f[1] = {pc};
+				ring_write(e->tid, FMT_S_OFFCPU | FMT_S_EXACT_PC | FMT_S_TRUNCATED, 1, f, pc ? 1 : 0, NULL, 0, NULL, 0);
+			}
+		}
+		pthread_mutex_unlock(&P.lock);
+	}
+	return arg;
+}
+
+/* ---- sleeping calls (wall mode) ---- */
+
+static pthread_key_t blk_key;
+static pthread_once_t blk_once = PTHREAD_ONCE_INIT;
+static int blk_key_ok;
+
+/* The key's destructor: thread `p`'s block is free for another thread. A later destructor
+ * that sleeps takes a block again, and the key's value brings this destructor back. */
+static void blk_gone(void *p)
+{
+	blk *b = p;
+	blk_tls = NULL;
+	pthread_mutex_lock(&P.lock);
+	for (uint32_t i = 0; i < P.ntids; i++)
+		if (P.tids[i].blk == b)
+			P.tids[i].blk = NULL;
+	atomic_store_explicit(&b->owner, 0, memory_order_release);
+	pthread_mutex_unlock(&P.lock);
+}
+
+static void blk_key_make(void)
+{
+	blk_key_ok = pthread_key_create(&blk_key, blk_gone) == 0;
+}
+
+/* A block for this thread: a free block, else a new one. NULL when out of memory or keys.
+ * Its tid entry finds it (blk_of) when it is added, or at its next off-CPU sample. */
+static blk *blk_take(void)
+{
+	pthread_once(&blk_once, blk_key_make);
+	if (!blk_key_ok)
+		return NULL; /* no destructor: every thread would keep a block for good */
+	pid_t tid = (pid_t)syscall(SYS_gettid);
+	blk *b = atomic_load_explicit(&P.blk_all, memory_order_acquire);
+	for (; b; b = b->next) {
+		pid_t none = 0;
+		if (atomic_compare_exchange_strong(&b->owner, &none, tid))
+			break;
+	}
+	int was = col_mem_internal(1); /* fennec's own blocks, not the program's */
+	if (!b && (b = calloc(1, sizeof *b))) {
+		atomic_store_explicit(&b->owner, tid, memory_order_relaxed);
+		b->next = atomic_load_explicit(&P.blk_all, memory_order_relaxed);
+		while (!atomic_compare_exchange_weak_explicit(&P.blk_all, &b->next, b, memory_order_release,
+							      memory_order_relaxed))
+			;
+	}
+	if (b) {
+		blk_tls = b;
+		pthread_setspecific(blk_key, b);
+		atomic_fetch_add_explicit(&P.blk_gen, 1, memory_order_release);
+	}
+	col_mem_internal(was);
+	return b;
+}
+
+/* Save the caller's stack before a call the sampler must not interrupt. Returns the block
+ * to close with blk_leave(), or NULL when nothing was saved. `fn` is the real function:
+ * it becomes the innermost frame. */
+static __attribute__((noinline)) blk *blk_enter(void *fn)
+{
+	if (P.mode != FMT_SAMPLE_WALL || in_sampler || !atomic_load_explicit(&P.active, memory_order_relaxed))
+		return NULL;
+	blk *b = blk_tls;
+	if (!b && !(b = blk_take()))
+		return NULL;
+	uint64_t f[BLK_FRAMES + 2];
+#if COL_SANITIZE_THREAD
+	int n = 0; /* as in the handler: under TSan libunwind crashes at thread exit */
+#else
+	int n = unw_backtrace((void **)f, BLK_FRAMES + 1); /* [blk_enter, the wrapper, caller...] */
+#endif
+	/* Relaxed atomic stores: the sampler thread reads these under the sequence lock. */
+	uint32_t nf = 0, r[BLK_REGIONS];
+	__atomic_store_n(&b->frames[nf++], (uintptr_t)fn, __ATOMIC_RELAXED);
+	for (int i = 2; i < n && nf < BLK_FRAMES; i++)
+		__atomic_store_n(&b->frames[nf++], f[i], __ATOMIC_RELAXED);
+	uint32_t nr = col_region_stack(r, BLK_REGIONS);
+	for (uint32_t i = 0; i < nr; i++)
+		__atomic_store_n(&b->regions[i], r[i], __ATOMIC_RELAXED);
+	uint64_t py[BLK_PY];
+	unsigned pyflags = 0;
+	uint32_t npy = col_py_walk_here(py, BLK_PY, &pyflags);
+	for (uint32_t i = 0; i < npy; i++)
+		__atomic_store_n(&b->py[i], py[i], __ATOMIC_RELAXED);
+	__atomic_store_n(&b->nf, nf, __ATOMIC_RELAXED);
+	__atomic_store_n(&b->nr, nr, __ATOMIC_RELAXED);
+	__atomic_store_n(&b->npy, npy, __ATOMIC_RELAXED);
+	__atomic_store_n(&b->pyflags, pyflags, __ATOMIC_RELAXED);
+	atomic_store_explicit(&b->seq, atomic_load_explicit(&b->seq, memory_order_relaxed) + 1, memory_order_release);
+	return b;
+}
+
+static inline void blk_leave(blk *b)
+{
+	if (b)
+		atomic_store_explicit(&b->seq, atomic_load_explicit(&b->seq, memory_order_relaxed) + 1, memory_order_release);
+}
+
+/* The next definition of `name`, looked up once (atomically: threads may race to it). */
+#define NEXT_SYM(var, name) \
+	static _Atomic(__typeof__(name) *) var##_; \
+	__typeof__(name) *var = atomic_load_explicit(&var##_, memory_order_relaxed); \
+	if (!var) { \
+		var = (__typeof__(name) *)dlsym(RTLD_NEXT, #name); \
+		atomic_store_explicit(&var##_, var, memory_order_relaxed); \
+	}
+
+#define REAL(name) \
+	NEXT_SYM(real_##name, name) \
+	if (!real_##name) { \
+		errno = ENOSYS; \
+		return -1; \
+	}
+
+/*
+ * These calls are never restarted after a signal handler ran (signal(7)): a sample taken
+ * while the thread is on its way into one (a CPU-time overflow in the system call's entry,
+ * a wall-mode signal sent while it still ran) would make it fail with EINTR. So the
+ * sampling signal is blocked for the duration of the call; a sample that comes meanwhile
+ * is delivered when it returns. The program's own signals interrupt it as before. The
+ * thread's block says so meanwhile (mask_seq odd, with the call's function and its
+ * caller), so that such a sample is put in the call and the mask is not taken for the
+ * program's. Returns the block to close with sig_unblock() (*bp NULL when it has none),
+ * 0 when nothing was masked.
+ */
+static int sig_block(sigset_t *old, blk **bp, void *fn, void *ret)
+{
+	*bp = NULL;
+	if (P.mode == FMT_SAMPLE_OFF || !P.handler_installed || !atomic_load_explicit(&P.signalling, memory_order_relaxed))
+		return 0;
+	blk *b = blk_tls;
+	if (!b)
+		b = blk_take();
+	if (b) {
+		b->fn = fn;
+		b->ret = ret;
+		atomic_store_explicit(&b->mask_seq, atomic_load_explicit(&b->mask_seq, memory_order_relaxed) + 1,
+				      memory_order_release);
+	}
+	sigset_t s;
+	sigemptyset(&s);
+	sigaddset(&s, P.sig);
+	if (pthread_sigmask(SIG_BLOCK, &s, old)) {
+		if (b)
+			atomic_store_explicit(&b->mask_seq, atomic_load_explicit(&b->mask_seq, memory_order_relaxed) + 1,
+					      memory_order_release);
+		return 0;
+	}
+	*bp = b;
+	return 1;
+}
+
+static void sig_unblock(const sigset_t *old, blk *b)
+{
+	pthread_sigmask(SIG_SETMASK, old, NULL); /* a sample due meanwhile is taken here */
+	if (b)
+		atomic_store_explicit(&b->mask_seq, atomic_load_explicit(&b->mask_seq, memory_order_relaxed) + 1,
+				      memory_order_release);
+}
+
+/* For calls that install a signal mask themselves: that mask, plus the sampling signal. */
+static const sigset_t *with_sig(const sigset_t *mask, sigset_t *copy)
+{
+	if (!mask || P.mode == FMT_SAMPLE_OFF || !P.handler_installed ||
+	    !atomic_load_explicit(&P.signalling, memory_order_relaxed))
+		return mask;
+	*copy = *mask;
+	sigaddset(copy, P.sig);
+	return copy;
+}
+
+#define BLOCKING(call, fn, may_sleep) \
+	do { \
+		int saved_errno, sleeps_ = (may_sleep); \
+		sigset_t old_; \
+		blk *m_; \
+		int masked_ = sleeps_ && sig_block(&old_, &m_, (void *)(fn), __builtin_return_address(0)); \
+		blk *b_ = sleeps_ ? blk_enter((void *)(fn)) : NULL; \
+		__typeof__(call) r_ = (call); \
+		saved_errno = errno; \
+		blk_leave(b_); \
+		if (masked_) \
+			sig_unblock(&old_, m_); \
+		errno = saved_errno; \
+		return r_; \
+	} while (0)
+
+FENNEC_API int nanosleep(const struct timespec *req, struct timespec *rem)
+{
+	REAL(nanosleep);
+	BLOCKING(real_nanosleep(req, rem), real_nanosleep, 1);
+}
+
+FENNEC_API int clock_nanosleep(clockid_t clk, int flags, const struct timespec *req, struct timespec *rem)
+{
+	NEXT_SYM(real, clock_nanosleep)
+	if (!real)
+		return ENOSYS; /* returns the error, not -1 */
+	BLOCKING(real(clk, flags, req, rem), real, 1);
+}
+
+FENNEC_API int usleep(useconds_t us)
+{
+	REAL(usleep);
+	BLOCKING(real_usleep(us), real_usleep, us > 0);
+}
+
+FENNEC_API unsigned int sleep(unsigned int sec)
+{
+	NEXT_SYM(real, sleep)
+	if (!real)
+		return sec;
+	BLOCKING(real(sec), real, sec > 0);
+}
+
+FENNEC_API int poll(struct pollfd *fds, nfds_t n, int timeout)
+{
+	REAL(poll);
+	BLOCKING(real_poll(fds, n, timeout), real_poll, timeout != 0);
+}
+
+FENNEC_API int ppoll(struct pollfd *fds, nfds_t n, const struct timespec *ts, const sigset_t *mask)
+{
+	REAL(ppoll);
+	sigset_t copy;
+	const sigset_t *m = with_sig(mask, &copy);
+	BLOCKING(real_ppoll(fds, n, ts, m), real_ppoll, !ts || ts->tv_sec || ts->tv_nsec);
+}
+
+FENNEC_API int select(int n, fd_set *r, fd_set *w, fd_set *x, struct timeval *tv)
+{
+	REAL(select);
+	BLOCKING(real_select(n, r, w, x, tv), real_select, !tv || tv->tv_sec || tv->tv_usec);
+}
+
+FENNEC_API int pselect(int n, fd_set *r, fd_set *w, fd_set *x, const struct timespec *ts, const sigset_t *mask)
+{
+	REAL(pselect);
+	sigset_t copy;
+	const sigset_t *m = with_sig(mask, &copy);
+	BLOCKING(real_pselect(n, r, w, x, ts, m), real_pselect, !ts || ts->tv_sec || ts->tv_nsec);
+}
+
+FENNEC_API int epoll_wait(int fd, struct epoll_event *ev, int n, int timeout)
+{
+	REAL(epoll_wait);
+	BLOCKING(real_epoll_wait(fd, ev, n, timeout), real_epoll_wait, timeout != 0);
+}
+
+FENNEC_API int epoll_pwait(int fd, struct epoll_event *ev, int n, int timeout, const sigset_t *mask)
+{
+	REAL(epoll_pwait);
+	sigset_t copy;
+	const sigset_t *m = with_sig(mask, &copy);
+	BLOCKING(real_epoll_pwait(fd, ev, n, timeout, m), real_epoll_pwait, timeout != 0);
+}
+
+FENNEC_API int sigsuspend(const sigset_t *mask)
+{
+	REAL(sigsuspend);
+	sigset_t copy;
+	const sigset_t *m = with_sig(mask, &copy);
+	BLOCKING(real_sigsuspend(m), real_sigsuspend, 1);
+}
+
+FENNEC_API int pause(void)
+{
+	REAL(pause);
+	BLOCKING(real_pause(), real_pause, 1);
+}
+
+FENNEC_API int sigtimedwait(const sigset_t *set, siginfo_t *info, const struct timespec *ts)
+{
+	REAL(sigtimedwait);
+	BLOCKING(real_sigtimedwait(set, info, ts), real_sigtimedwait, !ts || ts->tv_sec || ts->tv_nsec);
+}
+
+FENNEC_API int sigwaitinfo(const sigset_t *set, siginfo_t *info)
+{
+	REAL(sigwaitinfo);
+	BLOCKING(real_sigwaitinfo(set, info), real_sigwaitinfo, 1);
+}
+
+FENNEC_API int semop(int id, struct sembuf *ops, size_t n)
+{
+	REAL(semop);
+	BLOCKING(real_semop(id, ops, n), real_semop, 1);
+}
+
+FENNEC_API int semtimedop(int id, struct sembuf *ops, size_t n, const struct timespec *ts)
+{
+	REAL(semtimedop);
+	BLOCKING(real_semtimedop(id, ops, n, ts), real_semtimedop, 1);
+}
+
+FENNEC_API ssize_t msgrcv(int id, void *msg, size_t size, long type, int flags)
+{
+	REAL(msgrcv);
+	BLOCKING(real_msgrcv(id, msg, size, type, flags), real_msgrcv, !(flags & IPC_NOWAIT));
+}
+
+FENNEC_API int msgsnd(int id, const void *msg, size_t size, int flags)
+{
+	REAL(msgsnd);
+	BLOCKING(real_msgsnd(id, msg, size, flags), real_msgsnd, !(flags & IPC_NOWAIT));
+}
+
 /* ---- the writer's side ---- */
+
+/*
+ * The module table (P.mods, P.modules) is the writer's, and also a closing thread's: a
+ * library loaded and closed between two flushes would otherwise never be written, and the
+ * heap stacks and samples taken in it could not be named. Lock order: the session's flush
+ * lock, mod_lock, the loader's lock (dl_iterate_phdr).
+ */
+static pthread_mutex_t mod_lock = PTHREAD_MUTEX_INITIALIZER;
+
+/* A fork waits for a drain in progress (a dlclose's, say): the drain holds the loader's
+ * lock, which the child would inherit taken. Registered before the session's handlers, so
+ * this prepare runs after the session's (flush lock first, as the writer takes them). */
+void unwind_lock_take(void)
+{
+	pthread_mutex_lock(&P.unwind_lock);
+	pthread_mutex_lock(&mod_lock);
+}
+void unwind_lock_drop(void)
+{
+	pthread_mutex_unlock(&mod_lock);
+	pthread_mutex_unlock(&P.unwind_lock);
+}
 
 typedef struct mod_scan {
 	cm_buf *out;
@@ -1823,412 +2053,6 @@ void col_sample_drain(void (*emit)(unsigned type, cm_buf *raw), void (*before)(v
 	    P.last_dropped != atomic_load(&P.dropped) || P.last_truncated != atomic_load(&P.truncated))
 		emit_samples(emit, before, &body);
 	cm_buf_free(&body);
-}
-
-/* ---- sleeping calls (wall mode) ---- */
-
-static pthread_key_t blk_key;
-static pthread_once_t blk_once = PTHREAD_ONCE_INIT;
-static int blk_key_ok;
-
-/* The key's destructor: thread `p`'s block is free for another thread. A later destructor
- * that sleeps takes a block again, and the key's value brings this destructor back. */
-static void blk_gone(void *p)
-{
-	blk *b = p;
-	blk_tls = NULL;
-	pthread_mutex_lock(&P.lock);
-	for (uint32_t i = 0; i < P.ntids; i++)
-		if (P.tids[i].blk == b)
-			P.tids[i].blk = NULL;
-	atomic_store_explicit(&b->owner, 0, memory_order_release);
-	pthread_mutex_unlock(&P.lock);
-}
-
-static void blk_key_make(void)
-{
-	blk_key_ok = pthread_key_create(&blk_key, blk_gone) == 0;
-}
-
-/* A block for this thread: a free block, else a new one. NULL when out of memory or keys.
- * Its tid entry finds it (blk_of) when it is added, or at its next off-CPU sample. */
-static blk *blk_take(void)
-{
-	pthread_once(&blk_once, blk_key_make);
-	if (!blk_key_ok)
-		return NULL; /* no destructor: every thread would keep a block for good */
-	pid_t tid = (pid_t)syscall(SYS_gettid);
-	blk *b = atomic_load_explicit(&P.blk_all, memory_order_acquire);
-	for (; b; b = b->next) {
-		pid_t none = 0;
-		if (atomic_compare_exchange_strong(&b->owner, &none, tid))
-			break;
-	}
-	int was = col_mem_internal(1); /* fennec's own blocks, not the program's */
-	if (!b && (b = calloc(1, sizeof *b))) {
-		atomic_store_explicit(&b->owner, tid, memory_order_relaxed);
-		b->next = atomic_load_explicit(&P.blk_all, memory_order_relaxed);
-		while (!atomic_compare_exchange_weak_explicit(&P.blk_all, &b->next, b, memory_order_release,
-							      memory_order_relaxed))
-			;
-	}
-	if (b) {
-		blk_tls = b;
-		pthread_setspecific(blk_key, b);
-		atomic_fetch_add_explicit(&P.blk_gen, 1, memory_order_release);
-	}
-	col_mem_internal(was);
-	return b;
-}
-
-/* Save the caller's stack before a call the sampler must not interrupt. Returns the block
- * to close with blk_leave(), or NULL when nothing was saved. `fn` is the real function:
- * it becomes the innermost frame. */
-static __attribute__((noinline)) blk *blk_enter(void *fn)
-{
-	if (P.mode != FMT_SAMPLE_WALL || in_sampler || !atomic_load_explicit(&P.active, memory_order_relaxed))
-		return NULL;
-	blk *b = blk_tls;
-	if (!b && !(b = blk_take()))
-		return NULL;
-	uint64_t f[BLK_FRAMES + 2];
-#if COL_SANITIZE_THREAD
-	int n = 0; /* as in the handler: under TSan libunwind crashes at thread exit */
-#else
-	int n = unw_backtrace((void **)f, BLK_FRAMES + 1); /* [blk_enter, the wrapper, caller...] */
-#endif
-	/* Relaxed atomic stores: the sampler thread reads these under the sequence lock. */
-	uint32_t nf = 0, r[BLK_REGIONS];
-	__atomic_store_n(&b->frames[nf++], (uintptr_t)fn, __ATOMIC_RELAXED);
-	for (int i = 2; i < n && nf < BLK_FRAMES; i++)
-		__atomic_store_n(&b->frames[nf++], f[i], __ATOMIC_RELAXED);
-	uint32_t nr = col_region_stack(r, BLK_REGIONS);
-	for (uint32_t i = 0; i < nr; i++)
-		__atomic_store_n(&b->regions[i], r[i], __ATOMIC_RELAXED);
-	uint64_t py[BLK_PY];
-	unsigned pyflags = 0;
-	uint32_t npy = col_py_walk_here(py, BLK_PY, &pyflags);
-	for (uint32_t i = 0; i < npy; i++)
-		__atomic_store_n(&b->py[i], py[i], __ATOMIC_RELAXED);
-	__atomic_store_n(&b->nf, nf, __ATOMIC_RELAXED);
-	__atomic_store_n(&b->nr, nr, __ATOMIC_RELAXED);
-	__atomic_store_n(&b->npy, npy, __ATOMIC_RELAXED);
-	__atomic_store_n(&b->pyflags, pyflags, __ATOMIC_RELAXED);
-	atomic_store_explicit(&b->seq, atomic_load_explicit(&b->seq, memory_order_relaxed) + 1, memory_order_release);
-	return b;
-}
-
-static inline void blk_leave(blk *b)
-{
-	if (b)
-		atomic_store_explicit(&b->seq, atomic_load_explicit(&b->seq, memory_order_relaxed) + 1, memory_order_release);
-}
-
-/* The next definition of `name`, looked up once (atomically: threads may race to it). */
-#define NEXT_SYM(var, name) \
-	static _Atomic(__typeof__(name) *) var##_; \
-	__typeof__(name) *var = atomic_load_explicit(&var##_, memory_order_relaxed); \
-	if (!var) { \
-		var = (__typeof__(name) *)dlsym(RTLD_NEXT, #name); \
-		atomic_store_explicit(&var##_, var, memory_order_relaxed); \
-	}
-
-#define REAL(name) \
-	NEXT_SYM(real_##name, name) \
-	if (!real_##name) { \
-		errno = ENOSYS; \
-		return -1; \
-	}
-
-/*
- * These calls are never restarted after a signal handler ran (signal(7)): a sample taken
- * while the thread is on its way into one (a CPU-time overflow in the system call's entry,
- * a wall-mode signal sent while it still ran) would make it fail with EINTR. So the
- * sampling signal is blocked for the duration of the call; a sample that comes meanwhile
- * is delivered when it returns. The program's own signals interrupt it as before. The
- * thread's block says so meanwhile (mask_seq odd, with the call's function and its
- * caller), so that such a sample is put in the call and the mask is not taken for the
- * program's. Returns the block to close with sig_unblock() (*bp NULL when it has none),
- * 0 when nothing was masked.
- */
-static int sig_block(sigset_t *old, blk **bp, void *fn, void *ret)
-{
-	*bp = NULL;
-	if (P.mode == FMT_SAMPLE_OFF || !P.handler_installed || !atomic_load_explicit(&P.signalling, memory_order_relaxed))
-		return 0;
-	blk *b = blk_tls;
-	if (!b)
-		b = blk_take();
-	if (b) {
-		b->fn = fn;
-		b->ret = ret;
-		atomic_store_explicit(&b->mask_seq, atomic_load_explicit(&b->mask_seq, memory_order_relaxed) + 1,
-				      memory_order_release);
-	}
-	sigset_t s;
-	sigemptyset(&s);
-	sigaddset(&s, P.sig);
-	if (pthread_sigmask(SIG_BLOCK, &s, old)) {
-		if (b)
-			atomic_store_explicit(&b->mask_seq, atomic_load_explicit(&b->mask_seq, memory_order_relaxed) + 1,
-					      memory_order_release);
-		return 0;
-	}
-	*bp = b;
-	return 1;
-}
-
-static void sig_unblock(const sigset_t *old, blk *b)
-{
-	pthread_sigmask(SIG_SETMASK, old, NULL); /* a sample due meanwhile is taken here */
-	if (b)
-		atomic_store_explicit(&b->mask_seq, atomic_load_explicit(&b->mask_seq, memory_order_relaxed) + 1,
-				      memory_order_release);
-}
-
-/* For calls that install a signal mask themselves: that mask, plus the sampling signal. */
-static const sigset_t *with_sig(const sigset_t *mask, sigset_t *copy)
-{
-	if (!mask || P.mode == FMT_SAMPLE_OFF || !P.handler_installed ||
-	    !atomic_load_explicit(&P.signalling, memory_order_relaxed))
-		return mask;
-	*copy = *mask;
-	sigaddset(copy, P.sig);
-	return copy;
-}
-
-#define BLOCKING(call, fn, may_sleep) \
-	do { \
-		int saved_errno, sleeps_ = (may_sleep); \
-		sigset_t old_; \
-		blk *m_; \
-		int masked_ = sleeps_ && sig_block(&old_, &m_, (void *)(fn), __builtin_return_address(0)); \
-		blk *b_ = sleeps_ ? blk_enter((void *)(fn)) : NULL; \
-		__typeof__(call) r_ = (call); \
-		saved_errno = errno; \
-		blk_leave(b_); \
-		if (masked_) \
-			sig_unblock(&old_, m_); \
-		errno = saved_errno; \
-		return r_; \
-	} while (0)
-
-FENNEC_API int nanosleep(const struct timespec *req, struct timespec *rem)
-{
-	REAL(nanosleep);
-	BLOCKING(real_nanosleep(req, rem), real_nanosleep, 1);
-}
-
-FENNEC_API int clock_nanosleep(clockid_t clk, int flags, const struct timespec *req, struct timespec *rem)
-{
-	NEXT_SYM(real, clock_nanosleep)
-	if (!real)
-		return ENOSYS; /* returns the error, not -1 */
-	BLOCKING(real(clk, flags, req, rem), real, 1);
-}
-
-FENNEC_API int usleep(useconds_t us)
-{
-	REAL(usleep);
-	BLOCKING(real_usleep(us), real_usleep, us > 0);
-}
-
-FENNEC_API unsigned int sleep(unsigned int sec)
-{
-	NEXT_SYM(real, sleep)
-	if (!real)
-		return sec;
-	BLOCKING(real(sec), real, sec > 0);
-}
-
-FENNEC_API int poll(struct pollfd *fds, nfds_t n, int timeout)
-{
-	REAL(poll);
-	BLOCKING(real_poll(fds, n, timeout), real_poll, timeout != 0);
-}
-
-FENNEC_API int ppoll(struct pollfd *fds, nfds_t n, const struct timespec *ts, const sigset_t *mask)
-{
-	REAL(ppoll);
-	sigset_t copy;
-	const sigset_t *m = with_sig(mask, &copy);
-	BLOCKING(real_ppoll(fds, n, ts, m), real_ppoll, !ts || ts->tv_sec || ts->tv_nsec);
-}
-
-FENNEC_API int select(int n, fd_set *r, fd_set *w, fd_set *x, struct timeval *tv)
-{
-	REAL(select);
-	BLOCKING(real_select(n, r, w, x, tv), real_select, !tv || tv->tv_sec || tv->tv_usec);
-}
-
-FENNEC_API int pselect(int n, fd_set *r, fd_set *w, fd_set *x, const struct timespec *ts, const sigset_t *mask)
-{
-	REAL(pselect);
-	sigset_t copy;
-	const sigset_t *m = with_sig(mask, &copy);
-	BLOCKING(real_pselect(n, r, w, x, ts, m), real_pselect, !ts || ts->tv_sec || ts->tv_nsec);
-}
-
-FENNEC_API int epoll_wait(int fd, struct epoll_event *ev, int n, int timeout)
-{
-	REAL(epoll_wait);
-	BLOCKING(real_epoll_wait(fd, ev, n, timeout), real_epoll_wait, timeout != 0);
-}
-
-FENNEC_API int epoll_pwait(int fd, struct epoll_event *ev, int n, int timeout, const sigset_t *mask)
-{
-	REAL(epoll_pwait);
-	sigset_t copy;
-	const sigset_t *m = with_sig(mask, &copy);
-	BLOCKING(real_epoll_pwait(fd, ev, n, timeout, m), real_epoll_pwait, timeout != 0);
-}
-
-FENNEC_API int sigsuspend(const sigset_t *mask)
-{
-	REAL(sigsuspend);
-	sigset_t copy;
-	const sigset_t *m = with_sig(mask, &copy);
-	BLOCKING(real_sigsuspend(m), real_sigsuspend, 1);
-}
-
-FENNEC_API int pause(void)
-{
-	REAL(pause);
-	BLOCKING(real_pause(), real_pause, 1);
-}
-
-FENNEC_API int sigtimedwait(const sigset_t *set, siginfo_t *info, const struct timespec *ts)
-{
-	REAL(sigtimedwait);
-	BLOCKING(real_sigtimedwait(set, info, ts), real_sigtimedwait, !ts || ts->tv_sec || ts->tv_nsec);
-}
-
-FENNEC_API int sigwaitinfo(const sigset_t *set, siginfo_t *info)
-{
-	REAL(sigwaitinfo);
-	BLOCKING(real_sigwaitinfo(set, info), real_sigwaitinfo, 1);
-}
-
-FENNEC_API int semop(int id, struct sembuf *ops, size_t n)
-{
-	REAL(semop);
-	BLOCKING(real_semop(id, ops, n), real_semop, 1);
-}
-
-FENNEC_API int semtimedop(int id, struct sembuf *ops, size_t n, const struct timespec *ts)
-{
-	REAL(semtimedop);
-	BLOCKING(real_semtimedop(id, ops, n, ts), real_semtimedop, 1);
-}
-
-FENNEC_API ssize_t msgrcv(int id, void *msg, size_t size, long type, int flags)
-{
-	REAL(msgrcv);
-	BLOCKING(real_msgrcv(id, msg, size, type, flags), real_msgrcv, !(flags & IPC_NOWAIT));
-}
-
-FENNEC_API int msgsnd(int id, const void *msg, size_t size, int flags)
-{
-	REAL(msgsnd);
-	BLOCKING(real_msgsnd(id, msg, size, flags), real_msgsnd, !(flags & IPC_NOWAIT));
-}
-
-/* ---- threads created by the program ---- */
-
-typedef struct tramp {
-	void *(*fn)(void *);
-	void *arg;
-} tramp;
-
-static void tramp_cleanup(void *unused)
-{
-	col_sample_thread_end();
-}
-
-static void *tramp_main(void *p)
-{
-	tramp t = *(tramp *)p;
-	int was = col_mem_internal(1); /* fennec's own: the trampoline, the thread's perf ring */
-	free(p);
-	note_stack();
-	col_sample_thread_begin();
-	col_mem_internal(was);
-	void *ret;
-	pthread_cleanup_push(tramp_cleanup, NULL);
-	ret = t.fn(t.arg);
-	pthread_cleanup_pop(1);
-	return ret;
-}
-
-typedef int (*pthread_create_fn)(pthread_t *, const pthread_attr_t *, void *(*)(void *), void *);
-
-static pthread_create_fn real_create(void)
-{
-	static _Atomic(pthread_create_fn) real;
-	pthread_create_fn f = atomic_load_explicit(&real, memory_order_acquire);
-	if (!f) {
-		f = (pthread_create_fn)dlsym(RTLD_NEXT, "pthread_create");
-		atomic_store_explicit(&real, f, memory_order_release);
-	}
-	return f;
-}
-
-static __thread int creating_own; /* col_pthread_create_real() runs on this thread */
-
-/*
- * fennec's own threads (writer, sampler) are never sampled: they block every signal and
- * are created here, not as the program's are (the wrapper below passes them on as they
- * come). A sanitizer's runtime must see them start: where the program links libfennec
- * (an API session) the runtime comes before it in the search order, so the next
- * pthread_create after libfennec is libc's, and under TSan the writer's first
- * instrumented function crashed (__tsan_func_entry <- writer_main). The runtime's
- * interceptor is then called by name; it calls the wrapper below, which passes it on.
- */
-int col_pthread_create_real(pthread_t *th, void *(*fn)(void *), void *arg)
-{
-	static _Atomic(pthread_create_fn) san;
-	static _Atomic int looked;
-	if (!atomic_load_explicit(&looked, memory_order_acquire)) {
-		pthread_create_fn f = (pthread_create_fn)dlsym(RTLD_DEFAULT, "__interceptor_pthread_create");
-		atomic_store_explicit(&san, f, memory_order_relaxed);
-		atomic_store_explicit(&looked, 1, memory_order_release);
-	}
-	pthread_create_fn real = atomic_load_explicit(&san, memory_order_relaxed);
-	if (!real)
-		real = real_create();
-	if (!real)
-		return EAGAIN;
-	creating_own = 1;
-	int rc = real(th, NULL, fn, arg);
-	creating_own = 0;
-	return rc;
-}
-
-/* New threads start sampling at once instead of at the writer's next scan. */
-FENNEC_API int pthread_create(pthread_t *th, const pthread_attr_t *attr, void *(*fn)(void *), void *arg)
-{
-	pthread_create_fn real = real_create();
-	if (!real)
-		return EAGAIN;
-	if (creating_own) /* fennec's own, through a sanitizer's interceptor */
-		return real(th, attr, fn, arg);
-	col_writer_needed(); /* a lazy session's writer starts before the program's first thread */
-	if (P.mode == FMT_SAMPLE_OFF || !atomic_load_explicit(&P.active, memory_order_relaxed))
-		return real(th, attr, fn, arg);
-	int was = col_mem_internal(1); /* fennec's block, not the program's */
-	tramp *t = malloc(sizeof *t);
-	col_mem_internal(was);
-	if (!t)
-		return real(th, attr, fn, arg);
-	t->fn = fn;
-	t->arg = arg;
-	int rc = real(th, attr, tramp_main, t);
-	if (rc) {
-		was = col_mem_internal(1);
-		free(t);
-		col_mem_internal(was);
-	}
-	return rc;
 }
 
 /* ---- what a sample costs the sampled thread (the COST chunk) ---- */
