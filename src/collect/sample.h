@@ -1,8 +1,8 @@
 /*
  * sample.h - what the sampling profiler's files share (docs/internals/collect.md,
  * "Samples"): the state P, the shared ring's record, the tid table, the sleeping calls'
- * blocks and the calls its parts make into one another: sample.c's, as they move to files
- * of their own. Only they include it.
+ * blocks and the calls each file makes into another. The files: sample.c (everything
+ * else) and sample_cost.c (what a sample costs, for COST). Only they include it.
  */
 #ifndef FENNEC_COLLECT_SAMPLE_H
 #define FENNEC_COLLECT_SAMPLE_H
