@@ -1,8 +1,10 @@
 /*
  * sample.h - what the sampling profiler's files share (docs/internals/collect.md,
  * "Samples"): the state P, the shared ring's record, the tid table, the sleeping calls'
- * blocks and the calls each file makes into another. The files: sample.c (everything
- * else) and sample_cost.c (what a sample costs, for COST). Only they include it.
+ * blocks and the calls each file makes into another. The files: sample.c (the sources,
+ * the signal handler, the threads sampled, a session's start and stop, the writer's
+ * side), sample_wall.c (the wall sampler and the sleeping-call wrappers) and
+ * sample_cost.c (what a sample costs, for COST). Only they include it.
  */
 #ifndef FENNEC_COLLECT_SAMPLE_H
 #define FENNEC_COLLECT_SAMPLE_H
@@ -231,7 +233,7 @@ static inline blk *blk_of(pid_t tid)
 	return NULL;
 }
 
-/* The wall sampler's thread (col_sample_start() creates it). */
+/* sample_wall.c: the wall sampler's thread (col_sample_start() creates it). */
 void *wall_main(void *arg);
 
 /* pthread_atfork's handlers (col_sample_start() installs them): a fork
