@@ -2,9 +2,10 @@
  * sample.h - what the sampling profiler's files share (docs/internals/collect.md,
  * "Samples"): the state P, the shared ring's record, the tid table, the sleeping calls'
  * blocks and the calls each file makes into another. The files: sample.c (the sources,
- * the signal handler, the threads sampled, a session's start and stop, the writer's
- * side), sample_wall.c (the wall sampler and the sleeping-call wrappers) and
- * sample_cost.c (what a sample costs, for COST). Only they include it.
+ * the signal handler, the threads sampled, a session's start and stop), sample_wall.c
+ * (the wall sampler and the sleeping-call wrappers), sample_drain.c (the writer's side:
+ * modules, thread names, the ring source's rings, SAMPLES) and sample_cost.c (what a
+ * sample costs, for COST). Only they include it.
  */
 #ifndef FENNEC_COLLECT_SAMPLE_H
 #define FENNEC_COLLECT_SAMPLE_H
@@ -236,7 +237,7 @@ static inline blk *blk_of(pid_t tid)
 /* sample_wall.c: the wall sampler's thread (col_sample_start() creates it). */
 void *wall_main(void *arg);
 
-/* pthread_atfork's handlers (col_sample_start() installs them): a fork
+/* sample_drain.c: pthread_atfork's handlers (col_sample_start() installs them): a fork
  * waits for a drain in progress. */
 void unwind_lock_take(void);
 void unwind_lock_drop(void);
