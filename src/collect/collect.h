@@ -175,11 +175,11 @@ uint64_t col_mem_call_cost_ps(double ticks_per_ns); /* heap_hooks.c: one counted
 uint64_t col_mem_calls(void);           /* heap_session.c: allocations and frees counted since the
 					   process started (reallocs count one of each) */
 uint64_t col_mem_record_ticks(void);    /* heap_hooks.c: ticks in heap records (1 in 16 timed) */
-uint64_t col_sample_handler_ticks(void); /* sample.c: ticks in the sampling signal handler */
-uint64_t col_sample_kernel_ns(double ticks_per_ns); /* sample.c: the kernel's part of one
+uint64_t col_sample_handler_ticks(void); /* sample_cost.c: ticks in the sampling signal handler */
+uint64_t col_sample_kernel_ns(double ticks_per_ns); /* sample_cost.c: the kernel's part of one
 						     sample, calibrated (0: unknown) */
 
-/* Sampling (sample.c). */
+/* Sampling (sample*.c). */
 #define COL_SAMPLE_MAX_DEPTH 512
 typedef struct col_sample_info {
 	unsigned mode, source;

@@ -87,7 +87,7 @@ static void xfsz_unblock(xfsz *x, int efbig)
 		sigemptyset(&s);
 		sigaddset(&s, SIGXFSZ);
 		struct timespec zero = {0, 0};
-		/* The system call: sigtimedwait is one of fennec's wrappers (sample.c). */
+		/* The system call: sigtimedwait is one of fennec's wrappers (sample_wall.c). */
 		syscall(SYS_rt_sigtimedwait, &s, NULL, &zero, (size_t)(_NSIG / 8));
 	}
 	pthread_sigmask(SIG_SETMASK, &x->old, NULL);

@@ -142,7 +142,7 @@ NO_TSAN static void disp_read(disp *d)
 			continue;
 		}
 		/* Acquire loads keep the second read of seq after them; TSan understands
-		 * these and not a fence (as blk_sample in sample.c). */
+		 * these and not a fence (as blk_sample in sample_wall.c). */
 		d->handler = atomic_load_explicit(&C.handler, memory_order_acquire);
 		d->flags = atomic_load_explicit(&C.flags, memory_order_acquire);
 		d->mask = atomic_load_explicit(&C.mask, memory_order_acquire);

@@ -119,7 +119,7 @@ def test_budget_changes_nothing_when_fennec_is_cheap():
 def test_budget_in_wall_mode_keeps_on_and_off_cpu_shares():
     # 4999 Hz of wall samples cost 30-50 % here; 5 % leaves a few hundred Hz. The periods
     # the budget sets are near the program's 100 ms cycles only at its floor, where the
-    # sampler's jittered intervals keep the phases apart (sample.c, wall_main).
+    # sampler's jittered intervals keep the phases apart (sample_wall.c, wall_main).
     _, path = record("offcpu", 60, 100, opts=("--sample", "wall", "-F", "4999", "--overhead-budget", "5%"))
     rep = analyze(path)
     assert_true(budget_of(rep)["changes"], "wall mode at 4999 Hz is over 5 %")
