@@ -200,11 +200,14 @@ typedef struct ana_func {
  * autograd node's apply (torch::autograd::generated::<Node>::apply: "<Node>"). self: on-CPU
  * sample weight whose innermost operator it is (its kernels, oneDNN/MKL/OpenBLAS included);
  * total: with an operator it called; calls_seen: runs of consecutive samples of a thread
- * inside it (a lower bound on its calls); caller: the Python location that called it most.
+ * inside it (a lower bound on its calls); caller: the Python location that called it most;
+ * worker: the part of self taken on a library's own threads (OpenBLAS's workers) while the
+ * operator ran on another.
  */
 typedef struct ana_op {
 	uint32_t name;        /* names index */
 	uint64_t self, total, calls_seen;
+	uint64_t worker;      /* of self: a library's own threads' work while it ran (operators.c) */
 	double self_pct, total_pct; /* of the on-CPU sample weight */
 	uint32_t caller;      /* locs index of the Python frame that called it most, ANA_NONE: none */
 } ana_op;

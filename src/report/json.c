@@ -194,6 +194,7 @@ static void samples_json(FILE *out, const ana_profile *p)
 		knum(out, "self_samples", (double)o->self, &g1);
 		knum(out, "total_samples", (double)o->total, &g1);
 		knum(out, "calls_seen", (double)o->calls_seen, &g1);
+		knum(out, "worker_samples", (double)o->worker, &g1);
 		const ana_loc *l = o->caller != ANA_NONE ? &p->smp.locs[o->caller] : NULL;
 		key(out, "top_caller", &g1);
 		if (l)
