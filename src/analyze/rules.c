@@ -3,7 +3,7 @@
  * rule turns numbers into a finding with a severity from documented thresholds, the
  * evidence, a recommendation specific to that evidence, and an upper bound on the gain.
  * This file runs them and sorts the findings, by severity then expected gain;
- * the rules are in rules_cpu.c, rules_memory.c, rules_steps.c and rules_wait.c (rules.h),
+ * the rules are in rules_cpu.c, rules_memory.c, rules_steps.c, rules_wait.c and rules_python.c (rules.h),
  * gpu_rules.c, sys_rules.c and system.c.
  */
 #include "analyze/aggregate.h"
@@ -34,6 +34,7 @@ void ana_rules(ana_profile *p)
 	rule_parallel_wait(p);
 	rule_input_bound(p);
 	rule_gil_wait(p);
+	rule_dataloader_workers(p);
 	ana_kernel_rules(p);
 	ana_gpu_rules(p);
 	ana_sys_rules(p);

@@ -5,7 +5,8 @@
  * hot_function, memory_bound/compute_bound), rules_memory.c the heap (memory_leak,
  * memory_steady_growth, allocation_churn), rules_steps.c the steps and the ranks
  * (rank_imbalance, step_variance, input_bound), rules_wait.c the threads that wait
- * (off_cpu, parallel_wait, gil_wait); and the names of modules they all read. Only they
+ * (off_cpu, parallel_wait, gil_wait), rules_python.c what only Python frames decide
+ * (dataloader_workers); and the names of modules they all read. Only they
  * include it.
  */
 #ifndef FENNEC_ANALYZE_RULES_H
@@ -29,6 +30,7 @@
 #define rule_off_cpu ana_rule_off_cpu
 #define rule_parallel_wait ana_rule_parallel_wait
 #define rule_gil_wait ana_rule_gil_wait
+#define rule_dataloader_workers ana_rule_dataloader_workers
 
 /* Each adds its findings to p (ana_finding_add()); ana_rules() sorts them afterwards. */
 void rule_hot_operation(ana_profile *p);
@@ -43,6 +45,7 @@ void rule_input_bound(ana_profile *p);
 void rule_off_cpu(ana_profile *p);
 void rule_parallel_wait(ana_profile *p);
 void rule_gil_wait(ana_profile *p);
+void rule_dataloader_workers(ana_profile *p);
 
 /* The file name of a path: what follows its last '/', or the path. */
 static inline const char *base_name(const char *path)
