@@ -1,9 +1,10 @@
 /*
  * replay.h - one process's events again, in file order, for the clients that need them
- * call by call (the Chrome trace and speedscope exporters): the replay reads the file
- * once through the reader, keeps each thread's region stack, names the sites, closes
- * what is still open at a thread's end once, and applies the profile's window, so that a
- * client writes what it is given and rebuilds nothing. docs/internals/architecture.md.
+ * call by call (the Chrome trace and speedscope exporters) or the regions open at given
+ * times (GPU attribution): the replay reads the file once through the
+ * reader, keeps each thread's region stack, names the sites, closes what is still open at
+ * a thread's end once, and applies the profile's window, so that a client writes what it
+ * is given and rebuilds nothing. docs/internals/architecture.md.
  *
  * Ownership: the event handed to the callback, and every string it points to, live until
  * the callback returns.
@@ -57,6 +58,9 @@ typedef struct ana_replay_opts {
 	unsigned what;        /* ANA_RP_* bits */
 	int has_tid;          /* only the events of thread `tid` (NVTX: the ranges it started, its marks) */
 	uint64_t tid;
+	int whole;            /* the file as it is: no window, and what a file that fails to read
+			       * again (it changed since the model read it) gives up to the failure,
+			       * closed as at its threads' end, with the reader's error */
 } ana_replay_opts;
 
 /* The recording's time origin, which ana_rp_event.ns counts from: the earliest process
@@ -86,5 +90,27 @@ uint64_t ana_replay_t0_ns(const ana_profile *p);
  */
 int ana_replay(const ana_profile *p, uint32_t proc, const ana_replay_opts *o, ana_replay_fn fn, void *ctx,
 	       fmt_error *err);
+
+/* One question to ana_replay_open_at: which regions were open on thread `tid` at `ticks`
+ * (the file's clock), after every region event of that thread up to that tick. */
+typedef struct ana_rp_at {
+	uint64_t tid;
+	uint64_t ticks;
+} ana_rp_at;
+
+/* The answer to question i: the sites open, outermost first (n 0: none). Return nonzero
+ * to stop. */
+typedef int (*ana_rp_at_fn)(void *ctx, size_t i, const uint32_t *sites, uint32_t n);
+
+/*
+ * Answer the n questions q about process `proc`'s file in one read of it, the whole file
+ * (no window): fn once per question, in the order the replay comes to them (a thread's in
+ * time order, then those past its last region event). A tid that two threads of the file
+ * held in turn: a question is answered from the one whose region event comes next after
+ * its tick in the file (past them all, the last one seen). A file that fails to read again
+ * has its questions answered from what preceded the failure. Returns 0, the callback's
+ * value or FENNEC_ENOMEM.
+ */
+int ana_replay_open_at(const ana_profile *p, uint32_t proc, const ana_rp_at *q, size_t n, ana_rp_at_fn fn, void *ctx);
 
 #endif
