@@ -1,8 +1,9 @@
 /*
  * replay.c - one process's events again, for the clients that need every call or the
  * regions open at given times (replay.h): the reader's events turned into region begins
- * and ends with names and depths, steps and metrics with their running counts and NVTX
- * ranges paired, each thread's in time order, clipped to the profile's window; or the regions open on a thread at the times asked (ana_replay_open_at).
+ * and ends with names and depths, steps and metrics with their running counts, NVTX
+ * ranges paired and GPU work, each thread's in time order, clipped to the profile's
+ * window; or the regions open on a thread at the times asked (ana_replay_open_at).
  *
  * The window is kept in the clients' time (ns from the recording's start). A thread's
  * stack remembers how many of its open regions were delivered (`shown`, always the
@@ -146,6 +147,7 @@ static inline __attribute__((always_inline)) int region(rctx *c, rthread *t, uin
 	e->site = t->stack[d].site;
 	e->name = site_name(c, e->site);
 	e->depth = d;
+	e->begin_ns = clip(c, t->stack[d].ns);
 	e->unfinished = unfinished;
 	return emit(c, e);
 }
@@ -274,6 +276,19 @@ static int mark(rctx *c, rthread *t, uint32_t idx, const fmt_event *ev, uint64_t
 	return emit(c, &e);
 }
 
+/* A kernel, copy or memset, at its start. */
+static int gpu_work(rctx *c, const fmt_event *ev)
+{
+	const fmt_gpu *r = ev->gpu;
+	if (!r || (r->type != FMT_GR_KERNEL && r->type != FMT_GR_MEMCPY && r->type != FMT_GR_MEMSET))
+		return 0;
+	uint64_t ns = rel_ns(c, ev->ticks);
+	if (!inside(c, ns))
+		return 0;
+	ana_rp_event e = {.kind = ANA_RP_GPU_WORK, .thread = UINT32_MAX, .g = ANA_NONE, .ns = ns, .gpu = r};
+	return emit(c, &e);
+}
+
 /* Deliver NVTX range b's end at ns (its start first when that was clipped to the window's
  * start); end_tid 0: it never ended. */
 static int nvtx_close(rctx *c, nrange *b, uint64_t ns, uint64_t end_tid)
@@ -345,8 +360,11 @@ static int on_event(void *vc, const fmt_file *rf, const fmt_event *ev)
 {
 	rctx *c = vc;
 	(void)rf; /* the model's copy of the file is complete; this one fills as it is read */
-	if (ev->type == FMT_EV_GPU)
-		return c->o->what & ANA_RP_NVTX ? nvtx_event(c, ev->gpu) : 0;
+	if (ev->type == FMT_EV_GPU) {
+		if (c->o->what & ANA_RP_NVTX && nvtx_event(c, ev->gpu))
+			return c->rc;
+		return c->o->what & ANA_RP_GPU ? gpu_work(c, ev) : 0;
+	}
 	if (ev->thread == UINT32_MAX || ev->type >= FMT_EV_SAMPLE ||
 	    !(c->o->what & (ANA_RP_REGIONS | ANA_RP_MARKS) || c->at))
 		return 0;
@@ -464,7 +482,7 @@ static int run(rctx *c, uint32_t proc, fmt_error *err)
 		return c->rc;
 	if (rc == FENNEC_ENOMEM)
 		return rc;
-	if (rc && p->opt.force)
+	if (rc && p->opt.force && !c->o->whole)
 		rc = 0; /* --force: what precedes the damage, as the analysis did */
 	if (c->at) /* the questions past each thread's last region event */
 		for (size_t k = 0; k < c->ngroups && !c->rc; k++)

@@ -1,7 +1,7 @@
 /*
  * replay.h - one process's events again, in file order, for the clients that need them
- * call by call (the Chrome trace and speedscope exporters) or the regions open at given
- * times (GPU attribution): the replay reads the file once through the
+ * call by call (the Chrome trace and speedscope exporters, the timeline) or the regions
+ * open at given times (GPU attribution): the replay reads the file once through the
  * reader, keeps each thread's region stack, names the sites, closes what is still open at
  * a thread's end once, and applies the profile's window, so that a client writes what it
  * is given and rebuilds nothing. docs/internals/architecture.md.
@@ -18,6 +18,7 @@
 #define ANA_RP_REGIONS 1u /* region begins and ends */
 #define ANA_RP_MARKS 2u   /* steps, counters, gauges, values */
 #define ANA_RP_NVTX 4u    /* NVTX ranges and marks (GPUX records); see ana_replay */
+#define ANA_RP_GPU 8u     /* GPU kernels, copies and memsets (GPU records); see ana_replay */
 
 enum ana_rp_kind {
 	ANA_RP_BEGIN = 1,
@@ -29,18 +30,20 @@ enum ana_rp_kind {
 	ANA_RP_NVTX_START,
 	ANA_RP_NVTX_END,
 	ANA_RP_NVTX_MARK,
+	ANA_RP_GPU_WORK,
 };
 
 typedef struct ana_rp_event {
 	unsigned kind;        /* enum ana_rp_kind */
 	uint32_t thread;      /* index into the file's threads; UINT32_MAX for NVTX */
-	uint32_t g;           /* the model's thread (index into p->threads), ANA_NONE: none */
+	uint32_t g;           /* the model's thread (index into p->threads), ANA_NONE: none (and GPU_WORK) */
 	uint64_t tid;         /* the thread's id (NVTX: the thread that started the range or made the mark) */
 	uint64_t ns;          /* since the recording's start (ana_replay_t0_ns), never backwards on a thread */
 	uint32_t site;        /* BEGIN, END and metrics: the site id */
 	const char *name;     /* the site's name ("<site N>" when the file defines none); NVTX_START and
 			       * NVTX_MARK: the message; NULL for STEP and NVTX_END */
 	uint32_t depth;       /* BEGIN, END: the regions open around it (0: a top-level region) */
+	uint64_t begin_ns;    /* END: the time its BEGIN was delivered at */
 	int unfinished;       /* END, NVTX_END: still open when its thread (the file) ended, inside the window */
 	uint64_t step;        /* STEP: the mark's number on its thread from 1 (marks before the window count) */
 	uint32_t flags;       /* STEP: the operand bits (1: recorded, 2: items) */
@@ -49,6 +52,7 @@ typedef struct ana_rp_event {
 			       * start of the recording); GAUGE, VALUE: the value */
 	uint32_t range;       /* NVTX_START, NVTX_END: the range's number in this replay, from 0 in start order */
 	uint64_t end_tid;     /* NVTX_END: the thread that ended it (0: never ended) */
+	const fmt_gpu *gpu;   /* GPU_WORK: the record (ns is its start) */
 } ana_rp_event;
 
 /* Return nonzero to stop the replay (ana_replay then returns that value). */
@@ -84,6 +88,9 @@ uint64_t ana_replay_t0_ns(const ana_profile *p);
  * to sort it. Starts, marks and ends are delivered in file order (a start delivered late
  * when it is clipped to the window's start), an end with its start's range number; a
  * range never ended ends at the file's end, after the file is read.
+ *
+ * GPU work (ANA_RP_GPU): kernels, copies and memsets in file order, which is not time
+ * order (CUPTI's buffers), each at its start; with a window, those that start inside it.
  *
  * Returns 0, the callback's value, FENNEC_ENOMEM, or the reader's error with err filled
  * in (with --force, p->opt.force, a damaged file gives what precedes the damage and 0).
