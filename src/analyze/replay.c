@@ -135,7 +135,7 @@ static const char *site_name(rctx *c, uint32_t id)
  * the cost of the layer per region event. */
 static inline __attribute__((always_inline)) int region(rctx *c, rthread *t, uint32_t idx, unsigned kind, uint32_t d, uint64_t ns, int unfinished)
 {
-	if (!(c->o->what & ANA_RP_REGIONS))
+	if (!(c->o->what & (kind == ANA_RP_END ? ANA_RP_REGIONS | ANA_RP_ENDS : ANA_RP_REGIONS)))
 		return 0;
 	/* the hot path: one event reused, whose other fields stay zero */
 	ana_rp_event *e = &c->rev;
@@ -366,7 +366,7 @@ static int on_event(void *vc, const fmt_file *rf, const fmt_event *ev)
 		return c->o->what & ANA_RP_GPU ? gpu_work(c, ev) : 0;
 	}
 	if (ev->thread == UINT32_MAX || ev->type >= FMT_EV_SAMPLE ||
-	    !(c->o->what & (ANA_RP_REGIONS | ANA_RP_MARKS) || c->at))
+	    !(c->o->what & (ANA_RP_REGIONS | ANA_RP_ENDS | ANA_RP_MARKS) || c->at))
 		return 0;
 	rthread *t = thread_of(c, ev->thread);
 	if (!t)
@@ -393,7 +393,9 @@ static int on_event(void *vc, const fmt_file *rf, const fmt_event *ev)
 		int in = inside(c, ns);
 		if (in && t->shown < t->depth && materialize(c, t, ev->thread))
 			return c->rc;
-		if (push_frame(t, ev->id, ns))
+		if (t->depth < t->cap) /* the hot path: push_frame grows the stack */
+			t->stack[t->depth++] = (rframe){ev->id, ns};
+		else if (push_frame(t, ev->id, ns))
 			return c->rc = FENNEC_ENOMEM;
 		if (in) {
 			t->shown = t->depth;

@@ -19,6 +19,7 @@
 #define ANA_RP_MARKS 2u   /* steps, counters, gauges, values */
 #define ANA_RP_NVTX 4u    /* NVTX ranges and marks (GPUX records); see ana_replay */
 #define ANA_RP_GPU 8u     /* GPU kernels, copies and memsets (GPU records); see ana_replay */
+#define ANA_RP_ENDS 16u   /* region ends only, each with its begin's time: whole calls */
 
 enum ana_rp_kind {
 	ANA_RP_BEGIN = 1,

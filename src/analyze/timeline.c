@@ -349,16 +349,17 @@ static int gpu_event(tctx *c, const fmt_gpu *r, uint64_t ns)
 }
 
 /* A call at depth d of thread g (file thread idx), from start_ns to end_ns (relative). */
-static int call(tctx *c, uint32_t idx, uint32_t g, uint32_t d, uint32_t site, const char *name, uint64_t s, uint64_t e,
+static inline __attribute__((always_inline)) int call(tctx *c, uint32_t idx, uint32_t g, uint32_t d, uint32_t site, const char *name, uint64_t s, uint64_t e,
 		int open)
 {
 	if (d > c->max_depth) {
 		c->tl->deep_calls++;
 		return 0;
 	}
-	uint32_t k = site_name(c, site, name);
-	tthread *t = thread_of(c, idx);
-	lane *l = t ? lanes_of(c, t) : NULL;
+	/* the hot path, once per call: a site named and a thread with lanes already */
+	uint32_t k = site < c->nsites && c->site_name[site] != ANA_NONE ? c->site_name[site] : site_name(c, site, name);
+	tthread *t = idx < c->nth ? &c->th[idx] : thread_of(c, idx);
+	lane *l = t ? t->lanes ? t->lanes : lanes_of(c, t) : NULL;
 	if (k == ANA_NONE || !l)
 		return -1;
 	return add_call(c, &l[d], g, d, k, s, e > s ? e - s : 0, open, &c->tl->calls);
@@ -498,7 +499,7 @@ int ana_timeline_build(const ana_profile *p, size_t max_intervals, uint32_t max_
 	if (to_ns)
 		c.span_est_ns = to_ns - tl->from_ns;
 	int rc = 0;
-	static const ana_replay_opts ro = {.what = ANA_RP_REGIONS | ANA_RP_GPU, .whole = 1};
+	static const ana_replay_opts ro = {.what = ANA_RP_ENDS | ANA_RP_GPU, .whole = 1};
 	for (uint32_t i = 0; i < p->nprocs && !rc; i++) {
 		fmt_error err;
 		const fmt_file *f = &p->procs[i].file;
