@@ -2,13 +2,15 @@
  * gpu.c - GPU activity of a recording (docs/gpu.md): GPU chunk records are folded while the
  * files are read (kernel, stream and transfer tables, intervals per stream, memory events,
  * synchronising calls), each process is closed with its memory replay and the regions its
- * synchronising calls and its memory peak fell in (one more read of its file, only for
- * those), and ana_gpu_finish computes busy time, overlap, occupancy and the orderings.
+ * synchronising calls and its memory peak fell in (both asked of analyze/replay.c in one
+ * more read of its file, only when there are such calls), and ana_gpu_finish computes busy
+ * time, overlap, occupancy and the orderings.
  * Memory grows with the kernels, copies and memsets (16 bytes each), not with the file.
  */
 #include "analyze/aggregate.h"
 #include "analyze/gpu.h"
 #include "analyze/map.h"
+#include "analyze/replay.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -470,118 +472,52 @@ int ana_gpu_event(ana_profile *p, uint32_t proc, const fmt_file *f, const fmt_ev
 	return rc < 0 ? FENNEC_ENOMEM : 0;
 }
 
-/* ---- regions at times: one more read of a process's file ---- */
+/* ---- regions at times: one replay of a process's file (analyze/replay.h) ---- */
 
-typedef struct query {
-	uint64_t tid, ticks;
-	uint32_t idx;        /* into the caller's answers */
-} query;
-
-typedef struct rthread {
-	uint64_t tid;
-	uint32_t *stack;
-	uint32_t depth, cap;
-	size_t q, qend;      /* its queries: [q, qend) of the sorted array */
-} rthread;
-
-typedef struct replay {
+typedef struct answers {
 	ana_profile *p;
 	const fmt_file *f;   /* the process's file, fully read: its sites name the stacks */
-	query *qs;
-	rthread *th;         /* one per distinct tid of the queries */
-	size_t nth;
-	uint32_t *answers;
-	int oom;
-} replay;
+	uint32_t *node;      /* per question: the innermost region node open, ANA_NONE: none */
+	size_t late;         /* this question's node is found after the others' (SIZE_MAX: none) */
+	uint32_t *late_sites;
+	uint32_t nlate;
+} answers;
 
-static int cmp_query(const void *a, const void *b)
+static int on_answer(void *ctx, size_t i, const uint32_t *sites, uint32_t n)
 {
-	const query *x = a, *y = b;
-	if (x->tid != y->tid)
-		return x->tid < y->tid ? -1 : 1;
-	return (x->ticks > y->ticks) - (x->ticks < y->ticks);
-}
-
-static rthread *rthread_of(replay *r, uint64_t tid)
-{
-	size_t lo = 0, hi = r->nth;
-	while (lo < hi) {
-		size_t mid = (lo + hi) / 2;
-		if (r->th[mid].tid < tid)
-			lo = mid + 1;
-		else
-			hi = mid;
-	}
-	return lo < r->nth && r->th[lo].tid == tid ? &r->th[lo] : NULL;
-}
-
-static void answer_until(replay *r, rthread *t, uint64_t ticks)
-{
-	while (t->q < t->qend && r->qs[t->q].ticks < ticks) {
-		r->answers[r->qs[t->q].idx] = t->depth ? ana_path_node(r->p, r->f, t->stack, t->depth) : ANA_NONE;
-		t->q++;
-	}
-}
-
-static int on_replay(void *ctx, const fmt_file *f, const fmt_event *ev)
-{
-	replay *r = ctx;
-	if ((ev->type != FMT_EV_BEGIN && ev->type != FMT_EV_END) || ev->thread >= f->nthreads)
-		return 0;
-	rthread *t = rthread_of(r, f->threads[ev->thread].tid);
-	if (!t)
-		return 0;
-	answer_until(r, t, ev->ticks);
-	if (ev->type == FMT_EV_END) {
-		if (t->depth)
-			t->depth--;
+	answers *a = ctx;
+	if (i != a->late) {
+		a->node[i] = n ? ana_path_node(a->p, a->f, sites, n) : ANA_NONE;
 		return 0;
 	}
-	if (t->depth == t->cap) {
-		uint32_t cap = t->cap ? t->cap * 2 : 16;
-		uint32_t *s = realloc(t->stack, cap * sizeof *s);
-		if (!s) {
-			r->oom = 1;
-			return FENNEC_ENOMEM;
-		}
-		t->stack = s;
-		t->cap = cap;
-	}
-	t->stack[t->depth++] = ev->id;
+	/* kept for later, so that names are looked up in the order of the questions' kinds */
+	free(a->late_sites);
+	a->late_sites = n ? malloc(n * sizeof *sites) : NULL;
+	if (n && !a->late_sites)
+		return FENNEC_ENOMEM;
+	if (n)
+		memcpy(a->late_sites, sites, n * sizeof *sites);
+	a->nlate = n;
 	return 0;
 }
 
-/* The innermost region node open on thread tid at CLOCK_MONOTONIC time ns, for n queries
- * of process proc; answers[i] gets ANA_NONE outside regions (or when the file cannot be
- * read again). Returns 0 or -1 (out of memory). */
-static int regions_at(ana_profile *p, const fmt_file *f, query *qs, size_t n, uint32_t *answers)
+/* The innermost region node open on each question's thread at its tick (ANA_NONE outside
+ * regions, or when the file cannot be read again), for the n questions of process proc,
+ * in one read of its file; question `late`'s node is looked up after the others'. Returns
+ * 0 or -1 (out of memory). */
+static int regions_at(ana_profile *p, uint32_t proc, const fmt_file *f, const ana_rp_at *qs, size_t n, size_t late,
+		      uint32_t *node)
 {
-	for (size_t i = 0; i < n; i++) {
-		answers[i] = ANA_NONE;
-		qs[i].idx = (uint32_t)i;
-	}
+	for (size_t i = 0; i < n; i++)
+		node[i] = ANA_NONE;
 	if (!n || !f->nsites)
 		return 0;
-	qsort(qs, n, sizeof *qs, cmp_query);
-	replay r = {.p = p, .f = f, .qs = qs, .answers = answers};
-	r.th = calloc(n, sizeof *r.th);
-	if (!r.th)
-		return -1;
-	for (size_t i = 0; i < n; i++) {
-		if (!r.nth || r.th[r.nth - 1].tid != qs[i].tid)
-			r.th[r.nth++] = (rthread){.tid = qs[i].tid, .q = i};
-		r.th[r.nth - 1].qend = i + 1;
-	}
-	fmt_file again;
-	fmt_error err;
-	fmt_read_ex(f->path, f->read_flags, &again, on_replay, &r, &err); /* a file that changed since: what it gives */
-	fmt_file_free(&again);
-	for (size_t i = 0; i < r.nth; i++) {
-		answer_until(&r, &r.th[i], UINT64_MAX);
-		free(r.th[i].stack);
-	}
-	free(r.th);
-	return r.oom ? -1 : 0;
+	answers a = {.p = p, .f = f, .node = node, .late = late};
+	int rc = ana_replay_open_at(p, proc, qs, n, on_answer, &a);
+	if (!rc && late < n)
+		node[late] = a.nlate ? ana_path_node(p, f, a.late_sites, a.nlate) : ANA_NONE;
+	free(a.late_sites);
+	return rc ? -1 : 0;
 }
 
 static uint64_t to_ticks(const fmt_file *f, uint64_t ns)
@@ -619,16 +555,16 @@ static int add_sync_region(ana_gpu *g, uint32_t node, uint64_t ns)
 	return PUSH(g->sync_regions, g->nsync_regions, g->sync_regions_cap, ((ana_gpu_sync_region){node, ns, 1}));
 }
 
-/* Host time blocked: the union of each thread's synchronising calls (a runtime call and
- * the driver call inside it count once), by the region each began in. */
-static int close_sync(ana_profile *p, ana_gpu *g, work *w, const fmt_file *f)
+/* Each thread's synchronising calls merged into their union (a runtime call and the driver
+ * call inside it count once), in place: how many intervals are left. */
+static size_t merge_sync(work *w)
 {
 	span *s = w->any_api ? w->sync : w->syncrec;
 	size_t n = w->any_api ? w->nsync : w->nsyncrec;
 	if (!n)
 		return 0;
 	qsort(s, n, sizeof *s, cmp_span);
-	size_t m = 0; /* merge in place */
+	size_t m = 0;
 	for (size_t i = 0; i < n; i++) {
 		if (m && s[m - 1].tid == s[i].tid && s[i].start <= s[m - 1].end) {
 			if (s[i].end > s[m - 1].end)
@@ -636,34 +572,32 @@ static int close_sync(ana_profile *p, ana_gpu *g, work *w, const fmt_file *f)
 		} else
 			s[m++] = s[i];
 	}
-	query *qs = malloc(m * sizeof *qs);
-	uint32_t *ans = malloc(m * sizeof *ans);
-	int rc = -1;
-	if (!qs || !ans)
-		goto out;
-	for (size_t i = 0; i < m; i++)
-		qs[i] = (query){s[i].tid, to_ticks(f, s[i].start), 0};
-	if (w->any_api && regions_at(p, f, qs, m, ans) < 0)
-		goto out;
-	rc = 0;
-	for (size_t i = 0; i < m && !rc && w->any_api; i++) /* SYNC records name no thread */
+	return m;
+}
+
+/* Host time blocked: the m merged synchronising intervals (merge_sync), by the region each
+ * began in (node[i]; SYNC records name no thread, hence no region). */
+static int close_sync(ana_gpu *g, work *w, size_t m, const uint32_t *node)
+{
+	span *s = w->any_api ? w->sync : w->syncrec;
+	int rc = 0;
+	for (size_t i = 0; i < m && !rc && w->any_api; i++)
 		rc = PUSH(w->allsync, w->nallsync, w->allsync_cap, ((psync){w->proc, s[i].tid, s[i].start, s[i].end}));
 	for (size_t i = 0; i < m && !rc; i++) {
 		uint64_t ns = s[i].end - s[i].start;
 		g->sync_ns += ns;
 		g->sync_calls++;
-		rc = add_sync_region(g, w->any_api ? ans[i] : ANA_NONE, ns);
+		rc = add_sync_region(g, w->any_api ? node[i] : ANA_NONE, ns);
 	}
-out:
-	free(qs);
-	free(ans);
 	return rc;
 }
 
 /* Replay allocations and releases per device in time order: peaks, what is left, and the
- * allocated-bytes timeline. */
-static int close_memory(ana_profile *p, ana_gpu *g, work *w, uint32_t proc, const fmt_file *f)
+ * allocated-bytes timeline. *alloc: the allocation API call (w->allocapi) that made the
+ * peak, whose region the caller finds, SIZE_MAX: none. */
+static int close_memory(ana_gpu *g, work *w, uint32_t proc, size_t *alloc)
 {
+	*alloc = SIZE_MAX;
 	if (!w->nmem)
 		return 0;
 	qsort(w->mem, w->nmem, sizeof *w->mem, cmp_memev);
@@ -699,17 +633,42 @@ static int close_memory(ana_profile *p, ana_gpu *g, work *w, uint32_t proc, cons
 	g->peak_device = peak_dev;
 	g->peak_t_ns = peak->t;
 	g->peak_node = ANA_NONE;
-	/* The region of the host call that made the peak allocation (by correlation id). */
+	/* The host call that made the peak allocation (by correlation id). */
 	for (size_t i = 0; i < w->nallocapi; i++)
 		if (w->allocapi[i].end == peak->corr && peak->corr) {
-			query q = {w->allocapi[i].tid, to_ticks(f, w->allocapi[i].start), 0};
-			uint32_t node;
-			if (regions_at(p, f, &q, 1, &node) < 0)
-				return -1;
-			g->peak_node = node;
+			*alloc = i;
 			break;
 		}
 	return 0;
+}
+
+/* Close process proc's synchronising calls and memory, with the regions of the first and
+ * of the peak allocation found in one replay of its file. Returns 0 or -1. */
+static int close_process(ana_profile *p, ana_gpu *g, work *w, uint32_t proc, const fmt_file *f)
+{
+	size_t m = merge_sync(w), alloc;
+	if (close_memory(g, w, proc, &alloc) < 0)
+		return -1;
+	size_t nq = (w->any_api ? m : 0) + (alloc != SIZE_MAX);
+	ana_rp_at *qs = malloc((nq ? nq : 1) * sizeof *qs);
+	uint32_t *node = malloc((nq ? nq : 1) * sizeof *node);
+	int rc = -1;
+	if (!qs || !node)
+		goto out;
+	size_t k = 0;
+	for (size_t i = 0; w->any_api && i < m; i++, k++)
+		qs[k] = (ana_rp_at){w->sync[i].tid, to_ticks(f, w->sync[i].start)};
+	if (alloc != SIZE_MAX)
+		qs[k] = (ana_rp_at){w->allocapi[alloc].tid, to_ticks(f, w->allocapi[alloc].start)};
+	if (regions_at(p, proc, f, qs, nq, alloc != SIZE_MAX ? nq - 1 : SIZE_MAX, node) < 0)
+		goto out;
+	if (alloc != SIZE_MAX)
+		g->peak_node = node[nq - 1];
+	rc = close_sync(g, w, m, node);
+out:
+	free(qs);
+	free(node);
+	return rc;
 }
 
 static void work_reset_process(work *w)
@@ -754,7 +713,7 @@ int ana_gpu_end_process(ana_profile *p, uint32_t proc, const fmt_file *f)
 		if (g->devices[i].process == proc)
 			g->devices[i].info = fmt_gpu_device_get(f, g->devices[i].id);
 	w->proc = proc;
-	int rc = close_sync(p, g, w, f) < 0 || close_memory(p, g, w, proc, f) < 0 ? FENNEC_ENOMEM : 0;
+	int rc = close_process(p, g, w, proc, f) < 0 ? FENNEC_ENOMEM : 0;
 	if (in->cupti_dropped)
 		ana_warn(p, "%s: CUPTI dropped %llu GPU activity records (its buffers were full); GPU totals are low",
 			 f->path, (unsigned long long)in->cupti_dropped);

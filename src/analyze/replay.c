@@ -1,8 +1,9 @@
 /*
- * replay.c - one process's events again, for the exporters that write every call
- * (replay.h): the reader's events turned into region begins and ends with names and
- * depths, steps and metrics with their running counts, and NVTX ranges paired, each
- * thread's in time order, clipped to the profile's window.
+ * replay.c - one process's events again, for the clients that need every call or the
+ * regions open at given times (replay.h): the reader's events turned into region begins
+ * and ends with names and depths, steps and metrics with their running counts, NVTX
+ * ranges paired and GPU work, each thread's in time order, clipped to the profile's
+ * window; or the regions open on a thread at the times asked (ana_replay_open_at).
  *
  * The window is kept in the clients' time (ns from the recording's start). A thread's
  * stack remembers how many of its open regions were delivered (`shown`, always the
@@ -25,6 +26,7 @@ typedef struct rframe {
 
 typedef struct rthread {
 	int known, skip;      /* skip: not the thread asked for */
+	uint32_t group;       /* ana_replay_open_at: its tid's questions (index into rctx.groups), ANA_NONE: none */
 	uint32_t g;           /* the model's thread, ANA_NONE: none */
 	uint64_t tid;
 	rframe *stack;        /* open regions, outermost first */
@@ -64,6 +66,13 @@ typedef struct rctx {
 	ana_rp_event rev;     /* the region events delivered */
 	char tmp[64];
 	int rc;
+	/* ana_replay_open_at: the questions, sorted by tid and tick, in runs of one tid */
+	struct qsorted { uint64_t tid, ticks; size_t i; } *at;
+	struct qgroup { uint64_t tid; size_t q, qend; uint32_t last; } *groups; /* last: its thread latest seen */
+	size_t ngroups;
+	uint32_t *sites;      /* scratch: the sites of an answer */
+	uint32_t nsites_cap;
+	ana_rp_at_fn at_fn;
 } rctx;
 
 uint64_t ana_replay_t0_ns(const ana_profile *p)
@@ -126,7 +135,7 @@ static const char *site_name(rctx *c, uint32_t id)
  * the cost of the layer per region event. */
 static inline __attribute__((always_inline)) int region(rctx *c, rthread *t, uint32_t idx, unsigned kind, uint32_t d, uint64_t ns, int unfinished)
 {
-	if (!(c->o->what & ANA_RP_REGIONS))
+	if (!(c->o->what & (kind == ANA_RP_END ? ANA_RP_REGIONS | ANA_RP_ENDS : ANA_RP_REGIONS)))
 		return 0;
 	/* the hot path: one event reused, whose other fields stay zero */
 	ana_rp_event *e = &c->rev;
@@ -138,6 +147,7 @@ static inline __attribute__((always_inline)) int region(rctx *c, rthread *t, uin
 	e->site = t->stack[d].site;
 	e->name = site_name(c, e->site);
 	e->depth = d;
+	e->begin_ns = clip(c, t->stack[d].ns);
 	e->unfinished = unfinished;
 	return emit(c, e);
 }
@@ -169,8 +179,43 @@ static rthread *thread_of(rctx *c, uint32_t idx)
 		t->tid = idx < c->f->nthreads ? c->f->threads[idx].tid : 0;
 		t->skip = c->o->has_tid && t->tid != c->o->tid;
 		t->g = idx < c->ntmap ? c->tmap[idx] : ANA_NONE;
+		t->group = ANA_NONE;
+		if (c->at && idx < c->f->nthreads) { /* the run of its tid's questions */
+			size_t lo = 0, hi = c->ngroups;
+			while (lo < hi) {
+				size_t mid = (lo + hi) / 2;
+				if (c->groups[mid].tid < t->tid)
+					lo = mid + 1;
+				else
+					hi = mid;
+			}
+			if (lo < c->ngroups && c->groups[lo].tid == t->tid)
+				t->group = (uint32_t)lo;
+		}
 	}
 	return t;
+}
+
+/* ana_replay_open_at: answer the questions of t's tid asked before `ticks` from t's stack
+ * as it stands. */
+static int answer_until(rctx *c, rthread *t, uint32_t idx, uint64_t ticks)
+{
+	struct qgroup *gr = &c->groups[t->group];
+	gr->last = idx;
+	if (gr->q < gr->qend && c->at[gr->q].ticks < ticks) {
+		if (t->depth > c->nsites_cap) {
+			uint32_t *a = realloc(c->sites, t->depth * sizeof *a);
+			if (!a)
+				return c->rc = FENNEC_ENOMEM;
+			c->sites = a;
+			c->nsites_cap = t->depth;
+		}
+		for (uint32_t d = 0; d < t->depth; d++)
+			c->sites[d] = t->stack[d].site;
+		for (; gr->q < gr->qend && c->at[gr->q].ticks < ticks && !c->rc; gr->q++)
+			c->rc = c->at_fn(c->ctx, c->at[gr->q].i, c->sites, t->depth);
+	}
+	return c->rc;
 }
 
 /* The running total of counter `id`, or NULL when out of memory. */
@@ -228,6 +273,19 @@ static int mark(rctx *c, rthread *t, uint32_t idx, const fmt_event *ev, uint64_t
 		return c->rc;
 	if (e.kind != ANA_RP_STEP)
 		e.name = site_name(c, ev->id);
+	return emit(c, &e);
+}
+
+/* A kernel, copy or memset, at its start. */
+static int gpu_work(rctx *c, const fmt_event *ev)
+{
+	const fmt_gpu *r = ev->gpu;
+	if (!r || (r->type != FMT_GR_KERNEL && r->type != FMT_GR_MEMCPY && r->type != FMT_GR_MEMSET))
+		return 0;
+	uint64_t ns = rel_ns(c, ev->ticks);
+	if (!inside(c, ns))
+		return 0;
+	ana_rp_event e = {.kind = ANA_RP_GPU_WORK, .thread = UINT32_MAX, .g = ANA_NONE, .ns = ns, .gpu = r};
 	return emit(c, &e);
 }
 
@@ -302,15 +360,30 @@ static int on_event(void *vc, const fmt_file *rf, const fmt_event *ev)
 {
 	rctx *c = vc;
 	(void)rf; /* the model's copy of the file is complete; this one fills as it is read */
-	if (ev->type == FMT_EV_GPU)
-		return c->o->what & ANA_RP_NVTX ? nvtx_event(c, ev->gpu) : 0;
-	if (ev->thread == UINT32_MAX || ev->type >= FMT_EV_SAMPLE || !(c->o->what & (ANA_RP_REGIONS | ANA_RP_MARKS)))
+	if (ev->type == FMT_EV_GPU) {
+		if (c->o->what & ANA_RP_NVTX && nvtx_event(c, ev->gpu))
+			return c->rc;
+		return c->o->what & ANA_RP_GPU ? gpu_work(c, ev) : 0;
+	}
+	if (ev->thread == UINT32_MAX || ev->type >= FMT_EV_SAMPLE ||
+	    !(c->o->what & (ANA_RP_REGIONS | ANA_RP_ENDS | ANA_RP_MARKS) || c->at))
 		return 0;
 	rthread *t = thread_of(c, ev->thread);
 	if (!t)
 		return c->rc = FENNEC_ENOMEM;
 	if (t->skip)
 		return 0;
+	if (c->at) { /* questions only: the stack, no delivery */
+		if (ev->type != FMT_EV_BEGIN && ev->type != FMT_EV_END)
+			return 0;
+		if (t->group != ANA_NONE && answer_until(c, t, ev->thread, ev->ticks))
+			return c->rc;
+		if (ev->type == FMT_EV_END)
+			t->depth -= t->depth > 0;
+		else if (push_frame(t, ev->id, 0))
+			return c->rc = FENNEC_ENOMEM;
+		return 0;
+	}
 	uint64_t ns = rel_ns(c, ev->ticks);
 	if (ns < t->last_ns)
 		ns = t->last_ns; /* never backwards on a thread (the clock fit is monotonic; this is a guard) */
@@ -320,7 +393,9 @@ static int on_event(void *vc, const fmt_file *rf, const fmt_event *ev)
 		int in = inside(c, ns);
 		if (in && t->shown < t->depth && materialize(c, t, ev->thread))
 			return c->rc;
-		if (push_frame(t, ev->id, ns))
+		if (t->depth < t->cap) /* the hot path: push_frame grows the stack */
+			t->stack[t->depth++] = (rframe){ev->id, ns};
+		else if (push_frame(t, ev->id, ns))
 			return c->rc = FENNEC_ENOMEM;
 		if (in) {
 			t->shown = t->depth;
@@ -380,6 +455,65 @@ static int finish(rctx *c)
 	return c->rc;
 }
 
+/* Read c's file through on_event, then close what is open (finish). */
+static int run(rctx *c, uint32_t proc, fmt_error *err)
+{
+	const ana_profile *p = c->p;
+	if (p->window.active && !c->o->whole) {
+		const fmt_file *f = c->f;
+		c->win = 1;
+		c->lo = p->window.begin_ns > c->t0 ? p->window.begin_ns - c->t0 : 0;
+		c->hi = p->window.end_ns == UINT64_MAX ? UINT64_MAX : p->window.end_ns > c->t0 ? p->window.end_ns - c->t0 : 0;
+		/* as the model's two ticks either side: an edge on a step mark, turned into ns and
+		 * back, lands on that mark's time, not beside it */
+		c->slack = 1 + (uint64_t)ceil(2 * (f->fit_b > 0 ? f->fit_b : 1));
+	}
+	c->ntmap = c->f->nthreads;
+	c->tmap = malloc((c->ntmap ? c->ntmap : 1) * sizeof *c->tmap);
+	if (!c->tmap)
+		return FENNEC_ENOMEM;
+	for (uint32_t i = 0; i < c->ntmap; i++)
+		c->tmap[i] = ANA_NONE;
+	for (uint32_t t = 0; t < p->nthreads; t++) /* the last the model made of a file thread */
+		if (p->threads[t].process == proc && p->threads[t].index < c->ntmap)
+			c->tmap[p->threads[t].index] = t;
+	fmt_file f;
+	int rc = fmt_read_ex(c->f->path, c->f->read_flags, &f, on_event, c, err);
+	fmt_file_free(&f);
+	if (c->rc)
+		return c->rc;
+	if (rc == FENNEC_ENOMEM)
+		return rc;
+	if (rc && p->opt.force && !c->o->whole)
+		rc = 0; /* --force: what precedes the damage, as the analysis did */
+	if (c->at) /* the questions past each thread's last region event */
+		for (size_t k = 0; k < c->ngroups && !c->rc; k++)
+			if (c->groups[k].last != ANA_NONE)
+				answer_until(c, &c->th[c->groups[k].last], c->groups[k].last, UINT64_MAX);
+			else
+				for (; c->groups[k].q < c->groups[k].qend && !c->rc; c->groups[k].q++)
+					c->rc = c->at_fn(c->ctx, c->at[c->groups[k].q].i, NULL, 0);
+	else if (!rc || c->o->whole)
+		finish(c);
+	return c->rc ? c->rc : rc;
+}
+
+static void rctx_free(rctx *c)
+{
+	for (uint32_t k = 0; k < c->nth; k++)
+		free(c->th[k].stack);
+	for (size_t k = 0; k < c->nnv; k++)
+		free(c->nv[k].text);
+	free(c->th);
+	free(c->tmap);
+	free(c->total);
+	free(c->nv);
+	ana_map_clear(&c->open);
+	free(c->at);
+	free(c->groups);
+	free(c->sites);
+}
+
 int ana_replay(const ana_profile *p, uint32_t proc, const ana_replay_opts *o, ana_replay_fn fn, void *ctx,
 	       fmt_error *err)
 {
@@ -388,41 +522,47 @@ int ana_replay(const ana_profile *p, uint32_t proc, const ana_replay_opts *o, an
 		return FENNEC_EINVAL;
 	rctx c = {.p = p, .o = o, .f = &p->procs[proc].file, .fn = fn, .ctx = ctx, .t0 = ana_replay_t0_ns(p),
 		  .hi = UINT64_MAX};
-	if (p->window.active) {
-		const fmt_file *f = c.f;
-		c.win = 1;
-		c.lo = p->window.begin_ns > c.t0 ? p->window.begin_ns - c.t0 : 0;
-		c.hi = p->window.end_ns == UINT64_MAX ? UINT64_MAX : p->window.end_ns > c.t0 ? p->window.end_ns - c.t0 : 0;
-		/* as the model's two ticks either side: an edge on a step mark, turned into ns and
-		 * back, lands on that mark's time, not beside it */
-		c.slack = 1 + (uint64_t)ceil(2 * (f->fit_b > 0 ? f->fit_b : 1));
+	int rc = run(&c, proc, err);
+	rctx_free(&c);
+	return rc;
+}
+
+static int cmp_at(const void *a, const void *b)
+{
+	const struct qsorted *x = a, *y = b;
+	if (x->tid != y->tid)
+		return x->tid < y->tid ? -1 : 1;
+	if (x->ticks != y->ticks)
+		return x->ticks < y->ticks ? -1 : 1;
+	return (x->i > y->i) - (x->i < y->i);
+}
+
+int ana_replay_open_at(const ana_profile *p, uint32_t proc, const ana_rp_at *q, size_t n, ana_rp_at_fn fn, void *ctx)
+{
+	if (proc >= p->nprocs)
+		return FENNEC_EINVAL;
+	if (!n)
+		return 0;
+	static const ana_replay_opts whole = {.whole = 1};
+	rctx c = {.p = p, .o = &whole, .f = &p->procs[proc].file, .ctx = ctx, .t0 = ana_replay_t0_ns(p),
+		  .hi = UINT64_MAX, .at_fn = fn};
+	c.at = malloc(n * sizeof *c.at);
+	c.groups = malloc(n * sizeof *c.groups);
+	int rc = FENNEC_ENOMEM;
+	if (c.at && c.groups) {
+		for (size_t i = 0; i < n; i++)
+			c.at[i] = (struct qsorted){q[i].tid, q[i].ticks, i};
+		qsort(c.at, n, sizeof *c.at, cmp_at);
+		for (size_t i = 0; i < n; i++) {
+			if (!c.ngroups || c.groups[c.ngroups - 1].tid != c.at[i].tid)
+				c.groups[c.ngroups++] = (struct qgroup){.tid = c.at[i].tid, .q = i, .last = ANA_NONE};
+			c.groups[c.ngroups - 1].qend = i + 1;
+		}
+		fmt_error err;
+		rc = run(&c, proc, &err);
+		if (rc != FENNEC_ENOMEM && rc != c.rc)
+			rc = 0; /* a file that changed since: answered from what it gave */
 	}
-	c.ntmap = c.f->nthreads;
-	c.tmap = malloc((c.ntmap ? c.ntmap : 1) * sizeof *c.tmap);
-	if (!c.tmap)
-		return FENNEC_ENOMEM;
-	for (uint32_t i = 0; i < c.ntmap; i++)
-		c.tmap[i] = ANA_NONE;
-	for (uint32_t t = 0; t < p->nthreads; t++) /* the last the model made of a file thread */
-		if (p->threads[t].process == proc && p->threads[t].index < c.ntmap)
-			c.tmap[p->threads[t].index] = t;
-	fmt_file f;
-	int rc = fmt_read_ex(c.f->path, c.f->read_flags, &f, on_event, &c, err);
-	fmt_file_free(&f);
-	if (c.rc)
-		rc = c.rc;
-	else if (rc && rc != FENNEC_ENOMEM && p->opt.force)
-		rc = 0; /* --force: what precedes the damage, as the analysis did */
-	if (!rc)
-		rc = finish(&c);
-	for (uint32_t k = 0; k < c.nth; k++)
-		free(c.th[k].stack);
-	for (size_t k = 0; k < c.nnv; k++)
-		free(c.nv[k].text);
-	free(c.th);
-	free(c.tmap);
-	free(c.total);
-	free(c.nv);
-	ana_map_clear(&c.open);
+	rctx_free(&c);
 	return rc;
 }

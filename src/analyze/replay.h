@@ -1,9 +1,10 @@
 /*
  * replay.h - one process's events again, in file order, for the clients that need them
- * call by call (the Chrome trace and speedscope exporters): the replay reads the file
- * once through the reader, keeps each thread's region stack, names the sites, closes
- * what is still open at a thread's end once, and applies the profile's window, so that a
- * client writes what it is given and rebuilds nothing. docs/internals/architecture.md.
+ * call by call (the Chrome trace and speedscope exporters, the timeline) or the regions
+ * open at given times (GPU attribution): the replay reads the file once through the
+ * reader, keeps each thread's region stack, names the sites, closes what is still open at
+ * a thread's end once, and applies the profile's window, so that a client writes what it
+ * is given and rebuilds nothing. docs/internals/architecture.md.
  *
  * Ownership: the event handed to the callback, and every string it points to, live until
  * the callback returns.
@@ -17,6 +18,8 @@
 #define ANA_RP_REGIONS 1u /* region begins and ends */
 #define ANA_RP_MARKS 2u   /* steps, counters, gauges, values */
 #define ANA_RP_NVTX 4u    /* NVTX ranges and marks (GPUX records); see ana_replay */
+#define ANA_RP_GPU 8u     /* GPU kernels, copies and memsets (GPU records); see ana_replay */
+#define ANA_RP_ENDS 16u   /* region ends only, each with its begin's time: whole calls */
 
 enum ana_rp_kind {
 	ANA_RP_BEGIN = 1,
@@ -28,18 +31,20 @@ enum ana_rp_kind {
 	ANA_RP_NVTX_START,
 	ANA_RP_NVTX_END,
 	ANA_RP_NVTX_MARK,
+	ANA_RP_GPU_WORK,
 };
 
 typedef struct ana_rp_event {
 	unsigned kind;        /* enum ana_rp_kind */
 	uint32_t thread;      /* index into the file's threads; UINT32_MAX for NVTX */
-	uint32_t g;           /* the model's thread (index into p->threads), ANA_NONE: none */
+	uint32_t g;           /* the model's thread (index into p->threads), ANA_NONE: none (and GPU_WORK) */
 	uint64_t tid;         /* the thread's id (NVTX: the thread that started the range or made the mark) */
 	uint64_t ns;          /* since the recording's start (ana_replay_t0_ns), never backwards on a thread */
 	uint32_t site;        /* BEGIN, END and metrics: the site id */
 	const char *name;     /* the site's name ("<site N>" when the file defines none); NVTX_START and
 			       * NVTX_MARK: the message; NULL for STEP and NVTX_END */
 	uint32_t depth;       /* BEGIN, END: the regions open around it (0: a top-level region) */
+	uint64_t begin_ns;    /* END: the time its BEGIN was delivered at */
 	int unfinished;       /* END, NVTX_END: still open when its thread (the file) ended, inside the window */
 	uint64_t step;        /* STEP: the mark's number on its thread from 1 (marks before the window count) */
 	uint32_t flags;       /* STEP: the operand bits (1: recorded, 2: items) */
@@ -48,6 +53,7 @@ typedef struct ana_rp_event {
 			       * start of the recording); GAUGE, VALUE: the value */
 	uint32_t range;       /* NVTX_START, NVTX_END: the range's number in this replay, from 0 in start order */
 	uint64_t end_tid;     /* NVTX_END: the thread that ended it (0: never ended) */
+	const fmt_gpu *gpu;   /* GPU_WORK: the record (ns is its start) */
 } ana_rp_event;
 
 /* Return nonzero to stop the replay (ana_replay then returns that value). */
@@ -57,6 +63,9 @@ typedef struct ana_replay_opts {
 	unsigned what;        /* ANA_RP_* bits */
 	int has_tid;          /* only the events of thread `tid` (NVTX: the ranges it started, its marks) */
 	uint64_t tid;
+	int whole;            /* the file as it is: no window, and what a file that fails to read
+			       * again (it changed since the model read it) gives up to the failure,
+			       * closed as at its threads' end, with the reader's error */
 } ana_replay_opts;
 
 /* The recording's time origin, which ana_rp_event.ns counts from: the earliest process
@@ -81,10 +90,35 @@ uint64_t ana_replay_t0_ns(const ana_profile *p);
  * when it is clipped to the window's start), an end with its start's range number; a
  * range never ended ends at the file's end, after the file is read.
  *
+ * GPU work (ANA_RP_GPU): kernels, copies and memsets in file order, which is not time
+ * order (CUPTI's buffers), each at its start; with a window, those that start inside it.
+ *
  * Returns 0, the callback's value, FENNEC_ENOMEM, or the reader's error with err filled
  * in (with --force, p->opt.force, a damaged file gives what precedes the damage and 0).
  */
 int ana_replay(const ana_profile *p, uint32_t proc, const ana_replay_opts *o, ana_replay_fn fn, void *ctx,
 	       fmt_error *err);
+
+/* One question to ana_replay_open_at: which regions were open on thread `tid` at `ticks`
+ * (the file's clock), after every region event of that thread up to that tick. */
+typedef struct ana_rp_at {
+	uint64_t tid;
+	uint64_t ticks;
+} ana_rp_at;
+
+/* The answer to question i: the sites open, outermost first (n 0: none). Return nonzero
+ * to stop. */
+typedef int (*ana_rp_at_fn)(void *ctx, size_t i, const uint32_t *sites, uint32_t n);
+
+/*
+ * Answer the n questions q about process `proc`'s file in one read of it, the whole file
+ * (no window): fn once per question, in the order the replay comes to them (a thread's in
+ * time order, then those past its last region event). A tid that two threads of the file
+ * held in turn: a question is answered from the one whose region event comes next after
+ * its tick in the file (past them all, the last one seen). A file that fails to read again
+ * has its questions answered from what preceded the failure. Returns 0, the callback's
+ * value or FENNEC_ENOMEM.
+ */
+int ana_replay_open_at(const ana_profile *p, uint32_t proc, const ana_rp_at *q, size_t n, ana_rp_at_fn fn, void *ctx);
 
 #endif

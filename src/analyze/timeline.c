@@ -1,7 +1,8 @@
 /*
- * timeline.c - region calls as per-thread intervals (timeline.h). A second pass over the
- * recording's files replays each thread's region stack; every completed call goes to the
- * lane of its thread and depth, where calls shorter than the resolution are merged with
+ * timeline.c - region calls as per-thread intervals (timeline.h). A replay of each of the
+ * recording's files (analyze/replay.h, the whole file: the timeline keeps to the window
+ * itself) hands it every call as it ends, and GPU work in file order; every call goes to
+ * the lane of its thread and depth, where calls shorter than the resolution are merged with
  * their short neighbours into blocks no longer than the resolution. The resolution starts at 0 (every call exact) and
  * doubles whenever the intervals kept exceed the budget, so memory stays bounded however
  * many events the recording has. GPU kernels, copies and memsets go to a lane per stream
@@ -10,17 +11,13 @@
  */
 #include "analyze/timeline.h"
 #include "analyze/gpu.h"
+#include "analyze/replay.h"
 #include "symbol/symbol.h"
 
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-typedef struct open_call {
-	uint32_t site;
-	uint64_t start_ticks;
-} open_call;
 
 /* The block being built in one lane (thread, depth); valid when count > 0. */
 typedef struct lane {
@@ -29,12 +26,15 @@ typedef struct lane {
 } lane;
 
 typedef struct tthread {
-	uint32_t g;           /* index into p->threads; ANA_NONE: not in the model, skipped */
-	int mapped;
-	open_call *stack;
-	uint32_t depth, cap;
 	lane *lanes;          /* max_depth + 1, allocated on first use */
 } tthread;
+
+/* A call still open at the end of its thread, as the replay closes it (innermost first). */
+typedef struct open_call {
+	uint32_t site, depth;
+	char *name;
+	uint64_t start_ns;
+} open_call;
 
 typedef struct tctx {
 	const ana_profile *p;
@@ -43,11 +43,15 @@ typedef struct tctx {
 	size_t budget;        /* intervals kept before the resolution is raised */
 	size_t max_intervals;
 	uint32_t max_depth;
-	double t0_ns;         /* the first process's start */
+	uint64_t t0_ns;       /* the first process's start, after the replay's time origin */
 	uint64_t span_est_ns; /* the model's span of the recording, or the window's length */
 	uint64_t from_ns, to_ns; /* the window: calls ending before from or starting at or after to are left out */
-	tthread *th;
+	tthread *th;          /* per thread of the file */
 	uint32_t nth;
+	uint32_t flushed;     /* the lanes of threads [0, flushed) are flushed: the file's end is being closed */
+	uint64_t end_ns;      /* the file's end */
+	open_call *open;      /* the thread being closed: its calls still open, innermost first */
+	uint32_t nopen, open_cap;
 	uint32_t *site_name;  /* per site id of this file: index into tl->names, ANA_NONE unresolved */
 	uint32_t nsites;
 	lane (*glanes)[2];    /* per tl->gpu_lanes entry: the blocks being built at depths 0 and 1 */
@@ -92,9 +96,8 @@ static uint32_t name_index(ana_timeline *tl, const char *s)
 	return tl->nnames++;
 }
 
-/* The name of site `id` of file `f`, interned; a site not (yet) defined gets a
- * placeholder that is looked up again next time. */
-static uint32_t site_name(tctx *c, const fmt_file *f, uint32_t id)
+/* The name of site `id` (the replay's name for it), interned once per site id. */
+static uint32_t site_name(tctx *c, uint32_t id, const char *name)
 {
 	if (id >= c->nsites) {
 		uint32_t n = id + 64;
@@ -106,13 +109,9 @@ static uint32_t site_name(tctx *c, const fmt_file *f, uint32_t id)
 		c->site_name = a;
 		c->nsites = n;
 	}
-	if (c->site_name[id] != ANA_NONE)
-		return c->site_name[id];
-	if (id < f->nsites && f->sites[id].defined && f->sites[id].name)
-		return c->site_name[id] = name_index(c->tl, f->sites[id].name);
-	char tmp[32];
-	snprintf(tmp, sizeof tmp, "<site %u>", id);
-	return name_index(c->tl, tmp);
+	if (c->site_name[id] == ANA_NONE)
+		c->site_name[id] = name_index(c->tl, name);
+	return c->site_name[id];
 }
 
 static int mergeable(const ana_interval *x, uint64_t res)
@@ -263,23 +262,13 @@ static tthread *thread_of(tctx *c, uint32_t idx)
 		c->th = a;
 		c->nth = n;
 	}
-	tthread *t = &c->th[idx];
-	if (!t->mapped) {
-		t->mapped = 1;
-		t->g = ANA_NONE;
-		for (uint32_t i = 0; i < c->p->nthreads; i++)
-			if (c->p->threads[i].process == c->proc && c->p->threads[i].index == idx) {
-				t->g = i;
-				break;
-			}
-	}
-	return t;
+	return &c->th[idx];
 }
 
-static uint64_t rel_ns(tctx *c, const fmt_file *f, uint64_t ticks)
+/* A replay time (ns from the recording's start) from the first process's start. */
+static uint64_t rel_ns(const tctx *c, uint64_t ns)
 {
-	double ns = fmt_ticks_to_ns(f, ticks) - c->t0_ns;
-	return ns > 0 ? (uint64_t)llround(ns) : 0;
+	return ns > c->t0_ns ? ns - c->t0_ns : 0;
 }
 
 /* The lane of GPU stream (c->proc, device, stream): its index in tl->gpu_lanes, or
@@ -336,11 +325,9 @@ static uint32_t gpu_kernel_name(tctx *c, const fmt_gpu *r)
 }
 
 /* A kernel (depth 0), copy or memset (depth 1) on its stream's lane. */
-static int gpu_event(tctx *c, const fmt_file *f, const fmt_gpu *r, uint64_t ticks)
+static int gpu_event(tctx *c, const fmt_gpu *r, uint64_t ns)
 {
-	if (r->type != FMT_GR_KERNEL && r->type != FMT_GR_MEMCPY && r->type != FMT_GR_MEMSET)
-		return 0;
-	uint64_t s = rel_ns(c, f, ticks);
+	uint64_t s = rel_ns(c, ns);
 	uint64_t dur = r->end_ns > r->start_ns ? r->end_ns - r->start_ns : 0;
 	if (c->to_ns && (s >= c->to_ns || s + dur < c->from_ns))
 		return 0;
@@ -361,84 +348,97 @@ static int gpu_event(tctx *c, const fmt_file *f, const fmt_gpu *r, uint64_t tick
 	return add_call(c, &c->glanes[k][d], ANA_TL_GPU + k, d, name, s, dur, 0, &c->tl->gpu_work);
 }
 
-static int on_event(void *vc, const fmt_file *f, const fmt_event *ev)
+/* A call at depth d of thread g (file thread idx), from start_ns to end_ns (relative). */
+static inline __attribute__((always_inline)) int call(tctx *c, uint32_t idx, uint32_t g, uint32_t d, uint32_t site, const char *name, uint64_t s, uint64_t e,
+		int open)
 {
-	tctx *c = vc;
-	if (ev->type == FMT_EV_GPU && ev->gpu) {
-		if (gpu_event(c, f, ev->gpu, ev->ticks) < 0) {
-			c->oom = 1;
-			return FENNEC_ENOMEM;
-		}
-		return 0;
-	}
-	if (ev->type != FMT_EV_BEGIN && ev->type != FMT_EV_END)
-		return 0;
-	tthread *t = thread_of(c, ev->thread);
-	if (!t)
-		goto oom;
-	if (t->g == ANA_NONE)
-		return 0; /* a thread the model has not seen (the file grew since): left out */
-	if (ev->type == FMT_EV_BEGIN) {
-		if (t->depth == t->cap) {
-			uint32_t cap = t->cap ? t->cap * 2 : 16;
-			open_call *s = realloc(t->stack, cap * sizeof *s);
-			if (!s)
-				goto oom;
-			t->stack = s;
-			t->cap = cap;
-		}
-		t->stack[t->depth++] = (open_call){ev->id, ev->ticks};
-		return 0;
-	}
-	if (!t->depth)
-		return 0;
-	open_call oc = t->stack[--t->depth];
-	uint64_t s = rel_ns(c, f, oc.start_ticks);
-	uint64_t e = rel_ns(c, f, ev->ticks);
-	if (c->to_ns && (s >= c->to_ns || e < c->from_ns))
-		return 0;
-	if (t->depth > c->max_depth) {
+	if (d > c->max_depth) {
 		c->tl->deep_calls++;
 		return 0;
 	}
-	uint32_t name = site_name(c, f, oc.site);
-	lane *l = lanes_of(c, t);
-	if (name == ANA_NONE || !l)
-		goto oom;
-	if (add_call(c, &l[t->depth], t->g, t->depth, name, s, e > s ? e - s : 0, 0, &c->tl->calls) < 0)
-		goto oom;
-	return 0;
-oom:
-	c->oom = 1;
-	return FENNEC_ENOMEM;
+	/* the hot path, once per call: a site named and a thread with lanes already */
+	uint32_t k = site < c->nsites && c->site_name[site] != ANA_NONE ? c->site_name[site] : site_name(c, site, name);
+	tthread *t = idx < c->nth ? &c->th[idx] : thread_of(c, idx);
+	lane *l = t ? t->lanes ? t->lanes : lanes_of(c, t) : NULL;
+	if (k == ANA_NONE || !l)
+		return -1;
+	return add_call(c, &l[d], g, d, k, s, e > s ? e - s : 0, open, &c->tl->calls);
 }
 
-/* End of a file: flush every lane, and show the calls still open up to the file's end. */
-static int finish_file(tctx *c, const fmt_file *f)
+/* Flush the lanes of the threads before `upto` that are not yet. */
+static int flush_threads(tctx *c, uint32_t upto)
 {
-	for (uint32_t i = 0; i < c->nth; i++) {
-		tthread *t = &c->th[i];
-		if (t->g == ANA_NONE)
-			continue;
+	for (; c->flushed < upto && c->flushed < c->nth; c->flushed++) {
+		tthread *t = &c->th[c->flushed];
 		if (t->lanes)
 			for (uint32_t d = 0; d <= c->max_depth; d++)
 				if (flush_lane(c, &t->lanes[d]) < 0)
 					return -1;
-		uint64_t end = rel_ns(c, f, f->last_ticks);
-		for (uint32_t d = 0; d < t->depth; d++) {
-			if (d > c->max_depth) {
-				c->tl->deep_calls++;
-				continue;
-			}
-			uint32_t name = site_name(c, f, t->stack[d].site);
-			lane *l = lanes_of(c, t);
-			if (name == ANA_NONE || !l)
-				return -1;
-			uint64_t s = rel_ns(c, f, t->stack[d].start_ticks);
-			if (add_call(c, &l[d], t->g, d, name, s, end > s ? end - s : 0, 1, &c->tl->calls) < 0)
-				return -1;
-		}
 	}
+	if (c->flushed < upto)
+		c->flushed = upto;
+	return 0;
+}
+
+/* The replay's end of a call still open at its thread's end: kept until its outermost
+ * (depth 0, the last), then the thread's lanes are flushed and its open calls shown,
+ * outermost first, up to the file's end. */
+static int open_end(tctx *c, const ana_rp_event *ev)
+{
+	if (c->nopen == c->open_cap) {
+		uint32_t cap = c->open_cap ? c->open_cap * 2 : 16;
+		open_call *a = realloc(c->open, cap * sizeof *a);
+		if (!a)
+			return -1;
+		c->open = a;
+		c->open_cap = cap;
+	}
+	char *name = strdup(ev->name);
+	if (!name)
+		return -1;
+	c->open[c->nopen++] = (open_call){ev->site, ev->depth, name, ev->begin_ns};
+	if (ev->depth)
+		return 0;
+	int rc = flush_threads(c, ev->thread + 1);
+	for (uint32_t i = c->nopen; i-- > 0 && !rc;) {
+		const open_call *o = &c->open[i];
+		rc = call(c, ev->thread, ev->g, o->depth, o->site, o->name, rel_ns(c, o->start_ns), c->end_ns, 1);
+	}
+	for (uint32_t i = 0; i < c->nopen; i++)
+		free(c->open[i].name);
+	c->nopen = 0;
+	return rc;
+}
+
+static int on_event(void *vc, const ana_rp_event *ev)
+{
+	tctx *c = vc;
+	int rc = 0;
+	if (ev->kind == ANA_RP_GPU_WORK)
+		rc = gpu_event(c, ev->gpu, ev->ns);
+	else if (ev->kind != ANA_RP_END || ev->g == ANA_NONE)
+		return 0; /* a thread the model has not seen (the file grew since): left out */
+	else if (ev->unfinished)
+		rc = open_end(c, ev);
+	else {
+		uint64_t s = rel_ns(c, ev->begin_ns), e = rel_ns(c, ev->ns);
+		if (c->to_ns && (s >= c->to_ns || e < c->from_ns))
+			return 0;
+		rc = call(c, ev->thread, ev->g, ev->depth, ev->site, ev->name, s, e, 0);
+	}
+	if (rc < 0) {
+		c->oom = 1;
+		return FENNEC_ENOMEM;
+	}
+	return 0;
+}
+
+/* The file is read: flush the lanes of the threads with no call open at the end, and the
+ * GPU lanes. */
+static int finish_file(tctx *c)
+{
+	if (flush_threads(c, c->nth) < 0)
+		return -1;
 	for (uint32_t k = 0; k < c->tl->ngpu_lanes; k++)
 		for (int d = 0; d < 2; d++)
 			if (flush_lane(c, &c->glanes[k][d]) < 0)
@@ -448,15 +448,17 @@ static int finish_file(tctx *c, const fmt_file *f)
 
 static void free_file_state(tctx *c)
 {
-	for (uint32_t i = 0; i < c->nth; i++) {
-		free(c->th[i].stack);
+	for (uint32_t i = 0; i < c->nth; i++)
 		free(c->th[i].lanes);
-	}
 	free(c->th);
 	free(c->site_name);
 	free(c->gpu_name);
+	for (uint32_t i = 0; i < c->nopen; i++)
+		free(c->open[i].name);
 	c->th = NULL;
 	c->nth = 0;
+	c->flushed = 0;
+	c->nopen = 0;
 	c->site_name = NULL;
 	c->nsites = 0;
 	c->gpu_name = NULL;
@@ -485,8 +487,10 @@ int ana_timeline_build(const ana_profile *p, size_t max_intervals, uint32_t max_
 	tl->to_ns = to_ns;
 	if (!p->nprocs)
 		return 0;
+	uint64_t t0 = ana_replay_t0_ns(p);
 	tctx c = {.p = p, .tl = tl, .max_intervals = max_intervals, .budget = 2 * max_intervals,
-		  .max_depth = max_depth, .t0_ns = (double)p->procs[0].start_ns, .from_ns = tl->from_ns, .to_ns = to_ns};
+		  .max_depth = max_depth, .t0_ns = p->procs[0].start_ns > t0 ? p->procs[0].start_ns - t0 : 0,
+		  .from_ns = tl->from_ns, .to_ns = to_ns};
 	for (uint32_t i = 0; i < p->nprocs; i++) {
 		uint64_t e = p->procs[i].end_ns > p->procs[0].start_ns ? p->procs[i].end_ns - p->procs[0].start_ns : 0;
 		if (e > c.span_est_ns)
@@ -495,23 +499,26 @@ int ana_timeline_build(const ana_profile *p, size_t max_intervals, uint32_t max_
 	if (to_ns)
 		c.span_est_ns = to_ns - tl->from_ns;
 	int rc = 0;
+	static const ana_replay_opts ro = {.what = ANA_RP_ENDS | ANA_RP_GPU, .whole = 1};
 	for (uint32_t i = 0; i < p->nprocs && !rc; i++) {
-		fmt_file f;
 		fmt_error err;
+		const fmt_file *f = &p->procs[i].file;
 		c.proc = i;
-		int r = fmt_read_ex(p->procs[i].file.path, p->procs[i].file.read_flags, &f, on_event, &c, &err);
+		double end = fmt_ticks_to_ns(f, f->last_ticks) - (double)t0;
+		c.end_ns = rel_ns(&c, end > 0 ? (uint64_t)llround(end) : 0);
+		int r = ana_replay(p, i, &ro, on_event, &c, &err);
 		if (c.oom || r == FENNEC_ENOMEM)
 			rc = FENNEC_ENOMEM;
 		else {
 			if (r)
 				tl->files_failed++;
-			if (finish_file(&c, &f) < 0)
+			if (finish_file(&c) < 0)
 				rc = FENNEC_ENOMEM;
 		}
-		fmt_file_free(&f);
 		free_file_state(&c);
 	}
 	free(c.glanes);
+	free(c.open);
 	if (!rc) {
 		merge_all(tl);
 		coarsen(&c, max_intervals);

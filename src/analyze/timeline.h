@@ -1,7 +1,8 @@
 /*
  * timeline.h - region calls as intervals per thread, for the timelines of the HTML report
  * and the dashboard. The model keeps no per-call data (memory grows with calls, 8 bytes
- * each), so this reads the recording's files again and reduces what it finds to a bounded
+ * each), so this replays the recording's files (analyze/replay.h, one read of each) and
+ * reduces what it finds to a bounded
  * number of intervals: calls shorter than a resolution are merged with their neighbours
  * at the same depth of the same thread into blocks, at most a resolution long, that say
  * how many calls they stand for. GPU kernels, copies and memsets (GPU chunks) become
@@ -54,7 +55,7 @@ typedef struct ana_timeline {
 } ana_timeline;
 
 /*
- * Read the files of `p` again (p->procs[i].file.path) and fill *tl with at most
+ * Replay the files of `p` (p->procs[i].file.path, ana_replay) and fill *tl with at most
  * `max_intervals` intervals (the resolution is raised until they fit; at least 1000) of
  * calls at depths 0..max_depth that overlap the window [from_ns, to_ns) (times as in
  * ana_interval; to_ns 0: no window). Calls outside the window are neither kept nor
