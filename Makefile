@@ -6,7 +6,7 @@
 CC      ?= cc
 DEBIAN_PACKAGES := libzstd-dev libunwind-dev clang libclang-rt-14-dev python3 jq time libdw-dev libelf-dev libiberty-dev zlib1g-dev golang-go libcairo2-dev \
                    libmicrohttpd-dev prometheus chromium wrk openmpi-bin libopenmpi-dev libtcmalloc-minimal4 libjemalloc2 libblas3 \
-                   libopenblas0-pthread python3-dev python3-numpy python3-torch python3-venv
+                   libopenblas0-pthread python3-dev python3-numpy python3-torch python3-scalene python3-venv
 
 ifeq ($(ASAN),1)
   O ?= build-asan
