@@ -56,6 +56,13 @@ def test_system_disk_write():
     assert_true(f[0]["evidence"]["disk_bytes"] >= want * 0.5, "most of the bytes in the I/O-bound time: %r" % f[0])
 
 
+# In a full ASan stage (2026-12-03) the writes' intervals read as kernel time (96 % of the
+# CPU in the kernel), not I/O-bound: the disk was faster than the ASan-slowed copies that
+# moment. It passed 2 of 2 runs alone; retried once.
+test_system_disk_write.retries = 1
+test_system_disk_write.why_retry = "disk-timing"
+
+
 @collector
 def test_system_loopback_network():
     """64 MiB sent to itself over loopback TCP: the namespace's interfaces counted at least
