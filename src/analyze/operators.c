@@ -22,7 +22,20 @@ static int op_name(const char *fn, char *buf, size_t n)
 		if (!e || (strncmp(e, "::call(", 7) && strncmp(e, "::redispatch(", 13) && strcmp(e, "::call") &&
 			   strcmp(e, "::redispatch")))
 			return 0;
-		snprintf(buf, n, "aten::%.*s", (int)(e - a), a);
+		/* The struct is named <op>_<overload> when the operator has overloads
+		 * (at::_ops::fill__Scalar, add__Tensor, sum_dim_IntList): torch.profiler and the
+		 * user know it as the operator, aten::fill_. An overload name mostly begins with a
+		 * capital (Tensor, Scalar, IntList) or is "out"; lower-case ones other than out
+		 * (mean's "dim") stay in the name, as the symbol cannot tell them from the op's. */
+		const char *cut = e;
+		for (const char *q = a + 1; q + 1 < e; q++)
+			if (q[0] == '_' && q[1] >= 'A' && q[1] <= 'Z') {
+				cut = q;
+				break;
+			}
+		if (cut - a > 4 && !strncmp(cut - 4, "_out", 4))
+			cut -= 4;
+		snprintf(buf, n, "aten::%.*s", (int)(cut - a), a);
 		return 1;
 	}
 	if (!strncmp(fn, node, sizeof node - 1)) {

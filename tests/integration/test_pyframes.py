@@ -292,19 +292,17 @@ def test_python_gil_wait():
 def test_pytorch_operator_table():
     """examples/torch_train.py (a CNN, a DataLoader, SGD) under fennec record: the operator
     table names the aten operators and autograd nodes with the Python line that called
-    them, and agrees with torch.profiler's key_averages() (self CPU) run on the same script.
-    Measured agreement (docs/python.md, "PyTorch operators"): 4 to 5 of torch.profiler's
-    top 5 aten operators in fennec's top 5 (three runs), and fennec's top operator among
-    torch.profiler's top 3, whose own order changes from run to run. The test holds 3 of
-    5, not the issue's 4 of 5 within 5 points: the two tools run the script separately and
-    shares of both vary by 5 to 10 points run to run here (a finding, in the issue's note)."""
+    them, and agrees with torch.profiler's key_averages() (self CPU) of the same run (the
+    script's --torch-profile, inside fennec record): at least 4 of the top 5 aten operators
+    in common, each of torch.profiler's top 5 within 5 points of its share there (shares of
+    the aten operators' self totals). Measured (docs/python.md, "PyTorch operators"): 5 of 5,
+    within 1.7 points. Run separately, the two tools' shares differed by up to 17 points, as
+    each varies that much from run to run on this machine."""
     need_plain()
     if run(["/usr/bin/python3", "-c", "import torch"]).returncode != 0:
         raise Skip("PyTorch is not installed (Debian: python3-torch)")
     ex = os.path.normpath(os.path.join(HERE, "..", "..", "examples", "torch_train.py"))
-    r = run(["/usr/bin/python3", ex, "--torch-profile", "tp.json"], timeout_s=240)
-    assert_true(r.returncode == 0, r.describe())
-    r, path = record("/usr/bin/python3", ex, timeout_s=240)
+    r, path = record("/usr/bin/python3", ex, "--torch-profile", "tp.json", timeout_s=240)
     rep = analyze(path)
     ops = {o["name"]: o for o in rep["operators"]}
     for name, caller in (("aten::addmm", "Linear.forward"), ("aten::mkldnn_convolution", "Conv2d._conv_forward"),
@@ -324,14 +322,11 @@ def test_pytorch_operator_table():
     ts, fs = sum(t.values()), sum(f.values())
     top_t = sorted(t, key=lambda k: -t[k])[:5]
     top_f = sorted(f, key=lambda k: -f[k])[:5]
-    # torch.profiler's own order of its top three changes from run to run (max_pool2d,
-    # convolution_backward and mm within a few points of each other): fennec's top is in it.
-    # Retried once (@statistical): in the full suite of 2026-12-03 fennec's top,
-    # mkldnn_convolution, was torch.profiler's fourth, 4 of the top 5 in common
-    assert_true(top_f[0] in top_t[:3], "the top operators: torch.profiler %s, fennec %s" % (top_t, top_f))
-    # with oneDNN's kernels walked out of (test_pytorch_jit_kernels_under_their_operator):
-    # 4, 4 and 5 of the top 5 in common in three runs on a loaded machine
-    assert_true(len(set(top_t) & set(top_f)) >= 3, "the top 5 operators: torch.profiler %s, fennec %s" % (top_t, top_f))
+    common = set(top_t) & set(top_f)
+    assert_true(len(common) >= 4, "the top 5 operators: torch.profiler %s, fennec %s" % (top_t, top_f))
+    for n in top_t:
+        assert_close(100.0 * f.get(n, 0) / fs, 100.0 * t[n] / ts, 5.0, "%s's share of the aten operators' self "
+                     "time (fennec against torch.profiler, the same run)" % n, " points")
 
 
 def need_torch():
