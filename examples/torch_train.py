@@ -3,8 +3,8 @@ the example of docs/python.md. `fennec record -- python3 examples/torch_train.py
 Options: --steps N (default 30), --batch N (32), --workers N (DataLoader workers, 0),
 --images N (the dataset's size, default steps x batch: a smaller one is gone through again
 until --steps, so a long run does not hold all its images),
---jitter (a slow pure-Python augmentation in the dataset), --leak (keeps every step's loss
-with its graph), --torch-profile FILE (torch.profiler's key_averages() table as JSON, for
+--jitter (a slow pure-Python augmentation in the dataset), --leak (backward with
+retain_graph=True, keeping every step's loss: its graph and saved activations live on), --torch-profile FILE (torch.profiler's key_averages() table as JSON, for
 comparison)."""
 import argparse
 import json
@@ -75,10 +75,12 @@ def train(args):
         for x, y in data:
             opt.zero_grad()
             loss = loss_fn(model(x), y)
-            loss.backward()
+            # --leak: the graph is kept for later (retain_graph) and so is the loss that
+            # holds it, with the activations it saved: several MiB a step that live on
+            loss.backward(retain_graph=args.leak)
             opt.step()
             if args.leak:
-                kept.append(loss)  # keeps the graph of every step alive
+                kept.append(loss)
             steps += 1
             if steps == args.steps:
                 break

@@ -492,6 +492,7 @@ typedef struct ana_memory {
 	double trend_span;        /* steps or seconds from the trend's first point to its last */
 	double trend_growth;      /* bytes gained over them: slope x span, at most the heap's rise */
 	double late_slope, late_r2; /* the same fit over the later half of the points */
+	double tail_slope, tail_r2; /* and over the last quarter of the span (3 points or more) */
 	uint32_t trend_points;
 	void *priv;              /* replay state while reading */
 } ana_memory;

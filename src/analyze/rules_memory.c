@@ -91,8 +91,8 @@ static uint64_t leak_key_of(const ana_profile *p, const ana_mem_site *s)
 /*
  * memory_leak, two ways. Growth: live heap regressed on steps (or seconds without steps)
  * grows at least the threshold (default 10 MB) per step with r^2 >= 0.8 over 3 or more
- * points; HIGH when r^2 >= 0.9 and the growth over the run is half the peak or more. It
- * names the stack whose live bytes grew fastest (growing_series()), else the one with most
+ * points, and still grows at the end (grows_at_end()); HIGH when r^2 >= 0.9 and the
+ * growth over the run is half the peak or more. It names the stack whose live bytes grew fastest (growing_series()), else the one with most
  * unfreed at exit.
  * Unfreed at exit (full mode exact; sampled mode an estimate, said so): one finding per
  * group of allocation stacks that read the same (leak_key_of()), the largest LEAK_MAX;
@@ -113,14 +113,24 @@ static int trend_judged(const ana_memory *m)
 	return m->has_trend && (m->trend_per_step || m->trend_span >= 1.0);
 }
 
+/* Whether the heap still grows at the end: over the last quarter of the trend's span, at a
+ * quarter of its slope or more. A program that loads, then runs on a flat heap (python3
+ * importing torch for 1.8 s, then training for one more second) fits a line over the whole
+ * run with r^2 = 0.93, and is no leak: its heap has stopped growing. */
+static int grows_at_end(const ana_memory *m)
+{
+	return m->tail_slope >= 0.25 * m->slope;
+}
+
 /* Whether the growth clears the threshold: steep growth, or slower growth that adds up to
- * ten thresholds over the run on a close fit (2 MiB a step for 400 steps). */
+ * ten thresholds over the run on a close fit (2 MiB a step for 400 steps), and the heap
+ * still grows at the end. */
 static int growth_over_threshold(const ana_profile *p)
 {
 	const ana_memory *m = &p->mem;
 	double thr = leak_threshold(p);
 	int steep = m->slope >= thr, adds_up = m->r2 >= 0.9 && m->trend_growth >= 10 * thr;
-	return trend_judged(m) && m->trend_points >= 3 && m->r2 >= 0.8 && (steep || adds_up);
+	return trend_judged(m) && m->trend_points >= 3 && m->r2 >= 0.8 && (steep || adds_up) && grows_at_end(m);
 }
 
 void rule_memory_leak(ana_profile *p)
@@ -147,13 +157,16 @@ void rule_memory_leak(ana_profile *p)
 				 per, g->r2);
 		}
 		f->subject = ana_strf("heap grows %s per %s", ana_fmt_bytes(m->slope, a, sizeof a), per);
-		f->evidence = ana_strf("live heap grows by %s per %s (linear fit over %u points, r^2 = %.3f), %s over the run; "
-				       "threshold %s per %s%s%s%s%s",
+		char t[32];
+		f->evidence = ana_strf("live heap grows by %s per %s (linear fit over %u points, r^2 = %.3f), %s over the run, "
+				       "and %s per %s over its last quarter; threshold %s per %s%s%s%s%s",
 				       ana_fmt_bytes(m->slope, a, sizeof a), per, m->trend_points, m->r2, ana_fmt_bytes(growth, b, sizeof b),
+				       ana_fmt_bytes(m->tail_slope, t, sizeof t), per,
 				       ana_fmt_bytes(thr, c, sizeof c), per, steep ? "" : ", or ten times that over the run",
 				       g ? "; the stack that grows most: " : top ? "; most unfreed memory comes from " : "",
 				       top ? site_where(p, top, w, sizeof w) : "", gs);
 		ana_finding_num(f, m->trend_per_step ? "slope_bytes_per_step" : "slope_bytes_per_s", m->slope);
+		ana_finding_num(f, m->trend_per_step ? "tail_slope_bytes_per_step" : "tail_slope_bytes_per_s", m->tail_slope);
 		if (g)
 			ana_finding_num(f, m->trend_per_step ? "stack_slope_bytes_per_step" : "stack_slope_bytes_per_s", g->slope);
 		ana_finding_num(f, "r2", m->r2);
@@ -241,8 +254,9 @@ void rule_memory_leak(ana_profile *p)
  * shape, relative to the heap. The live heap's fit (on steps, or on seconds without them)
  * holds over STEADY_MIN_POINTS points or more with r^2 >= STEADY_MIN_R2, the growth over
  * them is at least STEADY_MIN_SHARE of the peak heap and STEADY_MIN_BYTES, and the later
- * half of the points grows at least half as fast on a fit of r^2 >= 0.8: the heap still
- * grows at the end. A flat heap has no growth; a warm-up then a plateau, or a cache that
+ * half of the points grows at least half as fast on a fit of r^2 >= 0.8, and the last
+ * quarter of the span a quarter as fast (grows_at_end()): the heap still grows at the
+ * end. A flat heap has no growth; a warm-up then a plateau, or a cache that
  * fills to its bound, has levelled off in the later half. HIGH, like the growth over the
  * threshold with the same fit and share; it names the stack that grows.
  */
@@ -259,7 +273,7 @@ void rule_memory_steady_growth(ana_profile *p)
 	double growth = m->trend_growth, share = growth / (double)m->peak_bytes;
 	share = share > 1 ? 1 : share;
 	if (m->trend_points < STEADY_MIN_POINTS || m->r2 < STEADY_MIN_R2 || growth < STEADY_MIN_BYTES ||
-	    share < STEADY_MIN_SHARE || m->late_slope < 0.5 * m->slope || m->late_r2 < 0.8)
+	    share < STEADY_MIN_SHARE || m->late_slope < 0.5 * m->slope || m->late_r2 < 0.8 || !grows_at_end(m))
 		return;
 	ana_finding *f = ana_finding_add(p, "memory_leak", ANA_HIGH);
 	if (!f)

@@ -482,6 +482,8 @@ static void memory_json(FILE *out, const ana_profile *p)
 		knum(out, "growth_bytes", m->trend_growth, &f2);
 		knum(out, m->trend_per_step ? "late_slope_bytes_per_step" : "late_slope_bytes_per_s", m->late_slope, &f2);
 		knum(out, "late_r2", m->late_r2, &f2);
+		knum(out, m->trend_per_step ? "tail_slope_bytes_per_step" : "tail_slope_bytes_per_s", m->tail_slope, &f2);
+		knum(out, "tail_r2", m->tail_r2, &f2);
 		knum(out, "threshold_bytes", p->opt.leak_threshold_bytes > 0 ? p->opt.leak_threshold_bytes : 10e6, &f2);
 		fputs("}", out);
 	}
