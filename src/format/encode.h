@@ -116,4 +116,80 @@ FMT_ENC size_t fmt_enc_stack_head(uint8_t *p, uint32_t count)
 	return 1 + cm_varint_put(p + 1, count);
 }
 
+/*
+ * HEAP2 records (docs/format.md "Heap (1.3)"): what a record changes of the chunk's state
+ * (TIME, THREAD, STEP) and the heap's events. The STACK record is still written by the heap
+ * writer (collect/heap_writer.c, put_stack).
+ */
+#define FMT_H2_REC_MAX (1 + 2 * FMT_VARINT_MAX) /* TIME, THREAD, STEP, ALLOC, FREE */
+#define FMT_H2_SNAP_MAX (2 + 6 * FMT_VARINT_MAX)
+
+/* TIME: the unit count q moved by dq. */
+FMT_ENC size_t fmt_enc_h2_time(uint8_t *p, int64_t dq)
+{
+	p[0] = FMT_H2_TIME;
+	return 1 + cm_varint_put(p + 1, cm_zigzag(dq));
+}
+
+/* THREAD: thread `index` becomes current; `define`: the chunk's next one, whose tid follows. */
+FMT_ENC size_t fmt_enc_h2_thread(uint8_t *p, uint32_t index, int define, uint64_t tid)
+{
+	p[0] = FMT_H2_THREAD;
+	size_t n = 1 + cm_varint_put(p + 1, index);
+	if (define)
+		n += cm_varint_put(p + n, tid);
+	return n;
+}
+
+/* STEP: the step of the ALLOCs that follow. */
+FMT_ENC size_t fmt_enc_h2_step(uint8_t *p, uint64_t step)
+{
+	p[0] = FMT_H2_STEP;
+	return 1 + cm_varint_put(p + 1, step);
+}
+
+/* ALLOC of `size` bytes from stack `stack`; `same`: the thread's previous ALLOC's or FREE's
+ * stack (then it is not written). */
+FMT_ENC size_t fmt_enc_h2_alloc(uint8_t *p, uint64_t size, uint64_t stack, int same)
+{
+	p[0] = (uint8_t)(FMT_H2_ALLOC | (same ? FMT_H2_SAME : 0));
+	size_t n = 1 + cm_varint_put(p + 1, size);
+	if (!same)
+		n += cm_varint_put(p + n, stack);
+	return n;
+}
+
+/* FREE of a block of `size` bytes from `stack` (absent when `same`); `flags` 0 or
+ * FMT_H2_TEMP. FMT_H2_LAST is fmt_enc_h2_free_last. */
+FMT_ENC size_t fmt_enc_h2_free(uint8_t *p, unsigned flags, uint64_t stack, int same, uint64_t size)
+{
+	p[0] = (uint8_t)(FMT_H2_FREE | (flags & FMT_H2_TEMP) | (same ? FMT_H2_SAME : 0));
+	size_t n = 1;
+	if (!same)
+		n += cm_varint_put(p + n, stack);
+	return n + cm_varint_put(p + n, size);
+}
+
+/* FREE of the thread's latest ALLOC in this chunk: nothing follows. */
+FMT_ENC size_t fmt_enc_h2_free_last(uint8_t *p)
+{
+	p[0] = FMT_H2_FREE | FMT_H2_LAST;
+	return 1;
+}
+
+/* SNAP: a point of the heap timeline; c[] = allocs, frees, alloc_bytes; `reason` enum
+ * fmt_snap_reason. */
+FMT_ENC size_t fmt_enc_h2_snap(uint8_t *p, uint64_t step, uint64_t live, uint64_t rss, const uint64_t c[3],
+			       unsigned reason)
+{
+	p[0] = FMT_H2_SNAP;
+	size_t n = 1 + cm_varint_put(p + 1, step);
+	n += cm_varint_put(p + n, live);
+	n += cm_varint_put(p + n, rss);
+	for (int i = 0; i < 3; i++)
+		n += cm_varint_put(p + n, c[i]);
+	p[n] = (uint8_t)reason;
+	return n + 1;
+}
+
 #endif

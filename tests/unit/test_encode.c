@@ -175,3 +175,25 @@ UNIT_TEST(encode_roundtrip)
 	cm_buf_free(&t);
 	cm_buf_free(&seg);
 }
+
+UNIT_TEST(encode_heap2_bytes)
+{
+	uint8_t b[FMT_H2_SNAP_MAX];
+	CHECK(same(b, fmt_enc_h2_time(b, -1), (const uint8_t[]){FMT_H2_TIME, 0x01}, 2));
+	CHECK_EQ(fmt_enc_h2_time(b, INT64_MIN), 1 + FMT_VARINT_MAX);
+	CHECK(same(b, fmt_enc_h2_thread(b, 0, 1, 300), (const uint8_t[]){FMT_H2_THREAD, 0x00, 0xac, 0x02}, 4));
+	CHECK(same(b, fmt_enc_h2_thread(b, 2, 0, 300), (const uint8_t[]){FMT_H2_THREAD, 0x02}, 2));
+	CHECK_EQ(fmt_enc_h2_step(b, UINT64_MAX), 1 + FMT_VARINT_MAX);
+	CHECK(same(b, fmt_enc_h2_alloc(b, 16, 5, 0), (const uint8_t[]){FMT_H2_ALLOC, 0x10, 0x05}, 3));
+	CHECK(same(b, fmt_enc_h2_alloc(b, 16, 5, 1), (const uint8_t[]){FMT_H2_ALLOC | FMT_H2_SAME, 0x10}, 2));
+	CHECK_EQ(fmt_enc_h2_alloc(b, UINT64_MAX, UINT64_MAX, 0), FMT_H2_REC_MAX);
+	CHECK(same(b, fmt_enc_h2_free(b, 0, 5, 0, 16), (const uint8_t[]){FMT_H2_FREE, 0x05, 0x10}, 3));
+	CHECK(same(b, fmt_enc_h2_free(b, FMT_H2_TEMP, 5, 1, 0),
+		   (const uint8_t[]){FMT_H2_FREE | FMT_H2_TEMP | FMT_H2_SAME, 0x00}, 2));
+	CHECK(same(b, fmt_enc_h2_free_last(b), (const uint8_t[]){FMT_H2_FREE | FMT_H2_LAST}, 1));
+	const uint64_t c[3] = {1, 0, 128};
+	CHECK(same(b, fmt_enc_h2_snap(b, 0, 1, 2, c, FMT_SNAP_FINAL),
+		   (const uint8_t[]){FMT_H2_SNAP, 0, 1, 2, 1, 0, 0x80, 0x01, FMT_SNAP_FINAL}, 9));
+	const uint64_t m[3] = {UINT64_MAX, UINT64_MAX, UINT64_MAX};
+	CHECK_EQ(fmt_enc_h2_snap(b, UINT64_MAX, UINT64_MAX, UINT64_MAX, m, FMT_SNAP_STEP), FMT_H2_SNAP_MAX);
+}
