@@ -8,6 +8,7 @@
 #include <signal.h>
 
 #include "collect/collect.h"
+#include "format/encode.h"
 
 #define API FENNEC_API
 
@@ -119,14 +120,6 @@ static inline col_thread *self(uint32_t g)
 
 #define ON() atomic_load_explicit(&col_on, memory_order_relaxed)
 
-static inline uint64_t delta(col_thread *t, uint64_t now)
-{
-	uint64_t dt = now > t->last_ticks ? now - t->last_ticks : 0;
-	if (dt)
-		t->last_ticks = now;
-	return dt;
-}
-
 /*
  * The region's entry is stored before the depth that makes it visible, with a signal
  * fence between: the sampling signal's handler on this thread copies stack[0..depth)
@@ -157,16 +150,8 @@ static inline void begin_id(col_thread *t, uint32_t id)
 	}
 	uint8_t tmp[32];
 	uint8_t *p = ev_start(t, tmp);
-	size_t n;
 	uint64_t now = col_ticks();
-	if (likely(id < 15)) {
-		p[0] = (uint8_t)(FMT_EV_BEGIN | id << 4);
-		n = 1;
-	} else {
-		p[0] = (uint8_t)(FMT_EV_BEGIN | 15 << 4);
-		n = 1 + cm_varint_put(p + 1, id);
-	}
-	n += cm_varint_put(p + n, delta(t, now));
+	size_t n = fmt_enc_begin(p, id, now, &t->last_ticks);
 	t->reserve += FMT_EV_END_MAX;
 	ev_commit(t, p, tmp, n);
 }
@@ -242,15 +227,13 @@ API void fennec_region_end(void)
 	/* Room is guaranteed: the begin reserved it. */
 	uint8_t tmp[32];
 	uint8_t *p = ev_start(t, tmp);
-	p[0] = FMT_EV_END;
-	size_t n = 1 + cm_varint_put(p + 1, delta(t, now));
+	size_t n = fmt_enc_end(p, now, &t->last_ticks);
 	t->reserve -= FMT_EV_END_MAX;
 	ev_commit(t, p, tmp, n);
 }
 
 /* Append a metric or step event; `gated` events are skipped outside recorded steps. */
-static void put_event(col_thread *t, unsigned tag, uint32_t id, int has_id, int gated,
-		      uint64_t a, int has_a, const double *f)
+static void put_event(col_thread *t, unsigned tag, uint32_t id, int gated, uint64_t a, double f)
 {
 	if (gated && !atomic_load_explicit(&col_gate, memory_order_relaxed))
 		return;
@@ -261,16 +244,17 @@ static void put_event(col_thread *t, unsigned tag, uint32_t id, int has_id, int 
 	}
 	uint8_t tmp[32];
 	uint8_t *p = ev_start(t, tmp);
-	size_t n = 1;
-	p[0] = (uint8_t)tag;
-	if (has_id)
-		n += cm_varint_put(p + n, id);
-	n += cm_varint_put(p + n, delta(t, now));
-	if (has_a)
-		n += cm_varint_put(p + n, a);
-	if (f) {
-		memcpy(p + n, f, 8); /* little-endian hosts only; see docs/internals/collect.md */
-		n += 8;
+	size_t n;
+	switch (tag & 15) {
+	case FMT_EV_STEP:
+		n = fmt_enc_step(p, tag >> 4, a, now, &t->last_ticks);
+		break;
+	case FMT_EV_COUNTER:
+		n = fmt_enc_counter(p, id, (int64_t)a, now, &t->last_ticks);
+		break;
+	default: /* GAUGE, VALUE */
+		n = fmt_enc_f64(p, tag, id, f, now, &t->last_ticks);
+		break;
 	}
 	ev_commit(t, p, tmp, n);
 }
@@ -287,7 +271,7 @@ static void step(uint64_t items, int has_items)
 	col_step_advance(&recorded);
 	col_mem_step();
 	unsigned s = (unsigned)(recorded ? 1 : 0) | (has_items ? 2 : 0);
-	put_event(t, FMT_EV_STEP | s << 4, 0, 0, 0, items, has_items, NULL);
+	put_event(t, FMT_EV_STEP | s << 4, 0, 0, items, 0);
 	col_lazy_point();
 }
 
@@ -303,7 +287,7 @@ API void fennec_counter_add(const char *name, int64_t d)
 	if (unlikely(!t))
 		return;
 	uint32_t id = col_site_id(name, FMT_SITE_COUNTER, name, NULL, 0);
-	put_event(t, FMT_EV_COUNTER, id, 1, 1, cm_zigzag(d), 1, NULL);
+	put_event(t, FMT_EV_COUNTER, id, 1, (uint64_t)d, 0);
 }
 
 static void metric_f64(const char *name, unsigned kind, unsigned tag, double v)
@@ -315,7 +299,7 @@ static void metric_f64(const char *name, unsigned kind, unsigned tag, double v)
 	if (unlikely(!t))
 		return;
 	uint32_t id = col_site_id(name, kind, name, NULL, 0);
-	put_event(t, tag, id, 1, 1, 0, 0, &v);
+	put_event(t, tag, id, 1, 0, v);
 }
 
 API void fennec_gauge_set(const char *name, double v) { metric_f64(name, FMT_SITE_GAUGE, FMT_EV_GAUGE, v); }

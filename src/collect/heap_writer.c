@@ -10,6 +10,7 @@
 
 #include "collect/pyframes.h"
 #include "collect/heap.h"
+#include "format/encode.h"
 
 /* ---- the writer's side ---- */
 
@@ -604,19 +605,14 @@ static uint8_t *wr_state(uint8_t *w, uint64_t ticks, wthread *t)
 {
 	uint64_t q = ticks >> M.shift;
 	if (q != M.cur_q) {
-		*w++ = FMT_H2_TIME;
-		w = wr_varint(w, cm_zigzag((int64_t)(q - M.cur_q)));
+		w += fmt_enc_h2_time(w, (int64_t)(q - M.cur_q));
 		M.cur_q = q;
 	}
 	if (t && t->tid != M.cur_tid) {
-		*w++ = FMT_H2_THREAD;
-		if (t->index == NO_INDEX) {
+		int define = t->index == NO_INDEX;
+		if (define)
 			t->index = M.chunk_threads++;
-			w = wr_varint(w, t->index);
-			w = wr_varint(w, t->tid);
-		} else {
-			w = wr_varint(w, t->index);
-		}
+		w += fmt_enc_h2_thread(w, t->index, define, (uint64_t)t->tid);
 		M.cur_tid = t->tid;
 	}
 	return w;
@@ -638,20 +634,13 @@ static void put_free(wthread *t, uint64_t ticks, uint64_t addr, wblock *b, const
 			owner->last_addr = 0;
 	}
 	if (t->last_addr == addr) { /* freed before its thread allocated anything else */
-		if (t->last_here) {
-			*w++ = FMT_H2_FREE | FMT_H2_LAST;
-		} else {
-			*w++ = FMT_H2_FREE | FMT_H2_TEMP | (t->stack == b->stack ? FMT_H2_SAME : 0);
-			if (t->stack != b->stack)
-				w = wr_varint(w, b->stack);
-			w = wr_varint(w, wb_size(b));
-		}
+		if (t->last_here)
+			w += fmt_enc_h2_free_last(w);
+		else
+			w += fmt_enc_h2_free(w, FMT_H2_TEMP, b->stack, t->stack == b->stack, wb_size(b));
 		t->last_addr = 0;
 	} else {
-		*w++ = FMT_H2_FREE | (t->stack == b->stack ? FMT_H2_SAME : 0);
-		if (t->stack != b->stack)
-			w = wr_varint(w, b->stack);
-		w = wr_varint(w, wb_size(b));
+		w += fmt_enc_h2_free(w, 0, b->stack, t->stack == b->stack, wb_size(b));
 	}
 	t->stack = b->stack;
 	wr_end(w);
@@ -725,14 +714,10 @@ static void put_alloc(const mrec *r, const uint64_t *frames, const uint32_t *reg
 	}
 	w = wr_state(w, r->ticks, t);
 	if (r->step != M.cur_step) {
-		*w++ = FMT_H2_STEP;
-		w = wr_varint(w, r->step);
+		w += fmt_enc_h2_step(w, r->step);
 		M.cur_step = r->step;
 	}
-	*w++ = FMT_H2_ALLOC | (t->stack == id ? FMT_H2_SAME : 0);
-	w = wr_varint(w, r->b);
-	if (t->stack != id)
-		w = wr_varint(w, id);
+	w += fmt_enc_h2_alloc(w, r->b, id, t->stack == id);
 	wr_end(w);
 	t->stack = id;
 	if (b) {
@@ -750,13 +735,7 @@ static void put_snap(const mrec *r, const uint64_t *c)
 	if (!w)
 		return;
 	w = wr_state(w, r->ticks, NULL);
-	*w++ = FMT_H2_SNAP;
-	w = wr_varint(w, r->step);
-	w = wr_varint(w, r->a);
-	w = wr_varint(w, r->b);
-	for (int i = 0; i < 3; i++)
-		w = wr_varint(w, c[i]);
-	*w++ = r->flags;
+	w += fmt_enc_h2_snap(w, r->step, r->a, r->b, c, r->flags);
 	wr_end(w);
 }
 

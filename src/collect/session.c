@@ -8,6 +8,7 @@
  */
 #include "collect/collect.h"
 #include "collect/gpu.h"
+#include "format/encode.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -251,10 +252,7 @@ static void once_init(void)
 static void write_time_event(col_thread *t, uint64_t now)
 {
 	uint8_t *p = t->ring + (t->tail & (t->size - 1)); /* fresh ring: no wrap */
-	p[0] = FMT_EV_TIME;
-	size_t n = 1 + cm_varint_put(p + 1, now);
-	t->tail += n;
-	t->last_ticks = now;
+	t->tail += fmt_enc_time(p, now, &t->last_ticks);
 }
 
 col_thread *col_thread_register(void)
@@ -323,14 +321,13 @@ col_thread *col_thread_register(void)
 			for (uint32_t i = 0; i < depth; i++) {
 				t->stack[i] = old->stack[i];
 				if (!(old->stack[i] & (COL_UNREC_GATED | COL_UNREC_DROPPED))) {
-					nb += cm_varint_put(ids + nb, old->stack[i]);
+					nb += fmt_enc_varint(ids + nb, old->stack[i]);
 					recorded++;
 				}
 			}
 			t->depth = old->depth;
 			if (recorded) {
-				p[0] = FMT_EV_STACK;
-				size_t len = 1 + cm_varint_put(p + 1, recorded);
+				size_t len = fmt_enc_stack_head(p, recorded);
 				memcpy(p + len, ids, nb);
 				t->tail += len + nb;
 				t->reserve = recorded * FMT_EV_END_MAX;

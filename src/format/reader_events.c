@@ -227,7 +227,7 @@ int decode_stats(rd *r, cur *c, int is_end)
 		f->collector_cpu_ns = own;
 		f->has_collector_cpu = 1;
 	}
-	if (c->p < c->end) { /* the heap records lost, by type (collectors since 2026-11-22) */
+	if (c->p < c->end) { /* the heap records lost, by type (a later field: read when present) */
 		uint64_t allocs = cur_varint(c), frees = cur_varint(c);
 		if (c->bad)
 			return fail(r, FENNEC_ECORRUPT, r->chunk_off, "%s: heap drop counts run past the end of the chunk", is_end ? "END" : "STATS");
@@ -235,13 +235,13 @@ int decode_stats(rd *r, cur *c, int is_end)
 		f->heap_dropped_frees = frees;
 		f->has_heap_drops = 1;
 	}
-	if (c->p < c->end) { /* calls that got no site: the table was full (collectors since 2026-12-02) */
+	if (c->p < c->end) { /* calls that got no site: the table was full (a later field) */
 		uint64_t refused = cur_varint(c);
 		if (c->bad)
 			return fail(r, FENNEC_ECORRUPT, r->chunk_off, "%s: the refused-site count runs past the end of the chunk", is_end ? "END" : "STATS");
 		f->sites_refused = refused;
 	}
-	if (c->p < c->end) { /* the overhead budget's stride and share (collectors since 2026-12-03) */
+	if (c->p < c->end) { /* the overhead budget's stride and share (a later field) */
 		uint64_t k = cur_varint(c), share = cur_varint(c);
 		if (c->bad || !k || k > 1000000)
 			return fail(r, FENNEC_ECORRUPT, r->chunk_off, "%s: bad sampling stride %llu", is_end ? "END" : "STATS",
