@@ -418,7 +418,7 @@ static int thread_lanes(ana_profile *p, ana_critpath *cp, collect *c, build *b, 
 			uint64_t prev = 0;
 			for (size_t i = 0; i < n; i++) {
 				double ns = fmt_ticks_to_ns(f, t[i]);
-				uint64_t x = ns > 0 ? (uint64_t)(ns + 0.5) : 0; /* llround, without its cost */
+				uint64_t x = ana_round_ns(ns); /* llround, without its cost */
 				t[i] = prev = x > prev ? x : prev; /* one thread's clock never goes back */
 			}
 			if (l && l->has_lost) {

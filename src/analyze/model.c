@@ -379,7 +379,7 @@ static int on_event(void *vc, const fmt_file *f, const fmt_event *ev)
 	if (c->win && !c->win_ready) {
 		/* A tick or two either side: an edge from a step mark (--steps), turned into ns
 		 * and back, lands on that mark's tick, not beside it. */
-		uint64_t slack = f->fit_b > 0 ? (uint64_t)ceil(1 / f->fit_b) + 2 : 2;
+		uint64_t slack = f->fit_b > 0 ? ana_sat_u64(ceil(1 / f->fit_b) + 2) : 2;
 		c->lo = ns_ticks(f, p->window.begin_ns);
 		c->lo = c->lo > slack ? c->lo - slack : 0;
 		c->hi = ns_ticks(f, p->window.end_ns);
@@ -752,7 +752,7 @@ static int load_file(ana_profile *p, const char *path, fmt_error *err)
 		double end_ns = fmt_ticks_to_ns(f, f->last_ticks);
 		if (f->ncalib && (double)f->calib[f->ncalib - 1].mono_ns > end_ns)
 			end_ns = (double)f->calib[f->ncalib - 1].mono_ns;
-		pr->end_ns = end_ns > (double)pr->start_ns ? (uint64_t)end_ns : pr->start_ns;
+		pr->end_ns = end_ns > (double)pr->start_ns ? ana_sat_u64(end_ns) : pr->start_ns;
 		pr->rec_end_ns = pr->end_ns;
 		if (c.win) { /* the process's time inside the window */
 			if (pr->start_ns < p->window.begin_ns)
@@ -934,7 +934,7 @@ static uint64_t file_end_ns(const fmt_file *f)
 	double end_ns = fmt_ticks_to_ns(f, f->last_ticks);
 	if (f->ncalib && (double)f->calib[f->ncalib - 1].mono_ns > end_ns)
 		end_ns = (double)f->calib[f->ncalib - 1].mono_ns;
-	return end_ns > (double)f->start_mono_ns ? (uint64_t)end_ns : f->start_mono_ns;
+	return end_ns > (double)f->start_mono_ns ? ana_sat_u64(end_ns) : f->start_mono_ns;
 }
 
 /*

@@ -13,6 +13,7 @@
  */
 #include "analyze/replay.h"
 #include "analyze/map.h"
+#include "analyze/util.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -100,7 +101,7 @@ static int before_end(const rctx *c, uint64_t ns)
 
 static int after_start(const rctx *c, uint64_t ns)
 {
-	return ns + c->slack >= c->lo;
+	return c->lo <= c->slack || ns >= c->lo - c->slack;
 }
 
 static int inside(const rctx *c, uint64_t ns)
@@ -466,7 +467,7 @@ static int run(rctx *c, uint32_t proc, fmt_error *err)
 		c->hi = p->window.end_ns == UINT64_MAX ? UINT64_MAX : p->window.end_ns > c->t0 ? p->window.end_ns - c->t0 : 0;
 		/* as the model's two ticks either side: an edge on a step mark, turned into ns and
 		 * back, lands on that mark's time, not beside it */
-		c->slack = 1 + (uint64_t)ceil(2 * (f->fit_b > 0 ? f->fit_b : 1));
+		c->slack = ana_sat_u64(1 + ceil(2 * (f->fit_b > 0 ? f->fit_b : 1)));
 	}
 	c->ntmap = c->f->nthreads;
 	c->tmap = malloc((c->ntmap ? c->ntmap : 1) * sizeof *c->tmap);

@@ -424,7 +424,8 @@ void rule_input_bound(ana_profile *p)
 	double compute = !steps ? NAN : other_ns > 0 ? other_ns / (double)steps : pr->step_dist.p50 - per_step;
 	/* one batch's load: a loader's call when there are loaders, else the main loop's */
 	double load = loader_calls > 0 ? loader_ns / loader_calls : per_step;
-	unsigned need = steps && compute > 0 ? (unsigned)ceil(load / compute) : 0;
+	double ratio = steps && compute > 0 ? ceil(load / compute) : 0;
+	unsigned need = ratio > 0 ? ratio < 1e6 ? (unsigned)ratio : 1000000u : 0; /* bounded: a corrupt file's durations */
 	f->subject = ana_strf("%s: %.1f%% of the run loading data on the computing thread", what, share);
 	char parts[700] = "";
 	size_t k = 0;

@@ -12,6 +12,16 @@
 
 #include <math.h>
 
+/* x as an unsigned number, saturated: 0 for x <= 0 or NaN, UINT64_MAX from 2^64 up. A
+ * corrupt clock fit (a file's fit_a, fit_b) turns ticks into any double, and converting one
+ * past 2^64 to an integer is undefined behaviour. */
+static inline uint64_t ana_sat_u64(double x)
+{
+	if (!(x > 0))
+		return 0;
+	return x >= 18446744073709551616.0 ? UINT64_MAX : (uint64_t)x;
+}
+
 /* llround(x) for x >= 0 as an unsigned number (0 for x <= 0 or NaN), without the call:
  * the model rounds two durations an END, and llround was 6 % of `fennec analyze` on region
  * events. Exact: the truncation of a double below 2^63 and its difference from x are exact,
@@ -21,7 +31,7 @@ static inline uint64_t ana_round_ns(double x)
 	if (!(x > 0))
 		return 0;
 	if (x >= 9.2e18)
-		return (uint64_t)llround(x); /* as before, for a duration no clock gives */
+		return ana_sat_u64(x); /* a duration no clock gives: a corrupt file's */
 	uint64_t r = (uint64_t)x;
 	return x - (double)r >= 0.5 ? r + 1 : r;
 }
