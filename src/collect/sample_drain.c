@@ -8,6 +8,7 @@
 #include "collect/cfi.h"
 #include "collect/collect.h"
 #include "collect/pyframes.h"
+#include "format/encode.h"
 
 #include <dlfcn.h>
 #include <elf.h>
@@ -508,25 +509,10 @@ void col_sample_drain(void (*emit)(unsigned type, cm_buf *raw), void (*before)(v
 		col_ring_get(&P.ring, head + REC_HDR + 8 * (uint64_t)(nf + r.npy), regions, 4 * (size_t)nr);
 		col_ring_consume(&P.ring, &head, len);
 		name_task((pid_t)r.tid);
-		cm_buf_varint(&body, r.flags); /* a varint since 1.7: the same byte below 128 */
-		cm_buf_varint(&body, r.tid);
-		cm_buf_varint(&body, cm_zigzag((int64_t)(r.ticks - prev)));
+		fmt_sample_rec sr = {r.flags, r.tid, r.ticks, r.weight, step, nr, nf, npy, regions, frames, py};
+		if (cm_buf_reserve(&body, FMT_SAMPLE_MAX(nr, nf, npy)) == 0)
+			body.len += fmt_enc_sample(body.data + body.len, &sr, prev);
 		prev = r.ticks;
-		cm_buf_varint(&body, r.weight);
-		cm_buf_varint(&body, step);
-		cm_buf_varint(&body, nr);
-		for (uint32_t i = 0; i < nr; i++)
-			cm_buf_varint(&body, regions[i]);
-		cm_buf_varint(&body, nf);
-		for (uint32_t i = 0; i < nf; i++)
-			cm_buf_varint(&body, i ? cm_zigzag((int64_t)(frames[i] - frames[i - 1])) : frames[i]);
-		if (r.flags & FMT_S_PYTHON) {
-			cm_buf_varint(&body, npy);
-			for (uint32_t i = 0; i < npy; i++) {
-				cm_buf_varint(&body, (uint64_t)fmt_pyframe_code(py[i]) << 1 | fmt_pyframe_entry(py[i]));
-				cm_buf_varint(&body, fmt_pyframe_line(py[i]));
-			}
-		}
 		any = 1;
 		if (body.len > (4u << 20)) {
 			emit_samples(emit, before, &body);

@@ -117,6 +117,47 @@ FMT_ENC size_t fmt_enc_stack_head(uint8_t *p, uint32_t count)
 }
 
 /*
+ * SAMPLES: one sample record (the chunk's three counts before the samples are the caller's
+ * varints). `prev` is the previous sample's time in the chunk, 0 for its first; regions are
+ * outermost first, frames and Python frames (fmt_pyframe values, written when flags has
+ * FMT_S_PYTHON) innermost first.
+ */
+typedef struct fmt_sample_rec {
+	unsigned flags;
+	uint64_t tid, ticks, weight, step;
+	uint32_t nregions, nframes, npy;
+	const uint32_t *regions;
+	const uint64_t *frames, *py;
+} fmt_sample_rec;
+
+/* flags, tid, dticks, weight, step; the three counts; then each id, frame and line */
+#define FMT_SAMPLE_MAX(nr, nf, npy) \
+	(5 * FMT_VARINT_MAX + 3 * 5 + 5 * (size_t)(nr) + FMT_VARINT_MAX * ((size_t)(nf) + 2 * (size_t)(npy)))
+
+FMT_ENC size_t fmt_enc_sample(uint8_t *p, const fmt_sample_rec *s, uint64_t prev)
+{
+	size_t n = cm_varint_put(p, s->flags); /* a varint since 1.7: the same byte below 128 */
+	n += cm_varint_put(p + n, s->tid);
+	n += cm_varint_put(p + n, cm_zigzag((int64_t)(s->ticks - prev)));
+	n += cm_varint_put(p + n, s->weight);
+	n += cm_varint_put(p + n, s->step);
+	n += cm_varint_put(p + n, s->nregions);
+	for (uint32_t i = 0; i < s->nregions; i++)
+		n += cm_varint_put(p + n, s->regions[i]);
+	n += cm_varint_put(p + n, s->nframes);
+	for (uint32_t i = 0; i < s->nframes; i++)
+		n += cm_varint_put(p + n, i ? cm_zigzag((int64_t)(s->frames[i] - s->frames[i - 1])) : s->frames[i]);
+	if (s->flags & FMT_S_PYTHON) {
+		n += cm_varint_put(p + n, s->npy);
+		for (uint32_t i = 0; i < s->npy; i++) {
+			n += cm_varint_put(p + n, (uint64_t)fmt_pyframe_code(s->py[i]) << 1 | fmt_pyframe_entry(s->py[i]));
+			n += cm_varint_put(p + n, fmt_pyframe_line(s->py[i]));
+		}
+	}
+	return n;
+}
+
+/*
  * HEAP2 records (docs/format.md "Heap (1.3)"): what a record changes of the chunk's state
  * (TIME, THREAD, STEP) and the heap's events. The STACK record is still written by the heap
  * writer (collect/heap_writer.c, put_stack).

@@ -197,3 +197,99 @@ UNIT_TEST(encode_heap2_bytes)
 	const uint64_t m[3] = {UINT64_MAX, UINT64_MAX, UINT64_MAX};
 	CHECK_EQ(fmt_enc_h2_snap(b, UINT64_MAX, UINT64_MAX, UINT64_MAX, m, FMT_SNAP_STEP), FMT_H2_SNAP_MAX);
 }
+
+/* A sample's arrays, copied while the reader's callback runs. */
+struct got_sample {
+	int n;
+	uint64_t frames[3][3], py[3][2];
+	uint32_t regions[3][2];
+	struct got g;
+};
+
+static int keep_sample(void *ctx, const fmt_file *f, const fmt_event *ev)
+{
+	struct got_sample *s = ctx;
+	if (ev->type == FMT_EV_SAMPLE && s->n < 3 && ev->nframes <= 3 && ev->npy <= 2 && ev->nregions <= 2) {
+		memcpy(s->frames[s->n], ev->frames, ev->nframes * sizeof *ev->frames);
+		memcpy(s->py[s->n], ev->pyframes, ev->npy * sizeof *ev->pyframes);
+		memcpy(s->regions[s->n], ev->regions, ev->nregions * sizeof *ev->regions);
+		s->n++;
+	}
+	return keep(&s->g, f, ev);
+}
+
+/* SAMPLES records: the byte layout of a small one, then samples at the limits (frames that go
+ * down, 10-byte varints, Python frames with and without `entry`) read back by the reader. */
+UNIT_TEST(encode_samples)
+{
+	uint8_t b[FMT_SAMPLE_MAX(2, 3, 2)];
+	const uint32_t reg[2] = {1, 14};
+	const uint64_t fr[3] = {0x1000, 0x0ff0, UINT64_MAX};
+	const uint64_t py[2] = {fmt_pyframe(7, 12, 1), fmt_pyframe(1u << 24, 0x7fffffff, 0)};
+	fmt_sample_rec s = {FMT_S_EXACT_PC, 300, 5, 1, 0, 1, 1, 0, reg, fr, py};
+	/* flags, tid 300, dticks 5 - 3, weight, step, 1 region, 1 frame 0x1000 */
+	CHECK(same(b, fmt_enc_sample(b, &s, 3), (const uint8_t[]){0x08, 0xac, 0x02, 0x04, 0x01, 0x00, 0x01, 0x01, 0x01, 0x80, 0x20}, 11));
+	fmt_sample_rec w[3] = {
+		{FMT_S_CPU | FMT_S_PYTHON | FMT_S_GIL, 1, 1000, 3, 7, 2, 3, 2, reg, fr, py},
+		{FMT_S_OFFCPU | FMT_S_TRUNCATED, UINT32_MAX, 900, 1, UINT64_MAX, 0, 0, 0, reg, fr, py},
+		{FMT_S_CPU | FMT_S_KERNEL, 2, (uint64_t)INT64_MAX, UINT16_MAX, 0, 0, 3, 0, reg, fr, py},
+	};
+	CHECK(fmt_enc_sample(b, &w[0], 0) <= sizeof b);
+
+	cm_buf out = {0}, h = {0}, st = {0}, smp = {0};
+	uint8_t pre[FMT_PREAMBLE_LEN];
+	fmt_preamble(pre);
+	cm_buf_put(&out, pre, sizeof pre);
+	fmt_hdr_varint(&h, FMT_H_RECORDING, 1);
+	fmt_hdr_varint(&h, FMT_H_START_MONO, 0);
+	fmt_hdr_varint(&h, FMT_H_START_TICKS, 0);
+	fmt_hdr_varint(&h, FMT_H_CLOCK, 1);
+	fmt_chunk_append(&out, FMT_HEADER, h.data, h.len, 0, NULL);
+	site(&st, 1, FMT_SITE_REGION);
+	site(&st, 14, FMT_SITE_REGION);
+	fmt_chunk_append(&out, FMT_SITES, st.data, st.len, 0, NULL);
+	cm_buf_varint(&smp, 9);
+	cm_buf_varint(&smp, 1);
+	cm_buf_varint(&smp, 2);
+	uint64_t prev = 0;
+	for (int i = 0; i < 3; i++) {
+		cm_buf_reserve(&smp, FMT_SAMPLE_MAX(w[i].nregions, w[i].nframes, w[i].npy));
+		smp.len += fmt_enc_sample(smp.data + smp.len, &w[i], prev);
+		prev = w[i].ticks;
+	}
+	fmt_chunk_append(&out, FMT_SAMPLES, smp.data, smp.len, 0, NULL);
+
+	fmt_file f;
+	fmt_error e;
+	static struct got_sample gs;
+	struct got *gp = &gs.g;
+	int rc = fmt_read_mem(out.data, out.len, "samples", &f, keep_sample, &gs, &e);
+	CHECK_EQ(rc, 0);
+	if (rc)
+		printf("    %s\n", e.msg);
+	CHECK_EQ(gp->n, 3);
+	CHECK_EQ(gs.n, 3);
+	CHECK_EQ(f.samples_taken, 9);
+	CHECK_EQ(f.samples_dropped, 1);
+	CHECK_EQ(f.samples_truncated, 2);
+	for (int i = 0; i < 3 && i < gs.n; i++) {
+		const fmt_event *ev = &gp->ev[i];
+		CHECK_EQ(ev->type, FMT_EV_SAMPLE);
+		CHECK_EQ(ev->flags, w[i].flags);
+		CHECK_EQ(ev->tid, w[i].tid);
+		CHECK(ev->ticks == w[i].ticks);
+		CHECK_EQ(ev->i, (int64_t)w[i].weight);
+		CHECK(ev->u == w[i].step);
+		CHECK_EQ(ev->nregions, w[i].nregions);
+		CHECK_EQ(ev->nframes, w[i].nframes);
+		CHECK_EQ(ev->npy, w[i].npy);
+		CHECK(!memcmp(gs.frames[i], w[i].frames, w[i].nframes * sizeof *w[i].frames));
+		CHECK(!memcmp(gs.regions[i], w[i].regions, w[i].nregions * sizeof *w[i].regions));
+		CHECK(!memcmp(gs.py[i], w[i].py, w[i].npy * sizeof *w[i].py));
+	}
+	fmt_file_free(&f);
+	cm_buf_free(&out);
+	cm_buf_free(&h);
+	cm_buf_free(&st);
+	cm_buf_free(&smp);
+}
