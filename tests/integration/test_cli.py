@@ -158,9 +158,11 @@ def test_failed_write_ends_the_file():
 
 @collector
 def test_file_size_limit_keeps_the_exit_status():
-    """Under `ulimit -f 256` (RLIMIT_FSIZE; dash counts 512-byte blocks: 128 KiB), which the
-    recording reaches (before, 640 blocks were 320 KiB, and the whole 4 M-event recording,
-    320,292 bytes compressed, could fit under them: no cut, the test failed): a write past it
+    """Under `ulimit -f 2048` (RLIMIT_FSIZE; dash counts 512-byte blocks: 1 MiB), which the
+    recording reaches (20 M pairs: about 10 MB, 16 MB under ASan; before, 640 blocks were
+    320 KiB, and the whole 4 M-event recording, 320,292 bytes compressed, could fit under
+    them: no cut, the test failed; and 128 KiB could hold nothing of it: the ASan build's
+    first EVENTS chunk is 113-174 KB, 33-96 KB in the plain build): a write past it
     fails with EFBIG and raises SIGXFSZ, whose default action ends the process. The writer
     thread blocks it; the lazy writer (--sample off, a single thread: fennec writes on the
     program's thread) let it through, and the program died "File size limit exceeded"
@@ -172,7 +174,7 @@ def test_file_size_limit_keeps_the_exit_status():
         # 20 M pairs: 2 M compressed to 107-808 KB from run to run (a late writer's large
         # chunks compress best), sometimes under the limit
         cmd, env = record_command(fixture("flood"), (20000000, 13), out=out, opts=opts)
-        r = run(["sh", "-c", 'ulimit -f 256 && exec "$@"', "sh"] + cmd, env=env)
+        r = run(["sh", "-c", 'ulimit -f 2048 && exec "$@"', "sh"] + cmd, env=env)
         assert_eq(r.returncode, 13, "%s: the program's exit status under ulimit -f (%s)" % (what, r.describe()))
         rep = analyze(out)
         assert_eq(rep["summary"]["cut_short"], True, "%s: summary.cut_short" % what)

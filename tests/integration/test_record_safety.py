@@ -255,6 +255,8 @@ def test_program_starts_with_the_signal_state_fennec_record_was_given():
     prog = build_sigcount()
 
     def preexec():
+        for s in SIGNALS:  # as given, whatever the runner inherited (nohup ignores SIGHUP)
+            signal.signal(s, signal.SIG_DFL)
         signal.signal(signal.SIGUSR1, signal.SIG_IGN)
         signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGUSR2})
     c = Counted(prog, preexec=preexec)
