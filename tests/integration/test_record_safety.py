@@ -234,8 +234,12 @@ def test_sigint_to_fennec_record_ends_the_program():
     import subprocess
     import time
     env = base_env({"FENNEC_LIB": libfennec()})
+    # SIGINT at its default, as a terminal gives it: a runner started in the background
+    # by a non-interactive shell ignores it, and fennec record keeps an ignored SIGINT so
+    def dfl():
+        signal.signal(signal.SIGINT, signal.SIG_DFL)
     p = subprocess.Popen([fennec_bin(), "record", "-q", "-o", "sleep.fnc", "--", "sleep", "30"], env=env,
-                         start_new_session=True)
+                         start_new_session=True, preexec_fn=dfl)
     try:
         time.sleep(0.5 * SLOW)
         os.kill(p.pid, signal.SIGINT)
