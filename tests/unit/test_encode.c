@@ -81,18 +81,26 @@ static void site(cm_buf *s, uint32_t id, unsigned kind)
 	cm_buf_varint(s, 0);
 }
 
-UNIT_TEST(encode_roundtrip)
+/* A file's preamble and HEADER: one recording, the clock at 0, a tick a nanosecond. */
+static void file_head(cm_buf *out)
 {
-	enum { BIG = FMT_MAX_SITE_ID - 1 };
-	cm_buf out = {0}, h = {0}, s = {0}, t = {0}, seg = {0};
+	cm_buf h = {0};
 	uint8_t pre[FMT_PREAMBLE_LEN];
 	fmt_preamble(pre);
-	cm_buf_put(&out, pre, sizeof pre);
+	cm_buf_put(out, pre, sizeof pre);
 	fmt_hdr_varint(&h, FMT_H_RECORDING, 1);
 	fmt_hdr_varint(&h, FMT_H_START_MONO, 0);
 	fmt_hdr_varint(&h, FMT_H_START_TICKS, 0);
 	fmt_hdr_varint(&h, FMT_H_CLOCK, 1);
-	fmt_chunk_append(&out, FMT_HEADER, h.data, h.len, 0, NULL);
+	fmt_chunk_append(out, FMT_HEADER, h.data, h.len, 0, NULL);
+	cm_buf_free(&h);
+}
+
+UNIT_TEST(encode_roundtrip)
+{
+	enum { BIG = FMT_MAX_SITE_ID - 1 };
+	cm_buf out = {0}, s = {0}, t = {0}, seg = {0};
+	file_head(&out);
 	site(&s, 1, FMT_SITE_REGION);
 	site(&s, 14, FMT_SITE_REGION);
 	site(&s, 15, FMT_SITE_REGION);
@@ -170,7 +178,6 @@ UNIT_TEST(encode_roundtrip)
 	}
 	fmt_file_free(&f);
 	cm_buf_free(&out);
-	cm_buf_free(&h);
 	cm_buf_free(&s);
 	cm_buf_free(&t);
 	cm_buf_free(&seg);
@@ -236,15 +243,8 @@ UNIT_TEST(encode_samples)
 	};
 	CHECK(fmt_enc_sample(b, &w[0], 0) <= sizeof b);
 
-	cm_buf out = {0}, h = {0}, st = {0}, smp = {0};
-	uint8_t pre[FMT_PREAMBLE_LEN];
-	fmt_preamble(pre);
-	cm_buf_put(&out, pre, sizeof pre);
-	fmt_hdr_varint(&h, FMT_H_RECORDING, 1);
-	fmt_hdr_varint(&h, FMT_H_START_MONO, 0);
-	fmt_hdr_varint(&h, FMT_H_START_TICKS, 0);
-	fmt_hdr_varint(&h, FMT_H_CLOCK, 1);
-	fmt_chunk_append(&out, FMT_HEADER, h.data, h.len, 0, NULL);
+	cm_buf out = {0}, st = {0}, smp = {0};
+	file_head(&out);
 	site(&st, 1, FMT_SITE_REGION);
 	site(&st, 14, FMT_SITE_REGION);
 	fmt_chunk_append(&out, FMT_SITES, st.data, st.len, 0, NULL);
@@ -289,7 +289,6 @@ UNIT_TEST(encode_samples)
 	}
 	fmt_file_free(&f);
 	cm_buf_free(&out);
-	cm_buf_free(&h);
 	cm_buf_free(&st);
 	cm_buf_free(&smp);
 }
