@@ -14,7 +14,8 @@
  * A frame is then a cache probe and one or two loads from the stack copy.
  *
  * Anything else is refused, and the sample is unwound by libunwind from its start:
- * signal frames ('S' augmentation), CFA expressions (PLT entries, stack realignment), an
+ * signal frames ('S' augmentation), CFA expressions other than rsp plus a constant (those
+ * of PLT entries are taken: cfa_expr_eval; stack realignment's are not), an
  * rbp kept in another register or by an expression, code without an FDE, a frame whose
  * rule needs an rbp that was saved below the copied stack. FENNEC_CFI=check (perfring.c)
  * runs both unwinders on every sample and counts where they differ.
@@ -247,6 +248,7 @@ enum { HOW_SAME, HOW_OFFSET, HOW_UNDEF, HOW_OTHER };
 typedef struct row {
 	uint8_t cfa_reg, cfa_expr;
 	int64_t cfa_off;
+	rd expr; /* the CFA's expression, when cfa_expr */
 	uint8_t how[CFI_NREGS];
 	int64_t off[CFI_NREGS];
 } row;
@@ -340,7 +342,14 @@ static int run(rd *r, const cie *c, row *w, const row *init, uint64_t *loc, uint
 		case 0x0c: w->cfa_reg = cfa_reg(uleb(r)); w->cfa_off = (int64_t)uleb(r); w->cfa_expr = 0; continue;
 		case 0x0d: w->cfa_reg = cfa_reg(uleb(r)); w->cfa_expr = 0; continue;
 		case 0x0e: w->cfa_off = (int64_t)uleb(r); continue;
-		case 0x0f: skip(r, uleb(r)); w->cfa_expr = 1; continue; /* def_cfa_expression */
+		case 0x0f: { /* def_cfa_expression */
+			uint64_t n = uleb(r);
+			w->expr = (rd){r->p, r->p, 0};
+			skip(r, n);
+			w->expr.end = r->bad ? w->expr.p : r->p;
+			w->cfa_expr = 1;
+			continue;
+		}
 		case 0x10: case 0x16: /* expression, val_expression */
 			reg = uleb(r);
 			skip(r, uleb(r));
@@ -361,6 +370,96 @@ static int run(rd *r, const cie *c, row *w, const row *init, uint64_t *loc, uint
 		*loc += delta;
 	}
 	return r->bad ? -1 : 0;
+}
+
+/*
+ * A CFA expression that, at this pc, is rsp plus a constant: *off gets the constant. The
+ * linker's PLT entries have one (binutils, x86-64: rsp + 8, plus 8 once the entry's push
+ * ran, told by rip & 15), and a sample in one is common where a library calls
+ * __tls_get_addr or another function through its PLT in a loop (CPython 3.12's
+ * allocator: one sample in ten). rip is the pc the rule is for, exact for the innermost
+ * frame, the only one a PLT entry can be (it calls nothing). The value is a*rsp + b: rsp
+ * and constants go in, +, -, and the bitwise and comparison operators combine constants,
+ * and the result must be rsp plus one; anything else (a load, another register: the
+ * realigned stacks' expressions) is refused. At most 16 values, 64 operations.
+ */
+static int cfa_expr_eval(rd e, uint64_t pc, int64_t *off)
+{
+	struct { uint64_t a, b; } st[16]; /* a: rsp's multiplier (0 or 1), b: the constant */
+	int n = 0;
+	for (int ops = 0; e.p < e.end && !e.bad; ops++) {
+		if (ops == 64)
+			return -1;
+		uint8_t op = u8(&e);
+		uint64_t v;
+		if (op >= 0x30 && op <= 0x4f) { /* lit0-31 */
+			v = op - 0x30u;
+			goto push_const;
+		}
+		switch (op) {
+		case 0x08: v = u8(&e); goto push_const;                          /* const1u */
+		case 0x09: v = (uint64_t)(int64_t)(int8_t)u8(&e); goto push_const; /* const1s */
+		case 0x10: v = uleb(&e); goto push_const;                        /* constu */
+		case 0x11: v = (uint64_t)sleb(&e); goto push_const;              /* consts */
+		case 0x77:                                                        /* breg7: rsp + off */
+			if (n == 16)
+				return -1;
+			st[n].a = 1;
+			st[n++].b = (uint64_t)sleb(&e);
+			continue;
+		case 0x80:                                                        /* breg16: rip + off */
+			v = pc + (uint64_t)sleb(&e);
+			goto push_const;
+		case 0x23:                                                        /* plus_uconst */
+			if (!n)
+				return -1;
+			st[n - 1].b += uleb(&e);
+			continue;
+		}
+		if (n < 2)
+			return -1;
+		uint64_t xa = st[n - 2].a, x = st[n - 2].b, ya = st[n - 1].a, y = st[n - 1].b;
+		n--;
+		if (op == 0x22) { /* plus */
+			if (xa && ya)
+				return -1;
+			st[n - 1].a = xa | ya;
+			st[n - 1].b = x + y;
+			continue;
+		}
+		if (op == 0x1c && !ya) { /* minus, a constant */
+			st[n - 1].b = x - y;
+			continue;
+		}
+		if (xa || ya)
+			return -1;
+		switch (op) {
+		case 0x1a: v = x & y; break;
+		case 0x21: v = x | y; break;
+		case 0x27: v = x ^ y; break;
+		case 0x24: v = y < 64 ? x << y : 0; break;
+		case 0x25: v = y < 64 ? x >> y : 0; break;
+		case 0x29: v = x == y; break;
+		case 0x2a: v = (int64_t)x >= (int64_t)y; break;
+		case 0x2b: v = (int64_t)x > (int64_t)y; break;
+		case 0x2c: v = (int64_t)x <= (int64_t)y; break;
+		case 0x2d: v = (int64_t)x < (int64_t)y; break;
+		case 0x2e: v = x != y; break;
+		default: return -1;
+		}
+		st[n - 1].a = 0;
+		st[n - 1].b = v;
+		continue;
+	push_const:
+		if (n == 16)
+			return -1;
+		st[n].a = 0;
+		st[n++].b = v;
+	}
+	if (e.bad || n != 1 || st[0].a != 1)
+		return -1;
+	*off = (int64_t)st[0].b;
+	return 0;
 }
 
 /* Parse the CIE at p (the module's tables end at `end`). */
@@ -491,7 +590,12 @@ static void compute_in(const cfi_mod *m, uintptr_t pc, cfi_rule *out)
 	loc = begin;
 	if (run(&r, &c, &w, &init, &loc, pc) < 0)
 		goto refused;
-	if (w.cfa_expr || (w.cfa_reg != 7 && w.cfa_reg != 6) || w.cfa_off < INT32_MIN || w.cfa_off > INT32_MAX)
+	if (w.cfa_expr) {
+		if (cfa_expr_eval(w.expr, pc, &w.cfa_off) < 0)
+			goto refused;
+		w.cfa_reg = 7;
+	}
+	if ((w.cfa_reg != 7 && w.cfa_reg != 6) || w.cfa_off < INT32_MIN || w.cfa_off > INT32_MAX)
 		goto refused;
 	if (w.how[16] == HOW_UNDEF) {
 		out->kind = RULE_END;

@@ -2,8 +2,9 @@
  * cfi.h - fennec's fast unwinder (cfi.c): x86-64 call-frame rules read from the loaded
  * objects' .eh_frame in memory, reduced to the few forms compilers emit for ordinary code
  * and kept in a cache by address, so that a frame costs a lookup and one or two loads
- * instead of libunwind's general step. What it does not take (signal frames, PLT entries,
- * expressions, code without unwind tables) it leaves to the caller's other unwinder. Two
+ * instead of libunwind's general step (a PLT entry's CFA expression, rsp plus a constant
+ * at each of its addresses, is one of those forms). What it does not take (signal frames,
+ * other expressions, code without unwind tables) it leaves to the caller's other unwinder. Two
  * users: the ring source's samples (cfi_walk: a copy of the stack, on the draining thread
  * only, under the dynamic loader's lock, perfring.c) and the heap profiler's stacks
  * (cfi_walk_local: the calling thread's own stack, any thread, heap_stacks.c).

@@ -59,8 +59,8 @@ void sc_release(void)
  * sc_fill() walks the stack with cfi.c's call-frame rules (cfi_walk_local: the rule of
  * each address computed once from its object's .eh_frame, found with glibc's lock-free
  * _dl_find_object, and cached for all threads; a frame is then a probe and a load or two), and
- * where a frame needs more than those rules do (a signal frame, a PLT entry, a CFA
- * expression, code without unwind tables), with libgcc's unwinder (_Unwind_Backtrace,
+ * where a frame needs more than those rules do (a signal frame, a CFA expression other than
+ * a PLT entry's, code without unwind tables), with libgcc's unwinder (_Unwind_Backtrace,
  * taken from libgcc_s.so.1 by col_mem_start(): libunwind exports a function of the same
  * name), which also finds FDEs with _dl_find_object but reads them again for every frame
  * (~145 ns a frame here). Both give every frame's stack pointer, so where each return

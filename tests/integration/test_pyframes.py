@@ -107,10 +107,13 @@ def test_python_perf_trampolines():
         rep = analyze(path, "--native")
         main = func(rep, "main")
         # the walk went through the trampolines: the thread's start is below the Python
-        # frames (measured: in 98 % of main()'s samples; before, the walk stopped at the
-        # innermost trampoline in nearly all)
+        # frames (measured: Py_BytesMain's total is 99.2-99.3 % of main()'s on 3.12.1, all
+        # of it on 3.13.0; before, the walk stopped at the innermost trampoline in nearly
+        # all; and until the fast unwinder read PLT entries' rules, 3.12's samples in its
+        # __tls_get_addr PLT entry, one in ten, were left to libunwind, which stops at the
+        # first trampoline: 89-90 %, below this bound in CI)
         start = [f for f in funcs(rep) if f["name"] in ("Py_BytesMain", "Py_RunMain", "_start")]
-        assert_true(start and start[0]["total_samples"] >= 0.9 * main["total_samples"],
+        assert_true(start and start[0]["total_samples"] >= 0.95 * main["total_samples"],
                     "%s --native: the stacks stop at a trampoline: %s" % (exe, [(f["name"], f["total_samples"]) for f in start]))
 
 
