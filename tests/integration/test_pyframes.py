@@ -75,9 +75,13 @@ def check_shares(exe, xopts=()):
         got = 100.0 * f["total_samples"] / main["total_samples"]
         want = 100.0 * spent / truth["total_ns"]
         assert_close(got, want, SHARE_TOL, "%s's share of main() (%s %s)" % (name, exe, " ".join(xopts)), "%")
-    # the interpreter's C code is folded into the Python frames
+    # the interpreter's C code is folded into the Python frames: the loop stays only in
+    # samples without any (a frame chain cut, or read while a call was being set up: one
+    # sample in about five runs of 3,000 here, whose -X perf trampoline stays too)
+    without_py = rep["samples"]["cpu_weight"] - py["samples"]
     for f in funcs(rep)[:20]:
-        assert_true(f["name"] != "_PyEval_EvalFrameDefault", "the interpreter loop is in the table: %r" % (f,))
+        assert_true(f["name"] != "_PyEval_EvalFrameDefault" or f["total_samples"] <= without_py,
+                    "the interpreter loop is in the table (%d samples without Python frames): %r" % (without_py, f))
     return path
 
 
